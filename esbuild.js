@@ -1,0 +1,71 @@
+// Bundles the extension host entry and the `waypoint` CLI (both Node, CommonJS).
+// sql.js is bundled, never external; only its sql-wasm.wasm is copied into dist/
+// and loaded explicitly as `wasmBinary` (see src/core/store/sqlite.ts).
+const esbuild = require('esbuild');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const production = process.argv.includes('--production');
+const watch = process.argv.includes('--watch');
+
+/** Prints errors in the form VS Code's esbuild problem matcher understands. */
+const problemMatcher = {
+  name: 'problem-matcher',
+  setup(build) {
+    build.onStart(() => console.log('[watch] build started'));
+    build.onEnd((result) => {
+      for (const { text, location } of result.errors) {
+        console.error(`✘ [ERROR] ${text}`);
+        if (location) console.error(`    ${location.file}:${location.line}:${location.column}:`);
+      }
+      console.log('[watch] build finished');
+    });
+  },
+};
+
+function copyWasm() {
+  const src = require.resolve('sql.js/dist/sql-wasm.wasm');
+  fs.mkdirSync('dist', { recursive: true });
+  fs.copyFileSync(src, path.join('dist', 'sql-wasm.wasm'));
+}
+
+async function main() {
+  const common = {
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    minify: production,
+    sourcemap: !production,
+    sourcesContent: false,
+    logLevel: 'silent',
+    plugins: [problemMatcher],
+  };
+  const contexts = await Promise.all([
+    esbuild.context({
+      ...common,
+      entryPoints: { extension: 'src/extension/main.ts' },
+      outdir: 'dist',
+      external: ['vscode'],
+    }),
+    esbuild.context({
+      ...common,
+      entryPoints: { cli: 'src/cli/main.ts' },
+      outdir: 'dist',
+      banner: { js: '#!/usr/bin/env node' },
+    }),
+  ]);
+  copyWasm();
+  if (watch) {
+    await Promise.all(contexts.map((c) => c.watch()));
+  } else {
+    await Promise.all(contexts.map((c) => c.rebuild()));
+    await Promise.all(contexts.map((c) => c.dispose()));
+    fs.chmodSync(path.join('dist', 'cli.js'), 0o755);
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
