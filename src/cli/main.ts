@@ -5,28 +5,15 @@ import { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import { Plan } from '../core/model/schema';
 import { parseInput } from '../core/model/validate';
-import { UsageError, intOption, jsonOption, optional, parse, required, type OptionSpec } from './args';
+import { UsageError, intOption, jsonOption, optional, parse, required } from './args';
 import { tasksTable, taskDetail } from './format';
+import type { Command, Ctx } from './command';
 
 /**
  * `waypoint` — the command line over the engine. Every subcommand takes
  * `--workspace DIR` (default: the current directory) and `--json`.
  * Exit codes: 0 ok, 1 refused (bad input, illegal move; reason on stderr), 2 usage.
  */
-
-interface Ctx {
-  values: Record<string, string | boolean | undefined>;
-  json: boolean;
-  engine: () => Promise<Engine>;
-  out: (human: string, json: unknown) => void;
-}
-
-interface Command {
-  summary: string;
-  usage: string;
-  options: OptionSpec;
-  run(ctx: Ctx): Promise<void>;
-}
 
 const s = (short?: string) => ({ type: 'string' as const, ...(short ? { short } : {}) });
 const b = { type: 'boolean' as const };
@@ -412,6 +399,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     const ctx: Ctx = {
       values,
       json: values.json === true,
+      workspace,
       engine: async () => {
         engine ??= await Engine.open({ workspace, log, store: { lock: { waitMs: lockWait ?? 2000 } } });
         return engine;

@@ -1,0 +1,20 @@
+import type { Engine } from '../core/engine/engine';
+import type { OptionSpec } from './args';
+
+/** What a CLI command gets: its parsed options, the engine (opened on first use) and an output sink. */
+export interface Ctx {
+  values: Record<string, string | boolean | undefined>;
+  json: boolean;
+  /** The workspace directory (absolute). */
+  workspace: string;
+  engine: () => Promise<Engine>;
+  /** Prints `json` with --json, otherwise `human`. */
+  out: (human: string, json: unknown) => void;
+}
+
+export interface Command {
+  summary: string;
+  usage: string;
+  options: OptionSpec;
+  run(ctx: Ctx): Promise<void>;
+}
