@@ -1,0 +1,31 @@
+/**
+ * `npm run bench`: every performance target of Waypoint, each measured side by side
+ * with its named baseline in this one run, printed as tables with ratios.
+ * These machines are noisy: figures are medians of repeated runs; read the ratios.
+ * `--quick` runs smaller sizes (a smoke check, not the figures to report).
+ */
+import * as os from 'node:os';
+
+interface Bench {
+  name: string;
+  load: () => Promise<{ main: (o: { quick?: boolean }) => Promise<unknown> }>;
+}
+
+const BENCHES: Bench[] = [{ name: 'store', load: async () => require('./store.bench') }];
+
+async function run(): Promise<void> {
+  const quick = process.argv.includes('--quick');
+  const only = process.argv.find((a) => a.startsWith('--only='))?.slice(7);
+  process.stdout.write(`# Waypoint benchmarks${quick ? ' (quick)' : ''}\n\n${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
+  for (const b of BENCHES) {
+    if (only && b.name !== only) continue;
+    const t0 = performance.now();
+    await (await b.load()).main({ quick });
+    process.stdout.write(`\n(${b.name}: ${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
+  }
+}
+
+run().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
