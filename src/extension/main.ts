@@ -1,20 +1,59 @@
 import * as vscode from 'vscode';
+import { randomUUID } from 'node:crypto';
+import type { Engine } from '../core/engine/engine';
+import { Commands } from './commands';
+import { EngineHost } from './engineHost';
+import { EventsDocumentProvider } from './eventsDocument';
+import { TaskStatusBar } from './statusBar';
+import { TasksTreeProvider, type TreeNode } from './tasksTree';
 
-/**
- * Composition root. Activation does no slow work: the store (and sql.js's WASM)
- * is opened lazily by the first surface that needs it.
- */
-export function activate(context: vscode.ExtensionContext): void {
-  const output = vscode.window.createOutputChannel('Waypoint', { log: true });
-  context.subscriptions.push(output);
-  output.info('[extension] activated');
-  context.subscriptions.push(
-    vscode.commands.registerCommand('waypoint.showStoreInfo', () => {
-      output.show(true);
-    }),
-  );
+/** What other extensions (and our integration tests) get from `activate()`. */
+export interface WaypointApi {
+  /** Milliseconds `activate()` took (it does no slow work: the store opens lazily). */
+  readonly activationMs: number;
+  /** The engine for this window's workspace, opened on first call. */
+  engine(): Promise<Engine>;
+  /** The status bar item's current text ('' when hidden). */
+  statusText(): string;
 }
 
-export function deactivate(): void {
-  // Everything is disposed through context.subscriptions.
+/**
+ * Composition root: builds the services in dependency order and hands each to the
+ * context's subscriptions, so they are disposed in reverse. No business logic here,
+ * and no slow work before the first paint.
+ */
+export function activate(context: vscode.ExtensionContext): WaypointApi {
+  const t0 = performance.now();
+  const log = vscode.window.createOutputChannel('Waypoint', { log: true });
+  context.subscriptions.push(log);
+  const host = new EngineHost(log, `vscode:${vscode.env.sessionId ?? randomUUID()}`);
+  context.subscriptions.push(host);
+  activeHost = host;
+  const tree = new TasksTreeProvider(host);
+  context.subscriptions.push(tree);
+  const view = vscode.window.createTreeView<TreeNode>('waypoint.tasks', { treeDataProvider: tree, showCollapseAll: true });
+  context.subscriptions.push(view);
+  const statusBar = new TaskStatusBar(host);
+  context.subscriptions.push(statusBar);
+  context.subscriptions.push(new EventsDocumentProvider(host));
+  context.subscriptions.push(new Commands(host, tree, view, log));
+  // Open the store in the background once the window is up, so the view and the
+  // status bar show the truth without waiting for a click.
+  const warm = setTimeout(() => void host.get().catch(() => undefined), 0);
+  context.subscriptions.push({ dispose: () => clearTimeout(warm) });
+  const activationMs = performance.now() - t0;
+  log.info(`[extension] activated in ${activationMs.toFixed(1)} ms`);
+  return {
+    activationMs,
+    engine: () => host.get(),
+    statusText: () => statusBar.text,
+  };
+}
+
+let activeHost: EngineHost | undefined;
+
+/** Waits for the store to export and release its lock, so the next owner finds it clean. */
+export async function deactivate(): Promise<void> {
+  await activeHost?.close();
+  activeHost = undefined;
 }

@@ -1,0 +1,257 @@
+import * as vscode from 'vscode';
+import type { Engine } from '../core/engine/engine';
+import type { ResumeContext } from '../core/engine/resumeContext';
+import { errorMessage, isWaypointError } from '../core/model/errors';
+import type { Task, TaskState } from '../core/model/schema';
+import { Disposable } from './disposable';
+import type { EngineHost } from './engineHost';
+import { EVENTS_SCHEME, eventsUri } from './eventsDocument';
+import { ago, isResumable, progressText, STATE_LABEL, codicon } from './presentation';
+import { settings } from './settings';
+import { EffectNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
+
+/**
+ * Every command, registered through one place that turns failures into readable
+ * messages (never an unhandled rejection) and logs them with their area. Handlers
+ * accept what VS Code hands them: a tree node (inline actions), a task id (status
+ * bar), or nothing (the palette → a quick pick).
+ */
+type Handler = (...args: unknown[]) => unknown;
+
+export class Commands extends Disposable {
+  constructor(
+    private readonly host: EngineHost,
+    private readonly tree: TasksTreeProvider,
+    private readonly view: vscode.TreeView<TreeNode>,
+    private readonly log: vscode.LogOutputChannel,
+  ) {
+    super();
+    const table: Record<string, Handler> = {
+      'waypoint.startTask': () => this.startTask(),
+      'waypoint.resumeTask': (a) => this.resumeTask(a),
+      'waypoint.completeTask': (a) => this.completeTask(a),
+      'waypoint.abandonTask': (a) => this.abandonTask(a),
+      'waypoint.deleteTask': (a) => this.deleteTask(a),
+      'waypoint.createCheckpoint': (a) => this.createCheckpoint(a),
+      'waypoint.showTaskEvents': (a) => this.showEvents(a),
+      'waypoint.copyResumeContext': (a) => this.copyResumeContext(a),
+      'waypoint.markSideEffectDone': (a) => this.settleEffect(a, true),
+      'waypoint.markSideEffectFailed': (a) => this.settleEffect(a, false),
+      'waypoint.refresh': () => this.tree.refresh(),
+      'waypoint.revealTask': (a) => this.revealTask(a),
+      'waypoint.showStoreInfo': () => this.log.show(true),
+    };
+    for (const [id, fn] of Object.entries(table)) {
+      this.register(vscode.commands.registerCommand(id, (...args: unknown[]) => this.run(id, () => fn(...args))));
+    }
+  }
+
+  /** The one wrapper: errors become messages; refusals are warnings, surprises are errors with a log link. */
+  private async run(id: string, fn: () => unknown): Promise<unknown> {
+    try {
+      return await fn();
+    } catch (e) {
+      const msg = errorMessage(e);
+      this.log.error(`[commands] ${id} failed: ${msg}`);
+      if (isWaypointError(e) && e.code !== 'io' && e.code !== 'corrupt') {
+        void vscode.window.showWarningMessage(`Waypoint: ${msg}`);
+      } else {
+        void vscode.window.showErrorMessage(`Waypoint: ${msg}`, 'Show Log').then((a) => a && this.log.show(true));
+      }
+      return undefined;
+    }
+  }
+
+  private engine(): Promise<Engine> {
+    return this.host.get();
+  }
+
+  /** Resolves a command argument to a task, asking with a quick pick when there is none. */
+  private async resolveTask(arg: unknown, filter: (t: Task) => boolean, placeHolder: string): Promise<Task | undefined> {
+    const engine = await this.engine();
+    if (arg instanceof TaskNode) return engine.task(arg.task.id);
+    if (typeof arg === 'string') return engine.task(arg);
+    const candidates = engine.tasks().filter(filter);
+    if (candidates.length === 0) {
+      void vscode.window.showInformationMessage(`Waypoint: no task to choose from (${placeHolder.toLowerCase()}).`);
+      return undefined;
+    }
+    return this.pickTask(engine, candidates, placeHolder);
+  }
+
+  private async pickTask(engine: Engine, tasks: Task[], placeHolder: string): Promise<Task | undefined> {
+    const items = tasks.map((t) => ({
+      label: `$(${codicon(t.state)}) ${t.title}`,
+      description: `${STATE_LABEL[t.state]} · ${progressText(t, engine.queries.steps(t.id))}`,
+      detail: t.interruption ? `Stopped ${ago(t.interruption.at)}: ${t.interruption.reason}` : `${t.agent ? `${t.agent} · ` : ''}updated ${ago(t.updatedAt)}`,
+      task: t,
+    }));
+    const pick = await vscode.window.showQuickPick(items, { placeHolder, matchOnDescription: true, matchOnDetail: true });
+    return pick?.task;
+  }
+
+  private async startTask(): Promise<string | undefined> {
+    const goal = await vscode.window.showInputBox({
+      title: 'Waypoint: Start Task (1/2)',
+      prompt: 'What should the agent achieve? Waypoint records this task so you can roll back, resume and review it.',
+      placeHolder: 'e.g. Add input validation to the signup form',
+      validateInput: (v) => (v.trim() ? undefined : 'Describe the goal'),
+      ignoreFocusOut: true,
+    });
+    if (!goal) return undefined;
+    const planText = await vscode.window.showInputBox({
+      title: 'Waypoint: Start Task (2/2)',
+      prompt: 'Optional plan: step titles separated by ";" (each step follows the previous one). Leave empty for no plan.',
+      placeHolder: 'Read the code; Make the change; Run the tests',
+      ignoreFocusOut: true,
+    });
+    if (planText === undefined) return undefined;
+    const titles = planText
+      .split(';')
+      .map((s) => s.trim())
+      .filter(Boolean);
+    const plan = titles.map((title, i) => ({ id: `step-${i + 1}`, title, ...(i ? { dependsOn: [`step-${i}`] } : {}) }));
+    const engine = await this.engine();
+    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: taking the task’s base checkpoint…' }, () =>
+      engine.startTask({ goal: goal.trim(), plan, agent: 'manual' }),
+    );
+    await this.revealTask(r.taskId);
+    void vscode.window.showInformationMessage(`Waypoint: started task “${engine.task(r.taskId).title}”.`);
+    return r.taskId;
+  }
+
+  private async resumeTask(arg: unknown): Promise<ResumeContext | undefined> {
+    const task = await this.resolveTask(arg, isResumable, 'Choose a task to resume');
+    if (!task) return undefined;
+    const engine = await this.engine();
+    // Health check: what the next driver must know before it continues.
+    const inDoubt = engine.queries.sideEffects(task.id).filter((e) => e.status === 'in_doubt' || e.status === 'intent');
+    if (inDoubt.length) {
+      const list = inDoubt.map((e) => `• ${e.description} (${e.kind})`).join('\n');
+      const go = await vscode.window.showWarningMessage(
+        `${inDoubt.length} side effect${inDoubt.length > 1 ? 's are' : ' is'} in doubt for “${task.title}”`,
+        { modal: true, detail: `They were begun but no outcome was recorded:\n${list}\n\nThe resume context tells the agent to verify them before repeating them.` },
+        'Resume Anyway',
+      );
+      if (go !== 'Resume Anyway') return undefined;
+    }
+    const ctx = await engine.resumeTask({ taskId: task.id });
+    await this.deliver(ctx);
+    return ctx;
+  }
+
+  private async deliver(ctx: ResumeContext): Promise<void> {
+    let how = settings().resumeDelivery;
+    if (how === 'ask') {
+      const pick = await vscode.window.showQuickPick(
+        [
+          { label: '$(comment-discussion) Open in Chat', detail: 'Start a chat with the resume prompt', how: 'chat' as const },
+          { label: '$(terminal) Send to Terminal', detail: 'Type the resume prompt into the active terminal (an agent CLI waiting for input)', how: 'terminal' as const },
+          { label: '$(copy) Copy to Clipboard', detail: 'Paste it into any agent', how: 'clipboard' as const },
+        ],
+        { placeHolder: `Resume “${ctx.task.title}” (attempt ${ctx.task.attempt}): hand the context to the agent` },
+      );
+      if (!pick) return;
+      how = pick.how;
+    }
+    if (how === 'chat') {
+      try {
+        await vscode.commands.executeCommand('workbench.action.chat.open', { query: ctx.markdown });
+        return;
+      } catch (e) {
+        this.log.warn(`[resume] chat is not available (${errorMessage(e)}); copied instead`);
+        how = 'clipboard';
+      }
+    }
+    if (how === 'terminal') {
+      const term = vscode.window.activeTerminal ?? vscode.window.createTerminal('Waypoint resume');
+      term.show();
+      term.sendText(ctx.markdown, false);
+      return;
+    }
+    await vscode.env.clipboard.writeText(ctx.markdown);
+    void vscode.window.showInformationMessage('Waypoint: resume context copied to the clipboard.');
+  }
+
+  private async copyResumeContext(arg: unknown): Promise<void> {
+    const task = await this.resolveTask(arg, () => true, 'Copy the resume context of which task?');
+    if (!task) return;
+    const ctx = await (await this.engine()).resumeContext(task.id);
+    await vscode.env.clipboard.writeText(ctx.markdown);
+    void vscode.window.showInformationMessage(`Waypoint: resume context of “${task.title}” copied.`);
+  }
+
+  private async completeTask(arg: unknown): Promise<TaskState | undefined> {
+    const task = await this.resolveTask(arg, (t) => t.state === 'running' || t.state === 'waiting_tool', 'Choose a task the agent has finished');
+    if (!task) return undefined;
+    const summary = await vscode.window.showInputBox({ title: `Complete “${task.title}”`, prompt: 'Optional summary of what was done', ignoreFocusOut: true });
+    if (summary === undefined) return undefined;
+    const r = await (await this.engine()).requestReview({ taskId: task.id, summary: summary || undefined });
+    return r.state;
+  }
+
+  private async abandonTask(arg: unknown): Promise<TaskState | undefined> {
+    const task = await this.resolveTask(arg, (t) => t.state !== 'completed' && t.state !== 'abandoned', 'Choose a task to abandon');
+    if (!task) return undefined;
+    const ok = await vscode.window.showWarningMessage(
+      `Abandon “${task.title}”?`,
+      { modal: true, detail: 'The task stops being tracked as work in progress. Its record and checkpoints are kept; workspace files are not changed.' },
+      'Abandon',
+    );
+    if (ok !== 'Abandon') return undefined;
+    return (await (await this.engine()).abandonTask({ taskId: task.id, reason: 'abandoned in VS Code' })).state;
+  }
+
+  private async deleteTask(arg: unknown): Promise<boolean> {
+    const task = await this.resolveTask(arg, (t) => !['running', 'waiting_tool', 'planning'].includes(t.state), 'Choose a task to delete');
+    if (!task) return false;
+    const ok = await vscode.window.showWarningMessage(
+      `Delete “${task.title}”?`,
+      { modal: true, detail: 'Its steps, side effects and checkpoints disappear from Waypoint (the event log keeps the history). Workspace files are not changed.' },
+      'Delete',
+    );
+    if (ok !== 'Delete') return false;
+    await (await this.engine()).deleteTask({ taskId: task.id });
+    return true;
+  }
+
+  private async createCheckpoint(arg: unknown): Promise<string | undefined> {
+    const task = await this.resolveTask(arg, (t) => t.state !== 'completed' && t.state !== 'abandoned', 'Checkpoint which task?');
+    if (!task) return undefined;
+    const label = await vscode.window.showInputBox({ title: 'Waypoint: Create Checkpoint', prompt: 'Optional label', ignoreFocusOut: true });
+    if (label === undefined) return undefined;
+    const engine = await this.engine();
+    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: checkpoint' }, () =>
+      engine.checkpoint({ taskId: task.id, label: label || undefined }),
+    );
+    void vscode.window.setStatusBarMessage(`$(git-commit) Waypoint checkpoint ${r.checkpointId}: ${r.filesChanged} file(s) changed`, 4000);
+    return r.checkpointId;
+  }
+
+  private async showEvents(arg: unknown): Promise<void> {
+    const task = await this.resolveTask(arg, () => true, 'Show the events of which task?');
+    if (!task) return;
+    const doc = await vscode.workspace.openTextDocument(eventsUri(task.id));
+    await vscode.window.showTextDocument(doc, { preview: true });
+    void EVENTS_SCHEME;
+  }
+
+  private async settleEffect(arg: unknown, ok: boolean): Promise<void> {
+    if (!(arg instanceof EffectNode)) throw new Error('Choose a side effect in the Waypoint view.');
+    const e = arg.effect;
+    let error: string | undefined;
+    if (!ok) {
+      error = await vscode.window.showInputBox({ prompt: `Why did “${e.description}” fail?`, value: 'did not happen (checked by hand)', ignoreFocusOut: true });
+      if (error === undefined) return;
+    }
+    await (await this.engine()).endSideEffect({ taskId: e.taskId, key: e.key, ok, error: error || undefined, result: ok ? 'confirmed by hand' : undefined, by: 'person' });
+  }
+
+  private async revealTask(arg: unknown): Promise<void> {
+    const id = arg instanceof TaskNode ? arg.task.id : typeof arg === 'string' ? arg : undefined;
+    if (!id) return;
+    const engine = await this.engine();
+    const node = new TaskNode(engine.task(id));
+    await this.view.reveal(node, { select: true, focus: false, expand: true });
+  }
+}

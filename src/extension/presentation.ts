@@ -1,0 +1,134 @@
+import * as vscode from 'vscode';
+import type { CheckpointMeta, SideEffect, Step, Task, TaskState } from '../core/model/schema';
+
+/**
+ * How Waypoint's states look in VS Code: one codicon and theme colour per state,
+ * shared by the tree, the status bar and quick picks so they never disagree.
+ */
+const TASK_ICON: Record<TaskState, [string, string | undefined]> = {
+  pending: ['circle-large-outline', undefined],
+  planning: ['list-ordered', 'charts.blue'],
+  running: ['sync~spin', 'charts.blue'],
+  waiting_tool: ['loading~spin', 'charts.blue'],
+  waiting_review: ['eye', 'charts.purple'],
+  completed: ['pass', 'testing.iconPassed'],
+  interrupted: ['debug-pause', 'problemsWarningIcon.foreground'],
+  suspended: ['debug-pause', 'disabledForeground'],
+  failed: ['error', 'testing.iconFailed'],
+  abandoned: ['circle-slash', 'disabledForeground'],
+};
+
+const STEP_ICON: Record<Step['status'], [string, string | undefined]> = {
+  pending: ['circle-large-outline', undefined],
+  in_progress: ['loading~spin', 'charts.blue'],
+  completed: ['pass', 'testing.iconPassed'],
+  failed: ['error', 'testing.iconFailed'],
+  skipped: ['debug-step-over', 'disabledForeground'],
+  abandoned: ['circle-slash', 'disabledForeground'],
+};
+
+const EFFECT_ICON: Record<SideEffect['status'], [string, string | undefined]> = {
+  intent: ['loading~spin', 'charts.blue'],
+  done: ['check', 'testing.iconPassed'],
+  failed: ['error', 'testing.iconFailed'],
+  in_doubt: ['question', 'problemsWarningIcon.foreground'],
+};
+
+const icon = ([id, color]: [string, string | undefined]) => new vscode.ThemeIcon(id, color ? new vscode.ThemeColor(color) : undefined);
+
+export const taskIcon = (s: TaskState) => icon(TASK_ICON[s]);
+export const stepIcon = (s: Step['status']) => icon(STEP_ICON[s]);
+export const effectIcon = (s: SideEffect['status']) => icon(EFFECT_ICON[s]);
+export const checkpointIcon = (c: CheckpointMeta) => new vscode.ThemeIcon(c.kind === 'pre_rollback' ? 'history' : c.kind === 'task_base' ? 'debug-start' : 'git-commit');
+export const codicon = (s: TaskState) => TASK_ICON[s][0];
+
+export const STATE_LABEL: Record<TaskState, string> = {
+  pending: 'pending',
+  planning: 'planning',
+  running: 'running',
+  waiting_tool: 'running a side effect',
+  waiting_review: 'waiting for review',
+  completed: 'completed',
+  interrupted: 'interrupted',
+  suspended: 'suspended',
+  failed: 'failed',
+  abandoned: 'abandoned',
+};
+
+/** Attention first (interrupted, failed, review), then live work, then history. */
+export function taskRank(t: Task): number {
+  switch (t.state) {
+    case 'interrupted':
+    case 'failed':
+    case 'waiting_review':
+      return 0;
+    case 'running':
+    case 'waiting_tool':
+    case 'planning':
+    case 'pending':
+    case 'suspended':
+      return 1;
+    default:
+      return 2;
+  }
+}
+
+export function sortTasks(tasks: Task[]): Task[] {
+  return [...tasks].sort((a, b) => taskRank(a) - taskRank(b) || b.updatedAt - a.updatedAt || a.id.localeCompare(b.id));
+}
+
+export function duration(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.round(s / 60);
+  if (m < 60) return `${m} min`;
+  const h = Math.floor(m / 60);
+  return h < 48 ? `${h} h ${m % 60} min` : `${Math.round(h / 24)} d`;
+}
+
+export function ago(ts: number, now = Date.now()): string {
+  return `${duration(now - ts)} ago`;
+}
+
+/** `step 3/7 · 4 min`: the step in hand (or done count) and how long the task has run. */
+export function progressText(task: Task, steps: Step[], now = Date.now()): string {
+  const total = steps.length;
+  const done = steps.filter((s) => s.status === 'completed' || s.status === 'skipped').length;
+  const current = steps.findIndex((s) => s.status === 'in_progress');
+  const stepPart = total === 0 ? 'no plan' : current >= 0 ? `step ${current + 1}/${total}` : `${done}/${total} done`;
+  const live = task.state === 'running' || task.state === 'waiting_tool' || task.state === 'planning';
+  const time = live ? duration(now - task.createdAt) : ago(task.updatedAt, now);
+  return `${stepPart} · ${time}`;
+}
+
+export function isResumable(t: Task): boolean {
+  return t.state === 'interrupted' || t.state === 'suspended' || (t.state === 'failed' && t.interruption?.class !== 'unrecoverable');
+}
+
+export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[]): vscode.MarkdownString {
+  const md = new vscode.MarkdownString(undefined, true);
+  md.supportHtml = false;
+  md.appendMarkdown(`$(${codicon(task.state)}) **`);
+  md.appendText(task.title);
+  md.appendMarkdown(`** — ${STATE_LABEL[task.state]}\n\n`);
+  md.appendText(task.goal);
+  md.appendMarkdown('\n\n');
+  const rows: [string, string][] = [
+    ['Agent', task.agent ?? '—'],
+    ['Started', new Date(task.createdAt).toLocaleString()],
+    ['Last activity', ago(task.updatedAt)],
+    ['Attempt', String(task.attempt)],
+    ['Steps', `${steps.filter((s) => s.status === 'completed').length} of ${steps.length} completed`],
+  ];
+  const inDoubt = effects.filter((e) => e.status === 'in_doubt').length;
+  if (inDoubt) rows.push(['Side effects in doubt', String(inDoubt)]);
+  if (task.interruption) rows.push(['Stopped', `${task.interruption.reason} (${task.interruption.class.replace('_', ' ')})`]);
+  const lastError = steps.filter((s) => s.error).sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))[0]?.error;
+  if (lastError) rows.push(['Last error', lastError.message]);
+  for (const [k, v] of rows) {
+    md.appendMarkdown(`**${k}:** `);
+    md.appendText(v);
+    md.appendMarkdown('  \n');
+  }
+  return md;
+}
