@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import { randomUUID } from 'node:crypto';
 import type { Engine } from '../core/engine/engine';
+import { AttentionAlerts } from './attention';
 import { Commands } from './commands';
 import { EngineHost } from './engineHost';
 import { EventsDocumentProvider } from './eventsDocument';
@@ -37,6 +38,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(statusBar);
   context.subscriptions.push(new EventsDocumentProvider(host));
   context.subscriptions.push(new Commands(host, tree, view, log));
+  context.subscriptions.push(new AttentionAlerts(host));
   // Open the store in the background once the window is up, so the view and the
   // status bar show the truth without waiting for a click.
   const warm = setTimeout(() => void host.get().catch(() => undefined), 0);
