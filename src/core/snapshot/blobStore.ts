@@ -9,6 +9,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
+import fss from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -174,6 +175,32 @@ export class BlobStore {
       }
     }
     throw new CorruptBlobError(hash, `unknown header byte ${header}`);
+  }
+
+  /** Synchronous `get`, for restore's tight loop (small files; avoids thread-pool round trips). */
+  getSync(hash: string): Buffer {
+    let raw: Buffer;
+    try {
+      raw = fss.readFileSync(this.pathOf(hash));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(hash);
+      throw err;
+    }
+    if (raw.length === 0) throw new CorruptBlobError(hash, 'empty object file');
+    const header = raw[0];
+    if (header === HEADER_RAW) return raw.subarray(1);
+    if (header === HEADER_DEFLATE) {
+      try {
+        return zlib.inflateRawSync(raw.subarray(1));
+      } catch (err) {
+        throw new CorruptBlobError(hash, `cannot inflate (${(err as Error).message})`);
+      }
+    }
+    throw new CorruptBlobError(hash, `unknown header byte ${header}`);
+  }
+
+  hasSync(hash: string): boolean {
+    return fss.existsSync(this.pathOf(hash));
   }
 
   /** Reads the blob back and checks that it still hashes to its name. */

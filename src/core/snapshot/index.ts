@@ -13,6 +13,8 @@ export {
   isSafePathKey,
   assertSafePathKey,
   resolveInside,
+  resolveInsideSync,
+  type ResolveCache,
   findCaseCollisions,
   checkRoots,
   keyPrefixFor,

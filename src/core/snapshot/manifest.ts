@@ -240,7 +240,7 @@ export class ManifestStore {
         for (const [k, v] of manifest) {
           const before = parent.get(k);
           // Stat fields count: a loaded manifest must be usable as the next scan's `previous`.
-          if (!before || canonicalJson(before) !== canonicalJson(v)) set[k] = v;
+          if (!before || !entriesEqual(before, v)) set[k] = v;
         }
         for (const k of parent.keys()) if (!manifest.has(k)) del.push(k);
         del.sort();
@@ -345,12 +345,28 @@ function freezeCopy(m: Manifest): Manifest {
   return out;
 }
 
+/** Field-wise equality, stat fields included (what a delta must preserve). */
+export function entriesEqual(a: ManifestEntry, b: ManifestEntry): boolean {
+  if (a === b) return true;
+  if (a.type !== b.type || a.mtimeMs !== b.mtimeMs) return false;
+  switch (a.type) {
+    case 'file': {
+      const f = b as FileEntry;
+      return a.hash === f.hash && a.size === f.size && a.mode === f.mode && a.ino === f.ino && a.racy === f.racy;
+    }
+    case 'symlink':
+      return a.target === (b as SymlinkEntry).target && a.ino === (b as SymlinkEntry).ino;
+    case 'skipped':
+      return a.size === (b as SkippedEntry).size && a.reason === (b as SkippedEntry).reason;
+  }
+}
+
 /** Key-by-key equality of two manifests, stat fields included. */
 export function manifestsEqual(a: Manifest, b: Manifest): boolean {
   if (a.size !== b.size) return false;
   for (const [k, v] of a) {
     const w = b.get(k);
-    if (!w || canonicalJson(v) !== canonicalJson(w)) return false;
+    if (!w || !entriesEqual(v, w)) return false;
   }
   return true;
 }

@@ -6,7 +6,7 @@
  * Manifests are read back from disk, so every key is treated as hostile until it
  * has passed `assertSafePathKey`, and every write goes through `resolveInside`.
  */
-import fs from 'node:fs/promises';
+import fss from 'node:fs';
 import path from 'node:path';
 
 export class UnsafePathError extends Error {
@@ -76,47 +76,57 @@ function isInside(root: string, candidate: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel) && rel.split(path.sep)[0] !== '..');
 }
 
+/** Memo of resolved parent directories, shared by the resolutions of one restore phase. */
+export type ResolveCache = Map<string, { abs: string; exists: boolean }>;
+
+function resolveParent(realRoot: string, segs: readonly string[], n: number, rel: string, cache: ResolveCache): { abs: string; exists: boolean } {
+  if (n === 0) return { abs: realRoot, exists: true };
+  const memoKey = `${realRoot}\0${segs.slice(0, n).join('/')}`;
+  const hit = cache.get(memoKey);
+  if (hit) return hit;
+  const parent = resolveParent(realRoot, segs, n - 1, rel, cache);
+  const next = path.join(parent.abs, segs[n - 1]!);
+  let result: { abs: string; exists: boolean };
+  const st = parent.exists ? fss.lstatSync(next, { throwIfNoEntry: false }) : undefined;
+  if (!st) {
+    result = { abs: next, exists: false };
+  } else if (st.isSymbolicLink()) {
+    const where = segs.slice(0, n).join('/');
+    let real: string;
+    try {
+      real = fss.realpathSync(next);
+    } catch {
+      throw new UnsafePathError(rel, `parent ${where} is a dangling symlink`);
+    }
+    if (!isInside(realRoot, real)) throw new UnsafePathError(rel, `parent ${where} is a symlink leading outside the workspace`);
+    result = { abs: real, exists: true };
+  } else {
+    result = { abs: next, exists: true };
+  }
+  cache.set(memoKey, result);
+  return result;
+}
+
 /**
  * Resolves a path key under `root` for writing. Each existing PARENT directory is
  * resolved with realpath, and the result must stay inside realpath(root); a parent
  * that is a symlink pointing outside is refused. The last component is not
  * followed: restore replaces it (rename over a symlink replaces the link itself).
  * Parents that do not exist yet are fine (restore creates them as real dirs).
+ * Synchronous: a handful of metadata syscalls, memoized per directory via `cache`.
  */
-export async function resolveInside(root: string, rel: string): Promise<string> {
+export function resolveInsideSync(root: string, rel: string, cache: ResolveCache = new Map()): string {
   assertSafePathKey(rel);
-  const realRoot = await fs.realpath(root);
-  const segments = rel.split('/');
-  let current = realRoot;
-  for (let i = 0; i < segments.length - 1; i++) {
-    const next = path.join(current, segments[i]!);
-    let st;
-    try {
-      st = await fs.lstat(next);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        return path.join(next, ...segments.slice(i + 1));
-      }
-      throw err;
-    }
-    if (st.isSymbolicLink()) {
-      let real: string;
-      try {
-        real = await fs.realpath(next);
-      } catch {
-        throw new UnsafePathError(rel, `parent ${segments.slice(0, i + 1).join('/')} is a dangling symlink`);
-      }
-      if (!isInside(realRoot, real)) {
-        throw new UnsafePathError(rel, `parent ${segments.slice(0, i + 1).join('/')} is a symlink leading outside the workspace`);
-      }
-      current = real;
-    } else {
-      current = next;
-    }
-  }
-  const result = path.join(current, segments[segments.length - 1]!);
-  if (!isInside(realRoot, result)) throw new UnsafePathError(rel, 'resolves outside the workspace');
+  const realRoot = fss.realpathSync(root);
+  const segs = rel.split('/');
+  const parent = resolveParent(realRoot, segs, segs.length - 1, rel, cache);
+  const result = path.join(parent.abs, segs[segs.length - 1]!);
+  if (!isInside(realRoot, result) || result === realRoot) throw new UnsafePathError(rel, 'resolves outside the workspace');
   return result;
+}
+
+export async function resolveInside(root: string, rel: string): Promise<string> {
+  return resolveInsideSync(root, rel);
 }
 
 /**
