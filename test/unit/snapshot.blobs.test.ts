@@ -50,14 +50,25 @@ describe('snapshot blob store', () => {
     await assert.rejects(blobs.get(r.hash), BlobNotFoundError);
   });
 
-  it('sweeps temp files left by a crash and flushes a deferred batch', async () => {
+  it('deferred mode names blobs only at flush; a crash before it leaves only temp files, swept later', async () => {
     const dir = path.join(await tmp.make(), 'objects');
     const blobs = new BlobStore(dir, { durability: 'deferred' });
-    for (let i = 0; i < 40; i++) await blobs.put(Buffer.from(`blob ${i}`));
+    const puts = [];
+    for (let i = 0; i < 40; i++) puts.push(await blobs.put(Buffer.from(`blob ${i}`)));
+    assert.equal((await blobs.put(Buffer.from('blob 3'))).isNew, false, 'dedup within a pending batch');
+    assert.deepEqual(await blobs.get(puts[7]!.hash), Buffer.from('blob 7'), 'pending blobs are readable');
+    // "Crash": another instance sees no named blob, only temp files.
+    const other = new BlobStore(dir);
+    assert.equal(await other.has(puts[0]!.hash), false);
+    assert.equal((await collect(other.list())).length, 0);
+    assert.equal(await blobs.sweepTemp(), 0, "an instance never sweeps its own pending temps");
     await blobs.flush();
+    assert.equal(blobs.pendingCount, 0);
+    assert.equal((await collect(other.list())).length, 40);
+    assert.deepEqual(await other.get(puts[7]!.hash), Buffer.from('blob 7'));
     await fs.writeFile(path.join(dir, 'tmp-deadbeef'), 'partial');
-    assert.equal(await blobs.sweepTemp(), 1);
-    assert.equal((await collect(blobs.list())).length, 40);
+    assert.equal(await other.sweepTemp(), 1);
+    assert.deepEqual((await fs.readdir(dir)).filter((n) => n.startsWith('tmp-')), []);
   });
 });
 

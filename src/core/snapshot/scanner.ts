@@ -26,6 +26,12 @@ export interface ScanOptions {
   blobs: BlobStore;
   /** Files read and hashed at once (default 8). */
   concurrency?: number;
+  /**
+   * Flush the blob store before returning (default true). Pass false only when the
+   * manifest goes straight to `ManifestStore.save`, whose flush then covers the new
+   * blobs and the manifest in one durability barrier.
+   */
+  flush?: boolean;
 }
 
 export interface ScanProblem {
@@ -379,7 +385,7 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
   let touched: Set<string> | null = null;
   if (opts.dirty && opts.previous) touched = await s.incremental(opts.previous, opts.dirty);
   else await s.full();
-  await opts.blobs.flush();
+  if (opts.flush !== false) await opts.blobs.flush();
   let manifest = s.manifest;
   if (!touched) manifest = new Map([...manifest.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   return {
