@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { UnsafePathError, assertSafePathKey, findCaseCollisions, isSafePathKey, pathKeyProblem, resolveInside, splitKey, toKey } from '../../src/core/snapshot/index.js';
+import fc from 'fast-check';
+import { UnsafePathError, assertSafePathKey, childKeyProblem, findCaseCollisions, isSafePathKey, pathKeyProblem, resolveInside, splitKey, toKey } from '../../src/core/snapshot/index.js';
 import { TempDirs } from './snapshot.helpers.js';
 
 describe('snapshot paths', () => {
@@ -43,6 +44,20 @@ describe('snapshot paths', () => {
       assert.equal(isSafePathKey(k), false, JSON.stringify(k));
       assert.throws(() => assertSafePathKey(k), (e: unknown) => e instanceof UnsafePathError && rule.test(e.message) && e.path === k, JSON.stringify(k));
     }
+  });
+
+  it('property: the scanner\'s fast per-name check agrees with the full check', () => {
+    const name = fc.oneof(
+      fc.string({ maxLength: 12 }),
+      fc.constantFrom('.', '..', '.git', '.GIT', '.waypoint', 'a\\b', 'cafe\u0301', 'x'.repeat(256), '.env', 'a.b.c', '-x', ' sp '),
+    );
+    fc.assert(
+      fc.property(fc.constantFrom('', 'src', 'a/b'), name, (parent, n) => {
+        const key = parent === '' ? n : `${parent}/${n}`;
+        assert.equal(childKeyProblem(key, n) === null, pathKeyProblem(key) === null, JSON.stringify(key));
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it('finds case-fold collisions, parents included', () => {

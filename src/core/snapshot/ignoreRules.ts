@@ -4,7 +4,7 @@
  * levels override shallower ones, negations included. The person's exclude list is
  * applied on top and cannot be re-included by a `.gitignore`.
  */
-import fs from 'node:fs/promises';
+import fss from 'node:fs';
 import path from 'node:path';
 import ignore, { type Ignore } from 'ignore';
 
@@ -44,9 +44,11 @@ export class IgnoreRules {
   }
 }
 
-async function readText(file: string): Promise<string | null> {
+// Synchronous: ignore files are tiny and read once per directory during a walk
+// that is itself synchronous for metadata (see scanner.ts).
+function readText(file: string): string | null {
   try {
-    return await fs.readFile(file, 'utf8');
+    return fss.readFileSync(file, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'EACCES') return null;
@@ -55,39 +57,35 @@ async function readText(file: string): Promise<string | null> {
 }
 
 /** Finds `info/exclude` for the repository whose `.git` is in `absDir` (a dir, or a worktree's `gitdir:` file). */
-async function infoExcludePath(absDir: string): Promise<string | null> {
+function infoExcludePath(absDir: string): string | null {
   const dotGit = path.join(absDir, '.git');
-  let st;
-  try {
-    st = await fs.lstat(dotGit);
-  } catch {
-    return null;
-  }
+  const st = fss.lstatSync(dotGit, { throwIfNoEntry: false });
+  if (!st) return null;
   if (st.isDirectory()) return path.join(dotGit, 'info', 'exclude');
   if (!st.isFile()) return null;
-  const text = await readText(dotGit);
-  const m = text?.match(/^gitdir:\s*(.+?)\s*$/m);
+  const m = readText(dotGit)?.match(/^gitdir:\s*(.+?)\s*$/m);
   if (!m) return null;
   const gitDir = path.resolve(absDir, m[1]!);
   // Linked worktrees share info/exclude with the main repository (the common dir).
-  const common = (await readText(path.join(gitDir, 'commondir')))?.trim();
+  const common = readText(path.join(gitDir, 'commondir'))?.trim();
   return path.join(common ? path.resolve(gitDir, common) : gitDir, 'info', 'exclude');
 }
 
 /**
  * Rule levels contributed by directory `absDir` (relative `relDir`, '' for the root):
  * its repository's info/exclude (if `.git` is here), then its `.gitignore`.
+ * `hasGitignore` / `hasDotGit` skip the lookups when a directory listing already told.
  */
-export async function levelsForDir(absDir: string, relDir: string, hasGitignore: boolean | null, hasDotGit: boolean | null): Promise<RuleLevel[]> {
+export function levelsForDir(absDir: string, relDir: string, hasGitignore: boolean | null, hasDotGit: boolean | null): RuleLevel[] {
   const base = relDir === '' ? '' : `${relDir}/`;
   const out: RuleLevel[] = [];
   if (hasDotGit !== false) {
-    const excl = await infoExcludePath(absDir);
-    const text = excl ? await readText(excl) : null;
+    const excl = infoExcludePath(absDir);
+    const text = excl ? readText(excl) : null;
     if (text) out.push({ base, ig: ignore().add(text) });
   }
   if (hasGitignore !== false) {
-    const text = await readText(path.join(absDir, '.gitignore'));
+    const text = readText(path.join(absDir, '.gitignore'));
     if (text) out.push({ base, ig: ignore().add(text) });
   }
   return out;

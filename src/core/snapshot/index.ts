@@ -10,6 +10,7 @@ export {
   RESERVED_DIRS,
   RESTORE_TEMP_SUFFIX,
   pathKeyProblem,
+  childKeyProblem,
   isSafePathKey,
   assertSafePathKey,
   resolveInside,

@@ -234,7 +234,7 @@ export class ManifestStore {
         depth = 0;
         obj = { v: 1, full: true, entries: entriesToObject(manifest) };
       } else {
-        const parent = await this.load(parentRef);
+        const parent = await this.loadShared(parentRef);
         const set: Record<string, ManifestEntry> = {};
         const del: string[] = [];
         for (const [k, v] of manifest) {
@@ -268,12 +268,17 @@ export class ManifestStore {
 
   /** Loads a manifest: walks to the nearest full one (or cached one) and applies the deltas. */
   async load(ref: string): Promise<Manifest> {
+    return new Map(await this.loadShared(ref));
+  }
+
+  /** Like `load` but returns the cached map itself: callers must not mutate it. */
+  private async loadShared(ref: string): Promise<Manifest> {
     assertHash(ref);
     const cached = this.cache.get(ref);
     if (cached) {
       this.cache.delete(ref);
       this.cache.set(ref, cached);
-      return new Map(cached);
+      return cached;
     }
     const chain: Extract<ManifestObject, { full: false }>[] = [];
     let base: Manifest | undefined;
@@ -308,7 +313,7 @@ export class ManifestStore {
       for (const [k, v] of Object.entries(d.set)) base.set(k, Object.freeze(v) as ManifestEntry);
     }
     this.remember(ref, base);
-    return new Map(base);
+    return base;
   }
 
   private async readObject(ref: string): Promise<ManifestObject> {
@@ -339,10 +344,10 @@ export class ManifestStore {
   }
 }
 
+/** Entries are immutable values: freezing them in place (no copy) keeps the cache safe from callers. */
 function freezeCopy(m: Manifest): Manifest {
-  const out: Manifest = new Map();
-  for (const [k, v] of m) out.set(k, Object.isFrozen(v) ? v : (Object.freeze({ ...v }) as ManifestEntry));
-  return out;
+  for (const v of m.values()) Object.freeze(v);
+  return new Map(m);
 }
 
 /** Field-wise equality, stat fields included (what a delta must preserve). */

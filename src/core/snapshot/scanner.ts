@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { BlobStore } from './blobStore.js';
 import { IgnoreRules, levelsForDir } from './ignoreRules.js';
 import { compareEntries, summarize, type ChangeSummary, type FileChange, type FileEntry, type Manifest, type ManifestEntry } from './manifest.js';
-import { RESERVED_DIRS, RESTORE_TEMP_SUFFIX, checkRoots, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
+import { RESERVED_DIRS, RESTORE_TEMP_SUFFIX, checkRoots, childKeyProblem, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
 
 export const DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024;
 
@@ -84,6 +84,7 @@ class Scan {
   bytesStoredNew = 0;
   private readonly startMs = Date.now();
   private sinceYield = 0;
+  private readonly rulesMemo = new Map<string, IgnoreRules | null>();
   private readonly io: Limiter;
   private readonly maxFileBytes: number;
   private readonly baseRules: IgnoreRules;
@@ -107,6 +108,14 @@ class Scan {
 
   /** Rules in force for entries of directory `relDir` of `root`, loading every ancestor's files. */
   async rulesFor(root: SnapshotRoot, relDir: string): Promise<IgnoreRules | null> {
+    const memoKey = `${root.dir}\0${relDir}`;
+    if (this.rulesMemo.has(memoKey)) return this.rulesMemo.get(memoKey)!;
+    const rules = this.computeRulesFor(root, relDir);
+    this.rulesMemo.set(memoKey, rules);
+    return rules;
+  }
+
+  private computeRulesFor(root: SnapshotRoot, relDir: string): IgnoreRules | null {
     let rules = this.baseRules;
     const segs = relDir === '' ? [] : relDir.split('/');
     for (let i = 0; i <= segs.length; i++) {
@@ -115,7 +124,7 @@ class Scan {
         // An ignored or reserved ancestor hides everything below it.
         if (isReserved(segs[i - 1]!) || rules.ignores(rel, true)) return null;
       }
-      for (const level of await levelsForDir(path.join(root.dir, ...segs.slice(0, i)), rel, null, null)) {
+      for (const level of levelsForDir(path.join(root.dir, ...segs.slice(0, i)), rel, null, null)) {
         rules = rules.with(level);
       }
     }
@@ -145,14 +154,14 @@ class Scan {
       else if (d.name === '.git') hasDotGit = true;
     }
     let rules = parentRules;
-    if (hasGitignore || hasDotGit) for (const level of await levelsForDir(abs, relDir, hasGitignore, hasDotGit)) rules = rules.with(level);
+    if (hasGitignore || hasDotGit) for (const level of levelsForDir(abs, relDir, hasGitignore, hasDotGit)) rules = rules.with(level);
     for (const d of dirents) {
       if (isReserved(d.name) || d.name.endsWith(RESTORE_TEMP_SUFFIX)) continue;
       const rel = relDir === '' ? d.name : `${relDir}/${d.name}`;
       const isDir = d.isDirectory();
       if (rules.ignores(rel, isDir)) continue;
       const key = prefix + rel;
-      const problem = pathKeyProblem(key);
+      const problem = childKeyProblem(key, d.name);
       if (problem) {
         this.unreadable.push({ path: key, code: 'EUNSAFEPATH', message: `cannot be recorded safely: ${problem}` });
         continue;
@@ -258,6 +267,8 @@ class Scan {
     const touched = new Set<string>();
     let dirPrefixes: Set<string> | null = null;
     const removeSubtree = (key: string) => {
+      // A file or symlink key cannot also be a directory in the same manifest.
+      if (key !== '' && previous.has(key)) return;
       dirPrefixes ??= buildDirPrefixes(previous);
       if (key !== '' && !dirPrefixes.has(key)) return;
       const p = key === '' ? '' : `${key}/`;
@@ -349,10 +360,19 @@ class Scan {
   changes(previous: Manifest | undefined, touched: Set<string> | null): FileChange[] {
     const out: FileChange[] = [];
     const prev = previous ?? new Map<string, ManifestEntry>();
-    const keys = touched ?? new Set([...prev.keys(), ...this.manifest.keys()]);
-    for (const k of keys) {
-      const c = compareEntries(k, prev.get(k), this.manifest.get(k));
-      if (c) out.push(c);
+    if (touched) {
+      for (const k of touched) {
+        const c = compareEntries(k, prev.get(k), this.manifest.get(k));
+        if (c) out.push(c);
+      }
+    } else {
+      for (const [k, e] of this.manifest) {
+        const before = prev.get(k);
+        if (before === e) continue; // reused entry, unchanged
+        const c = compareEntries(k, before, e);
+        if (c) out.push(c);
+      }
+      for (const [k, e] of prev) if (!this.manifest.has(k)) out.push({ path: k, status: 'deleted', before: e });
     }
     return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   }
@@ -386,10 +406,9 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
   if (opts.dirty && opts.previous) touched = await s.incremental(opts.previous, opts.dirty);
   else await s.full();
   if (opts.flush !== false) await opts.blobs.flush();
-  let manifest = s.manifest;
-  if (!touched) manifest = new Map([...manifest.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  // Map order is not meaningful (the walk interleaves); encodings sort their keys.
   return {
-    manifest,
+    manifest: s.manifest,
     changed: summarize(s.changes(opts.previous, touched)),
     skipped: s.skipped,
     unreadable: s.unreadable,
