@@ -131,7 +131,12 @@ function resolveParent(realRoot: string, segs: readonly string[], n: number, rel
  */
 export function resolveInsideSync(root: string, rel: string, cache: ResolveCache = new Map()): string {
   assertSafePathKey(rel);
-  const realRoot = fss.realpathSync(root);
+  const rootKey = `\0root\0${root}`;
+  let realRoot = cache.get(rootKey)?.abs;
+  if (realRoot === undefined) {
+    realRoot = fss.realpathSync.native(root);
+    cache.set(rootKey, { abs: realRoot, exists: true });
+  }
   const segs = rel.split('/');
   const parent = resolveParent(realRoot, segs, segs.length - 1, rel, cache);
   const result = path.join(parent.abs, segs[segs.length - 1]!);

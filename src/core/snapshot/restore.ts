@@ -116,6 +116,9 @@ export async function detectCaseInsensitive(dir: string): Promise<boolean> {
   }
 }
 
+/** Blob bytes a restore may hold in memory to validate and write in one read. */
+const PRELOAD_BUDGET_BYTES = 64 * 1024 * 1024;
+
 function lstatOrNull(p: string): fss.Stats | null {
   try {
     return fss.lstatSync(p, { throwIfNoEntry: false }) ?? null;
@@ -177,8 +180,18 @@ export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blo
     const { root, rel } = splitKey(roots, p);
     abs.set(p, resolveInsideSync(root.dir, rel, validateCache));
   }
+  // Every blob must be there before anything is written. Small restores read them
+  // now (phase 3 then does no second lookup); past a memory budget, only check.
+  const preloaded = new Map<string, Buffer>();
+  let budget = PRELOAD_BUDGET_BYTES;
   for (const w of plan.writes) {
-    if (w.entry.type === 'file' && !blobs.hasSync(w.entry.hash)) throw new BlobNotFoundError(w.entry.hash);
+    if (w.entry.type !== 'file') continue;
+    if (budget >= w.entry.size && !preloaded.has(w.entry.hash)) {
+      preloaded.set(w.entry.hash, blobs.getSync(w.entry.hash)); // throws BlobNotFoundError
+      budget -= w.entry.size;
+    } else if (!preloaded.has(w.entry.hash) && !blobs.hasSync(w.entry.hash)) {
+      throw new BlobNotFoundError(w.entry.hash);
+    }
   }
 
   const result: ApplyResult = { written: [], removed: [], dirsRemoved: [], conflicts: [] };
@@ -249,7 +262,8 @@ export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blo
     }
     const tmp = `${file}${RESTORE_TEMP_SUFFIX}`;
     if (w.entry.type === 'file') {
-      const bytes = blobs.getSync(w.entry.hash);
+      fss.rmSync(tmp, { force: true }); // a crashed run's temp would keep its old mode through O_TRUNC
+      const bytes = preloaded.get(w.entry.hash) ?? blobs.getSync(w.entry.hash);
       // O_NOFOLLOW: a symlink planted at the temp name must not redirect the write.
       const fd = fss.openSync(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_TRUNC | (fsc.O_NOFOLLOW ?? 0), w.entry.mode);
       try {
@@ -262,6 +276,7 @@ export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blo
       fss.rmSync(tmp, { force: true });
       fss.symlinkSync(w.entry.target, tmp);
     }
+    // Rename over the old file: readers see the old or the new content, never a gap.
     fss.renameSync(tmp, file);
     result.written.push(w.path);
   }

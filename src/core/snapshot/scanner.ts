@@ -174,7 +174,8 @@ class Scan {
         await this.walkDir(root, prefix, rel, rules, pending);
         continue;
       }
-      const file = path.join(abs, d.name);
+      // Plain concatenation: path.join's normalisation showed up in rescan profiles.
+      const file = abs + path.sep + d.name;
       let st: Stats | undefined;
       try {
         st = fss.lstatSync(file);
