@@ -7,7 +7,9 @@
  *   node --import tsx test/bench/snapshot.bench.ts
  *
  * The machine is shared and small, so every figure is a median of several runs and
- * the targets are ratios measured in the same run.
+ * the targets are ratios measured in the same run. Waypoint's checkpoint figures are
+ * scan + ManifestStore.save, i.e. including the fsync barrier that makes blobs and
+ * manifest durable; git (as used by those tools) does not fsync loose objects.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -36,6 +38,8 @@ export interface BenchResult {
   bytes: number;
   figures: BenchFigure[];
   nothingChangedMs: number;
+  /** Medians of the fsync barrier inside the checkpoint figures (and the pre_rollback scan). */
+  barrierMs: { first: number; hint: number; full: number; preRollbackScan: number };
   storage: { waypointBytes: number; gitLooseBytes: number; gitGcBytes: number; ratioLoose: number; ratioGc: number };
 }
 
@@ -135,6 +139,8 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
 
     // --- First checkpoint ---
     const wpFirst: number[] = [];
+    // Time spent in the durability barrier (blob flush / manifest save, i.e. fsyncs).
+    const barrier = { first: [] as number[], hint: [] as number[], full: [] as number[] };
     const gitFirst: number[] = [];
     let store!: BlobStore;
     let manifests!: ManifestStore;
@@ -150,10 +156,12 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
       const s = new BlobStore(odir, { durability: 'deferred' });
       const ms = new ManifestStore(s);
       const [w, res] = await time(async () => {
-        const r = await scan({ roots, blobs: s });
-        return { r, ref: await ms.save(r.manifest, null) };
+        const r = await scan({ roots, blobs: s, flush: false });
+        const [b] = await time(() => s.flush());
+        return { r, b, ref: await ms.save(r.manifest, null) };
       });
       wpFirst.push(w);
+      barrier.first.push(res.b);
       log(`first checkpoint run ${i + 1}: waypoint ${w.toFixed(0)} ms (${res.r.stats.filesHashed} hashed), git ${g.toFixed(0)} ms`);
       if (i < firstRuns - 1) {
         await fs.rm(sdir, { recursive: true, force: true });
@@ -184,13 +192,17 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
       await edit(ws, changed, `ten-${i}`);
       const [g] = await time(() => gitSnapshot(shadow, ws));
       const [h, hr] = await time(async () => {
-        const r = await scan({ roots, blobs: store, previous: hintPrev, dirty: changed });
-        return { r, ref: await manifests.save(r.manifest, hintRef) };
+        const r = await scan({ roots, blobs: store, previous: hintPrev, dirty: changed, flush: false });
+        const [sv, ref] = await time(() => manifests.save(r.manifest, hintRef));
+        return { r, sv, ref };
       });
       const [f, fr] = await time(async () => {
-        const r = await scan({ roots, blobs: fullStore, previous: fullPrev });
-        return { r, ref: await fullManifests.save(r.manifest, fullRef) };
+        const r = await scan({ roots, blobs: fullStore, previous: fullPrev, flush: false });
+        const [sv, ref] = await time(() => fullManifests.save(r.manifest, fullRef));
+        return { r, sv, ref };
       });
+      barrier.hint.push(hr.sv);
+      barrier.full.push(fr.sv);
       if (hr.r.changed.modified !== 10 || fr.r.changed.modified !== 10) throw new Error(`expected 10 modified, got ${hr.r.changed.modified} / ${fr.r.changed.modified}`);
       [hintPrev, hintRef, fullPrev, fullRef] = [hr.r.manifest, hr.ref, fr.r.manifest, fr.ref];
       gitTen.push(g);
@@ -251,6 +263,7 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
         fig('rollback 100 incl. pre_rollback scan', wpRb.map((x, i) => x + wpPre[i]!), gitRb, 1 / 3),
       ],
       nothingChangedMs: median(nothing),
+      barrierMs: { first: median(barrier.first), hint: median(barrier.hint), full: median(barrier.full), preRollbackScan: median(wpPre) },
       storage: { waypointBytes, gitLooseBytes, gitGcBytes, ratioLoose: waypointBytes / gitLooseBytes, ratioGc: waypointBytes / gitGcBytes },
     };
     print(result, runs, firstRuns);
@@ -269,6 +282,8 @@ function print(r: BenchResult, runs: number, firstRuns: number): void {
   const mb = (b: number) => `${(b / 1048576).toFixed(1)} MB`;
   rows.push(['storage vs git loose objects', mb(r.storage.waypointBytes), mb(r.storage.gitLooseBytes), r.storage.ratioLoose.toFixed(3), '≤ 1.000', r.storage.ratioLoose <= 1 ? 'ok' : 'MISSED']);
   rows.push(['storage vs git after gc (info)', mb(r.storage.waypointBytes), mb(r.storage.gitGcBytes), r.storage.ratioGc.toFixed(3), '', '']);
+  rows.push(['of which fsync barrier: first', `${r.barrierMs.first.toFixed(1)} ms`, '', '', '', '']);
+  rows.push(['of which barrier + save: hint / full', `${r.barrierMs.hint.toFixed(1)} / ${r.barrierMs.full.toFixed(1)} ms`, '', '', '', '']);
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
   console.log(`\nsnapshot bench: ${r.files} files, ${(r.bytes / 1048576).toFixed(1)} MB; medians of ${runs} runs (${firstRuns} for the first checkpoint); ${os.cpus().length} cores`);
   for (const row of rows) console.log(row.map((c, i) => c.padEnd(widths[i]!)).join('  '));

@@ -118,8 +118,8 @@ export class BlobStore {
     }
   }
 
-  async put(bytes: Uint8Array, knownHash?: string): Promise<PutResult> {
-    const hash = knownHash ?? sha256Hex(bytes);
+  async put(bytes: Uint8Array): Promise<PutResult> {
+    const hash = sha256Hex(bytes);
     const existing = await this.sizeOf(hash);
     // Existing objects are never rewritten: content addressing makes them identical.
     if (existing !== null) return { hash, storedBytes: existing, isNew: false };

@@ -33,6 +33,7 @@ export {
   summarize,
   canonicalJson,
   manifestsEqual,
+  entriesEqual,
   type Manifest,
   type ManifestEntry,
   type FileEntry,
