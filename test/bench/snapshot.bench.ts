@@ -67,7 +67,7 @@ async function listSources(dir: string, out: { abs: string; rel: string; size: n
 }
 
 /** Copies node_modules sources into `ws`, in as many copies as needed; each copy gets a distinct first line so contents differ (no free dedup for either side). */
-async function buildWorkspace(ws: string, nodeModules: string): Promise<{ files: string[]; bytes: number }> {
+export async function buildWorkspace(ws: string, nodeModules: string): Promise<{ files: string[]; bytes: number }> {
   const sources: { abs: string; rel: string; size: number }[] = [];
   await listSources(nodeModules, sources);
   sources.sort((a, b) => (a.rel < b.rel ? -1 : 1));

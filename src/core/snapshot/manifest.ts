@@ -218,10 +218,6 @@ export class ManifestStore {
    * full); when omitted it is read from the parent object.
    */
   async save(manifest: Manifest, parentRef: string | null, depthSinceFull?: number): Promise<string> {
-    for (const key of manifest.keys()) {
-      const problem = pathKeyProblem(key);
-      if (problem) throw new Error(`refusing to save a manifest with unsafe path ${JSON.stringify(key)}: ${problem}`);
-    }
     let obj: ManifestObject;
     let depth = 0;
     if (parentRef === null) {
@@ -246,6 +242,12 @@ export class ManifestStore {
         del.sort();
         obj = { v: 1, full: false, parent: parentRef, depth, set, del };
       }
+    }
+    // Validate what this object adds (a delta's unchanged keys were checked when its
+    // parent was saved or loaded); a full manifest is checked whole.
+    for (const key of obj.full ? Object.keys(obj.entries) : [...Object.keys(obj.set), ...obj.del]) {
+      const problem = pathKeyProblem(key);
+      if (problem) throw new Error(`refusing to save a manifest with unsafe path ${JSON.stringify(key)}: ${problem}`);
     }
     const bytes = Buffer.from(canonicalJson(obj), 'utf8');
     const { hash } = await this.blobs.put(bytes);

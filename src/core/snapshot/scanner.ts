@@ -14,6 +14,7 @@ import { compareEntries, summarize, type ChangeSummary, type FileChange, type Fi
 import { RESERVED_DIRS, RESTORE_TEMP_SUFFIX, checkRoots, childKeyProblem, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
 
 export const DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024;
+const SYNC_READ_BELOW = 64 * 1024;
 
 export interface ScanOptions {
   roots: SnapshotRoot[];
@@ -84,6 +85,8 @@ class Scan {
   bytesStoredNew = 0;
   private readonly startMs = Date.now();
   private sinceYield = 0;
+  /** Set for small dirty-hint scans: compress inline rather than via the thread pool. */
+  fewFiles = false;
   private readonly rulesMemo = new Map<string, IgnoreRules | null>();
   private readonly io: Limiter;
   private readonly maxFileBytes: number;
@@ -225,8 +228,9 @@ class Scan {
     }
     return this.io.run(async () => {
       try {
-        const bytes = await fs.readFile(abs);
-        const put = await this.opts.blobs.put(bytes);
+        // Small files: one sync read beats open/fstat/read/close round trips.
+        const bytes = st.size < SYNC_READ_BELOW ? fss.readFileSync(abs) : await fs.readFile(abs);
+        const put = await this.opts.blobs.put(bytes, { inline: this.fewFiles });
         this.filesHashed++;
         this.bytesHashed += bytes.length;
         if (put.isNew) this.bytesStoredNew += put.storedBytes;
@@ -404,7 +408,10 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
   const t0 = performance.now();
   const s = new Scan(opts);
   let touched: Set<string> | null = null;
-  if (opts.dirty && opts.previous) touched = await s.incremental(opts.previous, opts.dirty);
+  if (opts.dirty && opts.previous) {
+    s.fewFiles = opts.dirty.length <= 200;
+    touched = await s.incremental(opts.previous, opts.dirty);
+  }
   else await s.full();
   if (opts.flush !== false) await opts.blobs.flush();
   // Map order is not meaningful (the walk interleaves); encodings sort their keys.
