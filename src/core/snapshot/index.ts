@@ -1,0 +1,60 @@
+/**
+ * Workspace snapshots: a pure library (no `vscode`, no event store). The engine
+ * owns checkpoint events, rollback flow, drift and retention; this layer gives it
+ * scanning, content-addressed storage, manifests, diffs and safe restores.
+ */
+export {
+  UnsafePathError,
+  MAX_PATH_LENGTH,
+  MAX_SEGMENT_LENGTH,
+  RESERVED_DIRS,
+  RESTORE_TEMP_SUFFIX,
+  pathKeyProblem,
+  childKeyProblem,
+  isSafePathKey,
+  assertSafePathKey,
+  resolveInside,
+  resolveInsideSync,
+  type ResolveCache,
+  findCaseCollisions,
+  checkRoots,
+  keyPrefixFor,
+  splitKey,
+  toKey,
+  type SnapshotRoot,
+} from './paths.js';
+export { BlobStore, BlobNotFoundError, CorruptBlobError, sha256Hex, assertHash, forEachLimit, type PutResult, type BlobStoreOptions } from './blobStore.js';
+export {
+  ManifestStore,
+  CorruptManifestError,
+  diffManifests,
+  compareEntries,
+  sameContent,
+  summarize,
+  canonicalJson,
+  manifestsEqual,
+  entriesEqual,
+  type Manifest,
+  type ManifestEntry,
+  type FileEntry,
+  type SymlinkEntry,
+  type SkippedEntry,
+  type FileChange,
+  type ChangeStatus,
+  type ChangeSummary,
+  type ManifestStoreOptions,
+} from './manifest.js';
+export { scan, DEFAULT_MAX_FILE_BYTES, type ScanOptions, type ScanResult, type ScanProblem } from './scanner.js';
+export { lineCounts, isBinary, diffCheckpoint, type LineCounts, type FileChangeWithLines } from './diff.js';
+export {
+  planRestore,
+  applyRestore,
+  detectCaseInsensitive,
+  type RestorePlan,
+  type PlannedWrite,
+  type PlannedRemove,
+  type KeptReason,
+  type PlanOptions,
+  type ApplyOptions,
+  type ApplyResult,
+} from './restore.js';

@@ -1,0 +1,379 @@
+/**
+ * Manifests: what a checkpoint holds (path key → entry), how two differ, and how
+ * they are stored — as objects in the blob store, each a delta against its parent
+ * checkpoint's manifest, with a full manifest every N along the parent chain.
+ */
+import { z } from 'zod';
+import { BlobStore, assertHash } from './blobStore.js';
+import { pathKeyProblem } from './paths.js';
+
+export interface FileEntry {
+  type: 'file';
+  hash: string;
+  size: number;
+  /** Only the executable bit is kept: 0o755 or 0o644. */
+  mode: 0o755 | 0o644;
+  mtimeMs: number;
+  ino: number;
+  /**
+   * Set when the file's mtime was too close to the scan for its stat to be trusted
+   * next time ("racily clean", as in git): the next full scan rehashes it.
+   */
+  racy?: true;
+}
+
+export interface SymlinkEntry {
+  type: 'symlink';
+  /** readlink() as is; never followed. */
+  target: string;
+  mtimeMs: number;
+  ino: number;
+}
+
+export interface SkippedEntry {
+  type: 'skipped';
+  size: number;
+  mtimeMs: number;
+  reason: 'too_large';
+}
+
+export type ManifestEntry = FileEntry | SymlinkEntry | SkippedEntry;
+export type Manifest = Map<string, ManifestEntry>;
+
+export type ChangeStatus = 'added' | 'modified' | 'deleted' | 'type_changed' | 'mode_changed';
+
+export interface FileChange {
+  path: string;
+  status: ChangeStatus;
+  before?: ManifestEntry;
+  after?: ManifestEntry;
+}
+
+/** True when two entries describe the same content (stat-cache fields ignored). */
+export function sameContent(a: ManifestEntry, b: ManifestEntry): boolean {
+  if (a.type !== b.type) return false;
+  switch (a.type) {
+    case 'file':
+      return a.hash === (b as FileEntry).hash && a.mode === (b as FileEntry).mode;
+    case 'symlink':
+      return a.target === (b as SymlinkEntry).target;
+    case 'skipped':
+      // Content unknown: size + mtime is all there is.
+      return a.size === (b as SkippedEntry).size && a.mtimeMs === (b as SkippedEntry).mtimeMs;
+  }
+}
+
+/** Compares two entries for one path; null when the content is the same. */
+export function compareEntries(path: string, before: ManifestEntry | undefined, after: ManifestEntry | undefined): FileChange | null {
+  if (!before && !after) return null;
+  if (!before) return { path, status: 'added', after };
+  if (!after) return { path, status: 'deleted', before };
+  if (before.type !== after.type) return { path, status: 'type_changed', before, after };
+  if (sameContent(before, after)) return null;
+  if (before.type === 'file' && after.type === 'file' && before.hash === after.hash) {
+    return { path, status: 'mode_changed', before, after };
+  }
+  return { path, status: 'modified', before, after };
+}
+
+/** Changes from `a` to `b`, sorted by path. Stat-only differences (touch) are not changes. */
+export function diffManifests(a: Manifest, b: Manifest): FileChange[] {
+  const out: FileChange[] = [];
+  for (const [p, before] of a) {
+    const c = compareEntries(p, before, b.get(p));
+    if (c) out.push(c);
+  }
+  for (const [p, after] of b) {
+    if (!a.has(p)) out.push({ path: p, status: 'added', after });
+  }
+  return out.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
+}
+
+export interface ChangeSummary {
+  added: number;
+  modified: number;
+  deleted: number;
+  typeChanged: number;
+  modeChanged: number;
+  changes: FileChange[];
+}
+
+export function summarize(changes: FileChange[]): ChangeSummary {
+  const s: ChangeSummary = { added: 0, modified: 0, deleted: 0, typeChanged: 0, modeChanged: 0, changes };
+  for (const c of changes) {
+    if (c.status === 'added') s.added++;
+    else if (c.status === 'modified') s.modified++;
+    else if (c.status === 'deleted') s.deleted++;
+    else if (c.status === 'type_changed') s.typeChanged++;
+    else s.modeChanged++;
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Encoding
+
+/** JSON with object keys sorted at every level, so equal manifests encode to equal bytes (and refs). */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') {
+    if (typeof value === 'number' && !Number.isFinite(value)) throw new Error('cannot encode a non-finite number');
+    return JSON.stringify(value);
+  }
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const keys = Object.keys(value as object)
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+}
+
+const hashSchema = z.string().regex(/^[0-9a-f]{64}$/);
+const stat = { mtimeMs: z.number().finite(), ino: z.number().int().nonnegative() };
+const entrySchema = z.discriminatedUnion('type', [
+  z.strictObject({
+    type: z.literal('file'),
+    hash: hashSchema,
+    size: z.number().int().nonnegative(),
+    mode: z.union([z.literal(0o755), z.literal(0o644)]),
+    ...stat,
+    racy: z.literal(true).optional(),
+  }),
+  z.strictObject({
+    type: z.literal('symlink'),
+    // Symlink targets are data, not paths we resolve; still, refuse NUL (cannot be created).
+    target: z.string().min(1).max(4096).refine((t) => !t.includes('\0'), 'symlink target contains NUL'),
+    ...stat,
+  }),
+  z.strictObject({
+    type: z.literal('skipped'),
+    size: z.number().int().nonnegative(),
+    mtimeMs: z.number().finite(),
+    reason: z.literal('too_large'),
+  }),
+]);
+
+const pathKeySchema = z.string().superRefine((key, ctx) => {
+  const problem = pathKeyProblem(key);
+  if (problem) ctx.addIssue({ code: 'custom', message: `unsafe path ${JSON.stringify(key)}: ${problem}` });
+});
+
+const entriesSchema = z.record(pathKeySchema, entrySchema);
+
+const manifestObjectSchema = z.discriminatedUnion('full', [
+  z.strictObject({ v: z.literal(1), full: z.literal(true), entries: entriesSchema }),
+  z.strictObject({
+    v: z.literal(1),
+    full: z.literal(false),
+    parent: hashSchema,
+    /** Deltas between this object and the nearest full one, this one included (1..N-1). */
+    depth: z.number().int().positive(),
+    set: entriesSchema,
+    del: z.array(pathKeySchema),
+  }),
+]);
+
+type ManifestObject = z.infer<typeof manifestObjectSchema>;
+
+export class CorruptManifestError extends Error {
+  constructor(readonly ref: string, detail: string) {
+    super(`manifest ${ref} is corrupt or hostile: ${detail}`);
+    this.name = 'CorruptManifestError';
+  }
+}
+
+function entriesToObject(m: Manifest): Record<string, ManifestEntry> {
+  const o: Record<string, ManifestEntry> = {};
+  for (const [k, v] of m) o[k] = v;
+  return o;
+}
+
+export interface ManifestStoreOptions {
+  /** A full manifest every this many checkpoints along the parent chain (default 50). */
+  fullEvery?: number;
+  /** How many decoded manifests to keep (default 8). */
+  cacheSize?: number;
+}
+
+/**
+ * Stores manifests as blob objects. A ref is the blob hash of the encoded object,
+ * so the same manifest saved twice against the same parent yields the same ref.
+ * Checkpoints form a tree: any ref may be a parent of several children.
+ */
+export class ManifestStore {
+  private readonly fullEvery: number;
+  private readonly cacheSize: number;
+  private readonly cache = new Map<string, Manifest>();
+  private readonly depthCache = new Map<string, number>();
+
+  constructor(
+    private readonly blobs: BlobStore,
+    opts: ManifestStoreOptions = {},
+  ) {
+    this.fullEvery = Math.max(1, opts.fullEvery ?? 50);
+    this.cacheSize = Math.max(1, opts.cacheSize ?? 8);
+  }
+
+  /**
+   * Saves `manifest` as a child of `parentRef` (null for a root checkpoint) and
+   * returns its ref. `depthSinceFull` is the parent's depth (0 when the parent is
+   * full); when omitted it is read from the parent object.
+   */
+  async save(manifest: Manifest, parentRef: string | null, depthSinceFull?: number): Promise<string> {
+    let obj: ManifestObject;
+    let depth = 0;
+    if (parentRef === null) {
+      obj = { v: 1, full: true, entries: entriesToObject(manifest) };
+    } else {
+      assertHash(parentRef);
+      const parentDepth = depthSinceFull ?? (await this.depthOf(parentRef));
+      depth = parentDepth + 1;
+      if (depth >= this.fullEvery) {
+        depth = 0;
+        obj = { v: 1, full: true, entries: entriesToObject(manifest) };
+      } else {
+        const parent = await this.loadShared(parentRef);
+        const set: Record<string, ManifestEntry> = {};
+        const del: string[] = [];
+        for (const [k, v] of manifest) {
+          const before = parent.get(k);
+          // Stat fields count: a loaded manifest must be usable as the next scan's `previous`.
+          if (!before || !entriesEqual(before, v)) set[k] = v;
+        }
+        for (const k of parent.keys()) if (!manifest.has(k)) del.push(k);
+        del.sort();
+        obj = { v: 1, full: false, parent: parentRef, depth, set, del };
+      }
+    }
+    // Validate what this object adds (a delta's unchanged keys were checked when its
+    // parent was saved or loaded); a full manifest is checked whole.
+    for (const key of obj.full ? Object.keys(obj.entries) : [...Object.keys(obj.set), ...obj.del]) {
+      const problem = pathKeyProblem(key);
+      if (problem) throw new Error(`refusing to save a manifest with unsafe path ${JSON.stringify(key)}: ${problem}`);
+    }
+    const bytes = Buffer.from(canonicalJson(obj), 'utf8');
+    const { hash } = await this.blobs.put(bytes);
+    // The ref is about to be recorded by the caller, so it must be durable now.
+    await this.blobs.flush();
+    this.depthCache.set(hash, depth);
+    this.remember(hash, freezeCopy(manifest));
+    return hash;
+  }
+
+  /** Deltas between `ref` and its nearest full manifest (0 when `ref` is full). */
+  async depthOf(ref: string): Promise<number> {
+    const known = this.depthCache.get(ref);
+    if (known !== undefined) return known;
+    const obj = await this.readObject(ref);
+    const d = obj.full ? 0 : obj.depth;
+    this.depthCache.set(ref, d);
+    return d;
+  }
+
+  /** Loads a manifest: walks to the nearest full one (or cached one) and applies the deltas. */
+  async load(ref: string): Promise<Manifest> {
+    return new Map(await this.loadShared(ref));
+  }
+
+  /** Like `load` but returns the cached map itself: callers must not mutate it. */
+  private async loadShared(ref: string): Promise<Manifest> {
+    assertHash(ref);
+    const cached = this.cache.get(ref);
+    if (cached) {
+      this.cache.delete(ref);
+      this.cache.set(ref, cached);
+      return cached;
+    }
+    const chain: Extract<ManifestObject, { full: false }>[] = [];
+    let base: Manifest | undefined;
+    let cursor = ref;
+    let expectedDepth: number | undefined;
+    for (;;) {
+      const hit = this.cache.get(cursor);
+      if (hit && cursor !== ref) {
+        base = new Map(hit);
+        break;
+      }
+      const obj = await this.readObject(cursor);
+      if (obj.full) {
+        if (expectedDepth !== undefined && expectedDepth !== 0) {
+          throw new CorruptManifestError(cursor, `expected a delta at depth ${expectedDepth}, found a full manifest`);
+        }
+        base = new Map();
+        for (const [k, v] of Object.entries(obj.entries)) base.set(k, Object.freeze(v) as ManifestEntry);
+        break;
+      }
+      // Depth must drop by one per step: this bounds the walk and rejects cycles.
+      if (expectedDepth !== undefined && obj.depth !== expectedDepth) {
+        throw new CorruptManifestError(cursor, `delta depth ${obj.depth}, expected ${expectedDepth}`);
+      }
+      chain.push(obj);
+      expectedDepth = obj.depth - 1;
+      cursor = obj.parent;
+    }
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const d = chain[i]!;
+      for (const k of d.del) base.delete(k);
+      for (const [k, v] of Object.entries(d.set)) base.set(k, Object.freeze(v) as ManifestEntry);
+    }
+    this.remember(ref, base);
+    return base;
+  }
+
+  private async readObject(ref: string): Promise<ManifestObject> {
+    let bytes: Buffer;
+    try {
+      bytes = await this.blobs.get(ref);
+    } catch (err) {
+      throw new CorruptManifestError(ref, (err as Error).message);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(bytes.toString('utf8'));
+    } catch {
+      throw new CorruptManifestError(ref, 'not JSON');
+    }
+    const parsed = manifestObjectSchema.safeParse(json);
+    if (!parsed.success) {
+      const first = parsed.error.issues[0];
+      throw new CorruptManifestError(ref, `${first?.path.join('.') ?? ''}: ${first?.message ?? 'invalid'}`);
+    }
+    return parsed.data;
+  }
+
+  private remember(ref: string, m: Manifest): void {
+    this.cache.delete(ref);
+    this.cache.set(ref, m);
+    while (this.cache.size > this.cacheSize) this.cache.delete(this.cache.keys().next().value!);
+  }
+}
+
+/** Entries are immutable values: freezing them in place (no copy) keeps the cache safe from callers. */
+function freezeCopy(m: Manifest): Manifest {
+  for (const v of m.values()) Object.freeze(v);
+  return new Map(m);
+}
+
+/** Field-wise equality, stat fields included (what a delta must preserve). */
+export function entriesEqual(a: ManifestEntry, b: ManifestEntry): boolean {
+  if (a === b) return true;
+  if (a.type !== b.type || a.mtimeMs !== b.mtimeMs) return false;
+  switch (a.type) {
+    case 'file': {
+      const f = b as FileEntry;
+      return a.hash === f.hash && a.size === f.size && a.mode === f.mode && a.ino === f.ino && a.racy === f.racy;
+    }
+    case 'symlink':
+      return a.target === (b as SymlinkEntry).target && a.ino === (b as SymlinkEntry).ino;
+    case 'skipped':
+      return a.size === (b as SkippedEntry).size && a.reason === (b as SkippedEntry).reason;
+  }
+}
+
+/** Key-by-key equality of two manifests, stat fields included. */
+export function manifestsEqual(a: Manifest, b: Manifest): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) {
+    const w = b.get(k);
+    if (!w || !entriesEqual(v, w)) return false;
+  }
+  return true;
+}

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs/promises';
+import { CorruptManifestError, ManifestStore, canonicalJson, diffCheckpoint, diffManifests, lineCounts, manifestsEqual, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
+import { TempDirs, newStore } from './snapshot.helpers.js';
+
+const h = (c: string) => c.repeat(64);
+const file = (hash: string, mode: 0o644 | 0o755 = 0o644, mtimeMs = 1): ManifestEntry => ({ type: 'file', hash, size: 1, mode, mtimeMs, ino: 1 });
+
+describe('snapshot manifests and diff', () => {
+  const tmp = new TempDirs();
+  afterEach(() => tmp.cleanup());
+
+  it('diffManifests gives every status and ignores stat-only changes', () => {
+    const a: Manifest = new Map<string, ManifestEntry>([
+      ['same', file(h('1'))],
+      ['touched', file(h('2'), 0o644, 1)],
+      ['mod', file(h('3'))],
+      ['chmod', file(h('4'))],
+      ['gone', file(h('5'))],
+      ['retyped', file(h('6'))],
+      ['link', { type: 'symlink', target: 'x', mtimeMs: 1, ino: 2 }],
+    ]);
+    const b: Manifest = new Map<string, ManifestEntry>([
+      ['same', file(h('1'))],
+      ['touched', file(h('2'), 0o644, 999)],
+      ['mod', file(h('a'))],
+      ['chmod', file(h('4'), 0o755)],
+      ['retyped', { type: 'symlink', target: 'same', mtimeMs: 1, ino: 3 }],
+      ['link', { type: 'symlink', target: 'y', mtimeMs: 1, ino: 2 }],
+      ['new', file(h('b'))],
+    ]);
+    assert.deepEqual(
+      diffManifests(a, b).map((c) => [c.path, c.status]),
+      [['chmod', 'mode_changed'], ['gone', 'deleted'], ['link', 'modified'], ['mod', 'modified'], ['new', 'added'], ['retyped', 'type_changed']],
+    );
+  });
+
+  it('lineCounts counts added and removed lines and detects binary content', () => {
+    assert.deepEqual(lineCounts(Buffer.from('a\nb\nc\n'), Buffer.from('a\nB\nc\nd\n')), { added: 2, removed: 1, binary: false });
+    assert.deepEqual(lineCounts(null, Buffer.from('x\ny')), { added: 2, removed: 0, binary: false });
+    assert.deepEqual(lineCounts(Buffer.from('x\n'), null), { added: 0, removed: 1, binary: false });
+    assert.deepEqual(lineCounts(Buffer.from([1, 0, 2]), Buffer.from('text')), { added: 0, removed: 0, binary: true });
+  });
+
+  it('diffCheckpoint reads blobs for line counts', async () => {
+    const blobs = await newStore(tmp);
+    const x = await blobs.put(Buffer.from('one\ntwo\n'));
+    const y = await blobs.put(Buffer.from('one\n2\nthree\n'));
+    const a: Manifest = new Map([['f', file(x.hash)]]);
+    const b: Manifest = new Map([['f', file(y.hash)], ['g', file(x.hash)]]);
+    const d = await diffCheckpoint(a, b, blobs);
+    assert.deepEqual(d.map((c) => [c.path, c.status, c.lines]), [
+      ['f', 'modified', { added: 2, removed: 1, binary: false }],
+      ['g', 'added', { added: 2, removed: 0, binary: false }],
+    ]);
+  });
+
+  it('saves deltas with a full manifest every N and round-trips a branching tree', async () => {
+    const blobs = await newStore(tmp);
+    const store = new ManifestStore(blobs, { fullEvery: 3, cacheSize: 2 });
+    const m0: Manifest = new Map([['a', file(h('1'))], ['b', file(h('2'))]]);
+    const r0 = await store.save(m0, null);
+    const m1 = new Map(m0).set('c', file(h('3')));
+    const r1 = await store.save(m1, r0);
+    const m2 = new Map(m1);
+    m2.delete('a');
+    const r2 = await store.save(m2, r1);
+    // A rollback to r0 followed by new work branches the tree from r0.
+    const m1b = new Map(m0).set('a', file(h('9'), 0o755));
+    const r1b = await store.save(m1b, r0);
+    const m3 = new Map(m2).set('d', file(h('4')));
+    const r3 = await store.save(m3, r2);
+    assert.deepEqual([await store.depthOf(r0), await store.depthOf(r1), await store.depthOf(r2), await store.depthOf(r1b), await store.depthOf(r3)], [0, 1, 2, 1, 0]);
+    const cold = new ManifestStore(blobs, { fullEvery: 3 });
+    for (const [ref, m] of [[r0, m0], [r1, m1], [r2, m2], [r1b, m1b], [r3, m3]] as const) {
+      assert.ok(manifestsEqual(await cold.load(ref), m), ref);
+    }
+    const delta = JSON.parse((await blobs.get(r2)).toString());
+    assert.deepEqual({ full: delta.full, parent: delta.parent, del: delta.del, set: Object.keys(delta.set) }, { full: false, parent: r1, del: ['a'], set: [] });
+    // Equal manifest + equal parent = equal bytes = equal ref (canonical JSON).
+    assert.equal(await store.save(new Map([...m1].reverse()), r0), r1);
+  });
+
+  it('refuses corrupt or hostile manifest objects', async () => {
+    const blobs = await newStore(tmp);
+    const store = new ManifestStore(blobs);
+    const bad = async (obj: unknown) => (await blobs.put(Buffer.from(typeof obj === 'string' ? obj : canonicalJson(obj)))).hash;
+    const cases = [
+      'not json',
+      { v: 1, full: true, entries: { '../outside.txt': file(h('1')) } },
+      { v: 1, full: true, entries: { '/etc/passwd': file(h('1')) } },
+      { v: 1, full: true, entries: { 'a\u0000b': file(h('1')) } },
+      { v: 1, full: true, entries: { ok: { ...file(h('1')), hash: '../../x' } } },
+      { v: 1, full: true, entries: { ok: { ...file(h('1')), mode: 0o4755 } } },
+      { v: 1, full: true, entries: { ok: { ...file(h('1')), extra: 1 } } },
+      { v: 1, full: false, parent: h('f'), depth: 1, set: {}, del: ['.git/config'] },
+    ];
+    for (const c of cases) {
+      await assert.rejects(store.load(await bad(c)), CorruptManifestError, JSON.stringify(c));
+    }
+    // A delta whose parent chain does not descend in depth (a cycle or a forged depth) is refused.
+    const full = await bad({ v: 1, full: true, entries: {} });
+    const d1 = await bad({ v: 1, full: false, parent: full, depth: 2, set: {}, del: [] });
+    await assert.rejects(store.load(d1), /expected a delta at depth 1/);
+    await assert.rejects(store.save(new Map([['../x', file(h('1'))]]), null), /unsafe path/);
+    // Nothing above changed the files on disk besides the objects we put.
+    assert.ok((await fs.readdir(blobs.dir)).length > 0);
+  });
+});

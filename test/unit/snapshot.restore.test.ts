@@ -1,0 +1,164 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import fc from 'fast-check';
+import { UnsafePathError, applyRestore, planRestore, scan, type BlobStore, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
+import { TempDirs, newStore, readTree, writeTree } from './snapshot.helpers.js';
+
+describe('snapshot restore', () => {
+  const tmp = new TempDirs();
+  afterEach(() => tmp.cleanup());
+
+  async function workspace(): Promise<{ ws: string; blobs: BlobStore; roots: { name: string; dir: string }[] }> {
+    const ws = await tmp.make();
+    return { ws, blobs: await newStore(tmp), roots: [{ name: 'w', dir: ws }] };
+  }
+
+  it('restores every kind of change byte-identically, leaving ignored files and .git alone', async () => {
+    const { ws, blobs, roots } = await workspace();
+    await writeTree(ws, {
+      '.gitignore': '*.log\n',
+      'keep.txt': 'same',
+      'mod.txt': 'before\n',
+      'bin/tool.sh': '#!/bin/sh\n',
+      'gone/deep/file.txt': 'will be deleted, then restored',
+      'retype': 'a file that becomes a symlink',
+      '.git/HEAD': 'ref: refs/heads/main\n',
+    });
+    await fs.chmod(path.join(ws, 'bin/tool.sh'), 0o755);
+    await fs.symlink('keep.txt', path.join(ws, 'link'));
+    const target = (await scan({ roots, blobs })).manifest;
+    const before = await readTree(ws);
+
+    await fs.writeFile(path.join(ws, 'mod.txt'), 'after\n');
+    await fs.chmod(path.join(ws, 'bin/tool.sh'), 0o644);
+    await fs.rm(path.join(ws, 'gone'), { recursive: true });
+    await fs.rm(path.join(ws, 'retype'));
+    await fs.symlink('mod.txt', path.join(ws, 'retype'));
+    await fs.rm(path.join(ws, 'link'));
+    await fs.symlink('mod.txt', path.join(ws, 'link'));
+    await writeTree(ws, { 'new/sub/added.txt': 'added later', 'debug.log': 'ignored, untracked' });
+    const current = (await scan({ roots, blobs })).manifest;
+
+    const plan = planRestore(current, target, { isHeld: () => true });
+    assert.deepEqual(plan.writes.map((w) => w.path), ['bin/tool.sh', 'gone/deep/file.txt', 'link', 'mod.txt', 'retype']);
+    assert.deepEqual(plan.removes.map((r) => r.path), ['new/sub/added.txt']);
+    const res = await applyRestore(plan, roots, blobs);
+    assert.deepEqual(res.conflicts, []);
+    const after = await readTree(ws);
+    after.delete('debug.log');
+    assert.deepEqual(after, before);
+    assert.equal(await fs.readFile(path.join(ws, 'debug.log'), 'utf8'), 'ignored, untracked');
+    await assert.rejects(fs.stat(path.join(ws, 'new')), /ENOENT/, 'emptied directories are removed');
+    assert.equal((await fs.stat(path.join(ws, 'bin/tool.sh'))).mode & 0o777, 0o755);
+  });
+
+  it('removes a file only when its content is held, never touches too-large files, honours paths', async () => {
+    const { ws, blobs, roots } = await workspace();
+    await writeTree(ws, { 'a.txt': 'a', 'dir/b.txt': 'b' });
+    const target = (await scan({ roots, blobs, maxFileBytes: 100 })).manifest;
+    await writeTree(ws, { 'a.txt': 'A', 'dir/b.txt': 'B', 'held.txt': 'h', 'unheld.txt': 'u', 'huge.bin': Buffer.alloc(200) });
+    const current = (await scan({ roots, blobs, maxFileBytes: 100 })).manifest;
+    const heldHash = (current.get('held.txt') as { hash: string }).hash;
+    const plan = planRestore(current, target, { isHeld: (x) => x === heldHash });
+    assert.deepEqual(plan.removes.map((r) => r.path), ['held.txt']);
+    assert.deepEqual(plan.kept, [
+      { path: 'huge.bin', reason: 'too_large_in_current' },
+      { path: 'unheld.txt', reason: 'content_not_held' },
+    ]);
+    const sub = planRestore(current, target, { paths: ['dir'], isHeld: () => true });
+    assert.deepEqual([sub.writes.map((w) => w.path), sub.removes.length], [['dir/b.txt'], 0]);
+    await applyRestore(sub, roots, blobs);
+    assert.equal(await fs.readFile(path.join(ws, 'dir/b.txt'), 'utf8'), 'b');
+    assert.equal(await fs.readFile(path.join(ws, 'a.txt'), 'utf8'), 'A');
+    await applyRestore(plan, roots, blobs);
+    assert.deepEqual([...(await readTree(ws)).keys()].sort(), ['a.txt', 'dir/b.txt', 'huge.bin', 'unheld.txt']);
+  });
+
+  it('is idempotent: re-running a partly applied plan converges', async () => {
+    const { ws, blobs, roots } = await workspace();
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 20; i++) files[`d${i % 3}/f${i}.txt`] = `v1 ${i}`;
+    await writeTree(ws, files);
+    const target = (await scan({ roots, blobs })).manifest;
+    const wanted = await readTree(ws);
+    for (let i = 0; i < 20; i++) await fs.writeFile(path.join(ws, `d${i % 3}/f${i}.txt`), `v2 ${i}`);
+    await writeTree(ws, { 'extra/x.txt': 'x' });
+    const current = (await scan({ roots, blobs })).manifest;
+    const plan = planRestore(current, target, { isHeld: () => true });
+    // Simulate a crash half-way: only some writes happened, and a temp file was left behind.
+    await applyRestore({ ...plan, writes: plan.writes.slice(0, 7), removes: [] }, roots, blobs);
+    await fs.writeFile(path.join(ws, 'd0/f0.txt.waypoint-tmp'), 'partial');
+    const again = await applyRestore(plan, roots, blobs);
+    assert.deepEqual(again.conflicts, []);
+    const third = await applyRestore(plan, roots, blobs);
+    assert.deepEqual([third.removed, third.conflicts], [[], []]);
+    const after = await readTree(ws);
+    after.delete('d0/f0.txt.waypoint-tmp');
+    assert.deepEqual(after, wanted);
+  });
+
+  it('does not overwrite an untracked file in the way, nor delete a file edited since the scan', async () => {
+    const { ws, blobs, roots } = await workspace();
+    await writeTree(ws, { 'out/gen.js': 'tracked once' });
+    const target = (await scan({ roots, blobs })).manifest;
+    await fs.rm(path.join(ws, 'out'), { recursive: true });
+    await writeTree(ws, { 'new.txt': 'n' });
+    const current = (await scan({ roots, blobs })).manifest;
+    await writeTree(ws, { 'out/gen.js': 'the person made this since', 'new.txt': 'edited after the scan' });
+    const res = await applyRestore(planRestore(current, target, { isHeld: () => true }), roots, blobs);
+    assert.deepEqual(res.conflicts.map((c) => c.path), ['new.txt', 'out/gen.js']);
+    assert.equal(await fs.readFile(path.join(ws, 'out/gen.js'), 'utf8'), 'the person made this since');
+    assert.equal(await fs.readFile(path.join(ws, 'new.txt'), 'utf8'), 'edited after the scan');
+  });
+
+  it('property: a plan with any hostile path throws and writes nothing, inside or outside', async function () {
+    this.timeout(120_000);
+    const { ws, blobs, roots } = await workspace();
+    const outside = await tmp.make('wp-outside-');
+    await writeTree(ws, { 'a.txt': 'original', 'src/b.txt': 'b' });
+    await writeTree(outside, { 'victim.txt': 'outside' });
+    await fs.symlink(outside, path.join(ws, 'esc'));
+    const current = (await scan({ roots, blobs })).manifest;
+    const payload = await blobs.put(Buffer.from('pwned'));
+    await blobs.flush();
+    const fileEntry: ManifestEntry = { type: 'file', hash: payload.hash, size: 5, mode: 0o644, mtimeMs: 1, ino: 1 };
+    const wsBefore = await readTree(ws);
+    const outBefore = await readTree(outside);
+
+    const hostileName = fc.oneof(
+      fc.constantFrom('../pwn.txt', 'src/../../pwn.txt', '/tmp/pwn.txt', outside + '/victim.txt', 'C:/pwn.txt', 'src\\..\\..\\pwn.txt', 'a\0b', 'caf\u0065\u0301.txt', 'x'.repeat(256), 'y/'.repeat(2100) + 'z', '.git/hooks/pre-commit', 'sub/.waypoint/db', 'esc/victim.txt', 'esc/new.txt', '', './a.txt', 'src//b.txt'),
+      fc.tuple(fc.array(fc.constantFrom('a', 'src', '..', '.', ''), { minLength: 1, maxLength: 4 }), fc.constantFrom('pwn.txt', '..')).map(([segs, last]) => [...segs, last].join('/')).filter((p) => p.split('/').some((s) => s === '..' || s === '.' || s === '')),
+    );
+    const scenario = fc.oneof(
+      hostileName.map((p) => ({ kind: 'name' as const, p, extra: [] as [string, ManifestEntry][] })),
+      // Case collision on a case-insensitive file system.
+      fc.constantFrom(['A.txt', 'a.txt'], ['SRC/x.txt', 'src/y.txt']).map((pair) => ({ kind: 'case' as const, p: pair[0]!, extra: [[pair[1]!, fileEntry]] as [string, ManifestEntry][] })),
+      // A symlink planted by the plan itself, then written through.
+      fc.constantFrom(outside, '..', '/').map((t) => ({ kind: 'plant' as const, p: 'lnk/victim.txt', extra: [['lnk', { type: 'symlink', target: t, mtimeMs: 1, ino: 1 }]] as [string, ManifestEntry][] })),
+    );
+    await fc.assert(
+      fc.asyncProperty(scenario, fc.boolean(), async (s, withGoodWrites) => {
+        const target: Manifest = new Map(current);
+        if (withGoodWrites) target.set('src/good.txt', fileEntry).set('a.txt', fileEntry);
+        for (const [k, v] of s.extra) target.set(k, v);
+        target.set(s.p, fileEntry);
+        const plan = planRestore(current, target, { isHeld: () => true });
+        await assert.rejects(applyRestore(plan, roots, blobs, { caseInsensitive: s.kind === 'case' }), UnsafePathError);
+        assert.deepEqual(await readTree(ws), wsBefore);
+        assert.deepEqual(await readTree(outside), outBefore);
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('refuses a plan whose blob is missing before writing anything', async () => {
+    const { ws, blobs, roots } = await workspace();
+    await writeTree(ws, { 'a.txt': 'a' });
+    const current = (await scan({ roots, blobs })).manifest;
+    const target: Manifest = new Map(current).set('a.txt', { type: 'file', hash: 'f'.repeat(64), size: 1, mode: 0o644, mtimeMs: 1, ino: 1 });
+    target.set('b.txt', { ...(current.get('a.txt') as ManifestEntry) });
+    await assert.rejects(applyRestore(planRestore(current, target), roots, blobs), /not in the store/);
+    assert.deepEqual([...(await readTree(ws)).keys()], ['a.txt']);
+  });
+});

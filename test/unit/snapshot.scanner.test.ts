@@ -1,0 +1,206 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import fc from 'fast-check';
+import { diffManifests, scan, type Manifest } from '../../src/core/snapshot/index.js';
+import { TempDirs, ageTree, newStore, writeTree } from './snapshot.helpers.js';
+
+const keys = (m: Manifest) => [...m.keys()].sort();
+
+describe('snapshot scanner', () => {
+  const tmp = new TempDirs();
+  afterEach(() => tmp.cleanup());
+
+  it('honours nested .gitignore with negation, info/exclude and the exclude list', async () => {
+    const ws = await tmp.make();
+    await writeTree(ws, {
+      '.gitignore': '*.log\n!keep.log\nbuild/\n/rootonly.txt\n',
+      'a.log': 'x',
+      'keep.log': 'x',
+      'rootonly.txt': 'x',
+      'build/out.js': 'x',
+      'src/rootonly.txt': 'kept: the pattern is anchored to the root',
+      'src/.gitignore': '!important.log\ngen/\n*.tmp\n',
+      'src/important.log': 'x',
+      'src/other.log': 'x',
+      'src/gen/g.ts': 'x',
+      'src/a.tmp': 'x',
+      'src/deep/.gitignore': '!*.tmp\n',
+      'src/deep/b.tmp': 'x',
+      'secret/notes.md': 'x',
+      'private.env': 'x',
+      'docs/readme.md': 'x',
+      '.git/info/exclude': 'private.env\n',
+      '.git/HEAD': 'ref: refs/heads/main\n',
+      '.waypoint/db': 'x',
+      'vendor/lib/.git/HEAD': 'nested repo internals',
+      'vendor/lib/.git/info/exclude': 'local.txt\n',
+      'vendor/lib/local.txt': 'excluded by the nested repo',
+      'vendor/lib/code.ts': 'x',
+    });
+    const r = await scan({ roots: [{ name: 'w', dir: ws }], excludes: ['secret/'], blobs: await newStore(tmp) });
+    assert.deepEqual(keys(r.manifest), [
+      '.gitignore',
+      'docs/readme.md',
+      'keep.log',
+      'src/.gitignore',
+      'src/deep/.gitignore',
+      'src/deep/b.tmp',
+      'src/important.log',
+      'src/rootonly.txt',
+      'vendor/lib/code.ts',
+    ]);
+    assert.deepEqual(r.unreadable, []);
+    // The nested repository's .git is read for its excludes, never recorded or touched.
+    assert.equal(await fs.readFile(path.join(ws, 'vendor/lib/.git/HEAD'), 'utf8'), 'nested repo internals');
+  });
+
+  it('records symlinks without following them, keeps the exec bit, skips large files', async () => {
+    const ws = await tmp.make();
+    const outside = await tmp.make('wp-outside-');
+    await writeTree(ws, { 'bin/run.sh': '#!/bin/sh\necho hi\n', 'big.bin': Buffer.alloc(2048, 1), 'dir/f.txt': 'x' });
+    await writeTree(outside, { 'secret.txt': 'do not read' });
+    await fs.chmod(path.join(ws, 'bin/run.sh'), 0o755);
+    await fs.symlink(outside, path.join(ws, 'escape'));
+    await fs.symlink('dir', path.join(ws, 'dirlink'));
+    await fs.symlink('missing-target', path.join(ws, 'dangling'));
+    const r = await scan({ roots: [{ name: 'w', dir: ws }], maxFileBytes: 1024, blobs: await newStore(tmp) });
+    assert.deepEqual(keys(r.manifest), ['big.bin', 'bin/run.sh', 'dangling', 'dir/f.txt', 'dirlink', 'escape']);
+    assert.deepEqual(r.manifest.get('escape'), { type: 'symlink', target: outside, mtimeMs: r.manifest.get('escape')!.mtimeMs, ino: (r.manifest.get('escape') as { ino: number }).ino });
+    assert.equal(r.manifest.get('dirlink')?.type, 'symlink');
+    assert.equal(r.manifest.get('dangling')?.type, 'symlink');
+    const run = r.manifest.get('bin/run.sh');
+    assert.ok(run?.type === 'file' && run.mode === 0o755);
+    const f = r.manifest.get('dir/f.txt');
+    assert.ok(f?.type === 'file' && f.mode === 0o644);
+    assert.deepEqual({ ...r.manifest.get('big.bin'), mtimeMs: 0 }, { type: 'skipped', size: 2048, mtimeMs: 0, reason: 'too_large' });
+    assert.deepEqual(r.skipped, [{ path: 'big.bin', size: 2048, reason: 'too_large' }]);
+  });
+
+  it('reports unreadable files instead of failing', async function () {
+    const ws = await tmp.make();
+    await writeTree(ws, { 'ok.txt': 'x', 'locked.txt': 'x' });
+    // A FIFO is never opened (it would block); it is reported.
+    execFileSync('mkfifo', [path.join(ws, 'pipe')]);
+    const isRoot = process.getuid?.() === 0;
+    // chmod 000 does not stop root from reading, so that case only runs unprivileged.
+    if (!isRoot) await fs.chmod(path.join(ws, 'locked.txt'), 0o000);
+    const r = await scan({ roots: [{ name: 'w', dir: ws }], blobs: await newStore(tmp) });
+    const codes = Object.fromEntries(r.unreadable.map((u) => [u.path, u.code]));
+    assert.equal(codes['pipe'], 'ENOTREG');
+    if (!isRoot) assert.equal(codes['locked.txt'], 'EACCES');
+    assert.ok(r.manifest.has('ok.txt'));
+    assert.equal(r.manifest.has('pipe'), false);
+  });
+
+  it('reads only changed files when given the previous manifest (stat cache)', async () => {
+    const ws = await tmp.make();
+    await writeTree(ws, { 'a.txt': 'a', 'b.txt': 'b', 'c/d.txt': 'd' });
+    await ageTree(ws);
+    const blobs = await newStore(tmp);
+    const first = await scan({ roots: [{ name: 'w', dir: ws }], blobs });
+    assert.equal(first.stats.filesHashed, 3);
+    const again = await scan({ roots: [{ name: 'w', dir: ws }], blobs, previous: first.manifest });
+    assert.equal(again.stats.filesHashed, 0);
+    assert.equal(again.changed.changes.length, 0);
+    await fs.writeFile(path.join(ws, 'b.txt'), 'bb');
+    const third = await scan({ roots: [{ name: 'w', dir: ws }], blobs, previous: again.manifest });
+    assert.equal(third.stats.filesHashed, 1);
+    assert.deepEqual(third.changed.changes.map((c) => [c.path, c.status]), [['b.txt', 'modified']]);
+  });
+
+  it('rehashes racily clean files (same size and mtime, edited right after a scan)', async () => {
+    const ws = await tmp.make();
+    await writeTree(ws, { 'a.txt': 'one' });
+    const blobs = await newStore(tmp);
+    const first = await scan({ roots: [{ name: 'w', dir: ws }], blobs });
+    const e = first.manifest.get('a.txt');
+    assert.ok(e?.type === 'file' && e.racy === true, 'a file written just before the scan is racy');
+    await fs.writeFile(path.join(ws, 'a.txt'), 'two');
+    const t = new Date(e.mtimeMs);
+    await fs.utimes(path.join(ws, 'a.txt'), t, t);
+    const second = await scan({ roots: [{ name: 'w', dir: ws }], blobs, previous: first.manifest });
+    assert.deepEqual(second.changed.changes.map((c) => c.status), ['modified']);
+  });
+
+  it('prefixes keys with the root name only when there are several roots', async () => {
+    const a = await tmp.make();
+    const b = await tmp.make();
+    await writeTree(a, { 'x.txt': 'a' });
+    await writeTree(b, { 'y.txt': 'b', '.gitignore': 'z.txt\n', 'z.txt': 'z' });
+    const blobs = await newStore(tmp);
+    const r = await scan({ roots: [{ name: 'app', dir: a }, { name: 'lib', dir: b }], blobs });
+    assert.deepEqual(keys(r.manifest), ['app/x.txt', 'lib/.gitignore', 'lib/y.txt']);
+    await fs.writeFile(path.join(b, 'y.txt'), 'changed');
+    const d = await scan({ roots: [{ name: 'app', dir: a }, { name: 'lib', dir: b }], blobs, previous: r.manifest, dirty: [path.join(b, 'y.txt')] });
+    assert.deepEqual(d.changed.changes.map((c) => [c.path, c.status]), [['lib/y.txt', 'modified']]);
+  });
+
+  it('dirty hint: .gitignore edits rescan their directory; deleted dirs drop their subtree', async () => {
+    const ws = await tmp.make();
+    await writeTree(ws, { 'src/a.ts': 'a', 'src/b.gen.ts': 'b', 'old/x/y.txt': 'y', 'old/z.txt': 'z' });
+    const blobs = await newStore(tmp);
+    const first = await scan({ roots: [{ name: 'w', dir: ws }], blobs });
+    await fs.writeFile(path.join(ws, 'src/.gitignore'), '*.gen.ts\n');
+    await fs.rm(path.join(ws, 'old'), { recursive: true });
+    const d = await scan({ roots: [{ name: 'w', dir: ws }], blobs, previous: first.manifest, dirty: ['src/.gitignore', 'old'] });
+    const full = await scan({ roots: [{ name: 'w', dir: ws }], blobs });
+    assert.deepEqual(keys(d.manifest), keys(full.manifest));
+    assert.deepEqual(keys(d.manifest), ['src/.gitignore', 'src/a.ts']);
+  });
+
+  it('property: incremental, dirty-hint and fresh scans agree over random edit sequences', async function () {
+    this.timeout(120_000);
+    const names = ['a.txt', 'b.ts', 'd1/c.txt', 'd1/e.log', 'd1/d2/f.txt', 'd2/g.txt'];
+    const op = fc.oneof(
+      fc.record({ k: fc.constant('write' as const), p: fc.constantFrom(...names), c: fc.string({ maxLength: 6 }) }),
+      fc.record({ k: fc.constant('rm' as const), p: fc.constantFrom(...names, 'd1', 'd2', 'd1/d2') }),
+      fc.record({ k: fc.constant('chmod' as const), p: fc.constantFrom(...names), x: fc.boolean() }),
+      fc.record({ k: fc.constant('link' as const), p: fc.constantFrom('l1', 'd1/l2'), t: fc.constantFrom('a.txt', '../x', '/etc') }),
+      fc.record({ k: fc.constant('ignore' as const), p: fc.constantFrom('.gitignore', 'd1/.gitignore'), c: fc.constantFrom('*.log\n', '!e.log\n', 'd2/\n', '') }),
+    );
+    const ws = await tmp.make();
+    const blobs = await newStore(tmp);
+    const roots = [{ name: 'w', dir: ws }];
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(op, { maxLength: 5 }), { minLength: 1, maxLength: 3 }), async (rounds) => {
+        await fs.rm(ws, { recursive: true, force: true });
+        await fs.mkdir(ws);
+        await writeTree(ws, { 'a.txt': 'a', 'd1/c.txt': 'c', 'd1/e.log': 'e', 'd2/g.txt': 'g' });
+        let prevFull = (await scan({ roots, blobs })).manifest;
+        let prevDirty = prevFull;
+        for (const ops of rounds) {
+          const dirty: string[] = [];
+          for (const o of ops) {
+            const abs = path.join(ws, o.p);
+            dirty.push(o.p);
+            if (o.k === 'write' || o.k === 'ignore') {
+              await fs.rm(abs, { recursive: true, force: true });
+              await fs.mkdir(path.dirname(abs), { recursive: true }).catch(() => {});
+              await fs.writeFile(abs, o.c).catch(() => {}); // parent may be a file: the edit just fails
+            } else if (o.k === 'rm') {
+              await fs.rm(abs, { recursive: true, force: true });
+            } else if (o.k === 'chmod') {
+              await fs.chmod(abs, o.x ? 0o755 : 0o644).catch(() => {});
+            } else {
+              await fs.rm(abs, { recursive: true, force: true });
+              await fs.mkdir(path.dirname(abs), { recursive: true }).catch(() => {});
+              await fs.symlink(o.t, abs).catch(() => {});
+            }
+          }
+          const fresh = (await scan({ roots, blobs })).manifest;
+          const incremental = (await scan({ roots, blobs, previous: prevFull })).manifest;
+          const hinted = (await scan({ roots, blobs, previous: prevDirty, dirty })).manifest;
+          assert.deepEqual(keys(incremental), keys(fresh));
+          assert.deepEqual(diffManifests(fresh, incremental), []);
+          assert.deepEqual(keys(hinted), keys(fresh));
+          assert.deepEqual(diffManifests(fresh, hinted), []);
+          prevFull = incremental;
+          prevDirty = hinted;
+        }
+      }),
+      { numRuns: 40 },
+    );
+  });
+});
