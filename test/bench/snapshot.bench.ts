@@ -7,7 +7,8 @@
  *   node --import tsx test/bench/snapshot.bench.ts
  *
  * The machine is shared and small, so every figure is a median of several runs and
- * the targets are ratios measured in the same run. Waypoint's checkpoint figures are
+ * the targets are ratios measured in the same run; dirty pages are flushed (untimed)
+ * before each measured operation so no side pays for the other's writeback. Waypoint's checkpoint figures are
  * scan + ManifestStore.save, i.e. including the fsync barrier that makes blobs and
  * manifest durable; git (as used by those tools) does not fsync loose objects.
  */
@@ -102,6 +103,15 @@ async function dirBytes(dir: string): Promise<number> {
   return total;
 }
 
+/**
+ * Flushes dirty pages (not timed) before each measured operation, so neither side
+ * is charged for the writeback of whatever ran just before it (git's commit, our
+ * previous checkpoint, the edits). Both sides get the same treatment.
+ */
+function settle(): void {
+  if (process.platform !== 'win32') execFileSync('sync');
+}
+
 function git(shadow: string, ws: string, ...args: string[]): string {
   return execFileSync('git', ['--git-dir', shadow, '--work-tree', ws, '-c', 'user.name=bench', '-c', 'user.email=bench@example.invalid', '-c', 'core.hooksPath=/dev/null', '-c', 'gc.auto=0', '-c', 'commit.gpgSign=false', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -150,7 +160,9 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
     for (let i = 0; i < firstRuns; i++) {
       const sdir = path.join(base, `shadow${i}`);
       git(sdir, ws, 'init', '-q');
+      settle();
       const [g] = await time(() => gitSnapshot(sdir, ws));
+      settle();
       gitFirst.push(g);
       const odir = path.join(base, `wp${i}`, 'objects');
       const s = new BlobStore(odir, { durability: 'deferred' });
@@ -190,12 +202,15 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
     for (let i = 0; i < runs; i++) {
       const changed = pick(files, 10, i);
       await edit(ws, changed, `ten-${i}`);
+      settle();
       const [g] = await time(() => gitSnapshot(shadow, ws));
+      settle();
       const [h, hr] = await time(async () => {
         const r = await scan({ roots, blobs: store, previous: hintPrev, dirty: changed, flush: false });
         const [sv, ref] = await time(() => manifests.save(r.manifest, hintRef));
         return { r, sv, ref };
       });
+      settle();
       const [f, fr] = await time(async () => {
         const r = await scan({ roots, blobs: fullStore, previous: fullPrev, flush: false });
         const [sv, ref] = await time(() => fullManifests.save(r.manifest, fullRef));
@@ -230,10 +245,13 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
     for (let i = 0; i < runs; i++) {
       const changed = pick(files, 100, 1000 + i);
       await edit(ws, changed, `rb-git-${i}`);
+      settle();
       const [g] = await time(() => git(shadow, ws, 'checkout', 'HEAD', '--', ...changed));
       await edit(ws, changed, `rb-wp-${i}`);
+      settle();
       // The engine takes a pre_rollback checkpoint first; timed separately.
       const [p, cur] = await time(() => scan({ roots, blobs: store, previous: hintPrev, dirty: changed }));
+      settle();
       const [w, res] = await time(async () => applyRestore(planRestore(cur.manifest, hintPrev, { isHeld: () => true }), roots, store));
       if (res.written.length !== 100 || res.conflicts.length) throw new Error(`rollback wrote ${res.written.length}, conflicts ${res.conflicts.length}`);
       gitRb.push(g);

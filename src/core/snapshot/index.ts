@@ -50,6 +50,7 @@ export {
   planRestore,
   applyRestore,
   detectCaseInsensitive,
+  sweepRestoreTemps,
   type RestorePlan,
   type PlannedWrite,
   type PlannedRemove,

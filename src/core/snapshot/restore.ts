@@ -282,3 +282,30 @@ export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blo
   }
   return result;
 }
+
+/**
+ * Removes the temp files an interrupted `applyRestore(plan)` may have left beside
+ * its targets. For the engine's crash recovery when it decides to revert rather
+ * than finish a rollback (finishing re-applies the plan, which cleans them itself).
+ * Paths are validated as in `applyRestore`; unsafe ones are skipped, not followed.
+ */
+export async function sweepRestoreTemps(plan: RestorePlan, roots: SnapshotRoot[]): Promise<number> {
+  checkRoots(roots);
+  const cache: ResolveCache = new Map();
+  let n = 0;
+  for (const w of plan.writes) {
+    let file: string;
+    try {
+      const { root, rel } = splitKey(roots, w.path);
+      file = resolveInsideSync(root.dir, rel, cache);
+    } catch {
+      continue;
+    }
+    const tmp = `${file}${RESTORE_TEMP_SUFFIX}`;
+    if (lstatOrNull(tmp)) {
+      fss.rmSync(tmp, { force: true });
+      n++;
+    }
+  }
+  return n;
+}
