@@ -246,12 +246,99 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   checkpoint: {
-    summary: 'take a manual checkpoint',
-    usage: 'waypoint checkpoint --task ID [--label L] [--key K]',
-    options: { task: s('t'), label: s(), key: s() },
+    summary: 'take a manual checkpoint (--dirty: paths known to have changed, so only they are examined)',
+    usage: 'waypoint checkpoint --task ID [--label L] [--dirty PATH,…] [--key K]',
+    options: { task: s('t'), label: s(), dirty: s(), key: s() },
     async run(c) {
-      const r = await (await c.engine()).checkpoint({ taskId: required(c.values, 'task'), label: optional(c.values, 'label'), idempotencyKey: optional(c.values, 'key') });
+      const r = await (await c.engine()).checkpoint({
+        taskId: required(c.values, 'task'),
+        label: optional(c.values, 'label'),
+        dirty: optional(c.values, 'dirty')?.split(',').filter(Boolean),
+        idempotencyKey: optional(c.values, 'key'),
+      });
       c.out(`Checkpoint ${r.checkpointId} (${r.filesChanged} file(s) changed)`, r);
+    },
+  },
+  diff: {
+    summary: 'what changed between two checkpoints, or from a checkpoint to the workspace now',
+    usage: 'waypoint diff --from CP [--to CP]',
+    options: { from: s(), to: s() },
+    async run(c) {
+      const r = await (await c.engine()).diff({ from: required(c.values, 'from'), to: optional(c.values, 'to') });
+      const human = r.changes.length
+        ? r.changes.map((x) => `${x.status.padEnd(12)} ${x.path}${!x.lines ? '' : x.lines.binary ? '  (binary)' : `  +${x.lines.added} -${x.lines.removed}`}`).join('\n')
+        : `No changes from ${r.from} to ${r.to}.`;
+      c.out(human, r);
+    },
+  },
+  rollback: {
+    summary: 'roll the workspace back to a checkpoint (preview first; --undo reverses the last rollback)',
+    usage: 'waypoint rollback --task ID (--to CP [--paths P,…] [--agent-only] [--preview] [--yes] | --undo)',
+    options: { task: s('t'), to: s(), paths: s(), 'agent-only': b, preview: b, yes: b, undo: b, key: s() },
+    async run(c) {
+      const e = await c.engine();
+      const taskId = required(c.values, 'task');
+      if (c.values.undo) {
+        if (c.values.to) throw new UsageError('Give either --to CP or --undo, not both.');
+        const r = await e.undoRollback({ taskId, idempotencyKey: optional(c.values, 'key') });
+        c.out(`Undid the last rollback: ${r.filesWritten} file(s) written, ${r.filesRemoved} removed (this undo is itself undoable).`, r);
+        return;
+      }
+      const args = {
+        taskId,
+        checkpointId: required(c.values, 'to'),
+        paths: optional(c.values, 'paths')?.split(',').filter(Boolean),
+        mode: c.values['agent-only'] ? ('agent-only' as const) : ('all' as const),
+        idempotencyKey: optional(c.values, 'key'),
+      };
+      const preview = await e.rollback({ ...args, preview: true });
+      const list = [
+        ...preview.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}`),
+        ...preview.kept.map((k) => `  keep    ${k.path}  (${k.reason})`),
+      ].join('\n');
+      if (c.values.preview || !c.values.yes) {
+        const head = `Rolling back to ${args.checkpointId} would change ${preview.changes.length} file(s)${preview.abandonedSteps.length ? ` and abandon step(s) ${preview.abandonedSteps.join(', ')}` : ''}:`;
+        if (!c.values.preview && !c.values.yes) {
+          throw new WaypointError('invalid_input', `${head}\n${list || '  (nothing)'}\nRun again with --yes to apply it (or --preview to only look).`);
+        }
+        c.out(`${head}\n${list || '  (nothing)'}`, preview);
+        return;
+      }
+      const r = await e.rollback(args);
+      c.out(
+        `Rolled back to ${r.targetCheckpointId}: ${r.filesWritten} file(s) written, ${r.filesRemoved} removed.` +
+          (r.conflicts.length ? `\nLeft for you (changed by both): ${r.conflicts.join(', ')}` : '') +
+          `\nUndo with: waypoint rollback --task ${r.taskId} --undo`,
+        r,
+      );
+    },
+  },
+  storage: {
+    summary: 'bytes used by checkpoints, per task (unique and shared) and in total',
+    usage: 'waypoint storage',
+    options: {},
+    async run(c) {
+      const r = await (await c.engine()).storage();
+      const mb = (n: number) => `${(n / 1e6).toFixed(2)} MB`;
+      const human = [
+        `Blob store: ${mb(r.totalBytes)} on disk, ${r.blobs} file blobs referenced (${mb(r.referencedBytes)}, deduplicated)`,
+        ...r.tasks.map((t) => `  ${t.taskId}  ${String(t.checkpoints).padStart(4)} checkpoints  ${mb(t.uniqueBytes).padStart(10)} unique  ${mb(t.sharedBytes).padStart(10)} shared  ${t.title ?? ''}`),
+      ].join('\n');
+      c.out(human, r);
+    },
+  },
+  gc: {
+    summary: 'apply the retention policy and delete blobs no checkpoint needs',
+    usage: 'waypoint gc [--max-per-task N] [--max-age-days D] [--max-total-mb M]',
+    options: { 'max-per-task': s(), 'max-age-days': s(), 'max-total-mb': s() },
+    async run(c) {
+      const mbLimit = intOption(c.values, 'max-total-mb');
+      const r = await (await c.engine()).gc({
+        maxPerTask: intOption(c.values, 'max-per-task'),
+        maxAgeDays: intOption(c.values, 'max-age-days'),
+        maxTotalBytes: mbLimit === undefined ? undefined : mbLimit * 1_000_000,
+      });
+      c.out(`Pruned ${r.pruned.length} checkpoint(s); deleted ${r.blobsDeleted} blob(s), freed ${(r.bytesFreed / 1e6).toFixed(2)} MB; store now ${(r.totalBytes / 1e6).toFixed(2)} MB.`, r);
     },
   },
   'effect begin': {

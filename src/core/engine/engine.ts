@@ -21,6 +21,9 @@ import {
   FailStepInput,
   RequestReviewInput,
   ResumeTaskInput,
+  RetentionInput,
+  RollbackInput,
+  DiffInput,
   SkipStepInput,
   StartStepInput,
   StartTaskInput,
@@ -30,6 +33,8 @@ import {
 import { Queries } from './queries';
 import { buildResumeContext, type DriftInfo, type ResumeContext } from './resumeContext';
 import { metadataOnlySnapshotter, type Snapshotter } from './snapshotter';
+import { WorkspaceSnapshots } from './workspaceSnapshots';
+import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
 
 export interface EngineOptions {
   /** The workspace root; the store lives in `<workspace>/.waypoint` unless storeDir says otherwise. */
@@ -40,6 +45,8 @@ export interface EngineOptions {
   owner?: LeaseOwner;
   defaultLeaseTtlMs?: number;
   snapshotter?: Snapshotter | ((engine: Engine) => Snapshotter);
+  /** Workspace snapshot settings; `false` records checkpoints as metadata only. */
+  snapshots?: false | { roots?: SnapshotRoot[]; excludes?: string[]; maxFileBytes?: number; fullEvery?: number };
   /** Adds drift to the resume context (the snapshot layer provides it). */
   drift?: (task: Task) => Promise<DriftInfo | null>;
   store?: Omit<StoreOptions, 'dir' | 'log'>;
@@ -53,6 +60,32 @@ export interface ChangeEvent {
 }
 
 export type SideEffectDecision = 'proceed' | 'already_done' | 'in_doubt';
+
+export interface RollbackResult {
+  rollbackId: string;
+  taskId: string;
+  targetCheckpointId: string;
+  preRollbackCheckpointId: string | null;
+  preview: boolean;
+  mode: 'all' | 'agent-only';
+  /** Exactly what is (or would be) written or deleted. */
+  changes: { path: string; action: 'create' | 'modify' | 'delete' }[];
+  /** Paths deliberately left alone, with why (content not held, too large, conflicts). */
+  kept: { path: string; reason: string }[];
+  conflicts: string[];
+  filesWritten: number;
+  filesRemoved: number;
+  abandonedSteps: string[];
+}
+
+export interface StorageReport {
+  /** Bytes of the blob store on disk. */
+  totalBytes: number;
+  /** Bytes of file content that live checkpoints reference (deduplicated). */
+  referencedBytes: number;
+  blobs: number;
+  tasks: { taskId: string; title: string | null; checkpoints: number; uniqueBytes: number; sharedBytes: number }[];
+}
 
 /** Exponential backoff hint for recoverable step failures: 1 s, 2 s, 4 s … capped at 5 min. */
 export function backoffFor(attempt: number): number {
@@ -70,8 +103,12 @@ export class Engine {
   private readonly listeners = new Set<(e: ChangeEvent) => void>();
   private readonly log: Logger;
   private readonly snapshotter: Snapshotter;
+  /** Set when checkpoints hold real workspace manifests (the default). */
+  readonly workspaceSnapshots: WorkspaceSnapshots | null = null;
   private sweepTimer: NodeJS.Timeout | undefined;
   readonly defaultOwner: LeaseOwner;
+  /** What open had to repair (an interrupted rollback finished), for surfaces to tell the person. */
+  recoveryNotes: string[] = [];
   readonly defaultLeaseTtlMs: number;
 
   private constructor(
@@ -83,7 +120,21 @@ export class Engine {
     this.queries = new Queries(() => this.store.db);
     this.defaultOwner = opts.owner ?? { id: 'cli' };
     this.defaultLeaseTtlMs = opts.defaultLeaseTtlMs ?? 5 * 60_000;
-    this.snapshotter = typeof opts.snapshotter === 'function' ? opts.snapshotter(this) : (opts.snapshotter ?? metadataOnlySnapshotter);
+    if (opts.snapshotter) {
+      this.snapshotter = typeof opts.snapshotter === 'function' ? opts.snapshotter(this) : opts.snapshotter;
+    } else if (opts.snapshots === false) {
+      this.snapshotter = metadataOnlySnapshotter;
+    } else {
+      this.workspaceSnapshots = new WorkspaceSnapshots({
+        roots: opts.snapshots?.roots ?? [{ name: path.basename(workspace) || 'workspace', dir: workspace }],
+        storeDir: store.dir,
+        excludes: opts.snapshots?.excludes,
+        maxFileBytes: opts.snapshots?.maxFileBytes,
+        fullEvery: opts.snapshots?.fullEvery,
+        log: this.log,
+      });
+      this.snapshotter = this.workspaceSnapshots;
+    }
     store.onDidCommit((events) => {
       const taskIds = [...new Set(events.map((e) => e.taskId).filter((t): t is string => !!t))];
       for (const l of this.listeners) l({ events, taskIds });
@@ -96,6 +147,8 @@ export class Engine {
     const store = await EventStore.open({ ...opts.store, dir, log: opts.log });
     const engine = new Engine(store, workspace, opts);
     try {
+      await engine.workspaceSnapshots?.blobs.sweepTemp();
+      engine.recoveryNotes = await engine.recoverRollbacks();
       await engine.sweep();
     } catch (e) {
       await store.close();
@@ -184,8 +237,9 @@ export class Engine {
   }
 
   private async captureCheckpoint(task: Task | null, kind: CheckpointKind, stepId: string | null, label: string | null, dirty?: readonly string[]): Promise<{ event: NewEvent; checkpoint: CheckpointMeta }> {
-    const parent = task?.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : this.latestCheckpoint();
-    const cap = await this.snapshotter.capture({ taskId: task?.id ?? null, kind, parent, dirty });
+    const previous = this.latestCheckpoint();
+    const parent = task?.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : previous;
+    const cap = await this.snapshotter.capture({ taskId: task?.id ?? null, kind, parent, previous, dirty });
     const id = newId('c');
     const checkpoint: CheckpointMeta = {
       id,
@@ -221,9 +275,12 @@ export class Engine {
     return { event, checkpoint };
   }
 
-  /** The newest checkpoint of any task: a new task's base descends from it so manifests stay small. */
-  private latestCheckpoint(): CheckpointMeta | null {
-    const r = this.store.db.get('SELECT id FROM checkpoints ORDER BY created_at DESC, rowid DESC LIMIT 1');
+  /**
+   * The workspace's newest checkpoint with a manifest: the next scan's stat cache
+   * (only changed files are read) and a new task's delta base.
+   */
+  latestCheckpoint(): CheckpointMeta | null {
+    const r = this.store.db.get('SELECT id FROM checkpoints WHERE manifest_ref IS NOT NULL ORDER BY created_at DESC, rowid DESC LIMIT 1');
     return r ? this.queries.checkpoint(String(r.id)) : null;
   }
 
@@ -646,9 +703,366 @@ export class Engine {
 
   async resumeContext(taskId: string): Promise<ResumeContext> {
     const task = this.queries.task(taskId);
-    const drift = this.opts.drift ? await this.opts.drift(task) : null;
+    const drift = this.opts.drift ? await this.opts.drift(task) : await this.drift(taskId).catch(() => null);
     const last = task.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : null;
     return buildResumeContext(task, this.queries.steps(taskId), this.queries.sideEffects(taskId), last, drift);
+  }
+
+  // ---------------------------------------------------------------------------
+  // Workspace: diff, drift, rollback, storage, retention.
+
+  private snapshots(): WorkspaceSnapshots {
+    if (!this.workspaceSnapshots) throw new WaypointError('invalid_input', 'This store records checkpoints without workspace snapshots.');
+    return this.workspaceSnapshots;
+  }
+
+  private requireCheckpoint(id: string): CheckpointMeta {
+    const c = this.queries.checkpoint(id);
+    if (!c) throw notFound('checkpoint', id);
+    return c;
+  }
+
+  /** Changed paths between two checkpoints, or from a checkpoint to the workspace now, with line counts. */
+  async diff(raw: unknown): Promise<{ from: string; to: string; changes: FileChangeWithLines[] }> {
+    const input = parseInput(DiffInput, raw, 'diff');
+    const ws = this.snapshots();
+    const from = this.requireCheckpoint(input.from);
+    const a = await ws.load(from);
+    const b = input.to ? await ws.load(this.requireCheckpoint(input.to)) : await this.exclusive(() => ws.scanNow(this.latestCheckpoint()));
+    return { from: from.id, to: input.to ?? 'workspace', changes: await ws.diff(a, b) };
+  }
+
+  /** Files changed since the task's last checkpoint (by the person, or by an unfinished step). */
+  async drift(taskId: string): Promise<DriftInfo> {
+    const task = this.queries.task(taskId);
+    const ws = this.snapshots();
+    const head = task.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : null;
+    if (!head?.manifestRef) return { since: null, files: [] };
+    const now = await this.exclusive(() => ws.scanNow(this.latestCheckpoint()));
+    const changes = diffManifests(await ws.load(head), now);
+    return { since: head.id, files: changes.map((c) => ({ path: c.path, status: c.status })) };
+  }
+
+  /**
+   * Rolls the workspace back to a checkpoint. `preview` lists exactly what would
+   * change and writes nothing. Otherwise: a `pre_rollback` checkpoint of the
+   * current workspace is taken and the plan is stored (durably, before any file is
+   * touched) so a crash half-way is finished on the next open; files are written via
+   * temp + rename; files the target lacks are removed only if a blob holds their
+   * content; steps started after the target are abandoned. `agent-only` reverts only
+   * paths changed inside step windows and reports paths the person also changed as
+   * conflicts, untouched.
+   */
+  async rollback(raw: RollbackInput): Promise<RollbackResult> {
+    const input = parseInput(RollbackInput, raw, 'rollback');
+    const ws = this.snapshots();
+    const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
+    const { result, durable } = await this.exclusive(async () => {
+      const seen = this.queries.idempotent(key);
+      if (seen) return { result: seen.result as RollbackResult, durable: this.store.waitDurable(seen.seq) };
+      const task = this.requireTask(input.taskId);
+      const target = this.requireCheckpoint(input.checkpointId);
+      if (target.taskId !== task.id) {
+        throw new WaypointError('invalid_input', `Checkpoint ${target.id} belongs to ${target.taskId ? `task ${target.taskId}` : 'no task'}, not ${task.id}.`);
+      }
+      const targetManifest = await ws.load(target);
+      const mode = input.mode ?? 'all';
+      const current = await ws.scanNow(this.latestCheckpoint());
+      let paths = input.paths;
+      let agentConflicts: string[] = [];
+      if (mode === 'agent-only') {
+        const split = await this.agentOnlyPaths(task, target, current);
+        agentConflicts = split.conflicts;
+        paths = input.paths ? split.revert.filter((p) => input.paths!.some((q) => p === q || p.startsWith(`${q}/`))) : split.revert;
+      }
+      const plan = paths && paths.length === 0 ? { writes: [], removes: [], kept: [], unchanged: 0 } : await ws.plan(current, targetManifest, paths);
+      const changes = [
+        ...plan.writes.map((w) => ({ path: w.path, action: current.has(w.path) ? ('modify' as const) : ('create' as const) })),
+        ...plan.removes.map((r) => ({ path: r.path, action: 'delete' as const })),
+      ].sort((a, b) => (a.path < b.path ? -1 : 1));
+      const kept = [...plan.kept.map((k) => ({ path: k.path, reason: k.reason as string })), ...agentConflicts.map((p) => ({ path: p, reason: 'changed by both the agent and you; left for you to choose' }))];
+      const fullRollback = !input.paths && mode === 'all';
+      const toAbandon = fullRollback
+        ? this.queries.steps(task.id).filter((s) => s.startedAt !== null && s.startedAt >= target.createdAt && ['completed', 'in_progress', 'failed'].includes(s.status))
+        : [];
+      const base: RollbackResult = {
+        rollbackId: '',
+        taskId: task.id,
+        targetCheckpointId: target.id,
+        preRollbackCheckpointId: null,
+        preview: input.preview === true,
+        mode,
+        changes,
+        kept,
+        conflicts: agentConflicts,
+        filesWritten: 0,
+        filesRemoved: 0,
+        abandonedSteps: toAbandon.map((s) => s.id),
+      };
+      if (input.preview) return { result: base, durable: Promise.resolve() };
+
+      // 1. The before state becomes a checkpoint, and the plan is durable, before any file changes.
+      const { event: preEvent, checkpoint: pre } = await this.captureCheckpoint(task, 'pre_rollback', null, input.reason ?? `before rolling back to ${target.id}`);
+      const planRef = await ws.savePlan(plan);
+      const rollbackId = newId('r');
+      const started = this.store.commit([
+        { ...preEvent, key: `${key}#pre` },
+        this.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: paths ?? null, mode, planRef }, `${key}#start`),
+      ]);
+      await started.durable;
+      // 2. Apply (idempotent: a crash here is finished on the next open).
+      const applied = await ws.apply(plan);
+      // 3. Record the outcome; the task continues from the target.
+      const result: RollbackResult = {
+        ...base,
+        rollbackId,
+        preRollbackCheckpointId: pre.id,
+        filesWritten: applied.written.length,
+        filesRemoved: applied.removed.length,
+        conflicts: [...agentConflicts, ...applied.conflicts.map((c) => c.path)],
+        kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
+      };
+      const done = this.store.commit([
+        {
+          ...this.ev(
+            'rollback.done',
+            task,
+            null,
+            {
+              rollbackId,
+              outcome: 'applied',
+              filesWritten: result.filesWritten,
+              filesRemoved: result.filesRemoved,
+              recovered: false,
+              abandonedSteps: result.abandonedSteps,
+              conflicts: result.conflicts,
+              note: null,
+            },
+            key,
+          ),
+          op: 'rollback',
+          result,
+        },
+        ...toAbandon.map((s, i) => this.ev('step.abandoned', task, null, { stepId: s.id, reason: `rolled back to ${target.id}` }, `${key}#abandon${i}`)),
+      ]);
+      this.log.info(`rolled back task ${task.id} to ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, task.correlationId);
+      return { result, durable: done.durable };
+    });
+    await durable;
+    return result;
+  }
+
+  /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */
+  async undoRollback(raw: unknown): Promise<RollbackResult> {
+    const input = parseInput(TaskRef, raw, 'undo rollback');
+    this.requireTask(input.taskId);
+    const last = this.store.db.get<{ pre: string; paths: string | null; id: string }>(
+      "SELECT pre_rollback_checkpoint_id AS pre, paths, id FROM rollbacks WHERE task_id = ? AND state = 'applied' ORDER BY started_at DESC, rowid DESC LIMIT 1",
+      [input.taskId],
+    );
+    if (!last) throw new WaypointError('not_found', `Task ${input.taskId} has no rollback to undo.`);
+    return this.rollback({
+      taskId: input.taskId,
+      checkpointId: last.pre,
+      paths: last.paths ? (JSON.parse(last.paths) as string[]) : undefined,
+      reason: `undo of rollback ${last.id}`,
+      idempotencyKey: input.idempotencyKey,
+    });
+  }
+
+  /** For `agent-only`: paths changed inside step windows since the target, minus those the person touched too. */
+  private async agentOnlyPaths(task: Task, target: CheckpointMeta, current: Manifest): Promise<{ revert: string[]; conflicts: string[] }> {
+    const ws = this.snapshots();
+    const chain = this.queries.checkpoints(task.id).filter((c) => c.manifestRef && c.createdAt >= target.createdAt && c.id !== target.id);
+    const agent = new Set<string>();
+    const person = new Set<string>();
+    let prev = await ws.load(target);
+    for (const c of chain) {
+      const next = await ws.load(c);
+      // An interval ending in a checkpoint taken while a step was open is the agent's work.
+      const inStep = c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback';
+      for (const ch of diffManifests(prev, next)) (inStep ? agent : person).add(ch.path);
+      prev = next;
+    }
+    const stepOpen = this.queries.steps(task.id).some((s) => s.status === 'in_progress');
+    for (const ch of diffManifests(prev, current)) (stepOpen ? agent : person).add(ch.path);
+    const revert = [...agent].filter((p) => !person.has(p)).sort();
+    const conflicts = [...agent].filter((p) => person.has(p)).sort();
+    return { revert, conflicts };
+  }
+
+  /**
+   * Finishes rollbacks that a crash interrupted: the stored plan is applied again
+   * (it converges), so the workspace ends in the after state. Returns a sentence per
+   * rollback for the person.
+   */
+  async recoverRollbacks(): Promise<string[]> {
+    if (!this.workspaceSnapshots) return [];
+    const ws = this.workspaceSnapshots;
+    const open = this.store.db.all<{ id: string; task_id: string; plan_ref: string | null; target_checkpoint_id: string }>(
+      "SELECT id, task_id, plan_ref, target_checkpoint_id FROM rollbacks WHERE state = 'started'",
+    );
+    const notes: string[] = [];
+    for (const r of open) {
+      await this.exclusive(async () => {
+        const task = this.queries.findTask(r.task_id);
+        const startKey = this.store.db.get<{ key: string }>("SELECT key FROM events WHERE type = 'rollback.started' AND json_extract(data, '$.rollbackId') = ?", [r.id])?.key ?? `rollback:${r.id}#start`;
+        const key = startKey.replace(/#start$/, '');
+        let outcome: 'applied' | 'failed' = 'applied';
+        let note: string;
+        let written = 0;
+        let removed = 0;
+        try {
+          const plan = await ws.loadPlan(r.plan_ref!);
+          const applied = await ws.apply(plan);
+          written = applied.written.length;
+          removed = applied.removed.length;
+          note = `A rollback to ${r.target_checkpoint_id} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).`;
+        } catch (e) {
+          outcome = 'failed';
+          note = `A rollback to ${r.target_checkpoint_id} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly rolled back. Roll back to its pre-rollback checkpoint to return to the before state.`;
+        }
+        const target = this.queries.checkpoint(r.target_checkpoint_id);
+        const toAbandon =
+          task && target && outcome === 'applied'
+            ? this.queries.steps(task.id).filter((s) => s.startedAt !== null && s.startedAt >= target.createdAt && ['completed', 'in_progress', 'failed'].includes(s.status))
+            : [];
+        const ev: NewEvent = {
+          type: 'rollback.done',
+          taskId: r.task_id,
+          corr: task?.correlationId ?? null,
+          by: null,
+          key: this.queries.idempotent(key) ? `${key}#recovered` : key,
+          data: { rollbackId: r.id, outcome, filesWritten: written, filesRemoved: removed, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts: [], note },
+        };
+        const batch: NewEvent[] = [ev, ...toAbandon.map((s, i) => ({ ...this.ev('step.abandoned', task!, null, { stepId: s.id, reason: `rolled back to ${r.target_checkpoint_id}` }, `${key}#abandon${i}`) }))];
+        await this.store.commit(batch).durable;
+        notes.push(note);
+        this.log.warn(note, task?.correlationId);
+      });
+    }
+    return notes;
+  }
+
+  /** Bytes per task (unique to it, and shared with others) and in total, deduplicated. */
+  async storage(): Promise<StorageReport> {
+    const ws = this.snapshots();
+    return this.exclusive(async () => {
+      const owners = new Map<string, Set<string>>(); // blob → tasks
+      const perTask = new Map<string, { checkpoints: number; blobs: Set<string> }>();
+      for (const c of this.queries.checkpoints()) {
+        if (!c.manifestRef) continue;
+        const t = c.taskId ?? '(none)';
+        const entry = perTask.get(t) ?? { checkpoints: 0, blobs: new Set<string>() };
+        entry.checkpoints++;
+        perTask.set(t, entry);
+        const m = await ws.manifests.load(c.manifestRef);
+        for (const e of m.values()) {
+          if (e.type !== 'file') continue;
+          entry.blobs.add(e.hash);
+          const s = owners.get(e.hash) ?? new Set<string>();
+          s.add(t);
+          owners.set(e.hash, s);
+        }
+      }
+      const size = new Map<string, number>();
+      for (const h of owners.keys()) size.set(h, (await ws.blobs.sizeOf(h)) ?? 0);
+      const tasks = [...perTask].map(([taskId, v]) => {
+        let unique = 0;
+        let shared = 0;
+        for (const h of v.blobs) (owners.get(h)!.size === 1 ? (unique += size.get(h)!) : (shared += size.get(h)!));
+        return { taskId, title: this.queries.findTask(taskId)?.title ?? null, checkpoints: v.checkpoints, uniqueBytes: unique, sharedBytes: shared };
+      });
+      const referencedBytes = [...size.values()].reduce((a, b) => a + b, 0);
+      return { totalBytes: ws.diskBytes(), referencedBytes, blobs: owners.size, tasks: tasks.sort((a, b) => b.uniqueBytes - a.uniqueBytes) };
+    });
+  }
+
+  /**
+   * Applies the retention policy (max checkpoints per task, max age, max total size)
+   * and collects garbage: blobs no remaining checkpoint (or pending rollback plan)
+   * needs are deleted. The base checkpoint, the head and rollback checkpoints of a
+   * task are never pruned.
+   */
+  async gc(raw: RetentionInput = {}): Promise<{ pruned: string[]; blobsDeleted: number; bytesFreed: number; totalBytes: number }> {
+    const policy = parseInput(RetentionInput, raw, 'retention policy');
+    const ws = this.snapshots();
+    const now = this.now;
+    const pruned: string[] = [];
+    const protectedIds = (): Set<string> => {
+      const keep = new Set<string>();
+      for (const t of this.store.db.all<{ b: string | null; l: string | null }>('SELECT base_checkpoint_id AS b, last_checkpoint_id AS l FROM tasks')) {
+        if (t.b) keep.add(t.b);
+        if (t.l) keep.add(t.l);
+      }
+      for (const r of this.store.db.all<{ t: string; p: string }>('SELECT target_checkpoint_id AS t, pre_rollback_checkpoint_id AS p FROM rollbacks')) {
+        keep.add(r.t);
+        keep.add(r.p);
+      }
+      return keep;
+    };
+    const prune = async (ids: string[], reason: string) => {
+      if (!ids.length) return;
+      await this.exclusive(async () => this.store.commit([{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key: `prune:${randomUUID()}`, data: { checkpointIds: ids, reason } }]).durable);
+      pruned.push(...ids);
+    };
+    const keep = protectedIds();
+    const all = this.queries.checkpoints();
+    if (policy.maxAgeDays !== undefined) {
+      await prune(all.filter((c) => !keep.has(c.id) && now - c.createdAt > policy.maxAgeDays! * 86_400_000).map((c) => c.id), `older than ${policy.maxAgeDays} days`);
+    }
+    if (policy.maxPerTask !== undefined) {
+      const byTask = new Map<string, CheckpointMeta[]>();
+      for (const c of this.queries.checkpoints()) if (c.taskId) byTask.set(c.taskId, [...(byTask.get(c.taskId) ?? []), c]);
+      const ids: string[] = [];
+      for (const cs of byTask.values()) {
+        const removable = cs.filter((c) => !keep.has(c.id));
+        const excess = cs.length - policy.maxPerTask;
+        ids.push(...removable.slice(0, Math.max(0, excess)).map((c) => c.id));
+      }
+      await prune(ids, `more than ${policy.maxPerTask} checkpoints per task`);
+    }
+    let swept = await this.sweepBlobs();
+    if (policy.maxTotalBytes !== undefined) {
+      // Oldest first, finished tasks before live ones, until the store fits.
+      const order = (c: CheckpointMeta) => (['completed', 'abandoned'].includes(this.queries.findTask(c.taskId ?? '')?.state ?? 'completed') ? 0 : 1);
+      while (ws.diskBytes() > policy.maxTotalBytes) {
+        const cands = this.queries
+          .checkpoints()
+          .filter((c) => !keep.has(c.id))
+          .sort((a, b) => order(a) - order(b) || a.createdAt - b.createdAt);
+        if (!cands.length) break;
+        await prune(cands.slice(0, Math.max(1, Math.ceil(cands.length / 10))).map((c) => c.id), `store larger than ${policy.maxTotalBytes} bytes`);
+        const more = await this.sweepBlobs();
+        swept = { deleted: swept.deleted + more.deleted, bytes: swept.bytes + more.bytes };
+      }
+    }
+    return { pruned, blobsDeleted: swept.deleted, bytesFreed: swept.bytes, totalBytes: ws.diskBytes() };
+  }
+
+  /** Mark (every blob a live checkpoint or an unfinished rollback needs) and sweep. */
+  private async sweepBlobs(): Promise<{ deleted: number; bytes: number }> {
+    const ws = this.snapshots();
+    return this.exclusive(async () => {
+      const live = new Set<string>();
+      for (const c of this.queries.checkpoints()) {
+        if (!c.manifestRef) continue;
+        for (const ref of await ws.manifests.objectChain(c.manifestRef)) live.add(ref);
+        for (const e of (await ws.manifests.load(c.manifestRef)).values()) if (e.type === 'file') live.add(e.hash);
+      }
+      for (const r of this.store.db.all<{ p: string | null }>("SELECT plan_ref AS p FROM rollbacks WHERE state = 'started'")) if (r.p) live.add(r.p);
+      let deleted = 0;
+      let bytes = 0;
+      const doomed: string[] = [];
+      for await (const h of ws.blobs.list()) if (!live.has(h)) doomed.push(h);
+      for (const h of doomed) {
+        bytes += (await ws.blobs.sizeOf(h)) ?? 0;
+        await ws.blobs.delete(h);
+        deleted++;
+      }
+      if (deleted) this.log.info(`[gc] deleted ${deleted} unreferenced blob(s), ${bytes} bytes`);
+      return { deleted, bytes };
+    });
   }
 
   verify(): ReturnType<EventStore['verify']> {

@@ -79,4 +79,25 @@ export const EndSideEffectInput = z
   })
   .refine((v) => v.ok || (v.error !== undefined && v.error.length > 0), { message: 'a failed side effect needs an error message', path: ['error'] });
 
-export { TaskId };
+const CheckpointId = z.string().min(1).max(64).regex(/^[A-Za-z0-9_.-]+$/, 'is not a checkpoint id');
+const PathKey = z.string().min(1).max(4096);
+
+export const RollbackInput = TaskRef.extend({
+  checkpointId: CheckpointId,
+  paths: z.array(PathKey).max(100_000).optional(),
+  mode: z.enum(['all', 'agent-only']).optional(),
+  preview: z.boolean().optional(),
+  reason: text(2_000).optional(),
+});
+export type RollbackInput = z.input<typeof RollbackInput>;
+
+export const DiffInput = z.strictObject({ from: CheckpointId, to: CheckpointId.optional() });
+
+export const RetentionInput = z.strictObject({
+  maxPerTask: z.number().int().min(1).optional(),
+  maxAgeDays: z.number().min(0).optional(),
+  maxTotalBytes: z.number().int().min(0).optional(),
+});
+export type RetentionInput = z.infer<typeof RetentionInput>;
+
+export { TaskId, CheckpointId };

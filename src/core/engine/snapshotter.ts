@@ -11,7 +11,9 @@ export interface CaptureRequest {
   kind: CheckpointKind;
   /** The checkpoint this one descends from (the task's head), or null. */
   parent: CheckpointMeta | null;
-  /** Paths known to have changed since the parent (a hint; absent means full rescan). */
+  /** The workspace's most recent checkpoint with a manifest: the scan's stat cache and the dirty hint's base. */
+  previous: CheckpointMeta | null;
+  /** Paths known to have changed since `previous` (a hint; absent means full rescan). */
   dirty?: readonly string[];
 }
 

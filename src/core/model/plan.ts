@@ -62,13 +62,17 @@ function findCycle(deps: ReadonlyMap<string, readonly string[]>): string[] | nul
   return null;
 }
 
-/** Pending (or recoverably failed) steps whose dependencies are all completed, in plan order. */
+/**
+ * Steps that can run now, in plan order: pending ones, ones a rollback abandoned
+ * (their work was undone), and recoverably failed ones — whose dependencies are all
+ * completed or skipped.
+ */
 export function nextReadySteps<S extends { id: string; dependsOn: readonly string[]; status: StepStatus; order: number; error?: { recoverable: boolean } | null }>(
   steps: readonly S[],
 ): S[] {
   const done = new Set(steps.filter((s) => s.status === 'completed' || s.status === 'skipped').map((s) => s.id));
   return steps
-    .filter((s) => s.status === 'pending' || (s.status === 'failed' && s.error?.recoverable === true))
+    .filter((s) => s.status === 'pending' || s.status === 'abandoned' || (s.status === 'failed' && s.error?.recoverable === true))
     .filter((s) => s.dependsOn.every((d) => done.has(d)))
     .sort((a, b) => a.order - b.order);
 }

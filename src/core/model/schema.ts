@@ -237,6 +237,8 @@ export const EventData = {
   'step.skipped': z.strictObject({ stepId: z.string(), reason: z.string().nullable() }),
   'step.abandoned': z.strictObject({ stepId: z.string(), reason: z.string() }),
   'checkpoint.created': CheckpointData,
+  /** Retention dropped these checkpoints; their unique blobs become garbage. */
+  'checkpoint.pruned': z.strictObject({ checkpointIds: z.array(z.string()).min(1), reason: z.string() }),
   'side_effect.intent': z.strictObject({
     key: z.string(),
     stepId: z.string().nullable(),

@@ -268,6 +268,22 @@ export class ManifestStore {
     return d;
   }
 
+  /**
+   * The manifest objects `ref` needs to be loaded: itself, then each delta's parent
+   * down to the nearest full manifest. Garbage collection keeps all of them.
+   */
+  async objectChain(ref: string): Promise<string[]> {
+    const out: string[] = [];
+    let cursor = ref;
+    for (let guard = 0; guard < 100_000; guard++) {
+      out.push(cursor);
+      const obj = await this.readObject(cursor);
+      if (obj.full) return out;
+      cursor = obj.parent;
+    }
+    throw new CorruptManifestError(ref, 'delta chain does not end');
+  }
+
   /** Loads a manifest: walks to the nearest full one (or cached one) and applies the deltas. */
   async load(ref: string): Promise<Manifest> {
     return new Map(await this.loadShared(ref));

@@ -171,6 +171,9 @@ const handlers: Handlers = {
       if (d.kind === 'task_base') db.run('UPDATE tasks SET base_checkpoint_id = ? WHERE id = ?', [d.checkpointId, e.taskId]);
     }
   },
+  'checkpoint.pruned': (db, _e, d) => {
+    for (const id of d.checkpointIds) db.run('DELETE FROM checkpoints WHERE id = ?', [id]);
+  },
   'side_effect.intent': (db, e, d) => {
     db.run(
       `INSERT INTO side_effects (task_id, key, step_id, kind, description, args, status, attempts, intent_at)

@@ -1,0 +1,170 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { WaypointError } from '../model/errors';
+import type { CheckpointMeta } from '../model/schema';
+import type { Logger } from '../log';
+import {
+  BlobStore,
+  ManifestStore,
+  UnsafePathError,
+  applyRestore,
+  assertSafePathKey,
+  diffCheckpoint,
+  diffManifests,
+  planRestore,
+  scan,
+  type ApplyResult,
+  type FileChangeWithLines,
+  type Manifest,
+  type RestorePlan,
+  type SnapshotRoot,
+} from '../snapshot';
+import type { Capture, CaptureRequest, Snapshotter } from './snapshotter';
+
+export interface WorkspaceSnapshotOptions {
+  roots: SnapshotRoot[];
+  /** The store directory; blobs and manifests live in `<storeDir>/objects`. */
+  storeDir: string;
+  excludes?: string[];
+  maxFileBytes?: number;
+  /** A full manifest every N checkpoints along a chain (the rest are deltas). */
+  fullEvery?: number;
+  log?: Logger;
+}
+
+/**
+ * The engine's side of workspace snapshots: checkpoints become real manifests of
+ * the workspace, stored as deltas in the content-addressed blob store, and the
+ * rollback machinery (plans stored as blobs, so a crash half-way can be finished
+ * exactly) lives here. Knows nothing of events; the engine records what it returns.
+ */
+export class WorkspaceSnapshots implements Snapshotter {
+  readonly blobs: BlobStore;
+  readonly manifests: ManifestStore;
+  readonly roots: SnapshotRoot[];
+
+  constructor(private readonly opts: WorkspaceSnapshotOptions) {
+    this.roots = opts.roots;
+    this.blobs = new BlobStore(path.join(opts.storeDir, 'objects'), { durability: 'deferred' });
+    this.manifests = new ManifestStore(this.blobs, { fullEvery: opts.fullEvery ?? 50 });
+  }
+
+  /** Scans the workspace (incrementally from `previous`) without recording anything. */
+  async scanNow(previous: CheckpointMeta | null, dirty?: readonly string[]): Promise<Manifest> {
+    const prev = previous?.manifestRef ? await this.manifests.load(previous.manifestRef) : undefined;
+    const r = await scan({
+      roots: this.roots,
+      excludes: this.opts.excludes,
+      maxFileBytes: this.opts.maxFileBytes,
+      previous: prev,
+      dirty: prev && dirty ? [...dirty] : undefined,
+      blobs: this.blobs,
+    });
+    for (const u of r.unreadable) this.opts.log?.warn(`[snapshot] unreadable: ${u.path} (${u.code})`);
+    return r.manifest;
+  }
+
+  async capture(req: CaptureRequest): Promise<Capture> {
+    const prev = req.previous?.manifestRef ? await this.manifests.load(req.previous.manifestRef) : undefined;
+    const r = await scan({
+      roots: this.roots,
+      excludes: this.opts.excludes,
+      maxFileBytes: this.opts.maxFileBytes,
+      previous: prev,
+      dirty: prev && req.dirty ? [...req.dirty] : undefined,
+      blobs: this.blobs,
+      flush: false, // ManifestStore.save flushes the new blobs and the manifest together
+    });
+    for (const u of r.unreadable) this.opts.log?.warn(`[snapshot] unreadable: ${u.path} (${u.code})`);
+    if (r.skipped.length) this.opts.log?.info(`[snapshot] ${r.skipped.length} file(s) over the size limit recorded without content`);
+    const parentRef = req.parent?.manifestRef ?? null;
+    const ref = await this.manifests.save(r.manifest, parentRef);
+    let filesChanged: number;
+    if (parentRef === (req.previous?.manifestRef ?? null)) {
+      filesChanged = r.changed.changes.length;
+    } else {
+      filesChanged = parentRef ? diffManifests(await this.manifests.load(parentRef), r.manifest).length : r.manifest.size;
+    }
+    return { manifestRef: ref, files: r.manifest.size, filesChanged, bytes: r.stats.bytesStoredNew };
+  }
+
+  async load(checkpoint: CheckpointMeta): Promise<Manifest> {
+    if (!checkpoint.manifestRef) {
+      throw new WaypointError('invalid_input', `Checkpoint ${checkpoint.id} holds no files (it was recorded without a workspace snapshot).`);
+    }
+    return this.manifests.load(checkpoint.manifestRef);
+  }
+
+  async diff(a: Manifest, b: Manifest): Promise<FileChangeWithLines[]> {
+    return diffCheckpoint(a, b, this.blobs);
+  }
+
+  /**
+   * The exact restore plan from `current` to `target`. A file the target lacks is
+   * removed only if a blob holds its content (so the removal can be undone).
+   */
+  async plan(current: Manifest, target: Manifest, paths?: string[]): Promise<RestorePlan> {
+    if (paths) for (const p of paths) assertSafePathKey(p);
+    const held = new Set<string>();
+    for (const [key, e] of current) {
+      if (e.type === 'file' && !target.has(key) && (await this.blobs.has(e.hash))) held.add(e.hash);
+    }
+    return planRestore(current, target, { paths, isHeld: (h) => held.has(h) });
+  }
+
+  /** Stores a plan as a blob so a crashed rollback can be finished exactly; returns its ref. */
+  async savePlan(plan: RestorePlan): Promise<string> {
+    const { hash } = await this.blobs.put(Buffer.from(JSON.stringify(plan), 'utf8'));
+    await this.blobs.flush();
+    return hash;
+  }
+
+  async loadPlan(ref: string): Promise<RestorePlan> {
+    const text = (await this.blobs.get(ref)).toString('utf8');
+    const plan = JSON.parse(text) as RestorePlan;
+    if (!plan || !Array.isArray(plan.writes) || !Array.isArray(plan.removes)) throw new WaypointError('corrupt', `Rollback plan ${ref} is not a plan.`);
+    return plan;
+  }
+
+  /** Applies a plan. Every path is validated before anything is written; a bad one refuses the whole plan. */
+  async apply(plan: RestorePlan): Promise<ApplyResult> {
+    try {
+      return await applyRestore(plan, this.roots, this.blobs);
+    } catch (e) {
+      if (e instanceof UnsafePathError) throw new WaypointError('unsafe_path', `Refused to restore: ${e.message}. Nothing was written.`);
+      throw e;
+    }
+  }
+
+  /** Reads one file's content at a checkpoint (for diff editors), or null when it is absent or has no content. */
+  async fileAt(checkpoint: CheckpointMeta, key: string): Promise<Buffer | null> {
+    assertSafePathKey(key);
+    const m = await this.load(checkpoint);
+    const e = m.get(key);
+    if (!e) return null;
+    if (e.type === 'file') return this.blobs.get(e.hash);
+    if (e.type === 'symlink') return Buffer.from(e.target, 'utf8');
+    return null;
+  }
+
+  /** Bytes of the objects directory on disk. */
+  diskBytes(): number {
+    return dirBytes(path.join(this.opts.storeDir, 'objects'));
+  }
+}
+
+function dirBytes(dir: string): number {
+  let total = 0;
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const e of entries) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) total += dirBytes(p);
+    else if (e.isFile()) total += fs.statSync(p).size;
+  }
+  return total;
+}
