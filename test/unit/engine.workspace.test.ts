@@ -1,0 +1,273 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { spawn } from 'node:child_process';
+import { Engine } from '../../src/core/engine/engine';
+import { WaypointError } from '../../src/core/model/errors';
+import { canonicalJson } from '../../src/core/snapshot';
+import { bundleScript } from '../support/bundle';
+import { tmpDir } from '../support/tmp';
+
+/** Every file under dir (but .waypoint and .git) with its bytes, for byte-identical comparisons. */
+function tree(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      if (e.name === '.waypoint' || e.name === '.git') continue;
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else out[path.relative(dir, p)] = e.isSymbolicLink() ? `-> ${fs.readlinkSync(p)}` : fs.readFileSync(p).toString('base64');
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+function write(dir: string, rel: string, text: string): void {
+  fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+  fs.writeFileSync(path.join(dir, rel), text);
+}
+
+describe('engine: workspace checkpoints and rollback', () => {
+  let ws: ReturnType<typeof tmpDir>;
+  let engine: Engine;
+  beforeEach(async () => {
+    ws = tmpDir();
+    write(ws.dir, 'src/a.ts', 'export const a = 1;\n');
+    write(ws.dir, 'src/b.ts', 'export const b = 2;\n');
+    write(ws.dir, '.gitignore', 'build/\n*.log\n');
+    write(ws.dir, 'build/out.js', 'ignored output\n');
+    write(ws.dir, 'debug.log', 'ignored log\n');
+    engine = await Engine.open({ workspace: ws.dir, store: { lock: { waitMs: 500 } } });
+  });
+  afterEach(async () => {
+    await engine.close();
+    ws.cleanup();
+  });
+
+  async function taskWithTwoSteps() {
+    const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'edit', plan: [{ id: 'one', title: 'One' }, { id: 'two', title: 'Two', dependsOn: ['one'] }] });
+    const s1 = await engine.startStep({ taskId, stepId: 'one' });
+    write(ws.dir, 'src/a.ts', 'export const a = 10;\n');
+    write(ws.dir, 'src/new.ts', 'export const n = 1;\n');
+    const e1 = await engine.completeStep({ taskId, stepId: 'one' });
+    const atOneEnd = tree(ws.dir);
+    await engine.startStep({ taskId, stepId: 'two' });
+    fs.rmSync(path.join(ws.dir, 'src/b.ts'));
+    write(ws.dir, 'src/a.ts', 'export const a = 100;\n');
+    await engine.completeStep({ taskId, stepId: 'two' });
+    return { taskId, baseCheckpointId, s1, e1, atOneEnd };
+  }
+
+  it('checkpoints record real content and count changed files', async () => {
+    const { taskId, e1 } = await taskWithTwoSteps();
+    assert.equal(e1.filesChanged, 2);
+    const d = engine.taskDetail(taskId);
+    assert.ok(d.checkpoints.every((c) => c.manifestRef && c.files >= 3));
+    const diff = await engine.diff({ from: d.checkpoints[0].id });
+    assert.deepEqual(diff.changes.map((c) => [c.path, c.status]).sort(), [
+      ['src/a.ts', 'modified'],
+      ['src/b.ts', 'deleted'],
+      ['src/new.ts', 'added'],
+    ]);
+  });
+
+  it('rolls back byte-identically, leaves ignored files alone, abandons later steps, and undo restores the later state', async () => {
+    const { taskId, s1, e1, atOneEnd } = await taskWithTwoSteps();
+    const later = tree(ws.dir);
+    write(ws.dir, 'build/out.js', 'ignored output, changed\n');
+    const ignoredLater = fs.readFileSync(path.join(ws.dir, 'build/out.js'), 'utf8');
+    const r = await engine.rollback({ taskId, checkpointId: e1.checkpointId });
+    assert.equal(fs.readFileSync(path.join(ws.dir, 'build/out.js'), 'utf8'), ignoredLater, 'ignored files untouched');
+    const now = tree(ws.dir);
+    delete now['build/out.js'];
+    const expect = { ...atOneEnd };
+    delete expect['build/out.js'];
+    assert.deepEqual(now, expect);
+    assert.deepEqual(r.abandonedSteps, ['two']);
+    assert.equal(engine.queries.step(taskId, 'two')?.status, 'abandoned');
+    assert.equal(engine.queries.step(taskId, 'one')?.status, 'completed');
+    assert.deepEqual((await engine.resumeContext(taskId)).nextSteps.map((s) => s.id), ['two']);
+    void s1;
+    await engine.undoRollback({ taskId });
+    const back = tree(ws.dir);
+    delete back['build/out.js'];
+    const laterNoBuild = { ...later };
+    delete laterNoBuild['build/out.js'];
+    assert.deepEqual(back, laterNoBuild);
+    assert.equal((await engine.verify()).ok, true);
+  });
+
+  it('preview lists exactly what will change and writes nothing', async () => {
+    const { taskId, s1 } = await taskWithTwoSteps();
+    const before = tree(ws.dir);
+    const seq = engine.store.lastSeq;
+    const p = await engine.rollback({ taskId, checkpointId: s1.checkpointId, preview: true });
+    assert.deepEqual(p.changes, [
+      { path: 'src/a.ts', action: 'modify' },
+      { path: 'src/b.ts', action: 'create' },
+      { path: 'src/new.ts', action: 'delete' },
+    ]);
+    assert.deepEqual(tree(ws.dir), before);
+    assert.equal(engine.store.lastSeq, seq);
+  });
+
+  it('restores chosen paths only', async () => {
+    const { taskId, s1 } = await taskWithTwoSteps();
+    await engine.rollback({ taskId, checkpointId: s1.checkpointId, paths: ['src/b.ts'] });
+    assert.equal(fs.readFileSync(path.join(ws.dir, 'src/b.ts'), 'utf8'), 'export const b = 2;\n');
+    assert.equal(fs.readFileSync(path.join(ws.dir, 'src/a.ts'), 'utf8'), 'export const a = 100;\n');
+    assert.equal(engine.queries.step(taskId, 'two')?.status, 'completed', 'a partial restore abandons no step');
+  });
+
+  it('agent-only keeps the person’s edits made outside step windows and reports files both touched as conflicts', async () => {
+    const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'g' });
+    write(ws.dir, 'notes.md', 'my own notes\n'); // the person, between checkpoints (no step open)
+    write(ws.dir, 'src/b.ts', 'export const b = 3; // mine\n');
+    await engine.checkpoint({ taskId });
+    await engine.startStep({ taskId, title: 'agent edits' });
+    write(ws.dir, 'src/a.ts', 'export const a = "agent";\n');
+    write(ws.dir, 'src/b.ts', 'export const b = "agent";\n'); // both touched b
+    await engine.completeStep({ taskId, stepId: 's1' });
+    const r = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only' });
+    assert.equal(fs.readFileSync(path.join(ws.dir, 'src/a.ts'), 'utf8'), 'export const a = 1;\n', 'agent change reverted');
+    assert.equal(fs.readFileSync(path.join(ws.dir, 'notes.md'), 'utf8'), 'my own notes\n', 'person file kept');
+    assert.equal(fs.readFileSync(path.join(ws.dir, 'src/b.ts'), 'utf8'), 'export const b = "agent";\n', 'conflict left as is');
+    assert.deepEqual(r.conflicts, ['src/b.ts']);
+  });
+
+  it('shows drift (changes since the last checkpoint) in the resume context', async () => {
+    const { taskId } = await engine.startTask({ goal: 'g', leaseTtlMs: 1000 });
+    write(ws.dir, 'src/a.ts', 'export const a = "drift";\n');
+    const ctx = await engine.resumeContext(taskId);
+    assert.deepEqual(ctx.drift?.files, [{ path: 'src/a.ts', status: 'modified' }]);
+    assert.match(ctx.markdown, /modified: src\/a\.ts/);
+  });
+
+  it('refuses a hostile manifest (../outside.txt) and writes nothing', async () => {
+    const { taskId } = await engine.startTask({ goal: 'g' });
+    const ws2 = engine.workspaceSnapshots!;
+    const hash = 'a'.repeat(64);
+    const hostile = Buffer.from(canonicalJson({ v: 1, full: true, entries: { '../outside.txt': { type: 'file', hash, size: 3, mode: 0o644, mtimeMs: 0, ino: 0 } } }));
+    const { hash: ref } = await ws2.blobs.put(hostile);
+    await ws2.blobs.flush();
+    await engine.store.commit([
+      {
+        type: 'checkpoint.created',
+        taskId,
+        corr: engine.task(taskId).correlationId,
+        by: null,
+        key: 'injected',
+        data: { checkpointId: 'c_injected', kind: 'manual', stepId: null, label: 'injected', parentId: null, manifestRef: ref, files: 1, filesChanged: 1, bytes: 0 },
+      },
+    ]).durable;
+    const before = tree(ws.dir);
+    const outside = path.join(path.dirname(ws.dir), 'outside.txt');
+    await assert.rejects(engine.rollback({ taskId, checkpointId: 'c_injected' }), /unsafe|outside|\.\./i);
+    assert.equal(fs.existsSync(outside), false);
+    assert.deepEqual(tree(ws.dir), before);
+  });
+
+  it('deleting a task frees its unique blobs; shared content stays', async () => {
+    const a = await engine.startTask({ goal: 'a' });
+    write(ws.dir, 'big-a.bin', 'A'.repeat(200_000));
+    await engine.checkpoint({ taskId: a.taskId });
+    fs.rmSync(path.join(ws.dir, 'big-a.bin'));
+    await engine.checkpoint({ taskId: a.taskId });
+    const b = await engine.startTask({ goal: 'b' });
+    const before = await engine.storage();
+    const taskA = before.tasks.find((t) => t.taskId === a.taskId)!;
+    assert.ok(taskA.uniqueBytes > 0, 'task a holds big-a.bin alone');
+    assert.ok(taskA.sharedBytes > 0, 'src files are shared with task b');
+    await engine.abandonTask({ taskId: a.taskId });
+    await engine.deleteTask({ taskId: a.taskId });
+    const gc = await engine.gc();
+    assert.ok(gc.blobsDeleted >= 1);
+    const after = await engine.storage();
+    assert.ok(after.totalBytes < before.totalBytes);
+    assert.ok(after.tasks.every((t) => t.taskId !== a.taskId));
+    // Task b still rolls back fine (its blobs survived).
+    await engine.rollback({ taskId: b.taskId, checkpointId: b.baseCheckpointId });
+  });
+
+  it('retention keeps at most N checkpoints per task but never the base or the head', async () => {
+    const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'g' });
+    for (let i = 0; i < 6; i++) {
+      write(ws.dir, 'src/a.ts', `export const a = ${i};\n`);
+      await engine.checkpoint({ taskId });
+    }
+    const r = await engine.gc({ maxPerTask: 3 });
+    const left = engine.queries.checkpoints(taskId);
+    assert.equal(left.length, 3);
+    assert.ok(left.some((c) => c.id === baseCheckpointId));
+    assert.ok(left.some((c) => c.id === engine.task(taskId).lastCheckpointId));
+    assert.equal(r.pruned.length, 4);
+    assert.equal((await engine.verify()).ok, true);
+    // The head still restores (its delta chain survived GC).
+    await engine.rollback({ taskId, checkpointId: baseCheckpointId, preview: true });
+  });
+
+  it('unknown checkpoints and checkpoints of other tasks are refused', async () => {
+    const a = await engine.startTask({ goal: 'a' });
+    const b = await engine.startTask({ goal: 'b' });
+    await assert.rejects(engine.rollback({ taskId: a.taskId, checkpointId: 'c_nope' }), (e: unknown) => e instanceof WaypointError && e.code === 'not_found');
+    await assert.rejects(engine.rollback({ taskId: a.taskId, checkpointId: b.baseCheckpointId }), /belongs to task/);
+  });
+});
+
+describe('crash safety of rollbacks (SIGKILL mid-rollback)', function () {
+  this.timeout(0);
+  const KILLS = Number(process.env.WAYPOINT_ROLLBACK_KILLS ?? 40);
+  let script: string;
+  before(() => {
+    script = bundleScript(path.join(__dirname, '..', 'support', 'rollbackChild.ts'));
+  });
+
+  it(`leaves the workspace in the before or the after state across ${KILLS} kills`, async () => {
+    const t = tmpDir('wp-rbcrash-');
+    try {
+      for (let i = 0; i < 120; i++) write(t.dir, `f/${i}.txt`, `before ${i}\n`.repeat(50));
+      let engine = await Engine.open({ workspace: t.dir });
+      const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'g' });
+      for (let i = 0; i < 120; i++) write(t.dir, `f/${i}.txt`, `after ${i}\n`.repeat(50));
+      for (let i = 0; i < 20; i++) write(t.dir, `g/${i}.txt`, `new ${i}\n`);
+      const after = await engine.checkpoint({ taskId });
+      await engine.close();
+      let recovered = 0;
+      let target = baseCheckpointId;
+      for (let k = 0; k < KILLS; k++) {
+        const child = spawn(process.execPath, [script, t.dir, taskId, target], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let err = '';
+        child.stderr.on('data', (d) => (err += d));
+        await new Promise<void>((resolve, reject) => {
+          child.stdout.on('data', (d: Buffer) => {
+            if (d.toString().includes('ready')) setTimeout(() => child.kill("SIGKILL"), 20 + Math.random() * 400);
+          });
+          child.on('exit', (code, sig) => (sig === 'SIGKILL' || code === 0 ? resolve() : reject(new Error(`rollback child failed: ${err}`))));
+        });
+        engine = await Engine.open({ workspace: t.dir });
+        recovered += engine.recoveryNotes.length;
+        const now = tree(t.dir);
+        // The rollbacks alternate between the two checkpoints, so either state is a legal end state.
+        const count = (word: string) => Array.from({ length: 120 }, (_, i) => now[`f/${i}.txt`] === Buffer.from(`${word} ${i}\n`.repeat(50)).toString('base64')).filter(Boolean).length;
+        const fBefore = count('before');
+        const gFiles = Object.keys(now).filter((p) => p.startsWith('g/')).length;
+        const isBefore = fBefore === 120 && gFiles === 0;
+        const isAfter = count('after') === 120 && gFiles === 20;
+        assert.ok(
+          isBefore || isAfter,
+          `kill ${k + 1}: the workspace is neither the before nor the after state (${fBefore}/120 f files before, ${Object.keys(now).filter((p) => p.startsWith('g/')).length} g files; notes: ${engine.recoveryNotes.join(' ')}; rollbacks: ${JSON.stringify(engine.store.db.all('SELECT id, state, outcome FROM rollbacks'))})`,
+        );
+        assert.deepEqual(fs.readdirSync(path.join(t.dir, 'f')).filter((n) => n.includes('tmp')), [], 'no temp files left');
+        const v = await engine.verify();
+        assert.ok(v.ok, `kill ${k + 1}: projections differ from a rebuild`);
+        for (const c of engine.queries.checkpoints(taskId)) if (c.manifestRef) await engine.workspaceSnapshots!.load(c);
+        await engine.close();
+        target = target === baseCheckpointId ? after.checkpointId : baseCheckpointId;
+      }
+      process.stdout.write(`      ${KILLS} kills during rollbacks, ${recovered} interrupted rollback(s) finished on open\n`);
+    } finally {
+      t.cleanup();
+    }
+  });
+});
