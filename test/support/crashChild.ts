@@ -4,6 +4,8 @@
  * prints one line per acknowledged call (`ack <kind> <taskId> <key>`), flushed
  * before the next call, so the parent knows exactly what was acknowledged.
  */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { Engine } from '../../src/core/engine/engine';
 
 async function main(): Promise<void> {
@@ -37,6 +39,9 @@ async function main(): Promise<void> {
         if (r < 0.55 && t.next < 2) {
           const stepId = t.next === 0 ? 'a' : 'b';
           try {
+            // Real edits, so checkpoints write blobs and manifests that a kill can interrupt.
+            fs.mkdirSync(path.join(workspace, 'src'), { recursive: true });
+            fs.writeFileSync(path.join(workspace, 'src', `f${Math.floor(Math.random() * 20)}.txt`), `${key}\n`.repeat(1 + Math.floor(Math.random() * 200)));
             await engine.startStep({ taskId: t.id, stepId, idempotencyKey: `${key}-s`, inputs: { key } });
             say(`ack step ${t.id} ${key}-s`);
             await engine.completeStep({ taskId: t.id, stepId, outputs: { key }, idempotencyKey: `${key}-c` });
