@@ -5,10 +5,11 @@ import { errorMessage, isWaypointError } from '../core/model/errors';
 import type { Task, TaskState } from '../core/model/schema';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
-import { EVENTS_SCHEME, eventsUri } from './eventsDocument';
+import { EVENTS_SCHEME, eventsUri, storageUri } from './eventsDocument';
 import { ago, isResumable, progressText, STATE_LABEL, codicon } from './presentation';
 import { settings } from './settings';
 import { EffectNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
+import { WorkspaceCommands } from './workspaceCommands';
 
 /**
  * Every command, registered through one place that turns failures into readable
@@ -26,7 +27,22 @@ export class Commands extends Disposable {
     private readonly log: vscode.LogOutputChannel,
   ) {
     super();
+    const ws = new WorkspaceCommands({
+      engine: () => this.engine(),
+      folder: () => {
+        const f = this.host.workspaceFolder;
+        if (!f) throw new Error('Open a folder first.');
+        return f;
+      },
+      pickTask: (arg, filter, placeHolder) => this.resolveTask(arg, filter, placeHolder),
+    });
     const table: Record<string, Handler> = {
+      'waypoint.rollback': (a) => ws.rollback(a),
+      'waypoint.undoRollback': (a) => ws.undo(a),
+      'waypoint.compareWithWorkspace': (a) => ws.compareWithWorkspace(a),
+      'waypoint.compareWithPrevious': (a) => ws.compareWithPrevious(a),
+      'waypoint.showStorage': () => this.showStorage(),
+      'waypoint.prune': () => ws.prune(),
       'waypoint.startTask': () => this.startTask(),
       'waypoint.resumeTask': (a) => this.resumeTask(a),
       'waypoint.completeTask': (a) => this.completeTask(a),
@@ -234,6 +250,11 @@ export class Commands extends Disposable {
     const doc = await vscode.workspace.openTextDocument(eventsUri(task.id));
     await vscode.window.showTextDocument(doc, { preview: true });
     void EVENTS_SCHEME;
+  }
+
+  private async showStorage(): Promise<void> {
+    const doc = await vscode.workspace.openTextDocument(storageUri());
+    await vscode.window.showTextDocument(doc, { preview: true });
   }
 
   private async settleEffect(arg: unknown, ok: boolean): Promise<void> {

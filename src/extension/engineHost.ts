@@ -58,12 +58,13 @@ export class EngineHost extends Disposable {
         owner: { id: this.ownerId, pid: process.pid },
         defaultLeaseTtlMs: s.leaseTtlSeconds * 1000,
         sweepIntervalMs: 15_000,
+        snapshots: { excludes: s.excludes, maxFileBytes: Math.round(s.maxFileSizeMB * 1024 * 1024) },
         store: { lock: { waitMs: 3_000 } },
       });
       this.engine = engine;
       this.register(engine.onDidChange((e) => this._onDidChange.fire(e)));
       this.log.info(`[host] engine open for ${folder.uri.fsPath} in ${(performance.now() - t0).toFixed(0)} ms`);
-      for (const w of engine.store.report.warnings) void vscode.window.showWarningMessage(`Waypoint: ${w}`);
+      for (const w of [...engine.store.report.warnings, ...engine.recoveryNotes]) void vscode.window.showWarningMessage(`Waypoint: ${w}`);
       this._onDidChange.fire(undefined);
       return engine;
     } catch (e) {

@@ -13,6 +13,11 @@ export function eventsUri(taskId: string): vscode.Uri {
   return vscode.Uri.from({ scheme: EVENTS_SCHEME, path: `/${taskId}.events.json` });
 }
 
+/** `Show Storage Usage`: bytes per task and in total, as a read-only Markdown document. */
+export function storageUri(): vscode.Uri {
+  return vscode.Uri.from({ scheme: EVENTS_SCHEME, path: '/Waypoint storage.md' });
+}
+
 export class EventsDocumentProvider extends Disposable implements vscode.TextDocumentContentProvider {
   private readonly _onDidChange = this.register(new vscode.EventEmitter<vscode.Uri>());
   readonly onDidChange = this._onDidChange.event;
@@ -33,6 +38,22 @@ export class EventsDocumentProvider extends Disposable implements vscode.TextDoc
 
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
     const engine = await this.host.get();
+    if (uri.path === storageUri().path) {
+      const r = await engine.storage();
+      const mb = (n: number) => `${(n / 1e6).toFixed(2)} MB`;
+      return [
+        '# Waypoint storage',
+        '',
+        `Blob store on disk: **${mb(r.totalBytes)}** · file content referenced by checkpoints: ${mb(r.referencedBytes)} in ${r.blobs} blobs (each stored once).`,
+        '',
+        '| task | checkpoints | unique | shared |',
+        '| --- | ---: | ---: | ---: |',
+        ...r.tasks.map((t) => `| ${(t.title ?? t.taskId).replace(/\|/g, '\\|')} | ${t.checkpoints} | ${mb(t.uniqueBytes)} | ${mb(t.sharedBytes)} |`),
+        '',
+        '“Unique” is what deleting the task (then Waypoint: Prune) would free.',
+        '',
+      ].join('\n');
+    }
     const events = engine.events({ taskId: taskIdOf(uri) });
     return JSON.stringify(events, null, 2) + '\n';
   }

@@ -2,6 +2,8 @@ import * as vscode from 'vscode';
 import { randomUUID } from 'node:crypto';
 import type { Engine } from '../core/engine/engine';
 import { AttentionAlerts } from './attention';
+import { AutoCheckpoints } from './autoCheckpoints';
+import { CheckpointFileSystem } from './checkpointFs';
 import { Commands } from './commands';
 import { EngineHost } from './engineHost';
 import { EventsDocumentProvider } from './eventsDocument';
@@ -16,6 +18,8 @@ export interface WaypointApi {
   engine(): Promise<Engine>;
   /** The status bar item's current text ('' when hidden). */
   statusText(): string;
+  /** Takes the pending auto checkpoint now instead of after the quiet period. */
+  flushAutoCheckpoint(): Promise<void>;
 }
 
 /**
@@ -37,6 +41,9 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   const statusBar = new TaskStatusBar(host);
   context.subscriptions.push(statusBar);
   context.subscriptions.push(new EventsDocumentProvider(host));
+  context.subscriptions.push(new CheckpointFileSystem(host));
+  const auto = new AutoCheckpoints(host, log);
+  context.subscriptions.push(auto);
   context.subscriptions.push(new Commands(host, tree, view, log));
   context.subscriptions.push(new AttentionAlerts(host));
   // Open the store in the background once the window is up, so the view and the
@@ -49,6 +56,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     activationMs,
     engine: () => host.get(),
     statusText: () => statusBar.text,
+    flushAutoCheckpoint: () => auto.flush(),
   };
 }
 

@@ -383,6 +383,22 @@ export class Engine {
     });
   }
 
+  /** Marks a live task interrupted (its driver went away: a terminal closed, an editor quit). */
+  async interruptTask(raw: unknown): Promise<{ taskId: string; state: TaskState }> {
+    const input = parseInput(AbandonTaskInput, raw, 'task interrupt');
+    const pre = this.queries.findTask(input.taskId);
+    return this.mutate('task.interrupt', input.idempotencyKey ?? `task.interrupt:${input.taskId}:${pre?.attempt ?? 0}`, () => {
+      const task = this.requireTask(input.taskId);
+      assertTaskTransition(task.id, task.state, 'interrupted', 'interrupt it');
+      const inDoubt = this.queries.sideEffects(task.id).some((e) => e.status === 'intent');
+      const step = this.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
+      return {
+        events: [this.ev('task.interrupted', task, null, { reason: input.reason ?? 'interrupted', class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '')],
+        result: { taskId: task.id, state: 'interrupted' as TaskState },
+      };
+    });
+  }
+
   /** Deletes a task's projections (its events stay in the log); its checkpoints' unique blobs become garbage. */
   async deleteTask(raw: unknown): Promise<{ taskId: string; deleted: true }> {
     const input = parseInput(TaskRef, raw, 'task delete');

@@ -1,0 +1,138 @@
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import { errorMessage } from '../core/model/errors';
+import type { Task } from '../core/model/schema';
+import { Disposable } from './disposable';
+import type { EngineHost } from './engineHost';
+import { settings } from './settings';
+
+/**
+ * Captures work no agent reports. A FileSystemWatcher collects the paths that
+ * change; while a task is active, a burst of activity is checkpointed once it has
+ * been quiet for the configured period, passing the dirty set so the checkpoint
+ * costs O(changes). Terminal commands run during a task are recorded (shell
+ * integration's start/end, with exit codes), and a terminal that closes while its
+ * task is running marks the task interrupted.
+ */
+export class AutoCheckpoints extends Disposable {
+  private dirty = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> = Promise.resolve();
+  private readonly terminalTasks = new Map<vscode.Terminal, string>();
+  private commandSeq = 0;
+  private readonly _onDidCheckpoint = this.register(new vscode.EventEmitter<{ taskId: string; checkpointId: string; dirty: number }>());
+  readonly onDidCheckpoint = this._onDidCheckpoint.event;
+
+  constructor(
+    private readonly host: EngineHost,
+    private readonly log: vscode.LogOutputChannel,
+  ) {
+    super();
+    const watcher = this.register(vscode.workspace.createFileSystemWatcher('**/*'));
+    const note = (uri: vscode.Uri) => this.noteChange(uri);
+    this.register(watcher.onDidChange(note));
+    this.register(watcher.onDidCreate(note));
+    this.register(watcher.onDidDelete(note));
+    const shell = vscode.window as unknown as {
+      onDidStartTerminalShellExecution?: vscode.Event<{ terminal: vscode.Terminal; execution: { commandLine: { value: string } } }>;
+      onDidEndTerminalShellExecution?: vscode.Event<{ terminal: vscode.Terminal; execution: { commandLine: { value: string } }; exitCode: number | undefined }>;
+    };
+    // Shell integration events exist from VS Code 1.93; older hosts simply do not record commands.
+    const keys = new WeakMap<object, string>();
+    if (shell.onDidStartTerminalShellExecution) {
+      this.register(shell.onDidStartTerminalShellExecution((e) => void this.onCommandStart(e.terminal, e.execution, keys)));
+    }
+    if (shell.onDidEndTerminalShellExecution) {
+      this.register(shell.onDidEndTerminalShellExecution((e) => void this.onCommandEnd(e.execution, e.exitCode, keys)));
+    }
+    this.register(vscode.window.onDidCloseTerminal((t) => void this.onTerminalClosed(t)));
+    this.register({ dispose: () => clearTimeout(this.timer) });
+  }
+
+  private activeTask(): Task | undefined {
+    return this.host.current?.tasks({ states: ['running', 'waiting_tool'] }).sort((a, b) => b.updatedAt - a.updatedAt)[0];
+  }
+
+  noteChange(uri: vscode.Uri): void {
+    if (uri.scheme !== 'file') return;
+    const folder = this.host.workspaceFolder;
+    if (!folder) return;
+    const rel = path.relative(folder.uri.fsPath, uri.fsPath);
+    const store = settings(folder.uri).storageLocation;
+    if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) return;
+    const first = rel.split(path.sep)[0];
+    if (first === '.git' || first === store || first === '.waypoint') return;
+    this.dirty.add(uri.fsPath);
+    if (!this.activeTask()) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.flush(), settings(folder.uri).autoCheckpointQuietMs);
+  }
+
+  /** Takes the auto checkpoint now (tests call this instead of waiting for the quiet period). */
+  flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.running = this.running.then(async () => {
+      const task = this.activeTask();
+      const engine = this.host.current;
+      if (!task || !engine || this.dirty.size === 0) return;
+      const dirty = [...this.dirty];
+      this.dirty = new Set();
+      try {
+        const r = await engine.checkpoint({ taskId: task.id, kind: 'auto', label: `${dirty.length} file change${dirty.length === 1 ? '' : 's'}`, dirty });
+        this.log.info(`[auto] checkpoint ${r.checkpointId} for ${task.id}: ${r.filesChanged} file(s) changed`);
+        this._onDidCheckpoint.fire({ taskId: task.id, checkpointId: r.checkpointId, dirty: dirty.length });
+      } catch (e) {
+        for (const p of dirty) this.dirty.add(p);
+        this.log.warn(`[auto] checkpoint failed: ${errorMessage(e)}`);
+      }
+    });
+    return this.running;
+  }
+
+  private async onCommandStart(terminal: vscode.Terminal, execution: { commandLine: { value: string } }, keys: WeakMap<object, string>): Promise<void> {
+    const task = this.activeTask();
+    const engine = this.host.current;
+    if (!task || !engine) return;
+    const key = `terminal:${Date.now()}-${++this.commandSeq}`;
+    keys.set(execution, key);
+    this.terminalTasks.set(terminal, task.id);
+    try {
+      await engine.beginSideEffect({ taskId: task.id, key, kind: 'terminal', description: execution.commandLine.value.slice(0, 2000) || '(command)', args: { terminal: terminal.name } });
+    } catch (e) {
+      this.log.warn(`[terminal] could not record command: ${errorMessage(e)}`);
+    }
+  }
+
+  private async onCommandEnd(execution: object, exitCode: number | undefined, keys: WeakMap<object, string>): Promise<void> {
+    const key = keys.get(execution);
+    const engine = this.host.current;
+    if (!key || !engine) return;
+    const row = engine.store.db.get<{ task_id: string }>('SELECT task_id FROM side_effects WHERE key = ?', [key]);
+    if (!row) return;
+    try {
+      await engine.endSideEffect({
+        taskId: row.task_id,
+        key,
+        ok: exitCode === 0,
+        result: { exitCode: exitCode ?? null },
+        error: exitCode === 0 ? undefined : `exit code ${exitCode ?? 'unknown'}`,
+      });
+    } catch (e) {
+      this.log.warn(`[terminal] could not record the outcome: ${errorMessage(e)}`);
+    }
+  }
+
+  private async onTerminalClosed(terminal: vscode.Terminal): Promise<void> {
+    const taskId = this.terminalTasks.get(terminal);
+    this.terminalTasks.delete(terminal);
+    const engine = this.host.current;
+    if (!taskId || !engine) return;
+    const task = engine.queries.findTask(taskId);
+    if (!task || (task.state !== 'running' && task.state !== 'waiting_tool')) return;
+    try {
+      await engine.interruptTask({ taskId, reason: `terminal “${terminal.name}” closed while the task was running` });
+    } catch (e) {
+      this.log.warn(`[terminal] could not mark ${taskId} interrupted: ${errorMessage(e)}`);
+    }
+  }
+}

@@ -1,0 +1,201 @@
+import * as vscode from 'vscode';
+import type { Engine, RollbackResult } from '../core/engine/engine';
+import type { CheckpointMeta, Task } from '../core/model/schema';
+import { checkpointUri, EMPTY_SIDE } from './checkpointFs';
+import { ago } from './presentation';
+import { settings } from './settings';
+import { CheckpointNode, TaskNode } from './tasksTree';
+
+/**
+ * The commands that change or compare the workspace: roll back (with a preview in
+ * the multi-file diff editor, a modal confirmation and Undo), undo, compare a
+ * checkpoint with the workspace or with its predecessor, storage and pruning.
+ */
+export interface WorkspaceCommandDeps {
+  engine: () => Promise<Engine>;
+  folder: () => vscode.WorkspaceFolder;
+  pickTask: (arg: unknown, filter: (t: Task) => boolean, placeHolder: string) => Promise<Task | undefined>;
+}
+
+const KIND_LABEL: Record<CheckpointMeta['kind'], string> = {
+  task_base: 'Start of task',
+  step_start: 'Before step',
+  step_end: 'After step',
+  before_side_effect: 'Before side effect',
+  manual: 'Checkpoint',
+  auto: 'Auto checkpoint',
+  pre_rollback: 'Before rollback',
+  periodic: 'Periodic checkpoint',
+};
+
+export function checkpointTitle(engine: Engine, c: CheckpointMeta): string {
+  const step = c.taskId && c.stepId ? engine.queries.step(c.taskId, c.stepId) : null;
+  return `${c.label ?? KIND_LABEL[c.kind]}${step ? `: ${step.title}` : ''}`;
+}
+
+export class WorkspaceCommands {
+  constructor(private readonly d: WorkspaceCommandDeps) {}
+
+  private fileUri(key: string): vscode.Uri {
+    return vscode.Uri.joinPath(this.d.folder().uri, ...key.split('/'));
+  }
+
+  private async pickCheckpoint(engine: Engine, task: Task): Promise<CheckpointMeta | undefined> {
+    const cps = engine.queries
+      .checkpoints(task.id)
+      .filter((c) => c.manifestRef)
+      .reverse();
+    if (!cps.length) {
+      void vscode.window.showInformationMessage(`Waypoint: “${task.title}” has no checkpoint with file contents.`);
+      return undefined;
+    }
+    const pick = await vscode.window.showQuickPick(
+      cps.map((c) => ({
+        label: `$(${c.kind === 'pre_rollback' ? 'history' : 'git-commit'}) ${checkpointTitle(engine, c)}`,
+        description: `${new Date(c.createdAt).toLocaleTimeString()} · ${ago(c.createdAt)} · ${c.filesChanged} file${c.filesChanged === 1 ? '' : 's'} changed`,
+        detail: c.id,
+        c,
+      })),
+      { placeHolder: `Roll “${task.title}” back to which checkpoint?`, matchOnDescription: true },
+    );
+    return pick?.c;
+  }
+
+  /** Resolves (task, checkpoint) from a tree node, or asks. */
+  private async target(arg: unknown): Promise<{ engine: Engine; task: Task; checkpoint: CheckpointMeta } | undefined> {
+    const engine = await this.d.engine();
+    if (arg instanceof CheckpointNode) {
+      const c = engine.queries.checkpoint(arg.checkpoint.id);
+      if (!c?.taskId) throw new Error('That checkpoint no longer exists.');
+      return { engine, task: engine.task(c.taskId), checkpoint: c };
+    }
+    const task = await this.d.pickTask(arg instanceof TaskNode ? arg : undefined, (t) => engine.queries.checkpoints(t.id).some((c) => c.manifestRef), 'Roll back which task?');
+    if (!task) return undefined;
+    const checkpoint = await this.pickCheckpoint(engine, task);
+    return checkpoint ? { engine, task, checkpoint } : undefined;
+  }
+
+  async rollback(arg: unknown): Promise<RollbackResult | undefined> {
+    const t = await this.target(arg);
+    if (!t) return undefined;
+    const { engine, task, checkpoint } = t;
+    const preview = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: comparing the workspace with the checkpoint…' }, () =>
+      engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, preview: true }),
+    );
+    if (preview.changes.length === 0) {
+      void vscode.window.showInformationMessage(`Waypoint: the workspace already matches “${checkpointTitle(engine, checkpoint)}”.`);
+      return preview;
+    }
+    await this.showChanges(
+      `Roll back to: ${checkpointTitle(engine, checkpoint)} (${preview.changes.length} file${preview.changes.length === 1 ? '' : 's'})`,
+      preview.changes.map((c) => ({
+        key: c.path,
+        left: c.action === 'create' ? checkpointUri(EMPTY_SIDE, c.path) : this.fileUri(c.path),
+        right: c.action === 'delete' ? checkpointUri(EMPTY_SIDE, c.path) : checkpointUri(checkpoint.id, c.path),
+      })),
+    );
+    const n = preview.changes.length;
+    const list = preview.changes.slice(0, 12).map((c) => `${c.action === 'create' ? 'restore' : c.action} ${c.path}`);
+    const ok = await vscode.window.showWarningMessage(
+      `Roll back ${n} file${n === 1 ? '' : 's'} to “${checkpointTitle(engine, checkpoint)}”?`,
+      {
+        modal: true,
+        detail:
+          `${list.join('\n')}${n > 12 ? `\n… and ${n - 12} more` : ''}\n\n` +
+          (preview.abandonedSteps.length ? `Steps started after it will be marked abandoned: ${preview.abandonedSteps.join(', ')}.\n` : '') +
+          'The current state is saved as a checkpoint first, so you can undo this. Untracked and ignored files are not touched.',
+      },
+      'Roll Back',
+    );
+    if (ok !== 'Roll Back') return undefined;
+    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Waypoint: rolling back ${n} file${n === 1 ? '' : 's'}…` }, () =>
+      engine.rollback({ taskId: task.id, checkpointId: checkpoint.id }),
+    );
+    const conflicts = r.conflicts.length ? ` ${r.conflicts.length} file(s) were left for you: ${r.conflicts.slice(0, 3).join(', ')}${r.conflicts.length > 3 ? '…' : ''}.` : '';
+    void vscode.window.showInformationMessage(`Waypoint: rolled back ${r.filesWritten + r.filesRemoved} file(s) to “${checkpointTitle(engine, checkpoint)}”.${conflicts}`, 'Undo').then((a) => {
+      if (a === 'Undo') void vscode.commands.executeCommand('waypoint.undoRollback', task.id);
+    });
+    return r;
+  }
+
+  async undo(arg: unknown): Promise<RollbackResult | undefined> {
+    const engine = await this.d.engine();
+    const hasRollback = (t: Task) => !!engine.store.db.get("SELECT 1 AS x FROM rollbacks WHERE task_id = ? AND state = 'applied'", [t.id]);
+    const task = await this.d.pickTask(arg, hasRollback, 'Undo the last rollback of which task?');
+    if (!task) return undefined;
+    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: undoing the last rollback…' }, () => engine.undoRollback({ taskId: task.id }));
+    void vscode.window.showInformationMessage(`Waypoint: undid the rollback of “${task.title}” (${r.filesWritten + r.filesRemoved} file(s)).`);
+    return r;
+  }
+
+  async compareWithWorkspace(arg: unknown): Promise<void> {
+    if (!(arg instanceof CheckpointNode)) throw new Error('Choose a checkpoint in the Waypoint view.');
+    const engine = await this.d.engine();
+    const c = arg.checkpoint;
+    const diff = await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: comparing' }, () => engine.diff({ from: c.id }));
+    if (!diff.changes.length) {
+      void vscode.window.showInformationMessage('Waypoint: the workspace matches this checkpoint.');
+      return;
+    }
+    await this.showChanges(
+      `${checkpointTitle(engine, c)} ↔ Workspace`,
+      diff.changes.map((x) => ({
+        key: x.path,
+        left: x.status === 'added' ? checkpointUri(EMPTY_SIDE, x.path) : checkpointUri(c.id, x.path),
+        right: x.status === 'deleted' ? checkpointUri(EMPTY_SIDE, x.path) : this.fileUri(x.path),
+      })),
+    );
+  }
+
+  async compareWithPrevious(arg: unknown): Promise<void> {
+    if (!(arg instanceof CheckpointNode)) throw new Error('Choose a checkpoint in the Waypoint view.');
+    const engine = await this.d.engine();
+    const c = arg.checkpoint;
+    if (!c.parentId) {
+      void vscode.window.showInformationMessage('Waypoint: this is the first checkpoint; there is nothing before it.');
+      return;
+    }
+    const diff = await engine.diff({ from: c.parentId, to: c.id });
+    if (!diff.changes.length) {
+      void vscode.window.showInformationMessage('Waypoint: nothing changed between this checkpoint and the one before it.');
+      return;
+    }
+    await this.showChanges(
+      `${checkpointTitle(engine, c)}: changes since the previous checkpoint`,
+      diff.changes.map((x) => ({
+        key: x.path,
+        left: x.status === 'added' ? checkpointUri(EMPTY_SIDE, x.path) : checkpointUri(c.parentId!, x.path),
+        right: x.status === 'deleted' ? checkpointUri(EMPTY_SIDE, x.path) : checkpointUri(c.id, x.path),
+      })),
+    );
+  }
+
+  /** One file → VS Code's diff editor; several → its multi-file diff editor. */
+  private async showChanges(title: string, files: { key: string; left: vscode.Uri; right: vscode.Uri }[]): Promise<void> {
+    if (files.length === 1) {
+      const f = files[0];
+      await vscode.commands.executeCommand('vscode.diff', f.left, f.right, `${f.key} (${title})`, { preview: true });
+      return;
+    }
+    await vscode.commands.executeCommand(
+      'vscode.changes',
+      title,
+      files.map((f) => [this.fileUri(f.key), f.left, f.right]),
+    );
+  }
+
+  async prune(): Promise<void> {
+    const engine = await this.d.engine();
+    const s = settings();
+    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: pruning checkpoints and collecting garbage…' }, () =>
+      engine.gc({
+        maxPerTask: s.retention.maxCheckpointsPerTask || undefined,
+        maxAgeDays: s.retention.maxAgeDays || undefined,
+        maxTotalBytes: s.retention.maxTotalMB ? s.retention.maxTotalMB * 1_000_000 : undefined,
+      }),
+    );
+    void vscode.window.showInformationMessage(
+      `Waypoint: pruned ${r.pruned.length} checkpoint(s), freed ${(r.bytesFreed / 1e6).toFixed(1)} MB; the store now holds ${(r.totalBytes / 1e6).toFixed(1)} MB.`,
+    );
+  }
+}
