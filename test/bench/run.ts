@@ -11,7 +11,16 @@ interface Bench {
   load: () => Promise<{ main: (o: { quick?: boolean }) => Promise<unknown> }>;
 }
 
-const BENCHES: Bench[] = [{ name: 'store', load: async () => require('./store.bench') }];
+const BENCHES: Bench[] = [
+  { name: 'store', load: async () => require('./store.bench') },
+  {
+    name: 'snapshot',
+    load: async () => {
+      const m = require('./snapshot.bench');
+      return { main: (o: { quick?: boolean }) => m.main(o.quick ? { runs: 1, firstRuns: 1 } : {}) };
+    },
+  },
+];
 
 async function run(): Promise<void> {
   const quick = process.argv.includes('--quick');
