@@ -17,6 +17,7 @@ export interface Relay {
   dispatch: Dispatch;
   /** Resolves when the connection to the owner is lost (not on our own close). */
   lost: Promise<Error>;
+  isLost(): boolean;
   close(): Promise<void>;
 }
 
@@ -26,8 +27,13 @@ export async function connectRelay(d: Discovery, opts: { clientName?: string } =
   });
   const client = new Client({ name: opts.clientName ?? 'waypoint-relay', version: SERVER_VERSION });
   let closing = false;
-  let markLost!: (e: Error) => void;
-  const lost = new Promise<Error>((r) => (markLost = r));
+  let lostFlag = false;
+  let resolveLost!: (e: Error) => void;
+  const lost = new Promise<Error>((r) => (resolveLost = r));
+  const markLost = (e: Error) => {
+    lostFlag = true;
+    resolveLost(e);
+  };
   await client.connect(transport);
   client.onclose = () => {
     if (!closing) markLost(new Error(`connection to the Waypoint owner at ${d.url} closed`));
@@ -35,6 +41,7 @@ export async function connectRelay(d: Discovery, opts: { clientName?: string } =
   return {
     url: d.url,
     lost,
+    isLost: () => lostFlag,
     dispatch: async (name, args) => {
       try {
         return (await client.callTool({ name, arguments: (args ?? {}) as Record<string, unknown> })) as CallToolResult;

@@ -75,7 +75,7 @@ export async function runStdio(o: StdioOptions): Promise<void> {
   const dispatch: Dispatch = async (name, args) => {
     if (switching) await switching;
     const b = backend;
-    if (b.kind === 'relay' && (await Promise.race([b.relay.lost.then(() => true), Promise.resolve(false)]))) {
+    if (b.kind === 'relay' && b.relay.isLost()) {
       return toolError('The Waypoint owner went away; this server is switching over. Call the tool again.');
     }
     return b.dispatch(name, args);

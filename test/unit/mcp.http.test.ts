@@ -160,6 +160,23 @@ describe('relay: waypoint mcp (stdio) with waypoint serve running', function () 
     assert.equal(sc<Json>(await owner.callTool({ name: 'waypoint_task_status', arguments: { taskId: a.taskId } })).task.state, 'running', 'the owner’s own session is alive');
   });
 
+  it('when the owner goes away the relay takes the store over and keeps serving the same data', async () => {
+    served = await serve(ws.dir);
+    const relay = await stdioSession(ws.dir, ['--verbose']);
+    sessions.push(relay);
+    const { taskId } = sc<Json>(await relay.client.callTool({ name: 'waypoint_task_start', arguments: { goal: 'survives the owner' } }));
+    assert.equal(await served.stop(), 0);
+    served = undefined;
+    // The first call after the owner left may be answered with an error while the relay switches over.
+    const st = await waitForAsync(async () => {
+      const r = (await relay.client.callTool({ name: 'waypoint_task_status', arguments: { taskId } })) as { isError?: boolean; structuredContent?: Json };
+      return r.isError ? null : r.structuredContent!;
+    });
+    assert.equal(st.task.goal, 'survives the owner');
+    assert.match(relay.stderr(), /owning the store/);
+    assert.equal(findOwner(path.join(ws.dir, '.waypoint')).kind, 'serving', 'the new owner serves HTTP for the next relay');
+  });
+
   it('serve stops cleanly on SIGTERM: exit 0, discovery file and lock removed; a CLI command then opens the store', async () => {
     served = await serve(ws.dir);
     const c = await httpClient(served.url, served.token);
