@@ -8,6 +8,7 @@ import { parseInput } from '../core/model/validate';
 import { UsageError, intOption, jsonOption, optional, parse, required } from './args';
 import { tasksTable, taskDetail } from './format';
 import type { Command, Ctx } from './command';
+import { MCP_COMMANDS } from './mcpCommands';
 
 /**
  * `waypoint` — the command line over the engine. Every subcommand takes
@@ -422,6 +423,7 @@ const COMMANDS: Record<string, Command> = {
       if (!r.ok) throw new WaypointError('corrupt', 'Projections differ from a rebuild; run `waypoint verify --rebuild` to repair them.');
     },
   },
+  ...MCP_COMMANDS,
 };
 
 function helpText(): string {
