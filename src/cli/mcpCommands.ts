@@ -9,6 +9,7 @@ import { startOwnerEndpoint } from '../mcp/owner';
 import { resolveStore, storeDirOf } from '../mcp/resolve';
 import { runStdio } from '../mcp/stdio';
 import { AgentRollbackPolicy } from '../mcp/tools';
+import { headlessRollback } from '../mcp/headlessRollback';
 import { UsageError, intOption, optional } from './args';
 import type { Command, Ctx } from './command';
 
@@ -113,7 +114,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
       const agentRollback = rollbackPolicy(c);
       const engine = await Engine.open({ workspace: c.workspace, log, sweepIntervalMs: 5_000, store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000 } } });
       try {
-        const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, port: intOption(c.values, 'port') });
+        const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, rollback: headlessRollback(engine), port: intOption(c.values, 'port') });
         const stop = untilSignal();
         c.out(`Serving Waypoint MCP for ${c.workspace} at ${endpoint.http.url} (token in ${endpoint.discoveryFile})`, {
           url: endpoint.http.url,

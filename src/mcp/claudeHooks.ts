@@ -9,7 +9,6 @@ import type { LeaseOwner, Task } from '../core/model/schema';
 import { ACTIVE_TASK_STATES, FINAL_TASK_STATES } from '../core/model/stateMachine';
 import { writeFileAtomicSync } from '../core/store/fsutil';
 import { parseInput } from '../core/model/validate';
-import { interruptTask } from './engineExtras';
 
 /**
  * Claude Code hooks → the engine, with no cooperation from the agent:
@@ -190,7 +189,8 @@ async function handle(engine: Engine, raw: unknown, log: Logger): Promise<HookRe
     case 'SessionEnd': {
       const task = current();
       if (!task || !ACTIVE_TASK_STATES.includes(task.state)) break;
-      if (await interruptTask(engine, task.id, `Claude Code session ended (${p.reason ?? 'unknown reason'})`)) actions.push(`${task.id} interrupted`);
+      await engine.interruptTask({ taskId: task.id, reason: `Claude Code session ended (${p.reason ?? 'unknown reason'})` });
+      actions.push(`${task.id} interrupted`);
       break;
     }
     default:

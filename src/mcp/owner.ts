@@ -1,4 +1,5 @@
 import type { Engine } from '../core/engine/engine';
+import { RPC_PATH, serveRpc } from '../core/engine/api';
 import { Logger, silentLogger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
 import { handleClaudeHook, HOOK_ROUTE } from './claudeHooks';
@@ -54,6 +55,8 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
       ),
     // A hook's refusal is an answer, not a transport failure: the relaying hook logs it and exits 0.
     routes: {
+      // The CLI (and any other process) calls the owner's engine here instead of opening the store.
+      [RPC_PATH]: (body) => serveRpc(engine, body),
       [HOOK_ROUTE]: async (body) => {
         try {
           return { ok: true, ...(await handleClaudeHook(engine, body, { log: hookLog })) };

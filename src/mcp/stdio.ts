@@ -8,6 +8,7 @@ import { connectRelay, type Relay } from './relay';
 import { resolveStore } from './resolve';
 import { createMcpServer, localDispatch, type Dispatch } from './server';
 import { toolError, type AgentRollbackPolicy, type RollbackHandler } from './tools';
+import { headlessRollback } from './headlessRollback';
 
 /**
  * `waypoint mcp`: MCP over stdio for an agent that starts Waypoint itself. Relays
@@ -44,9 +45,10 @@ export async function runStdio(o: StdioOptions): Promise<void> {
         return { kind: 'relay', relay, dispatch: relay.dispatch };
       },
       own: async (engine) => {
-        const endpoint = await startOwnerEndpoint({ engine, log: o.log, agentRollback: o.agentRollback, rollback: o.rollback });
+        const rollback = o.rollback ?? headlessRollback(engine);
+        const endpoint = await startOwnerEndpoint({ engine, log: o.log, agentRollback: o.agentRollback, rollback });
         log.info(`owning the store ${engine.store.dir}; also serving ${endpoint.http.url}`);
-        const dispatch = localDispatch({ engine, owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback: o.agentRollback, rollback: o.rollback });
+        const dispatch = localDispatch({ engine, owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback: o.agentRollback, rollback });
         return { kind: 'owner', engine, endpoint, dispatch };
       },
     });
