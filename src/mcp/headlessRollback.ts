@@ -1,4 +1,5 @@
 import type { Engine } from '../core/engine/engine';
+import { WaypointError, notFound } from '../core/model/errors';
 import type { RollbackHandler } from './tools';
 
 /**
@@ -9,6 +10,10 @@ import type { RollbackHandler } from './tools';
  */
 export function headlessRollback(engine: Engine): RollbackHandler {
   return async (req) => {
+    // An unknown checkpoint is a plain refusal, before anyone would be asked.
+    const c = engine.queries.checkpoint(req.checkpointId);
+    if (!c) throw notFound('checkpoint', req.checkpointId);
+    if (c.taskId !== req.taskId) throw new WaypointError('invalid_input', `Checkpoint ${c.id} does not belong to task ${req.taskId}.`);
     if (req.policy === 'ask') {
       return {
         rolledBack: false,

@@ -205,7 +205,7 @@ describe('mcp over stdio (waypoint mcp, real SDK client)', function () {
       ['waypoint_side_effect_end', { taskId, key: 'k', ok: false }, /error|begin it first/],
       ['waypoint_step_start', { taskId, title: 'more' }, /waiting_review; cannot start a step/],
       ['waypoint_task_status', { taskId: 't_missing' }, /Unknown task/],
-      ['waypoint_rollback', { taskId, checkpointId: 'c_x', reason: 'oops' }, /rollback is not available in this server yet/],
+      ['waypoint_rollback', { taskId, checkpointId: 'c_x', reason: 'oops' }, /Unknown checkpoint 'c_x'/],
     ];
     for (const [name, args, re] of bad) {
       const r = await s.client.callTool({ name, arguments: args });
