@@ -1,18 +1,27 @@
 import * as vscode from 'vscode';
 
+/** What `activate()` returns; tests and other extensions read it via `extension.exports`. */
+export interface WaypointApi {
+  /** Wall time spent inside `activate()`, in milliseconds (the budget is 50 ms). */
+  readonly activationMs: number;
+}
+
 /**
  * Composition root. Activation does no slow work: the store (and sql.js's WASM)
  * is opened lazily by the first surface that needs it.
  */
-export function activate(context: vscode.ExtensionContext): void {
+export function activate(context: vscode.ExtensionContext): WaypointApi {
+  const started = performance.now();
   const output = vscode.window.createOutputChannel('Waypoint', { log: true });
   context.subscriptions.push(output);
-  output.info('[extension] activated');
   context.subscriptions.push(
     vscode.commands.registerCommand('waypoint.showStoreInfo', () => {
       output.show(true);
     }),
   );
+  const activationMs = performance.now() - started;
+  output.info(`[extension] activated in ${activationMs.toFixed(1)} ms`);
+  return { activationMs };
 }
 
 export function deactivate(): void {
