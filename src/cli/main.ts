@@ -1,1 +1,444 @@
-console.log('waypoint: not yet');
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Engine } from '../core/engine/engine';
+import { Logger } from '../core/log';
+import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
+import { Plan } from '../core/model/schema';
+import { parseInput } from '../core/model/validate';
+import { UsageError, intOption, jsonOption, optional, parse, required, type OptionSpec } from './args';
+import { tasksTable, taskDetail } from './format';
+
+/**
+ * `waypoint` — the command line over the engine. Every subcommand takes
+ * `--workspace DIR` (default: the current directory) and `--json`.
+ * Exit codes: 0 ok, 1 refused (bad input, illegal move; reason on stderr), 2 usage.
+ */
+
+interface Ctx {
+  values: Record<string, string | boolean | undefined>;
+  json: boolean;
+  engine: () => Promise<Engine>;
+  out: (human: string, json: unknown) => void;
+}
+
+interface Command {
+  summary: string;
+  usage: string;
+  options: OptionSpec;
+  run(ctx: Ctx): Promise<void>;
+}
+
+const s = (short?: string) => ({ type: 'string' as const, ...(short ? { short } : {}) });
+const b = { type: 'boolean' as const };
+
+function readPlanFile(file: string): unknown {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new WaypointError('invalid_input', `Cannot read plan file ${file}: ${errorMessage(e)}`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new WaypointError('invalid_input', `Plan file ${file} is not valid JSON: ${errorMessage(e)}`);
+  }
+  return parseInput(Plan, raw, `plan file ${file}`);
+}
+
+function owner(values: Ctx['values']) {
+  const id = optional(values, 'owner');
+  return id ? { id } : undefined;
+}
+
+function progress(engine: Engine) {
+  return (t: { id: string }) => {
+    const steps = engine.queries.steps(t.id);
+    const done = steps.filter((x) => x.status === 'completed' || x.status === 'skipped').length;
+    return steps.length ? `${done}/${steps.length}` : '-';
+  };
+}
+
+const COMMANDS: Record<string, Command> = {
+  init: {
+    summary: 'create the store in <workspace>/.waypoint',
+    usage: 'waypoint init',
+    options: {},
+    async run(c) {
+      const e = await c.engine();
+      c.out(`Waypoint store ready in ${e.store.dir}`, { storeDir: e.store.dir, storeId: e.store.storeId, events: e.store.lastSeq });
+    },
+  },
+  'task start': {
+    summary: 'start a task (takes its base checkpoint)',
+    usage: 'waypoint task start --goal G [--title T] [--plan FILE] [--agent NAME] [--key K] [--lease-ttl SECONDS]',
+    options: { goal: s('g'), title: s(), plan: s(), agent: s(), key: s(), 'lease-ttl': s() },
+    async run(c) {
+      const goal = required(c.values, 'goal');
+      const planFile = optional(c.values, 'plan');
+      const ttl = intOption(c.values, 'lease-ttl');
+      const plan = planFile ? readPlanFile(planFile) : undefined;
+      const e = await c.engine();
+      const r = await e.startTask({
+        goal,
+        title: optional(c.values, 'title'),
+        plan: plan as never,
+        agent: optional(c.values, 'agent'),
+        idempotencyKey: optional(c.values, 'key'),
+        leaseTtlMs: ttl === undefined ? undefined : ttl * 1000,
+        owner: owner(c.values),
+      });
+      c.out(`Started task ${r.taskId} (base checkpoint ${r.baseCheckpointId})`, r);
+    },
+  },
+  'task plan': {
+    summary: 'add steps to a task’s plan',
+    usage: 'waypoint task plan --task ID --plan FILE [--key K]',
+    options: { task: s('t'), plan: s(), key: s() },
+    async run(c) {
+      const plan = readPlanFile(required(c.values, 'plan'));
+      const r = await (await c.engine()).extendPlan({ taskId: required(c.values, 'task'), plan, idempotencyKey: optional(c.values, 'key'), owner: owner(c.values) });
+      c.out(`Added ${r.added.length} step(s) to ${r.taskId}`, r);
+    },
+  },
+  'task complete': {
+    summary: 'the agent is done: the task waits for review',
+    usage: 'waypoint task complete --task ID [--summary S] [--key K]',
+    options: { task: s('t'), summary: s(), key: s() },
+    async run(c) {
+      const r = await (await c.engine()).requestReview({ taskId: required(c.values, 'task'), summary: optional(c.values, 'summary'), idempotencyKey: optional(c.values, 'key'), owner: owner(c.values) });
+      c.out(`Task ${r.taskId} is ${r.state}`, r);
+    },
+  },
+  'task approve': {
+    summary: 'accept a reviewed task (completed)',
+    usage: 'waypoint task approve --task ID [--summary S] [--commit SHA] [--key K]',
+    options: { task: s('t'), summary: s(), commit: s(), key: s() },
+    async run(c) {
+      const r = await (await c.engine()).completeTask({
+        taskId: required(c.values, 'task'),
+        summary: optional(c.values, 'summary'),
+        commit: optional(c.values, 'commit'),
+        idempotencyKey: optional(c.values, 'key'),
+      });
+      c.out(`Task ${r.taskId} is ${r.state}`, r);
+    },
+  },
+  'task abandon': {
+    summary: 'give a task up',
+    usage: 'waypoint task abandon --task ID [--reason R] [--key K]',
+    options: { task: s('t'), reason: s(), key: s() },
+    async run(c) {
+      const r = await (await c.engine()).abandonTask({ taskId: required(c.values, 'task'), reason: optional(c.values, 'reason'), idempotencyKey: optional(c.values, 'key') });
+      c.out(`Task ${r.taskId} is ${r.state}`, r);
+    },
+  },
+  'task suspend': {
+    summary: 'pause a task on purpose',
+    usage: 'waypoint task suspend --task ID [--reason R]',
+    options: { task: s('t'), reason: s(), key: s() },
+    async run(c) {
+      const r = await (await c.engine()).suspendTask({ taskId: required(c.values, 'task'), reason: optional(c.values, 'reason'), idempotencyKey: optional(c.values, 'key') });
+      c.out(`Task ${r.taskId} is ${r.state}`, r);
+    },
+  },
+  'task resume': {
+    summary: 'resume a task under the caller and print its resume context',
+    usage: 'waypoint task resume --task ID [--lease-ttl SECONDS] [--key K]',
+    options: { task: s('t'), 'lease-ttl': s(), key: s() },
+    async run(c) {
+      const ttl = intOption(c.values, 'lease-ttl');
+      const ctx = await (await c.engine()).resumeTask({
+        taskId: required(c.values, 'task'),
+        leaseTtlMs: ttl === undefined ? undefined : ttl * 1000,
+        idempotencyKey: optional(c.values, 'key'),
+        owner: owner(c.values),
+      });
+      c.out(ctx.markdown, ctx);
+    },
+  },
+  'task delete': {
+    summary: 'delete a task that is not running (its events stay in the log)',
+    usage: 'waypoint task delete --task ID',
+    options: { task: s('t'), key: s() },
+    async run(c) {
+      const r = await (await c.engine()).deleteTask({ taskId: required(c.values, 'task'), idempotencyKey: optional(c.values, 'key') });
+      c.out(`Deleted task ${r.taskId}`, r);
+    },
+  },
+  heartbeat: {
+    summary: 'renew the lease of a task you drive',
+    usage: 'waypoint heartbeat --task ID',
+    options: { task: s('t') },
+    async run(c) {
+      const r = await (await c.engine()).heartbeat({ taskId: required(c.values, 'task'), owner: owner(c.values) });
+      c.out(`Lease of ${r.taskId} renewed until ${r.expiresAt ? new Date(r.expiresAt).toISOString() : '-'}`, r);
+    },
+  },
+  tasks: {
+    summary: 'list tasks',
+    usage: 'waypoint tasks [--state STATE[,STATE]] [--limit N]',
+    options: { state: s(), limit: s() },
+    async run(c) {
+      const e = await c.engine();
+      const states = optional(c.values, 'state')?.split(',').filter(Boolean);
+      const tasks = e.tasks({ states: states as never, limit: intOption(c.values, 'limit') });
+      const p = progress(e);
+      c.out(
+        tasksTable(tasks, p),
+        tasks.map((t) => ({ ...t, progress: p(t) })),
+      );
+    },
+  },
+  show: {
+    summary: 'one task in detail',
+    usage: 'waypoint show --task ID',
+    options: { task: s('t') },
+    async run(c) {
+      const d = (await c.engine()).taskDetail(required(c.values, 'task'));
+      c.out(taskDetail(d), d);
+    },
+  },
+  'step start': {
+    summary: 'start a plan step (or an ad hoc one); takes a step_start checkpoint',
+    usage: 'waypoint step start --task ID [--step ID] [--title T] [--inputs JSON] [--depends-on A,B] [--key K]',
+    options: { task: s('t'), step: s(), title: s(), inputs: s(), 'depends-on': s(), key: s() },
+    async run(c) {
+      const r = await (await c.engine()).startStep({
+        taskId: required(c.values, 'task'),
+        stepId: optional(c.values, 'step'),
+        title: optional(c.values, 'title'),
+        inputs: jsonOption(c.values, 'inputs'),
+        dependsOn: optional(c.values, 'depends-on')?.split(',').filter(Boolean),
+        idempotencyKey: optional(c.values, 'key'),
+        owner: owner(c.values),
+      });
+      c.out(`Step ${r.stepId} started (attempt ${r.attempt}, checkpoint ${r.checkpointId})`, r);
+    },
+  },
+  'step complete': {
+    summary: 'complete a step; takes a step_end checkpoint',
+    usage: 'waypoint step complete --task ID --step ID [--outputs JSON] [--summary S] [--key K]',
+    options: { task: s('t'), step: s(), outputs: s(), summary: s(), key: s() },
+    async run(c) {
+      const r = await (await c.engine()).completeStep({
+        taskId: required(c.values, 'task'),
+        stepId: required(c.values, 'step'),
+        outputs: jsonOption(c.values, 'outputs'),
+        summary: optional(c.values, 'summary'),
+        idempotencyKey: optional(c.values, 'key'),
+        owner: owner(c.values),
+      });
+      c.out(`Step ${r.stepId} completed (checkpoint ${r.checkpointId}, ${r.filesChanged} file(s) changed)`, r);
+    },
+  },
+  'step fail': {
+    summary: 'fail a step (recoverable keeps it retryable; otherwise the task fails)',
+    usage: 'waypoint step fail --task ID --step ID --error MSG [--recoverable] [--key K]',
+    options: { task: s('t'), step: s(), error: s(), recoverable: b, key: s() },
+    async run(c) {
+      const r = await (await c.engine()).failStep({
+        taskId: required(c.values, 'task'),
+        stepId: required(c.values, 'step'),
+        error: required(c.values, 'error'),
+        recoverable: c.values.recoverable === true,
+        idempotencyKey: optional(c.values, 'key'),
+        owner: owner(c.values),
+      });
+      c.out(r.retry ? `Step ${r.stepId} failed; retry as attempt ${r.retry.attempt} after ${r.retry.backoffMs} ms` : `Step ${r.stepId} failed; task is ${r.state}`, r);
+    },
+  },
+  'step skip': {
+    summary: 'skip a pending step',
+    usage: 'waypoint step skip --task ID --step ID [--reason R]',
+    options: { task: s('t'), step: s(), reason: s(), key: s() },
+    async run(c) {
+      const r = await (await c.engine()).skipStep({ taskId: required(c.values, 'task'), stepId: required(c.values, 'step'), reason: optional(c.values, 'reason'), idempotencyKey: optional(c.values, 'key') });
+      c.out(`Step ${r.stepId} skipped`, r);
+    },
+  },
+  checkpoint: {
+    summary: 'take a manual checkpoint',
+    usage: 'waypoint checkpoint --task ID [--label L] [--key K]',
+    options: { task: s('t'), label: s(), key: s() },
+    async run(c) {
+      const r = await (await c.engine()).checkpoint({ taskId: required(c.values, 'task'), label: optional(c.values, 'label'), idempotencyKey: optional(c.values, 'key') });
+      c.out(`Checkpoint ${r.checkpointId} (${r.filesChanged} file(s) changed)`, r);
+    },
+  },
+  'effect begin': {
+    summary: 'record a side effect’s intent before running it; answers proceed / already_done / in_doubt',
+    usage: 'waypoint effect begin --task ID --key K --kind KIND --description D [--args JSON] [--step ID]',
+    options: { task: s('t'), key: s(), kind: s(), description: s(), args: s(), step: s() },
+    async run(c) {
+      const r = await (await c.engine()).beginSideEffect({
+        taskId: required(c.values, 'task'),
+        key: required(c.values, 'key'),
+        kind: required(c.values, 'kind'),
+        description: required(c.values, 'description'),
+        args: jsonOption(c.values, 'args'),
+        stepId: optional(c.values, 'step'),
+        owner: owner(c.values),
+      });
+      const human = {
+        proceed: `proceed: intent for '${r.key}' is recorded; run it, then: waypoint effect end --task ${r.taskId} --key ${r.key} --ok`,
+        already_done: `already_done: '${r.key}' ran before; do not repeat it. Result: ${JSON.stringify(r.result ?? null)}`,
+        in_doubt: `in_doubt: '${r.key}' was begun with no recorded outcome; verify whether it happened before repeating it`,
+      }[r.decision];
+      c.out(human, r);
+    },
+  },
+  'effect end': {
+    summary: 'record a side effect’s outcome',
+    usage: 'waypoint effect end --task ID --key K (--ok [--result JSON] | --error MSG) [--by person]',
+    options: { task: s('t'), key: s(), ok: b, result: s(), error: s(), by: s(), 'idempotency-key': s() },
+    async run(c) {
+      const ok = c.values.ok === true;
+      const error = optional(c.values, 'error');
+      if (ok === (error !== undefined)) throw new UsageError('Give exactly one of --ok or --error MSG.');
+      const by = optional(c.values, 'by');
+      if (by !== undefined && by !== 'agent' && by !== 'person') throw new UsageError("--by must be 'agent' or 'person'.");
+      const r = await (await c.engine()).endSideEffect({
+        taskId: required(c.values, 'task'),
+        key: required(c.values, 'key'),
+        ok,
+        result: jsonOption(c.values, 'result'),
+        error,
+        by: by as 'agent' | 'person' | undefined,
+        idempotencyKey: optional(c.values, 'idempotency-key'),
+        owner: owner(c.values),
+      });
+      c.out(`Side effect '${r.key}' is ${r.state}`, r);
+    },
+  },
+  'resume-context': {
+    summary: 'print what an agent needs to continue a task (JSON with --json, else Markdown)',
+    usage: 'waypoint resume-context --task ID',
+    options: { task: s('t') },
+    async run(c) {
+      const ctx = await (await c.engine()).resumeContext(required(c.values, 'task'));
+      c.out(ctx.markdown, ctx);
+    },
+  },
+  events: {
+    summary: 'print the event log',
+    usage: 'waypoint events [--task ID] [--after SEQ] [--limit N]',
+    options: { task: s('t'), after: s(), limit: s() },
+    async run(c) {
+      const events = (await c.engine()).events({ taskId: optional(c.values, 'task'), afterSeq: intOption(c.values, 'after'), limit: intOption(c.values, 'limit') });
+      c.out(
+        events.map((e) => `${String(e.seq).padStart(6)} ${new Date(e.ts).toISOString()} ${e.type.padEnd(22)} ${e.taskId ?? ''} ${JSON.stringify(e.data)}`).join('\n') || '(no events)',
+        events,
+      );
+    },
+  },
+  verify: {
+    summary: 'prove the projections equal a rebuild from the events (--rebuild rewrites them)',
+    usage: 'waypoint verify [--rebuild]',
+    options: { rebuild: b },
+    async run(c) {
+      const e = await c.engine();
+      if (c.values.rebuild) await e.rebuild();
+      const r = await e.verify();
+      const human = r.ok
+        ? `ok: ${r.events} events; every projection equals its rebuild from the events${c.values.rebuild ? ' (rebuilt)' : ''}`
+        : `MISMATCH: ${r.differences.map((d) => `${d.table} (live ${d.live} rows, rebuilt ${d.rebuilt})`).join(', ')}`;
+      c.out(human, { ...r, rebuilt: c.values.rebuild === true });
+      if (!r.ok) throw new WaypointError('corrupt', 'Projections differ from a rebuild; run `waypoint verify --rebuild` to repair them.');
+    },
+  },
+};
+
+function helpText(): string {
+  const names = Object.keys(COMMANDS);
+  const w = Math.max(...names.map((n) => n.length));
+  return [
+    'waypoint — durable records of AI agent tasks',
+    '',
+    'Usage: waypoint <command> [options] [--workspace DIR] [--json]',
+    '',
+    ...names.map((n) => `  ${n.padEnd(w)}  ${COMMANDS[n].summary}`),
+    '',
+    'Exit codes: 0 ok, 1 refused (reason on stderr), 2 usage.',
+  ].join('\n');
+}
+
+/** Global options may come before the command words (`waypoint --workspace X task start …`). */
+const GLOBAL_WITH_VALUE = new Set(['--workspace', '-w', '--lock-wait', '--owner']);
+
+function commandWords(argv: string[]): number[] {
+  const words: number[] = [];
+  for (let i = 0; i < argv.length && words.length < 2; i++) {
+    const a = argv[i];
+    if (GLOBAL_WITH_VALUE.has(a)) i++;
+    else if (!a.startsWith('-')) words.push(i);
+  }
+  return words;
+}
+
+function resolveCommand(argv: string[]): { name: string; rest: string[] } | null {
+  const words = commandWords(argv);
+  const pick = (idx: number[]) => ({ name: idx.map((i) => argv[i]).join(' '), rest: argv.filter((_, i) => !idx.includes(i)) });
+  if (words.length === 2 && words[1] === words[0] + 1 && COMMANDS[`${argv[words[0]]} ${argv[words[1]]}`]) return pick(words);
+  if (words.length >= 1 && COMMANDS[argv[words[0]]]) return pick([words[0]]);
+  return null;
+}
+
+export async function main(argv: string[], io = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+  const wantsJson = argv.includes('--json');
+  if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
+    io.stdout.write(helpText() + '\n');
+    return argv.length === 0 ? 2 : 0;
+  }
+  const found = resolveCommand(argv);
+  let engine: Engine | undefined;
+  try {
+    if (!found) throw new UsageError(`Unknown command '${commandWords(argv).map((i) => argv[i]).join(' ')}'. Run 'waypoint --help'.`);
+    const cmd = COMMANDS[found.name];
+    const values = parse(found.rest, cmd.options);
+    if (values.help) {
+      io.stdout.write(`${cmd.usage}\n\n${cmd.summary}\n`);
+      return 0;
+    }
+    const workspace = path.resolve(optional(values, 'workspace') ?? process.cwd());
+    if (!fs.existsSync(workspace) || !fs.statSync(workspace).isDirectory()) {
+      throw new WaypointError('invalid_input', `Workspace ${workspace} is not a directory.`);
+    }
+    const lockWait = intOption(values, 'lock-wait');
+    const log = new Logger((level, line) => {
+      if (level === 'warn' || level === 'error') io.stderr.write(`waypoint: ${line}\n`);
+    });
+    const ctx: Ctx = {
+      values,
+      json: values.json === true,
+      engine: async () => {
+        engine ??= await Engine.open({ workspace, log, store: { lock: { waitMs: lockWait ?? 2000 } } });
+        return engine;
+      },
+      out: (human, json) => io.stdout.write((values.json ? JSON.stringify(json, null, 2) : human) + '\n'),
+    };
+    await cmd.run(ctx);
+    return 0;
+  } catch (e) {
+    const usage = e instanceof UsageError;
+    const code = usage ? 'usage' : isWaypointError(e) ? e.code : 'internal';
+    const message = errorMessage(e);
+    io.stderr.write(`waypoint: ${message}\n`);
+    if (usage && found) io.stderr.write(`usage: ${COMMANDS[found.name].usage}\n`);
+    if (wantsJson) io.stdout.write(JSON.stringify({ error: { code, message } }) + '\n');
+    return usage ? 2 : 1;
+  } finally {
+    await engine?.close().catch((e) => io.stderr.write(`waypoint: closing the store failed: ${errorMessage(e)}\n`));
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (e) => {
+      process.stderr.write(`waypoint: ${errorMessage(e)}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,48 @@
+import type { CheckpointMeta, SideEffect, Step, Task } from '../core/model/schema';
+
+/** Human-readable renderings for the CLI (the --json output is the contract; this is for eyes). */
+
+export function age(ms: number, now = Date.now()): string {
+  const s = Math.max(0, Math.round((now - ms) / 1000));
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)}m ago`;
+  if (s < 86400) return `${Math.round(s / 3600)}h ago`;
+  return `${Math.round(s / 86400)}d ago`;
+}
+
+function pad(s: string, n: number): string {
+  return s.length >= n ? s : s + ' '.repeat(n - s.length);
+}
+
+export function tasksTable(tasks: Task[], progress: (t: Task) => string): string {
+  if (!tasks.length) return 'No tasks yet. Start one with: waypoint task start --goal "…"';
+  const rows = tasks.map((t) => [t.id, t.state, progress(t), age(t.updatedAt), t.title]);
+  const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i].length), ['TASK', 'STATE', 'STEPS', 'UPDATED'][i].length));
+  const head = ['TASK', 'STATE', 'STEPS', 'UPDATED', 'TITLE'];
+  return [head, ...rows].map((r) => r.map((c, i) => (i < 4 ? pad(c, widths[i]) : c)).join('  ')).join('\n');
+}
+
+export function taskDetail(d: { task: Task; steps: Step[]; checkpoints: CheckpointMeta[]; sideEffects: SideEffect[] }): string {
+  const { task } = d;
+  const out: string[] = [];
+  out.push(`${task.title}  [${task.state}]`);
+  out.push(`  id ${task.id} · attempt ${task.attempt}${task.agent ? ` · agent ${task.agent}` : ''} · started ${age(task.createdAt)}`);
+  out.push(`  goal: ${task.goal}`);
+  if (task.interruption) out.push(`  stopped: ${task.interruption.reason} (${task.interruption.class})`);
+  if (task.lease) out.push(`  lease: ${task.lease.owner}, expires ${new Date(task.lease.expiresAt).toISOString()}`);
+  out.push('', 'Steps:');
+  if (!d.steps.length) out.push('  (none)');
+  for (const s of d.steps) {
+    const deps = s.dependsOn.length ? ` ← ${s.dependsOn.join(', ')}` : '';
+    out.push(`  ${pad(s.status, 11)} ${s.id}  ${s.title}${deps}${s.attempts > 1 ? `  (${s.attempts} attempts)` : ''}`);
+    if (s.summary) out.push(`              ${s.summary}`);
+    if (s.error) out.push(`              error: ${s.error.message}${s.error.recoverable ? ` (recoverable, retry in ${s.error.backoffMs ?? 0} ms)` : ''}`);
+  }
+  if (d.sideEffects.length) {
+    out.push('', 'Side effects:');
+    for (const e of d.sideEffects) out.push(`  ${pad(e.status === 'in_doubt' ? 'IN DOUBT' : e.status, 11)} ${e.key}  ${e.kind}: ${e.description}`);
+  }
+  out.push('', `Checkpoints: ${d.checkpoints.length}`);
+  for (const c of d.checkpoints.slice(-10)) out.push(`  ${c.id}  ${pad(c.kind, 18)} ${c.stepId ?? ''} ${age(c.createdAt)}${c.label ? `  "${c.label}"` : ''}`);
+  return out.join('\n');
+}

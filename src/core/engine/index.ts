@@ -1,0 +1,5 @@
+export * from './engine';
+export * from './inputs';
+export * from './resumeContext';
+export * from './snapshotter';
+export { Queries } from './queries';

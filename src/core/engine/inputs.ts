@@ -1,0 +1,82 @@
+import { z } from 'zod';
+import { IdempotencyKey, Identifier, LeaseOwner, Plan } from '../model/schema';
+
+/**
+ * The engine's inputs, one zod schema per operation. Every surface (CLI, MCP,
+ * VS Code, webview) hands raw input to the engine, which parses it with these, so
+ * validation and its messages live in one place.
+ */
+const text = (max: number) => z.string().max(max, `must be at most ${max} characters`);
+const TaskId = z.string().min(1, 'must not be empty').max(64).regex(/^[A-Za-z0-9_.-]+$/, 'is not a task id');
+const Key = IdempotencyKey.optional();
+
+export const StartTaskInput = z.strictObject({
+  goal: text(10_000).min(1, 'must not be empty'),
+  title: text(200).optional(),
+  plan: Plan.optional(),
+  agent: text(100).optional(),
+  idempotencyKey: Key,
+  leaseTtlMs: z.number().int().min(1000, 'must be at least 1000 ms').max(7 * 24 * 3600 * 1000).optional(),
+  owner: LeaseOwner.optional(),
+});
+export type StartTaskInput = z.input<typeof StartTaskInput>;
+
+export const TaskRef = z.strictObject({ taskId: TaskId, idempotencyKey: Key, owner: LeaseOwner.optional() });
+
+export const RequestReviewInput = TaskRef.extend({ summary: text(10_000).optional() });
+export const CompleteTaskInput = TaskRef.extend({ summary: text(10_000).optional(), commit: z.string().regex(/^[0-9a-f]{7,64}$/, 'is not a commit hash').optional() });
+export const AbandonTaskInput = TaskRef.extend({ reason: text(2_000).optional() });
+export const SuspendTaskInput = TaskRef.extend({ reason: text(2_000).optional() });
+export const ResumeTaskInput = TaskRef.extend({ leaseTtlMs: StartTaskInput.shape.leaseTtlMs });
+export const ExtendPlanInput = TaskRef.extend({ plan: Plan.min(1, 'must hold at least one step') });
+
+export const StartStepInput = TaskRef.extend({
+  stepId: Identifier.optional(),
+  title: text(500).optional(),
+  inputs: z.unknown().optional(),
+  dependsOn: z.array(Identifier).max(256).optional(),
+  dirty: z.array(z.string().max(4096)).max(100_000).optional(),
+});
+export const CompleteStepInput = TaskRef.extend({
+  stepId: Identifier,
+  outputs: z.unknown().optional(),
+  summary: text(10_000).optional(),
+  dirty: z.array(z.string().max(4096)).max(100_000).optional(),
+});
+export const FailStepInput = TaskRef.extend({
+  stepId: Identifier,
+  error: text(10_000).min(1, 'must not be empty'),
+  recoverable: z.boolean(),
+});
+export const SkipStepInput = TaskRef.extend({ stepId: Identifier, reason: text(2_000).optional() });
+
+export const CheckpointInput = TaskRef.extend({
+  label: text(200).optional(),
+  kind: z.enum(['manual', 'auto', 'periodic']).optional(),
+  stepId: Identifier.optional(),
+  dirty: z.array(z.string().max(4096)).max(100_000).optional(),
+});
+
+export const SideEffectKey = z.string().min(1, 'must not be empty').max(256).regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces');
+export const BeginSideEffectInput = TaskRef.extend({
+  stepId: Identifier.optional(),
+  key: SideEffectKey,
+  kind: text(100).min(1, 'must not be empty'),
+  description: text(2_000).min(1, 'must not be empty'),
+  args: z.unknown().optional(),
+});
+export const EndSideEffectInput = z
+  .strictObject({
+    taskId: TaskId,
+    key: SideEffectKey,
+    ok: z.boolean(),
+    result: z.unknown().optional(),
+    error: text(10_000).optional(),
+    idempotencyKey: Key,
+    owner: LeaseOwner.optional(),
+    /** A person settling an in-doubt effect, rather than the agent reporting its outcome. */
+    by: z.enum(['agent', 'person']).optional(),
+  })
+  .refine((v) => v.ok || (v.error !== undefined && v.error.length > 0), { message: 'a failed side effect needs an error message', path: ['error'] });
+
+export { TaskId };

@@ -1,0 +1,159 @@
+import type { Db } from '../store/db';
+import type { CheckpointMeta, Lease, SideEffect, Step, Task, TaskState } from '../model/schema';
+import { notFound } from '../model/errors';
+
+/** Read side of the engine: projection rows → model objects. */
+
+const parse = (v: unknown): unknown => (v === null || v === undefined ? null : JSON.parse(String(v)));
+
+function toLease(r: Record<string, unknown> | undefined): Lease | null {
+  if (!r) return null;
+  return {
+    owner: String(r.owner),
+    pid: r.pid == null ? null : Number(r.pid),
+    host: (r.host as string | null) ?? null,
+    ttlMs: Number(r.ttl_ms),
+    heartbeatAt: Number(r.heartbeat_at),
+    expiresAt: Number(r.expires_at),
+  };
+}
+
+export function toTask(r: Record<string, unknown>, lease: Record<string, unknown> | undefined): Task {
+  return {
+    id: String(r.id),
+    title: String(r.title),
+    goal: String(r.goal),
+    agent: (r.agent as string | null) ?? null,
+    state: r.state as TaskState,
+    correlationId: String(r.correlation_id),
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
+    attempt: Number(r.attempt),
+    baseCheckpointId: (r.base_checkpoint_id as string | null) ?? null,
+    lastCheckpointId: (r.last_checkpoint_id as string | null) ?? null,
+    summary: (r.summary as string | null) ?? null,
+    commit: (r.commit_hash as string | null) ?? null,
+    interruption: parse(r.interruption) as Task['interruption'],
+    lease: toLease(lease),
+  };
+}
+
+export function toStep(r: Record<string, unknown>): Step {
+  return {
+    taskId: String(r.task_id),
+    id: String(r.id),
+    order: Number(r.ord),
+    title: String(r.title),
+    dependsOn: JSON.parse(String(r.depends_on)) as string[],
+    status: r.status as Step['status'],
+    attempts: Number(r.attempts),
+    inputs: parse(r.inputs),
+    outputs: parse(r.outputs),
+    summary: (r.summary as string | null) ?? null,
+    error: parse(r.error) as Step['error'],
+    startedAt: r.started_at == null ? null : Number(r.started_at),
+    endedAt: r.ended_at == null ? null : Number(r.ended_at),
+    adhoc: Number(r.adhoc) === 1,
+    taskAttempt: r.task_attempt == null ? null : Number(r.task_attempt),
+  };
+}
+
+export function toCheckpoint(r: Record<string, unknown>): CheckpointMeta {
+  return {
+    id: String(r.id),
+    taskId: (r.task_id as string | null) ?? null,
+    stepId: (r.step_id as string | null) ?? null,
+    kind: r.kind as CheckpointMeta['kind'],
+    label: (r.label as string | null) ?? null,
+    parentId: (r.parent_id as string | null) ?? null,
+    createdAt: Number(r.created_at),
+    manifestRef: (r.manifest_ref as string | null) ?? null,
+    files: Number(r.files),
+    filesChanged: Number(r.files_changed),
+    bytes: Number(r.bytes ?? 0),
+  };
+}
+
+export function toSideEffect(r: Record<string, unknown>): SideEffect {
+  return {
+    taskId: String(r.task_id),
+    key: String(r.key),
+    stepId: (r.step_id as string | null) ?? null,
+    kind: String(r.kind),
+    description: String(r.description),
+    args: parse(r.args),
+    status: r.status as SideEffect['status'],
+    result: parse(r.result),
+    error: (r.error as string | null) ?? null,
+    attempts: Number(r.attempts),
+    intentAt: Number(r.intent_at),
+    endedAt: r.ended_at == null ? null : Number(r.ended_at),
+    resolvedBy: (r.resolved_by as SideEffect['resolvedBy']) ?? null,
+  };
+}
+
+export class Queries {
+  constructor(private readonly db: () => Db) {}
+
+  findTask(id: string): Task | null {
+    const r = this.db().get('SELECT * FROM tasks WHERE id = ?', [id]);
+    if (!r) return null;
+    return toTask(r, this.db().get('SELECT * FROM leases WHERE task_id = ?', [id]));
+  }
+
+  task(id: string): Task {
+    const t = this.findTask(id);
+    if (!t) throw notFound('task', id);
+    return t;
+  }
+
+  tasks(filter: { states?: readonly TaskState[]; limit?: number } = {}): Task[] {
+    const leases = new Map(this.db().all('SELECT * FROM leases').map((l) => [String(l.task_id), l]));
+    const states = filter.states?.length ? `WHERE state IN (${filter.states.map(() => '?').join(',')})` : '';
+    return this.db()
+      .all(`SELECT * FROM tasks ${states} ORDER BY updated_at DESC, id LIMIT ?`, [...(filter.states ?? []), filter.limit ?? -1])
+      .map((r) => toTask(r, leases.get(String(r.id))));
+  }
+
+  steps(taskId: string): Step[] {
+    return this.db().all('SELECT * FROM steps WHERE task_id = ? ORDER BY ord', [taskId]).map(toStep);
+  }
+
+  step(taskId: string, stepId: string): Step | null {
+    const r = this.db().get('SELECT * FROM steps WHERE task_id = ? AND id = ?', [taskId, stepId]);
+    return r ? toStep(r) : null;
+  }
+
+  checkpoints(taskId?: string): CheckpointMeta[] {
+    const rows = taskId
+      ? this.db().all('SELECT * FROM checkpoints WHERE task_id = ? ORDER BY created_at, rowid', [taskId])
+      : this.db().all('SELECT * FROM checkpoints ORDER BY created_at, rowid');
+    return rows.map(toCheckpoint);
+  }
+
+  checkpoint(id: string): CheckpointMeta | null {
+    const r = this.db().get('SELECT * FROM checkpoints WHERE id = ?', [id]);
+    return r ? toCheckpoint(r) : null;
+  }
+
+  sideEffects(taskId: string): SideEffect[] {
+    return this.db().all('SELECT * FROM side_effects WHERE task_id = ? ORDER BY intent_at, key', [taskId]).map(toSideEffect);
+  }
+
+  sideEffect(taskId: string, key: string): SideEffect | null {
+    const r = this.db().get('SELECT * FROM side_effects WHERE task_id = ? AND key = ?', [taskId, key]);
+    return r ? toSideEffect(r) : null;
+  }
+
+  idempotent(key: string): { op: string; seq: number; result: unknown } | null {
+    const r = this.db().get<{ op: string; seq: number; result: string | null }>('SELECT op, seq, result FROM idempotency WHERE key = ?', [key]);
+    return r ? { op: r.op, seq: Number(r.seq), result: r.result == null ? null : JSON.parse(r.result) } : null;
+  }
+
+  eventCount(taskId?: string): number {
+    const r = taskId
+      ? this.db().get<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE task_id = ?', [taskId])
+      : this.db().get<{ n: number }>('SELECT COUNT(*) AS n FROM events');
+    return Number(r?.n ?? 0);
+  }
+}

@@ -1,0 +1,176 @@
+import { nextReadySteps } from '../model/plan';
+import { SCHEMA_VERSION, type CheckpointMeta, type SideEffect, type Step, type Task } from '../model/schema';
+
+/**
+ * The resume context: everything an agent needs to continue a task without
+ * guessing what already happened (seed 003's "precise resume context"). The JSON
+ * is the contract; the Markdown is rendered from it and can be handed to an agent
+ * as is.
+ */
+export interface DriftInfo {
+  since: string | null;
+  files: { path: string; status: string }[];
+}
+
+export interface ResumeContext {
+  schemaVersion: number;
+  task: {
+    id: string;
+    title: string;
+    goal: string;
+    state: Task['state'];
+    agent: string | null;
+    attempt: number;
+    correlationId: string;
+    createdAt: string;
+    interruption: Task['interruption'];
+  };
+  plan: {
+    id: string;
+    title: string;
+    status: Step['status'];
+    dependsOn: string[];
+    attempts: number;
+    outputs: unknown;
+    summary: string | null;
+    error: Step['error'];
+  }[];
+  interruptedStep: { id: string; title: string; status: Step['status']; attempts: number; inputs: unknown; error: Step['error'] } | null;
+  sideEffects: {
+    done: SideEffectBrief[];
+    failed: SideEffectBrief[];
+    inDoubt: SideEffectBrief[];
+  };
+  nextSteps: { id: string; title: string; dependsOn: string[] }[];
+  lastCheckpoint: { id: string; kind: CheckpointMeta['kind']; stepId: string | null; createdAt: string; files: number } | null;
+  drift: DriftInfo | null;
+  markdown: string;
+}
+
+interface SideEffectBrief {
+  key: string;
+  kind: string;
+  description: string;
+  stepId: string | null;
+  args: unknown;
+  result?: unknown;
+  error?: string | null;
+}
+
+function brief(s: SideEffect): SideEffectBrief {
+  return {
+    key: s.key,
+    kind: s.kind,
+    description: s.description,
+    stepId: s.stepId,
+    args: s.args,
+    ...(s.status === 'done' ? { result: s.result } : {}),
+    ...(s.status === 'failed' ? { error: s.error } : {}),
+  };
+}
+
+export function buildResumeContext(task: Task, steps: Step[], effects: SideEffect[], lastCheckpoint: CheckpointMeta | null, drift: DriftInfo | null): ResumeContext {
+  const interrupted =
+    steps.find((s) => s.status === 'in_progress') ??
+    (task.interruption?.stepId ? steps.find((s) => s.id === task.interruption!.stepId) : undefined) ??
+    steps.filter((s) => s.status === 'failed').sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))[0] ??
+    null;
+  const ctx: Omit<ResumeContext, 'markdown'> = {
+    schemaVersion: SCHEMA_VERSION,
+    task: {
+      id: task.id,
+      title: task.title,
+      goal: task.goal,
+      state: task.state,
+      agent: task.agent,
+      attempt: task.attempt,
+      correlationId: task.correlationId,
+      createdAt: new Date(task.createdAt).toISOString(),
+      interruption: task.interruption,
+    },
+    plan: steps.map((s) => ({
+      id: s.id,
+      title: s.title,
+      status: s.status,
+      dependsOn: s.dependsOn,
+      attempts: s.attempts,
+      outputs: s.outputs,
+      summary: s.summary,
+      error: s.error,
+    })),
+    interruptedStep: interrupted
+      ? { id: interrupted.id, title: interrupted.title, status: interrupted.status, attempts: interrupted.attempts, inputs: interrupted.inputs, error: interrupted.error }
+      : null,
+    sideEffects: {
+      done: effects.filter((e) => e.status === 'done').map(brief),
+      failed: effects.filter((e) => e.status === 'failed').map(brief),
+      // An open intent is in doubt for whoever resumes: nobody can say whether it ran.
+      inDoubt: effects.filter((e) => e.status === 'in_doubt' || e.status === 'intent').map(brief),
+    },
+    nextSteps: nextReadySteps(steps).map((s) => ({ id: s.id, title: s.title, dependsOn: s.dependsOn })),
+    lastCheckpoint: lastCheckpoint
+      ? { id: lastCheckpoint.id, kind: lastCheckpoint.kind, stepId: lastCheckpoint.stepId, createdAt: new Date(lastCheckpoint.createdAt).toISOString(), files: lastCheckpoint.files }
+      : null,
+    drift,
+  };
+  return { ...ctx, markdown: renderMarkdown(ctx) };
+}
+
+const STATUS_MARK: Record<Step['status'], string> = {
+  completed: '[x]',
+  in_progress: '[~]',
+  failed: '[!]',
+  pending: '[ ]',
+  skipped: '[-]',
+  abandoned: '[-]',
+};
+
+function short(v: unknown, max = 400): string {
+  const s = typeof v === 'string' ? v : JSON.stringify(v);
+  if (s === undefined || s === 'null') return '';
+  return s.length > max ? `${s.slice(0, max)}… (${s.length} chars)` : s;
+}
+
+export function renderMarkdown(c: Omit<ResumeContext, 'markdown'>): string {
+  const out: string[] = [];
+  out.push(`# Resume task: ${c.task.title}`, '');
+  out.push(`You are resuming a task that was ${c.task.state === 'running' ? 'running' : c.task.state}. Continue from where it stopped; do not redo completed steps.`, '');
+  out.push(`**Goal:** ${c.task.goal}`, '');
+  out.push(`Task \`${c.task.id}\` · attempt ${c.task.attempt}${c.task.agent ? ` · agent ${c.task.agent}` : ''}`);
+  if (c.task.interruption) out.push(`Stopped because: ${c.task.interruption.reason} (${c.task.interruption.class.replace('_', ' ')}).`);
+  out.push('', '## Plan', '');
+  for (const s of c.plan) {
+    const deps = s.dependsOn.length ? ` (after ${s.dependsOn.join(', ')})` : '';
+    out.push(`- ${STATUS_MARK[s.status]} \`${s.id}\` ${s.title}${deps} — ${s.status}${s.attempts > 1 ? `, ${s.attempts} attempts` : ''}`);
+    if (s.summary) out.push(`  - summary: ${short(s.summary)}`);
+    const outputs = short(s.outputs);
+    if (outputs) out.push(`  - outputs: ${outputs}`);
+    if (s.error) out.push(`  - error: ${short(s.error.message)}${s.error.recoverable ? ' (recoverable)' : ''}`);
+  }
+  if (c.interruptedStep) {
+    out.push('', '## Interrupted step', '');
+    out.push(`\`${c.interruptedStep.id}\` ${c.interruptedStep.title} was ${c.interruptedStep.status} (attempt ${c.interruptedStep.attempts}).`);
+    const inputs = short(c.interruptedStep.inputs);
+    if (inputs) out.push(`Inputs: ${inputs}`);
+    if (c.interruptedStep.error) out.push(`Error: ${c.interruptedStep.error.message}`);
+    out.push('Check the workspace for partial edits from this step before redoing it.');
+  }
+  const { done, failed, inDoubt } = c.sideEffects;
+  if (done.length || failed.length || inDoubt.length) {
+    out.push('', '## Side effects', '');
+    for (const e of done) out.push(`- done: \`${e.key}\` (${e.kind}) ${e.description}${short(e.result) ? ` → ${short(e.result, 200)}` : ''} — do NOT repeat`);
+    for (const e of failed) out.push(`- failed: \`${e.key}\` (${e.kind}) ${e.description}: ${e.error ?? ''}`);
+    for (const e of inDoubt)
+      out.push(`- IN DOUBT: \`${e.key}\` (${e.kind}) ${e.description} — it may or may not have happened; verify its effect before repeating it, then report the outcome`);
+  }
+  if (c.drift && c.drift.files.length) {
+    out.push('', '## Changes made outside the task since the last checkpoint', '');
+    for (const f of c.drift.files.slice(0, 50)) out.push(`- ${f.status}: ${f.path}`);
+    if (c.drift.files.length > 50) out.push(`- … and ${c.drift.files.length - 50} more`);
+  }
+  out.push('', '## Next', '');
+  if (c.nextSteps.length) for (const s of c.nextSteps) out.push(`- \`${s.id}\` ${s.title}`);
+  else out.push(c.interruptedStep ? `- Finish \`${c.interruptedStep.id}\` first.` : '- No plan step is ready; decide the next step from the goal, or complete the task.');
+  if (c.lastCheckpoint) out.push('', `Last checkpoint: \`${c.lastCheckpoint.id}\` (${c.lastCheckpoint.kind}, ${c.lastCheckpoint.createdAt}).`);
+  return out.join('\n') + '\n';
+}

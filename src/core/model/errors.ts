@@ -1,0 +1,39 @@
+/**
+ * Every refusal Waypoint makes is a WaypointError with a machine-readable code and a
+ * message a person can act on. Surfaces map codes to their own conventions (CLI exit
+ * codes, MCP tool errors, VS Code notifications) in one place each.
+ */
+export type WaypointErrorCode =
+  | 'invalid_input' // malformed arguments, schema violations
+  | 'not_found' // unknown task, step, checkpoint, side effect
+  | 'illegal_transition' // a state machine refused the move
+  | 'conflict' // an idempotency key reused for a different operation, a plan cycle…
+  | 'locked' // another process owns the store
+  | 'corrupt' // a file on disk failed validation
+  | 'unsafe_path' // a path that would leave the workspace
+  | 'io'; // the disk refused
+
+export class WaypointError extends Error {
+  constructor(
+    readonly code: WaypointErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'WaypointError';
+  }
+}
+
+export function isWaypointError(e: unknown): e is WaypointError {
+  return e instanceof WaypointError;
+}
+
+export function notFound(what: string, id: string): WaypointError {
+  return new WaypointError('not_found', `Unknown ${what} '${id}'.`, { what, id });
+}
+
+/** Readable text for any thrown value, for logs and surfaces. */
+export function errorMessage(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}

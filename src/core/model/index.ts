@@ -1,0 +1,5 @@
+export * from './errors';
+export * from './schema';
+export * from './stateMachine';
+export * from './plan';
+export * from './validate';

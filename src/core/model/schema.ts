@@ -1,0 +1,303 @@
+import { z } from 'zod';
+
+/**
+ * The shapes of everything Waypoint records. Everything read from disk or from a
+ * surface is parsed with these schemas, never cast.
+ *
+ * SCHEMA_VERSION is the version of the event format; the database schema has its
+ * own numbered migrations (store/migrations.ts). Events written by an older version
+ * are upcast on read (model/upcast.ts) so replay always sees the current shapes.
+ */
+export const SCHEMA_VERSION = 1;
+
+export const TASK_STATES = [
+  'pending',
+  'planning',
+  'running',
+  'waiting_tool',
+  'waiting_review',
+  'completed',
+  'interrupted',
+  'suspended',
+  'failed',
+  'abandoned',
+] as const;
+export const TaskState = z.enum(TASK_STATES);
+export type TaskState = z.infer<typeof TaskState>;
+
+export const STEP_STATUSES = ['pending', 'in_progress', 'completed', 'failed', 'skipped', 'abandoned'] as const;
+export const StepStatus = z.enum(STEP_STATUSES);
+export type StepStatus = z.infer<typeof StepStatus>;
+
+export const CHECKPOINT_KINDS = [
+  'task_base',
+  'step_start',
+  'step_end',
+  'before_side_effect',
+  'manual',
+  'auto',
+  'pre_rollback',
+  'periodic',
+] as const;
+export const CheckpointKind = z.enum(CHECKPOINT_KINDS);
+export type CheckpointKind = z.infer<typeof CheckpointKind>;
+
+/** Seed 003's interruption classes, kept visible in the data. */
+export const FailureClass = z.enum(['recoverable', 'unrecoverable', 'inconsistent_state']);
+export type FailureClass = z.infer<typeof FailureClass>;
+
+export const SideEffectStatus = z.enum(['intent', 'done', 'failed', 'in_doubt']);
+export type SideEffectStatus = z.infer<typeof SideEffectStatus>;
+
+/** Ids a person or an agent may choose (plan step ids, keys): short, printable, no path tricks. */
+export const Identifier = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(128, 'must be at most 128 characters')
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:\-/]*$/, 'may hold only letters, digits and . _ : - / and must start with a letter or digit');
+
+export const IdempotencyKey = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(256, 'must be at most 256 characters')
+  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces');
+
+/** Free text from agents (goals, titles, errors): bounded so one call cannot bloat the journal. */
+const Text = (max: number) => z.string().max(max, `must be at most ${max} characters`);
+
+/**
+ * Arbitrary JSON from agents (inputs, outputs, results). Bounded in size when
+ * serialised; see boundedJson.
+ */
+export const JsonValue: z.ZodType<unknown> = z.unknown();
+
+export const PlanItem = z.strictObject({
+  id: Identifier,
+  title: Text(500).min(1, 'must not be empty'),
+  dependsOn: z.array(Identifier).max(256).optional(),
+});
+export type PlanItem = z.infer<typeof PlanItem>;
+export const Plan = z.array(PlanItem).max(1000, 'a plan may hold at most 1000 steps');
+
+export const LeaseOwner = z.strictObject({
+  id: Text(200).min(1),
+  /** Set for owners that are long-lived processes (MCP sessions, the editor); an exited pid means the owner is gone. */
+  pid: z.number().int().positive().optional(),
+  host: Text(255).optional(),
+});
+export type LeaseOwner = z.infer<typeof LeaseOwner>;
+
+// ---------------------------------------------------------------------------
+// Projections as the engine returns them.
+
+export interface Task {
+  id: string;
+  title: string;
+  goal: string;
+  agent: string | null;
+  state: TaskState;
+  correlationId: string;
+  createdAt: number;
+  updatedAt: number;
+  /** Starts at 1; every resume begins a new attempt. */
+  attempt: number;
+  baseCheckpointId: string | null;
+  lastCheckpointId: string | null;
+  summary: string | null;
+  commit: string | null;
+  /** Why the task stopped being driven, when it is interrupted, suspended or failed. */
+  interruption: { reason: string; class: FailureClass; at: number; stepId: string | null; error?: string } | null;
+  lease: Lease | null;
+}
+
+export interface Lease {
+  owner: string;
+  pid: number | null;
+  host: string | null;
+  ttlMs: number;
+  heartbeatAt: number;
+  expiresAt: number;
+}
+
+export interface StepError {
+  message: string;
+  recoverable: boolean;
+  class: FailureClass;
+  attempt: number;
+  at: number;
+  /** Hint for the next retry (exponential, capped). */
+  backoffMs?: number;
+}
+
+export interface Step {
+  taskId: string;
+  id: string;
+  order: number;
+  title: string;
+  dependsOn: string[];
+  status: StepStatus;
+  attempts: number;
+  inputs: unknown;
+  outputs: unknown;
+  summary: string | null;
+  error: StepError | null;
+  startedAt: number | null;
+  endedAt: number | null;
+  /** Started without being in the plan (an agent's ad hoc step). */
+  adhoc: boolean;
+  /** The task attempt in which the step last started. */
+  taskAttempt: number | null;
+}
+
+export interface CheckpointMeta {
+  id: string;
+  taskId: string | null;
+  stepId: string | null;
+  kind: CheckpointKind;
+  label: string | null;
+  parentId: string | null;
+  createdAt: number;
+  /** Reference to the manifest object (the snapshot layer's), null for metadata-only checkpoints. */
+  manifestRef: string | null;
+  files: number;
+  filesChanged: number;
+  bytes: number;
+}
+
+export interface SideEffect {
+  taskId: string;
+  key: string;
+  stepId: string | null;
+  kind: string;
+  description: string;
+  args: unknown;
+  status: SideEffectStatus;
+  result: unknown;
+  error: string | null;
+  attempts: number;
+  intentAt: number;
+  endedAt: number | null;
+  resolvedBy: 'agent' | 'person' | null;
+}
+
+// ---------------------------------------------------------------------------
+// Events. Every change is one of these; projections are folds over them.
+
+const CheckpointData = z.strictObject({
+  checkpointId: z.string(),
+  kind: CheckpointKind,
+  stepId: z.string().nullable(),
+  label: z.string().nullable(),
+  parentId: z.string().nullable(),
+  manifestRef: z.string().nullable(),
+  files: z.number().int().nonnegative(),
+  filesChanged: z.number().int().nonnegative(),
+  bytes: z.number().int().nonnegative(),
+});
+export type CheckpointData = z.infer<typeof CheckpointData>;
+
+export const EventData = {
+  'task.started': z.strictObject({
+    goal: z.string(),
+    title: z.string(),
+    agent: z.string().nullable(),
+    plan: z.array(PlanItem),
+    owner: LeaseOwner,
+    leaseTtlMs: z.number().int().positive(),
+  }),
+  'task.plan_updated': z.strictObject({ added: z.array(PlanItem) }),
+  'task.review_requested': z.strictObject({ summary: z.string().nullable() }),
+  'task.completed': z.strictObject({ summary: z.string().nullable(), commit: z.string().nullable() }),
+  'task.abandoned': z.strictObject({ reason: z.string().nullable() }),
+  'task.failed': z.strictObject({ reason: z.string(), stepId: z.string().nullable(), class: FailureClass }),
+  'task.interrupted': z.strictObject({ reason: z.string(), class: FailureClass, stepId: z.string().nullable() }),
+  'task.suspended': z.strictObject({ reason: z.string().nullable() }),
+  'task.resumed': z.strictObject({ owner: LeaseOwner, leaseTtlMs: z.number().int().positive(), attempt: z.number().int() }),
+  'task.deleted': z.strictObject({}),
+  'lease.heartbeat': z.strictObject({}),
+  'step.started': z.strictObject({
+    stepId: z.string(),
+    title: z.string(),
+    attempt: z.number().int().positive(),
+    /** The task attempt this step attempt belongs to (a repeat within it is the same start). */
+    taskAttempt: z.number().int().positive(),
+    inputs: JsonValue,
+    adhoc: z.boolean(),
+    dependsOn: z.array(z.string()),
+  }),
+  'step.completed': z.strictObject({ stepId: z.string(), outputs: JsonValue, summary: z.string().nullable() }),
+  'step.failed': z.strictObject({
+    stepId: z.string(),
+    error: z.string(),
+    recoverable: z.boolean(),
+    class: FailureClass,
+    attempt: z.number().int(),
+    backoffMs: z.number().int().nonnegative().nullable(),
+  }),
+  'step.skipped': z.strictObject({ stepId: z.string(), reason: z.string().nullable() }),
+  'step.abandoned': z.strictObject({ stepId: z.string(), reason: z.string() }),
+  'checkpoint.created': CheckpointData,
+  'side_effect.intent': z.strictObject({
+    key: z.string(),
+    stepId: z.string().nullable(),
+    kind: z.string(),
+    description: z.string(),
+    args: JsonValue,
+    attempt: z.number().int().positive(),
+  }),
+  'side_effect.done': z.strictObject({ key: z.string(), result: JsonValue, by: z.enum(['agent', 'person']) }),
+  'side_effect.failed': z.strictObject({ key: z.string(), error: z.string(), by: z.enum(['agent', 'person']) }),
+  'rollback.started': z.strictObject({
+    rollbackId: z.string(),
+    targetCheckpointId: z.string(),
+    preRollbackCheckpointId: z.string(),
+    paths: z.array(z.string()).nullable(),
+    mode: z.enum(['all', 'agent-only']),
+    /** The exact plan to apply, so a crash half-way can be finished deterministically. */
+    planRef: z.string().nullable(),
+  }),
+  'rollback.done': z.strictObject({
+    rollbackId: z.string(),
+    outcome: z.enum(['applied', 'reverted', 'failed']),
+    filesWritten: z.number().int().nonnegative(),
+    filesRemoved: z.number().int().nonnegative(),
+    recovered: z.boolean(),
+    abandonedSteps: z.array(z.string()),
+    conflicts: z.array(z.string()),
+    note: z.string().nullable(),
+  }),
+} as const;
+
+export type EventType = keyof typeof EventData;
+export const EVENT_TYPES = Object.keys(EventData) as EventType[];
+export type EventDataOf<T extends EventType> = z.infer<(typeof EventData)[T]>;
+
+/** The envelope every event carries, on disk and in the events table. */
+export const EventEnvelope = z.strictObject({
+  seq: z.number().int().positive(),
+  ts: z.number().int().nonnegative(),
+  type: z.enum(EVENT_TYPES as [EventType, ...EventType[]]),
+  v: z.number().int().positive(),
+  taskId: z.string().nullable(),
+  corr: z.string().nullable(),
+  key: z.string(),
+  /** The lease owner on whose behalf the event was appended (renews that owner's lease). */
+  by: z.string().nullable(),
+  data: z.record(z.string(), z.unknown()),
+  /** On the first event of a call: the call's operation and result, returned again on a repeat. */
+  op: z.string().optional(),
+  result: z.unknown().optional(),
+});
+export type EventEnvelope = z.infer<typeof EventEnvelope>;
+
+export interface WaypointEvent<T extends EventType = EventType> extends Omit<EventEnvelope, 'type' | 'data'> {
+  type: T;
+  data: EventDataOf<T>;
+}
+
+/** Validates an event's payload against its type's schema. */
+export function parseEvent(raw: unknown): WaypointEvent {
+  const env = EventEnvelope.parse(raw);
+  const data = EventData[env.type].parse(env.data);
+  return { ...env, data } as WaypointEvent;
+}

@@ -1,0 +1,521 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import type { Database, SqlJsStatic } from 'sql.js';
+import { WaypointError, errorMessage } from '../model/errors';
+import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType, type EventDataOf } from '../model/schema';
+import { Logger, silentLogger } from '../log';
+import { Db } from './db';
+import { fsyncDir, sweepTempFiles } from './fsutil';
+import { JournalWriter, decodeSegment, encodeRecord, listSegments, segmentBase, segmentName, type SegmentHeader } from './journal';
+import { DB_VERSION, dbVersion, migrate } from './migrations';
+import { OwnerLock, type AcquireOptions } from './ownerLock';
+import { clearProjections, dumpProjections, insertEvent, project } from './projections';
+import { loadSqlJs } from './sqlite';
+import { upcast } from './upcast';
+
+/**
+ * The event store: one per workspace, in `.waypoint/`.
+ *
+ *   waypoint.db           sql.js database: events + projections (the newest generation)
+ *   waypoint.db.prev      the previous generation, a fallback if the newest will not open
+ *   journal-N.wal         journal segments holding every event since the previous generation
+ *   owner.lock            which process owns the store
+ *
+ * A commit applies its events to the in-memory database synchronously (so the
+ * next caller validates against them) and resolves once the journal record is
+ * fdatasync'd; only then is the caller answered. The database is exported
+ * atomically when the journal passes a threshold and on close. Segments are kept
+ * back to the previous generation, so falling back to `waypoint.db.prev` loses
+ * nothing.
+ */
+export interface NewEvent<T extends EventType = EventType> {
+  type: T;
+  taskId: string | null;
+  corr: string | null;
+  key: string;
+  by: string | null;
+  data: EventDataOf<T>;
+  op?: string;
+  result?: unknown;
+}
+
+export interface StoreOptions {
+  /** The `.waypoint` directory. */
+  dir: string;
+  log?: Logger;
+  lock?: AcquireOptions;
+  /** Export the database when the current journal segment passes this many bytes. */
+  exportThresholdBytes?: number;
+  clock?: () => number;
+}
+
+export interface OpenReport {
+  warnings: string[];
+  replayed: number;
+  droppedTornBytes: number;
+  source: 'new' | 'db' | 'prev' | 'journal';
+  migratedFrom: number | null;
+  ms: number;
+}
+
+const DB_FILE = 'waypoint.db';
+const PREV_FILE = 'waypoint.db.prev';
+
+export class EventStore {
+  private writer!: JournalWriter;
+  private rotating: Promise<void> | null = null;
+  private exporting: Promise<void> | null = null;
+  private pendingDurable = new Map<number, Promise<void>>();
+  private durableSeq = 0;
+  private seq = 0;
+  private closed = false;
+  /** lastSeq of the database generation on disk (the next export demotes it to prev). */
+  private diskGenerationSeq = 0;
+  private listeners = new Set<(events: readonly WaypointEvent[]) => void>();
+  readonly clock: () => number;
+  private readonly exportThreshold: number;
+  private readonly log: Logger;
+
+  private constructor(
+    readonly dir: string,
+    readonly db: Db,
+    readonly storeId: string,
+    readonly lock: OwnerLock,
+    readonly report: OpenReport,
+    opts: StoreOptions,
+  ) {
+    this.clock = opts.clock ?? Date.now;
+    this.exportThreshold = opts.exportThresholdBytes ?? 8 * 1024 * 1024;
+    this.log = (opts.log ?? silentLogger).child('store');
+  }
+
+  get lastSeq(): number {
+    return this.seq;
+  }
+
+  static async open(opts: StoreOptions): Promise<EventStore> {
+    const t0 = performance.now();
+    const log = (opts.log ?? silentLogger).child('store');
+    const dir = opts.dir;
+    ensureStoreDir(dir);
+    const lock = await OwnerLock.acquire(dir, opts.lock);
+    try {
+      const swept = sweepTempFiles(dir);
+      if (swept.length) log.info(`removed ${swept.length} temp file(s) left by an interrupted write`);
+      const SQL = await loadSqlJs();
+      const warnings: string[] = [];
+      const loaded = loadGenerations(SQL, dir, warnings, log);
+      const { db, storeId, source, generationSeq } = loaded;
+      const mig = migrate(db);
+      if (mig.rebuild) rebuildInPlace(db);
+      let seq = Number(db.get<{ m: number | null }>('SELECT MAX(seq) AS m FROM events')?.m ?? 0);
+      // Rebuilt from a journal whose early segments are gone: start where it starts (warned above).
+      if (source === 'journal' && loaded.journalEvents.length) seq = Math.max(seq, loaded.journalEvents[0].seq - 1);
+      let replayed = 0;
+      for (const e of loaded.journalEvents) {
+        if (e.seq <= seq) continue;
+        if (e.seq !== seq + 1) {
+          throw new WaypointError('corrupt', `Journal is missing events ${seq + 1}..${e.seq - 1}; refusing to open with a gap.`, { from: seq + 1, to: e.seq - 1 });
+        }
+        db.transaction(() => {
+          insertEvent(db, e);
+          project(db, e);
+        });
+        seq = e.seq;
+        replayed++;
+      }
+      db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['storeId', storeId]);
+      const report: OpenReport = {
+        warnings,
+        replayed,
+        droppedTornBytes: loaded.tornBytes,
+        source,
+        migratedFrom: mig.from !== mig.to && mig.from > 0 ? mig.from : null,
+        ms: 0,
+      };
+      const store = new EventStore(dir, db, storeId, lock, report, opts);
+      store.seq = seq;
+      store.durableSeq = seq;
+      store.diskGenerationSeq = generationSeq;
+      // Append after the last valid record of the newest segment (its torn tail is truncated),
+      // or start a segment right after the database when there is none.
+      const last = loaded.segments[loaded.segments.length - 1];
+      const header: SegmentHeader = { kind: 'header', storeId, baseSeq: last ? last.baseSeq : seq + 1, v: SCHEMA_VERSION };
+      store.writer = await JournalWriter.open(last ? last.file : path.join(dir, segmentName(seq + 1)), header, last ? last.validBytes : 0);
+      if (loaded.tornBytes) log.warn(`dropped a torn journal tail of ${loaded.tornBytes} byte(s) (never acknowledged)`);
+      for (const w of warnings) log.warn(w);
+      report.ms = performance.now() - t0;
+      log.info(`opened ${dir} from ${source}: ${seq} events, ${replayed} replayed from the journal in ${report.ms.toFixed(1)} ms`);
+      return store;
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
+  }
+
+  /** Subscribe to committed events (called once they are durable). */
+  onDidCommit(listener: (events: readonly WaypointEvent[]) => void): { dispose(): void } {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  /**
+   * Applies events atomically and appends them as one journal record. Returns the
+   * sequenced events at once and a promise that settles when they are durable;
+   * callers must not report success before it resolves.
+   */
+  commit(batch: readonly NewEvent[]): { events: WaypointEvent[]; durable: Promise<void> } {
+    this.assertWritable();
+    if (batch.length === 0) return { events: [], durable: Promise.resolve() };
+    const ts = this.clock();
+    const events = batch.map((b, i) =>
+      parseEvent({
+        seq: this.seq + 1 + i,
+        ts,
+        type: b.type,
+        v: SCHEMA_VERSION,
+        taskId: b.taskId,
+        corr: b.corr,
+        key: b.key,
+        by: b.by,
+        data: b.data as Record<string, unknown>,
+        ...(b.op !== undefined ? { op: b.op, result: b.result ?? null } : {}),
+      }),
+    );
+    this.db.transaction(() => {
+      for (const e of events) {
+        insertEvent(this.db, e);
+        project(this.db, e);
+      }
+    });
+    this.seq += events.length;
+    const last = this.seq;
+    const record = encodeRecord({ kind: 'batch', events });
+    const append = this.rotating ? this.rotating.then(() => this.writer.append(record)) : this.writer.append(record);
+    const durable = append.then(() => {
+      this.durableSeq = Math.max(this.durableSeq, last);
+      this.pendingDurable.delete(last);
+      for (const l of this.listeners) {
+        try {
+          l(events);
+        } catch (e) {
+          this.log.error(`change listener failed: ${errorMessage(e)}`);
+        }
+      }
+      this.maybeExport();
+    });
+    this.pendingDurable.set(last, durable);
+    // A failed append has poisoned the writer; the caller sees the rejection via `durable`.
+    durable.catch(() => undefined);
+    return { events, durable };
+  }
+
+  /** Resolves once the event with this seq is durable (for answering a repeated call). */
+  async waitDurable(seq: number): Promise<void> {
+    if (seq <= this.durableSeq) return;
+    const pending = [...this.pendingDurable.entries()].filter(([s]) => s >= seq).sort((a, b) => a[0] - b[0])[0];
+    if (pending) await pending[1];
+  }
+
+  events(filter: { taskId?: string; afterSeq?: number; limit?: number } = {}): WaypointEvent[] {
+    const rows = this.db.all<Record<string, unknown>>(
+      `SELECT * FROM events WHERE seq > ? ${filter.taskId ? 'AND task_id = ?' : ''} ORDER BY seq LIMIT ?`,
+      filter.taskId ? [filter.afterSeq ?? 0, filter.taskId, filter.limit ?? -1] : [filter.afterSeq ?? 0, filter.limit ?? -1],
+    );
+    return rows.map(rowToEvent);
+  }
+
+  private maybeExport(): void {
+    if (this.closed || this.exporting || this.writer.sizeBytes < this.exportThreshold) return;
+    this.exportNow().catch((e) => this.log.error(`export failed (the journal still holds every event): ${errorMessage(e)}`));
+  }
+
+  /**
+   * Exports the database atomically and starts a new journal segment. Segments
+   * that only the previous-previous generation needed are removed.
+   */
+  exportNow(): Promise<void> {
+    this.exporting ??= this.doExport().finally(() => {
+      this.exporting = null;
+    });
+    return this.exporting;
+  }
+
+  private async doExport(): Promise<void> {
+    this.assertWritable();
+    await this.writer.idle();
+    if (this.writer.poisoned) throw this.writer.poisoned;
+    const t0 = performance.now();
+    // Synchronous from here to the rotation: the bytes hold exactly events 1..seq,
+    // and every later event goes to the new segment.
+    const seq = this.seq;
+    this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['prevGenerationSeq', String(this.diskGenerationSeq)]);
+    const bytes = this.db.export();
+    const old = this.writer;
+    this.rotating = (async () => {
+      await old.close();
+      this.writer = await JournalWriter.open(path.join(this.dir, segmentName(seq + 1)), { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION }, 0);
+    })();
+    try {
+      await this.rotating;
+    } finally {
+      this.rotating = null;
+    }
+    const dbFile = path.join(this.dir, DB_FILE);
+    const tmp = path.join(this.dir, `${DB_FILE}.wp-tmp-export`);
+    const fh = await fs.promises.open(tmp, 'w', 0o600);
+    try {
+      await fh.writeFile(bytes);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    if (fs.existsSync(dbFile)) await fs.promises.rename(dbFile, path.join(this.dir, PREV_FILE));
+    await fs.promises.rename(tmp, dbFile);
+    await fsyncDir(this.dir);
+    const prevSeq = this.diskGenerationSeq;
+    this.diskGenerationSeq = seq;
+    // Keep every segment holding events after the previous generation (now waypoint.db.prev).
+    const segs = listSegments(this.dir);
+    let removed = 0;
+    for (let i = 0; i + 1 < segs.length; i++) {
+      const nextBase = segmentBase(path.basename(segs[i + 1]));
+      if (nextBase - 1 <= prevSeq) {
+        await fs.promises.rm(segs[i], { force: true });
+        removed++;
+      }
+    }
+    if (removed) await fsyncDir(this.dir);
+    this.log.info(`exported ${bytes.length} bytes at seq ${seq} in ${(performance.now() - t0).toFixed(1)} ms; removed ${removed} old segment(s)`);
+  }
+
+  /** Rebuilds every projection from the events alone, in place. */
+  rebuild(): void {
+    this.assertWritable();
+    rebuildInPlace(this.db);
+  }
+
+  /**
+   * Rebuilds the projections from the events into a scratch database and compares
+   * them with the live tables. Returns the tables that differ.
+   */
+  async verify(): Promise<{ ok: boolean; events: number; differences: { table: string; live: number; rebuilt: number; firstDiff: string | null }[] }> {
+    const SQL = await loadSqlJs();
+    const scratch = new Db(new SQL.Database());
+    try {
+      migrate(scratch);
+      const events = this.events();
+      scratch.transaction(() => {
+        for (const e of events) {
+          insertEvent(scratch, e);
+          project(scratch, e);
+        }
+      });
+      const live = dumpProjections(this.db);
+      const rebuilt = dumpProjections(scratch);
+      const differences = Object.keys(live)
+        .map((table) => {
+          const a = live[table];
+          const b = rebuilt[table];
+          const i = a.findIndex((row, k) => row !== b[k]);
+          const firstDiff = i >= 0 ? a[i] : b.length > a.length ? b[a.length] : null;
+          return { table, live: a.length, rebuilt: b.length, firstDiff: a.length === b.length && i < 0 ? null : firstDiff };
+        })
+        .filter((d) => d.live !== d.rebuilt || d.firstDiff !== null);
+      return { ok: differences.length === 0, events: events.length, differences };
+    } finally {
+      scratch.close();
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    try {
+      if (!this.writer.poisoned) {
+        await this.exporting;
+        await this.writer.idle();
+        // Export on close only when the journal holds something the database file lacks.
+        if (this.seq > this.diskGenerationSeq) await this.exportNow();
+      }
+    } finally {
+      this.closed = true;
+      await this.writer.close().catch(() => undefined);
+      this.db.close();
+      this.lock.release();
+      this.listeners.clear();
+    }
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  private assertWritable(): void {
+    if (this.closed) throw new WaypointError('io', 'The store is closed.');
+    if (this.writer?.poisoned) throw this.writer.poisoned;
+  }
+}
+
+export function rowToEvent(r: Record<string, unknown>): WaypointEvent {
+  return {
+    seq: Number(r.seq),
+    ts: Number(r.ts),
+    type: r.type as EventType,
+    v: Number(r.v),
+    taskId: (r.task_id as string | null) ?? null,
+    corr: (r.corr as string | null) ?? null,
+    key: String(r.key),
+    by: (r.by as string | null) ?? null,
+    data: JSON.parse(String(r.data)),
+    ...(r.op ? { op: String(r.op), result: r.result == null ? null : JSON.parse(String(r.result)) } : {}),
+  } as WaypointEvent;
+}
+
+function ensureStoreDir(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true });
+  const gi = path.join(dir, '.gitignore');
+  // Nothing in the store is ever committed by accident.
+  if (!fs.existsSync(gi)) fs.writeFileSync(gi, '*\n');
+}
+
+function rebuildInPlace(db: Db): void {
+  db.transaction(() => {
+    clearProjections(db);
+    const rows = db.all<Record<string, unknown>>('SELECT * FROM events ORDER BY seq');
+    for (const r of rows) project(db, rowToEvent(r));
+  });
+}
+
+interface Loaded {
+  db: Db;
+  storeId: string;
+  source: OpenReport['source'];
+  generationSeq: number;
+  journalEvents: WaypointEvent[];
+  segments: { file: string; baseSeq: number; validBytes: number }[];
+  tornBytes: number;
+}
+
+/**
+ * Reads the journal, then picks the newest database generation that opens and
+ * matches it; a database that matches neither is moved aside (never deleted) and
+ * the store is rebuilt from the journal.
+ */
+function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log: Logger): Loaded {
+  const segFiles = listSegments(dir);
+  const segments: Loaded['segments'] = [];
+  const journalEvents: WaypointEvent[] = [];
+  let journalStoreId: string | null = null;
+  let tornBytes = 0;
+  segFiles.forEach((file, i) => {
+    const buf = fs.readFileSync(file);
+    const seg = decodeSegment(file, buf, i === segFiles.length - 1);
+    if (seg.header) {
+      if (journalStoreId && seg.header.storeId !== journalStoreId) {
+        throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} belongs to another store (${seg.header.storeId}).`);
+      }
+      journalStoreId = seg.header.storeId;
+    }
+    tornBytes += seg.tornBytes;
+    segments.push({ file, baseSeq: seg.baseSeq, validBytes: seg.validBytes });
+    for (const b of seg.batches) {
+      for (const raw of b.events) {
+        try {
+          journalEvents.push(parseEvent(upcast(raw)));
+        } catch (e) {
+          throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} holds an invalid event: ${errorMessage(e)}`);
+        }
+      }
+    }
+  });
+  journalEvents.sort((a, b) => a.seq - b.seq);
+  const firstJournalSeq = journalEvents.length ? journalEvents[0].seq : segments.length ? segments[0].baseSeq : 1;
+
+  const tryLoad = (file: string): { db: Db; storeId: string | null; lastSeq: number } | { error: string } | null => {
+    if (!fs.existsSync(file)) return null;
+    let raw: Database | undefined;
+    try {
+      const bytes = fs.readFileSync(file);
+      checkSqliteHeader(bytes);
+      raw = new SQL.Database(bytes);
+      const db = new Db(raw);
+      const version = dbVersion(db);
+      if (version > DB_VERSION) {
+        db.close();
+        throw new WaypointError('corrupt', `${path.basename(file)} was written by a newer Waypoint (database version ${version}; this one knows ${DB_VERSION}). Update Waypoint.`);
+      }
+      const storeId = db.get<{ v: string }>("SELECT v FROM meta WHERE k = 'storeId'")?.v ?? null;
+      const lastSeq = Number(db.get<{ m: number | null }>('SELECT MAX(seq) AS m FROM events')?.m ?? 0);
+      if (journalStoreId && storeId && storeId !== journalStoreId) {
+        db.close();
+        return { error: `${path.basename(file)} belongs to store ${storeId}, the journal to ${journalStoreId}` };
+      }
+      if (lastSeq + 1 < firstJournalSeq) {
+        db.close();
+        return { error: `${path.basename(file)} ends at event ${lastSeq} but the journal starts at ${firstJournalSeq}` };
+      }
+      return { db, storeId, lastSeq };
+    } catch (e) {
+      if (e instanceof WaypointError && e.message.includes('newer Waypoint')) throw e;
+      try {
+        raw?.close();
+      } catch {
+        // ignore
+      }
+      return { error: `${path.basename(file)} will not open: ${errorMessage(e)}` };
+    }
+  };
+
+  const dbFile = path.join(dir, DB_FILE);
+  const prevFile = path.join(dir, PREV_FILE);
+  const newest = tryLoad(dbFile);
+  if (newest && 'db' in newest) {
+    return { db: newest.db, storeId: newest.storeId ?? journalStoreId ?? randomUUID(), source: 'db', generationSeq: newest.lastSeq, journalEvents, segments, tornBytes };
+  }
+  const prev = tryLoad(prevFile);
+  if (prev && 'db' in prev) {
+    if (newest) warnings.push(`${newest.error}; fell back to the previous generation (waypoint.db.prev) and replayed the journal after it.`);
+    return { db: prev.db, storeId: prev.storeId ?? journalStoreId ?? randomUUID(), source: 'prev', generationSeq: prev.lastSeq, journalEvents, segments, tornBytes };
+  }
+  const db = new Db(new SQL.Database());
+  if (!newest && !prev && segments.length === 0) {
+    return { db, storeId: randomUUID(), source: 'new', generationSeq: 0, journalEvents, segments, tornBytes };
+  }
+  // Neither generation is usable: keep them for inspection and rebuild from the journal.
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  for (const [f, r] of [
+    [dbFile, newest],
+    [prevFile, prev],
+  ] as const) {
+    if (r && 'error' in r) {
+      const aside = `${f}.broken-${stamp}`;
+      fs.renameSync(f, aside);
+      warnings.push(`${r.error}; moved it aside to ${path.basename(aside)}.`);
+    }
+  }
+  if (firstJournalSeq > 1) {
+    warnings.push(
+      `Rebuilt the store from the journal alone: events 1..${firstJournalSeq - 1} were only in the moved-aside database file(s) and are not in the rebuilt store.`,
+    );
+  } else {
+    warnings.push('Rebuilt the store from the journal alone; no event was lost.');
+  }
+  log.warn(warnings[warnings.length - 1]);
+  return { db, storeId: journalStoreId ?? randomUUID(), source: 'journal', generationSeq: 0, journalEvents, segments, tornBytes };
+}
+
+/**
+ * A cheap structural check before sql.js sees the bytes: the SQLite magic, and the
+ * page count in the header must match the file's length, which catches a truncated
+ * export that SQLite itself would only notice when it reads a missing page.
+ */
+function checkSqliteHeader(bytes: Buffer): void {
+  if (bytes.length < 100 || bytes.toString('latin1', 0, 16) !== 'SQLite format 3\u0000') throw new Error('not an SQLite database');
+  const rawPageSize = bytes.readUInt16BE(16);
+  const pageSize = rawPageSize === 1 ? 65536 : rawPageSize;
+  const pages = bytes.readUInt32BE(28);
+  if (pages > 0 && pages * pageSize !== bytes.length) {
+    throw new Error(`truncated or padded: header says ${pages} pages of ${pageSize} bytes, file has ${bytes.length} bytes`);
+  }
+}

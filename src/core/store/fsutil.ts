@@ -1,0 +1,94 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+
+/** fsync a directory so a rename or a new file inside it survives a power loss. */
+export async function fsyncDir(dir: string): Promise<void> {
+  const fh = await fs.promises.open(dir, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+export function fsyncDirSync(dir: string): void {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Temp names share one recognisable shape so leftovers of a crash can be swept. */
+export const TEMP_MARKER = '.wp-tmp-';
+
+export function tempPathFor(target: string): string {
+  return path.join(path.dirname(target), `${path.basename(target)}${TEMP_MARKER}${process.pid}-${randomBytes(4).toString('hex')}`);
+}
+
+/**
+ * Write a file so that readers see either the old or the new content, never a torn
+ * one: write a temp file beside it, fsync it, rename over the target, fsync the dir.
+ */
+export async function writeFileAtomic(target: string, data: Uint8Array | string, mode = 0o644): Promise<void> {
+  const tmp = tempPathFor(target);
+  const fh = await fs.promises.open(tmp, 'wx', mode);
+  try {
+    await fh.writeFile(data);
+    await fh.sync();
+  } catch (e) {
+    await fh.close().catch(() => undefined);
+    await fs.promises.rm(tmp, { force: true });
+    throw e;
+  }
+  await fh.close();
+  await fs.promises.rename(tmp, target);
+  await fsyncDir(path.dirname(target));
+}
+
+export function writeFileAtomicSync(target: string, data: Uint8Array | string, mode = 0o644): void {
+  const tmp = tempPathFor(target);
+  const fd = fs.openSync(tmp, 'wx', mode);
+  try {
+    fs.writeFileSync(fd, data);
+    fs.fsyncSync(fd);
+  } catch (e) {
+    fs.closeSync(fd);
+    fs.rmSync(tmp, { force: true });
+    throw e;
+  }
+  fs.closeSync(fd);
+  fs.renameSync(tmp, target);
+  fsyncDirSync(path.dirname(target));
+}
+
+/** Removes temp files a crashed writer left in a directory (not recursive). */
+export function sweepTempFiles(dir: string): string[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    if (name.includes(TEMP_MARKER)) {
+      fs.rmSync(path.join(dir, name), { force: true });
+      removed.push(name);
+    }
+  }
+  return removed;
+}
+
+export function isPidAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    // EPERM: the process exists but belongs to someone else.
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -1,0 +1,259 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { crc32 } from 'node:zlib';
+import { WaypointError } from '../model/errors';
+import { fsyncDir } from './fsutil';
+
+/**
+ * The event journal: append-only segment files of checksummed records.
+ *
+ * Record framing (little endian):
+ *   u32 magic 'WPJ1' | u32 payload length | u32 CRC-32 of payload | payload (UTF-8 JSON)
+ *
+ * A segment is named by the first sequence number it may hold
+ * (`journal-000000000042.wal`) and starts with a header record naming the store,
+ * so a segment from another store is never replayed into this one.
+ *
+ * A record is acknowledged only after its bytes are written and fdatasync'd, so a
+ * record that fails its length or checksum at the end of the newest segment was
+ * never acknowledged (a torn write) and is dropped on open. Damage followed by
+ * valid records is not a torn tail: that is corruption of acknowledged data, and
+ * open refuses it loudly rather than silently discarding what follows.
+ */
+export const RECORD_MAGIC = 0x31_4a_50_57; // 'WPJ1' read as little endian
+const HEADER_BYTES = 12;
+/** Far above any real record (payloads are bounded upstream); a larger length is damage. */
+export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
+
+export interface SegmentHeader {
+  kind: 'header';
+  storeId: string;
+  baseSeq: number;
+  v: number;
+}
+
+export interface JournalBatch {
+  kind: 'batch';
+  events: unknown[];
+}
+
+export function encodeRecord(payload: unknown): Buffer {
+  const body = Buffer.from(JSON.stringify(payload), 'utf8');
+  const buf = Buffer.allocUnsafe(HEADER_BYTES + body.length);
+  buf.writeUInt32LE(RECORD_MAGIC, 0);
+  buf.writeUInt32LE(body.length, 4);
+  buf.writeUInt32LE(crc32(body), 8);
+  body.copy(buf, HEADER_BYTES);
+  return buf;
+}
+
+export interface DecodedSegment {
+  file: string;
+  baseSeq: number;
+  header: SegmentHeader | null;
+  batches: JournalBatch[];
+  /** Bytes of valid records; anything after was a torn tail. */
+  validBytes: number;
+  tornBytes: number;
+}
+
+/** Decodes one record at `offset`; null when the bytes there are not a whole valid record. */
+function decodeAt(buf: Buffer, offset: number): { payload: unknown; next: number } | null {
+  if (offset + HEADER_BYTES > buf.length) return null;
+  if (buf.readUInt32LE(offset) !== RECORD_MAGIC) return null;
+  const len = buf.readUInt32LE(offset + 4);
+  if (len > MAX_RECORD_BYTES || offset + HEADER_BYTES + len > buf.length) return null;
+  const body = buf.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + len);
+  if (crc32(body) !== buf.readUInt32LE(offset + 8)) return null;
+  try {
+    return { payload: JSON.parse(body.toString('utf8')), next: offset + HEADER_BYTES + len };
+  } catch {
+    return null;
+  }
+}
+
+/** True when a whole valid record starts anywhere in buf after `from`. */
+function hasValidRecordAfter(buf: Buffer, from: number): boolean {
+  const magic = Buffer.alloc(4);
+  magic.writeUInt32LE(RECORD_MAGIC, 0);
+  let at = buf.indexOf(magic, from + 1);
+  while (at !== -1) {
+    if (decodeAt(buf, at)) return true;
+    at = buf.indexOf(magic, at + 1);
+  }
+  return false;
+}
+
+export function decodeSegment(file: string, buf: Buffer, isLast: boolean): DecodedSegment {
+  const baseSeq = segmentBase(path.basename(file));
+  const batches: JournalBatch[] = [];
+  let header: SegmentHeader | null = null;
+  let offset = 0;
+  while (offset < buf.length) {
+    const rec = decodeAt(buf, offset);
+    if (!rec) break;
+    const p = rec.payload as { kind?: unknown };
+    if (p && p.kind === 'header' && offset === 0) header = p as SegmentHeader;
+    else if (p && p.kind === 'batch' && Array.isArray((p as JournalBatch).events)) batches.push(p as JournalBatch);
+    else break; // a valid checksum over a shape we do not know is damage too
+    offset = rec.next;
+  }
+  const tornBytes = buf.length - offset;
+  if (tornBytes > 0 && (!isLast || hasValidRecordAfter(buf, offset))) {
+    throw new WaypointError(
+      'corrupt',
+      `Journal segment ${path.basename(file)} is damaged at byte ${offset} and valid records follow the damage, ` +
+        `so acknowledged events would be lost by dropping it. Move the file aside to open the store from the database alone.`,
+      { file, offset },
+    );
+  }
+  return { file, baseSeq, header, batches, validBytes: offset, tornBytes };
+}
+
+const SEGMENT_RE = /^journal-(\d{12})\.wal$/;
+
+export function segmentName(baseSeq: number): string {
+  return `journal-${String(baseSeq).padStart(12, '0')}.wal`;
+}
+
+export function segmentBase(name: string): number {
+  const m = SEGMENT_RE.exec(name);
+  if (!m) throw new Error(`not a journal segment: ${name}`);
+  return Number(m[1]);
+}
+
+export function listSegments(dir: string): string[] {
+  return fs
+    .readdirSync(dir)
+    .filter((n) => SEGMENT_RE.test(n))
+    .sort((a, b) => segmentBase(a) - segmentBase(b))
+    .map((n) => path.join(dir, n));
+}
+
+interface Waiter {
+  resolve: () => void;
+  reject: (e: Error) => void;
+}
+
+/**
+ * Appends records to the current segment with group commit: while one write +
+ * fdatasync is in flight, new records queue up and go out together in the next
+ * one, so N concurrent callers share one flush. A caller's promise resolves only
+ * once its bytes are durable.
+ *
+ * If a write or sync fails the writer is poisoned: what was applied in memory can
+ * no longer be proven durable, so every later append is refused until reopen.
+ */
+export class JournalWriter {
+  private fh: fs.promises.FileHandle | null = null;
+  private queue: Buffer[] = [];
+  private waiters: Waiter[] = [];
+  private flushing: Promise<void> | null = null;
+  private idleWaiters: (() => void)[] = [];
+  private failure: Error | null = null;
+  private bytes = 0;
+  private records = 0;
+
+  private constructor(
+    private file: string,
+    private readonly onFlush?: (records: number, ms: number) => void,
+  ) {}
+
+  /** Opens (creating with a header record when new) a segment for appending. */
+  static async open(file: string, header: SegmentHeader, existingBytes: number, onFlush?: (records: number, ms: number) => void): Promise<JournalWriter> {
+    const w = new JournalWriter(file, onFlush);
+    await w.openFile(header, existingBytes);
+    return w;
+  }
+
+  private async openFile(header: SegmentHeader, existingBytes: number): Promise<void> {
+    const isNew = !fs.existsSync(this.file);
+    if (!isNew) {
+      // Drop a torn tail before appending after it.
+      await fs.promises.truncate(this.file, existingBytes);
+    }
+    this.fh = await fs.promises.open(this.file, 'a');
+    this.bytes = isNew ? 0 : existingBytes;
+    if (isNew || existingBytes === 0) {
+      const h = encodeRecord(header);
+      await this.fh.write(h);
+      await this.fh.datasync();
+      this.bytes += h.length;
+      await fsyncDir(path.dirname(this.file));
+    }
+  }
+
+  get path(): string {
+    return this.file;
+  }
+  get sizeBytes(): number {
+    return this.bytes;
+  }
+  /** Records appended since this segment was opened by this writer. */
+  get recordCount(): number {
+    return this.records;
+  }
+  get isIdle(): boolean {
+    return this.flushing === null && this.queue.length === 0;
+  }
+  get poisoned(): Error | null {
+    return this.failure;
+  }
+
+  append(record: Buffer): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    this.queue.push(record);
+    this.bytes += record.length;
+    this.records++;
+    const p = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
+    if (!this.flushing) this.flushing = this.flushLoop();
+    return p;
+  }
+
+  /** Resolves when nothing is queued or in flight. */
+  idle(): Promise<void> {
+    if (this.isIdle) return Promise.resolve();
+    return new Promise((r) => this.idleWaiters.push(r));
+  }
+
+  private async flushLoop(): Promise<void> {
+    try {
+      while (this.queue.length) {
+        const batch = this.queue;
+        const waiters = this.waiters;
+        this.queue = [];
+        this.waiters = [];
+        const t0 = performance.now();
+        try {
+          if (!this.fh) throw new Error('journal is closed');
+          const buf = batch.length === 1 ? batch[0] : Buffer.concat(batch);
+          let written = 0;
+          while (written < buf.length) {
+            const { bytesWritten } = await this.fh.write(buf, written, buf.length - written);
+            written += bytesWritten;
+          }
+          await this.fh.datasync();
+        } catch (e) {
+          this.failure = new WaypointError('io', `Journal write failed; the store must be reopened: ${(e as Error).message}`);
+          for (const w of [...waiters, ...this.waiters]) w.reject(this.failure);
+          this.waiters = [];
+          this.queue = [];
+          return;
+        }
+        this.onFlush?.(batch.length, performance.now() - t0);
+        for (const w of waiters) w.resolve();
+      }
+    } finally {
+      this.flushing = null;
+      const idle = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const r of idle) r();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.idle();
+    await this.fh?.close();
+    this.fh = null;
+  }
+}

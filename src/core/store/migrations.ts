@@ -1,0 +1,100 @@
+import type { Db } from './db';
+
+/**
+ * Numbered database migrations. `PRAGMA user_version` holds the number applied.
+ * Never edit a released migration: add the next one (and, per the replay
+ * conformance suite, a fixture store written by the previous version).
+ *
+ * `rebuildProjections` marks migrations whose projection tables must be refilled
+ * from the events after they run (a new projection, a changed fold).
+ */
+export interface Migration {
+  version: number;
+  description: string;
+  up: string;
+  rebuildProjections: boolean;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'events, tasks, steps, checkpoints, side effects, leases, idempotency',
+    rebuildProjections: false,
+    up: `
+      CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+      CREATE TABLE events (
+        seq INTEGER PRIMARY KEY, ts INTEGER NOT NULL, type TEXT NOT NULL, v INTEGER NOT NULL,
+        task_id TEXT, corr TEXT, key TEXT NOT NULL UNIQUE, by TEXT, data TEXT NOT NULL,
+        op TEXT, result TEXT
+      );
+      CREATE TABLE tasks (
+        id TEXT PRIMARY KEY, title TEXT NOT NULL, goal TEXT NOT NULL, agent TEXT, state TEXT NOT NULL,
+        correlation_id TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+        attempt INTEGER NOT NULL, base_checkpoint_id TEXT, last_checkpoint_id TEXT,
+        summary TEXT, commit_hash TEXT, interruption TEXT
+      );
+      CREATE TABLE steps (
+        task_id TEXT NOT NULL, id TEXT NOT NULL, ord INTEGER NOT NULL, title TEXT NOT NULL,
+        depends_on TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
+        inputs TEXT, outputs TEXT, summary TEXT, error TEXT, started_at INTEGER, ended_at INTEGER,
+        adhoc INTEGER NOT NULL, PRIMARY KEY (task_id, id)
+      );
+      CREATE TABLE checkpoints (
+        id TEXT PRIMARY KEY, task_id TEXT, step_id TEXT, kind TEXT NOT NULL, label TEXT,
+        parent_id TEXT, created_at INTEGER NOT NULL, manifest_ref TEXT,
+        files INTEGER NOT NULL, files_changed INTEGER NOT NULL
+      );
+      CREATE TABLE side_effects (
+        task_id TEXT NOT NULL, key TEXT NOT NULL, step_id TEXT, kind TEXT NOT NULL,
+        description TEXT NOT NULL, args TEXT, status TEXT NOT NULL, result TEXT, error TEXT,
+        attempts INTEGER NOT NULL, intent_at INTEGER NOT NULL, ended_at INTEGER, resolved_by TEXT,
+        PRIMARY KEY (task_id, key)
+      );
+      CREATE TABLE leases (
+        task_id TEXT PRIMARY KEY, owner TEXT NOT NULL, pid INTEGER, host TEXT,
+        ttl_ms INTEGER NOT NULL, heartbeat_at INTEGER NOT NULL, expires_at INTEGER NOT NULL
+      );
+      CREATE TABLE idempotency (key TEXT PRIMARY KEY, op TEXT NOT NULL, seq INTEGER NOT NULL, result TEXT);
+    `,
+  },
+  {
+    version: 2,
+    description: 'storage bytes per checkpoint, task attempt per step, rollbacks, per-task event index',
+    rebuildProjections: true,
+    up: `
+      ALTER TABLE checkpoints ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE steps ADD COLUMN task_attempt INTEGER;
+      CREATE INDEX events_task ON events (task_id, seq);
+      CREATE INDEX checkpoints_task ON checkpoints (task_id, created_at);
+      CREATE TABLE rollbacks (
+        id TEXT PRIMARY KEY, task_id TEXT NOT NULL, target_checkpoint_id TEXT NOT NULL,
+        pre_rollback_checkpoint_id TEXT NOT NULL, paths TEXT, mode TEXT NOT NULL, plan_ref TEXT,
+        state TEXT NOT NULL, started_at INTEGER NOT NULL, ended_at INTEGER, outcome TEXT
+      );
+    `,
+  },
+];
+
+export const DB_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
+
+export function dbVersion(db: Db): number {
+  return Number(db.get<{ user_version: number }>('PRAGMA user_version')?.user_version ?? 0);
+}
+
+/** Applies pending migrations; returns whether projections must be rebuilt. */
+export function migrate(db: Db, upTo = DB_VERSION): { from: number; to: number; rebuild: boolean } {
+  const from = dbVersion(db);
+  let rebuild = false;
+  for (const m of MIGRATIONS) {
+    if (m.version <= from || m.version > upTo) continue;
+    db.transaction(() => {
+      db.exec(m.up);
+      db.exec(`PRAGMA user_version = ${m.version}`);
+    });
+    rebuild ||= m.rebuildProjections && from > 0;
+  }
+  return { from, to: Math.max(from, Math.min(upTo, DB_VERSION)), rebuild };
+}
+
+/** The projection tables: everything but the events themselves and store metadata. */
+export const PROJECTION_TABLES = ['tasks', 'steps', 'checkpoints', 'side_effects', 'leases', 'idempotency', 'rollbacks'] as const;

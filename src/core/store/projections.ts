@@ -1,0 +1,241 @@
+import type { WaypointEvent, EventType, EventDataOf } from '../model/schema';
+import type { Db } from './db';
+import { PROJECTION_TABLES } from './migrations';
+
+/**
+ * Projections: the tables are folds over the events. `project` must be a pure
+ * function of the event and the tables (it never reads the clock or the disk), so
+ * rebuilding from the events alone gives the same tables — `verify` proves it.
+ */
+
+const json = (v: unknown): string | null => (v === undefined || v === null ? null : JSON.stringify(v));
+
+export function insertEvent(db: Db, e: WaypointEvent): void {
+  db.run(
+    'INSERT INTO events (seq, ts, type, v, task_id, corr, key, by, data, op, result) VALUES (?,?,?,?,?,?,?,?,?,?,?)',
+    [e.seq, e.ts, e.type, e.v, e.taskId, e.corr, e.key, e.by, JSON.stringify(e.data), e.op ?? null, json(e.result)],
+  );
+}
+
+type Handler<T extends EventType> = (db: Db, e: WaypointEvent<T>, d: EventDataOf<T>) => void;
+type Handlers = { [T in EventType]: Handler<T> };
+
+function setTaskState(db: Db, taskId: string, state: string, ts: number): void {
+  db.run('UPDATE tasks SET state = ?, updated_at = ? WHERE id = ?', [state, ts, taskId]);
+}
+
+function dropLease(db: Db, taskId: string): void {
+  db.run('DELETE FROM leases WHERE task_id = ?', [taskId]);
+}
+
+/** A task waiting on a side effect goes back to running when no intent is open. */
+function settleWaitingTool(db: Db, taskId: string, ts: number): void {
+  const open = db.get<{ n: number }>("SELECT COUNT(*) AS n FROM side_effects WHERE task_id = ? AND status = 'intent'", [taskId]);
+  if ((open?.n ?? 0) === 0) {
+    db.run("UPDATE tasks SET state = 'running', updated_at = ? WHERE id = ? AND state = 'waiting_tool'", [ts, taskId]);
+  }
+}
+
+function insertPlan(db: Db, taskId: string, items: { id: string; title: string; dependsOn?: string[] }[]): void {
+  const max = db.get<{ m: number | null }>('SELECT MAX(ord) AS m FROM steps WHERE task_id = ?', [taskId])?.m ?? -1;
+  items.forEach((item, i) => {
+    db.run(
+      `INSERT INTO steps (task_id, id, ord, title, depends_on, status, attempts, adhoc) VALUES (?,?,?,?,?, 'pending', 0, 0)`,
+      [taskId, item.id, max + 1 + i, item.title, JSON.stringify(item.dependsOn ?? [])],
+    );
+  });
+}
+
+const handlers: Handlers = {
+  'task.started': (db, e, d) => {
+    db.run(
+      `INSERT INTO tasks (id, title, goal, agent, state, correlation_id, created_at, updated_at, attempt)
+       VALUES (?,?,?,?, 'running', ?,?,?, 1)`,
+      [e.taskId, d.title, d.goal, d.agent, e.corr ?? e.taskId, e.ts, e.ts],
+    );
+    insertPlan(db, e.taskId!, d.plan);
+    db.run('INSERT INTO leases (task_id, owner, pid, host, ttl_ms, heartbeat_at, expires_at) VALUES (?,?,?,?,?,?,?)', [
+      e.taskId,
+      d.owner.id,
+      d.owner.pid ?? null,
+      d.owner.host ?? null,
+      d.leaseTtlMs,
+      e.ts,
+      e.ts + d.leaseTtlMs,
+    ]);
+  },
+  'task.plan_updated': (db, e, d) => insertPlan(db, e.taskId!, d.added),
+  'task.review_requested': (db, e, d) => {
+    db.run("UPDATE tasks SET state = 'waiting_review', summary = COALESCE(?, summary), updated_at = ? WHERE id = ?", [d.summary, e.ts, e.taskId]);
+    dropLease(db, e.taskId!);
+  },
+  'task.completed': (db, e, d) => {
+    db.run("UPDATE tasks SET state = 'completed', summary = COALESCE(?, summary), commit_hash = ?, updated_at = ? WHERE id = ?", [
+      d.summary,
+      d.commit,
+      e.ts,
+      e.taskId,
+    ]);
+    dropLease(db, e.taskId!);
+  },
+  'task.abandoned': (db, e) => {
+    setTaskState(db, e.taskId!, 'abandoned', e.ts);
+    dropLease(db, e.taskId!);
+  },
+  'task.failed': (db, e, d) => {
+    db.run("UPDATE tasks SET state = 'failed', interruption = ?, updated_at = ? WHERE id = ?", [
+      JSON.stringify({ reason: d.reason, class: d.class, at: e.ts, stepId: d.stepId }),
+      e.ts,
+      e.taskId,
+    ]);
+    dropLease(db, e.taskId!);
+  },
+  'task.interrupted': (db, e, d) => {
+    db.run("UPDATE tasks SET state = 'interrupted', interruption = ?, updated_at = ? WHERE id = ?", [
+      JSON.stringify({ reason: d.reason, class: d.class, at: e.ts, stepId: d.stepId }),
+      e.ts,
+      e.taskId,
+    ]);
+    // An intent with no outcome when its driver went away cannot be known to have run or not.
+    db.run("UPDATE side_effects SET status = 'in_doubt' WHERE task_id = ? AND status = 'intent'", [e.taskId]);
+    dropLease(db, e.taskId!);
+  },
+  'task.suspended': (db, e) => {
+    setTaskState(db, e.taskId!, 'suspended', e.ts);
+    db.run("UPDATE side_effects SET status = 'in_doubt' WHERE task_id = ? AND status = 'intent'", [e.taskId]);
+    dropLease(db, e.taskId!);
+  },
+  'task.resumed': (db, e, d) => {
+    db.run("UPDATE tasks SET state = 'running', attempt = ?, interruption = NULL, updated_at = ? WHERE id = ?", [d.attempt, e.ts, e.taskId]);
+    db.run('INSERT OR REPLACE INTO leases (task_id, owner, pid, host, ttl_ms, heartbeat_at, expires_at) VALUES (?,?,?,?,?,?,?)', [
+      e.taskId,
+      d.owner.id,
+      d.owner.pid ?? null,
+      d.owner.host ?? null,
+      d.leaseTtlMs,
+      e.ts,
+      e.ts + d.leaseTtlMs,
+    ]);
+  },
+  'task.deleted': (db, e) => {
+    for (const t of ['steps', 'side_effects', 'leases', 'checkpoints', 'rollbacks']) {
+      db.run(`DELETE FROM ${t} WHERE task_id = ?`, [e.taskId]);
+    }
+    db.run('DELETE FROM tasks WHERE id = ?', [e.taskId]);
+  },
+  'lease.heartbeat': () => undefined, // the common lease renewal below does the work
+  'step.started': (db, e, d) => {
+    if (d.adhoc) {
+      const exists = db.get('SELECT 1 AS x FROM steps WHERE task_id = ? AND id = ?', [e.taskId, d.stepId]);
+      if (!exists) {
+        const max = db.get<{ m: number | null }>('SELECT MAX(ord) AS m FROM steps WHERE task_id = ?', [e.taskId])?.m ?? -1;
+        db.run(`INSERT INTO steps (task_id, id, ord, title, depends_on, status, attempts, adhoc) VALUES (?,?,?,?,?, 'pending', 0, 1)`, [
+          e.taskId,
+          d.stepId,
+          max + 1,
+          d.title,
+          JSON.stringify(d.dependsOn),
+        ]);
+      }
+    }
+    db.run(
+      `UPDATE steps SET status = 'in_progress', attempts = ?, task_attempt = ?, inputs = ?, started_at = ?, ended_at = NULL, error = NULL
+       WHERE task_id = ? AND id = ?`,
+      [d.attempt, d.taskAttempt, json(d.inputs), e.ts, e.taskId, d.stepId],
+    );
+  },
+  'step.completed': (db, e, d) => {
+    db.run(
+      `UPDATE steps SET status = 'completed', outputs = ?, summary = ?, ended_at = ?, error = NULL WHERE task_id = ? AND id = ?`,
+      [json(d.outputs), d.summary, e.ts, e.taskId, d.stepId],
+    );
+  },
+  'step.failed': (db, e, d) => {
+    const error = { message: d.error, recoverable: d.recoverable, class: d.class, attempt: d.attempt, at: e.ts, backoffMs: d.backoffMs ?? undefined };
+    db.run(`UPDATE steps SET status = 'failed', error = ?, ended_at = ? WHERE task_id = ? AND id = ?`, [JSON.stringify(error), e.ts, e.taskId, d.stepId]);
+  },
+  'step.skipped': (db, e, d) => {
+    db.run(`UPDATE steps SET status = 'skipped', summary = COALESCE(?, summary), ended_at = ? WHERE task_id = ? AND id = ?`, [d.reason, e.ts, e.taskId, d.stepId]);
+  },
+  'step.abandoned': (db, e, d) => {
+    db.run(`UPDATE steps SET status = 'abandoned', ended_at = COALESCE(ended_at, ?) WHERE task_id = ? AND id = ?`, [e.ts, e.taskId, d.stepId]);
+  },
+  'checkpoint.created': (db, e, d) => {
+    db.run(
+      `INSERT INTO checkpoints (id, task_id, step_id, kind, label, parent_id, created_at, manifest_ref, files, files_changed, bytes)
+       VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+      [d.checkpointId, e.taskId, d.stepId, d.kind, d.label, d.parentId, e.ts, d.manifestRef, d.files, d.filesChanged, d.bytes],
+    );
+    if (e.taskId) {
+      db.run('UPDATE tasks SET last_checkpoint_id = ? WHERE id = ?', [d.checkpointId, e.taskId]);
+      if (d.kind === 'task_base') db.run('UPDATE tasks SET base_checkpoint_id = ? WHERE id = ?', [d.checkpointId, e.taskId]);
+    }
+  },
+  'side_effect.intent': (db, e, d) => {
+    db.run(
+      `INSERT INTO side_effects (task_id, key, step_id, kind, description, args, status, attempts, intent_at)
+       VALUES (?,?,?,?,?,?, 'intent', ?, ?)
+       ON CONFLICT (task_id, key) DO UPDATE SET status = 'intent', attempts = excluded.attempts, intent_at = excluded.intent_at,
+         step_id = excluded.step_id, args = excluded.args, description = excluded.description, error = NULL, ended_at = NULL, resolved_by = NULL`,
+      [e.taskId, d.key, d.stepId, d.kind, d.description, json(d.args), d.attempt, e.ts],
+    );
+    db.run("UPDATE tasks SET state = 'waiting_tool', updated_at = ? WHERE id = ? AND state = 'running'", [e.ts, e.taskId]);
+  },
+  'side_effect.done': (db, e, d) => {
+    db.run(`UPDATE side_effects SET status = 'done', result = ?, error = NULL, ended_at = ?, resolved_by = ? WHERE task_id = ? AND key = ?`, [
+      json(d.result),
+      e.ts,
+      d.by,
+      e.taskId,
+      d.key,
+    ]);
+    settleWaitingTool(db, e.taskId!, e.ts);
+  },
+  'side_effect.failed': (db, e, d) => {
+    db.run(`UPDATE side_effects SET status = 'failed', error = ?, ended_at = ?, resolved_by = ? WHERE task_id = ? AND key = ?`, [d.error, e.ts, d.by, e.taskId, d.key]);
+    settleWaitingTool(db, e.taskId!, e.ts);
+  },
+  'rollback.started': (db, e, d) => {
+    db.run(
+      `INSERT INTO rollbacks (id, task_id, target_checkpoint_id, pre_rollback_checkpoint_id, paths, mode, plan_ref, state, started_at)
+       VALUES (?,?,?,?,?,?,?, 'started', ?)`,
+      [d.rollbackId, e.taskId, d.targetCheckpointId, d.preRollbackCheckpointId, json(d.paths), d.mode, d.planRef, e.ts],
+    );
+  },
+  'rollback.done': (db, e, d) => {
+    db.run('UPDATE rollbacks SET state = ?, ended_at = ?, outcome = ? WHERE id = ?', [d.outcome, e.ts, JSON.stringify(d), d.rollbackId]);
+    if (d.outcome === 'applied') {
+      // New checkpoints branch from the rollback target.
+      const r = db.get<{ t: string }>('SELECT target_checkpoint_id AS t FROM rollbacks WHERE id = ?', [d.rollbackId]);
+      if (r && e.taskId) db.run('UPDATE tasks SET last_checkpoint_id = ? WHERE id = ?', [r.t, e.taskId]);
+    }
+  },
+};
+
+export function project(db: Db, e: WaypointEvent): void {
+  (handlers[e.type] as Handler<EventType>)(db, e, e.data);
+  if (e.taskId && e.type !== 'task.deleted') {
+    db.run('UPDATE tasks SET updated_at = MAX(updated_at, ?) WHERE id = ?', [e.ts, e.taskId]);
+    if (e.by) {
+      // Every call from the lease holder renews its lease.
+      db.run('UPDATE leases SET heartbeat_at = ?, expires_at = ? + ttl_ms WHERE task_id = ? AND owner = ?', [e.ts, e.ts, e.taskId, e.by]);
+    }
+  }
+  if (e.op) {
+    db.run('INSERT INTO idempotency (key, op, seq, result) VALUES (?,?,?,?)', [e.key, e.op, e.seq, json(e.result)]);
+  }
+}
+
+export function clearProjections(db: Db): void {
+  for (const t of PROJECTION_TABLES) db.run(`DELETE FROM ${t}`);
+}
+
+/** A stable text dump of every projection table, for comparing a store with its rebuild. */
+export function dumpProjections(db: Db): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const t of PROJECTION_TABLES) {
+    const cols = db.all<{ name: string }>(`PRAGMA table_info(${t})`).map((c) => c.name);
+    out[t] = db.all(`SELECT * FROM ${t} ORDER BY ${cols.join(', ')}`).map((r) => JSON.stringify(r));
+  }
+  return out;
+}
