@@ -38,3 +38,13 @@ export function buildExtension(production = false): void {
   });
   if (r.status !== 0) throw new Error(`esbuild.js failed (exit ${r.status})`);
 }
+
+// `node --import tsx scripts/harness/build-tests.ts`: the pre-launch task of the
+// "Extension Tests" launch configuration.
+if (require.main === module) {
+  buildExtension();
+  buildIntegrationTests().catch((e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}
