@@ -58,17 +58,9 @@ async function main(): Promise<void> {
   const { state } = await runDemoAgent(workspace, log);
   if (state !== 'interrupted') log(`warning: expected the task to be interrupted, it is ${state}`);
 
+  // Ctrl-C: the harness kills the server's process group and exits; the 'exit'
+  // hook above then removes the work folder.
   const server = await startCodeServer(serverOpts);
-  let stopping = false;
-  const shutdown = async (code: number) => {
-    if (stopping) return;
-    stopping = true;
-    await server.stop();
-    process.exit(code); // the 'exit' hook removes the work folder
-
-  };
-  process.on('SIGINT', () => void shutdown(0));
-  process.on('SIGTERM', () => void shutdown(0));
 
   const url = server.url(workspace);
   if (screenshot) {
@@ -83,7 +75,7 @@ async function main(): Promise<void> {
     } finally {
       await browser.close();
     }
-    await shutdown(0);
+    await server.stop();
     return;
   }
   console.log(`\nWaypoint demo is running. Open:\n\n  ${url}\n\nPress Ctrl-C to stop.`);

@@ -110,6 +110,26 @@ export function installExtension(opts: CodeServerOptions, vsix: string): void {
   }
 }
 
+/** Servers still running, so a Ctrl-C (or CI's SIGTERM) can take their groups down. */
+const live = new Set<ChildProcess>();
+let signalsHooked = false;
+
+/**
+ * A detached server is outside the terminal's process group, so Ctrl-C never reaches
+ * it, and Node skips 'exit' listeners when a signal kills it: without this hook an
+ * interrupted test run or demo would leave code-server and its watchers behind.
+ */
+function hookSignals(): void {
+  if (signalsHooked) return;
+  signalsHooked = true;
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      for (const child of live) killGroup(child, 'SIGKILL');
+      process.exit(128 + (signal === 'SIGINT' ? 2 : signal === 'SIGTERM' ? 15 : 1));
+    });
+  }
+}
+
 function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   if (child.pid === undefined) return;
   try {
@@ -158,9 +178,12 @@ export async function startCodeServer(opts: CodeServerOptions): Promise<CodeServ
   fs.closeSync(out);
   const onExit = () => killGroup(child, 'SIGKILL');
   process.once('exit', onExit);
+  live.add(child);
+  hookSignals();
 
   const stop = async () => {
     process.removeListener('exit', onExit);
+    live.delete(child);
     if (child.exitCode !== null || child.signalCode !== null) {
       killGroup(child, 'SIGKILL'); // the leader may be gone while children linger
       return;

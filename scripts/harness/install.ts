@@ -44,6 +44,18 @@ function versionOf(bin: string, args: string[]): string | undefined {
   }
 }
 
+/**
+ * The environment minus what an outer `npm run` exports. npm reads npm_config_* from
+ * the environment as config, so an inherited npm_config_user_agent ("node/v20")
+ * would override the inner npm's own, and code-server's postinstall, which checks
+ * that agent for Node 24, would refuse.
+ */
+function npmFreeEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !/^(npm_|NODE$|INIT_CWD$)/i.test(k)),
+  );
+}
+
 /** A private npm project per piece: its package.json carries the script approvals. */
 function npmInstall(prefix: string, spec: string, opts: { allowScripts: string[]; env: NodeJS.ProcessEnv }): void {
   const { allowScripts, env } = opts;
@@ -54,7 +66,7 @@ function npmInstall(prefix: string, spec: string, opts: { allowScripts: string[]
     allowScripts: Object.fromEntries(allowScripts.map((p) => [p, true])),
   }, null, 2));
   const args = ['install', '--no-audit', '--no-fund', '--no-save', '--omit=dev', '--loglevel=error', spec];
-  const r = spawnSync('npm', args, { cwd: prefix, stdio: 'inherit', env: { ...process.env, ...env } });
+  const r = spawnSync('npm', args, { cwd: prefix, stdio: 'inherit', env: { ...npmFreeEnv(), ...env } });
   if (r.status !== 0) throw new Error(`npm install ${spec} failed (exit ${r.status})`);
 }
 
