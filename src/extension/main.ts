@@ -20,6 +20,10 @@ export interface WaypointApi {
   statusText(): string;
   /** Takes the pending auto checkpoint now instead of after the quiet period. */
   flushAutoCheckpoint(): Promise<void>;
+  /** The Tasks view's rows under a node id (root when omitted), as VS Code renders them. */
+  treeRows(parentId?: string): Promise<{ id: string; label: string; description: string; contextValue: string }[]>;
+  /** Fires when the Tasks view refreshes (after engine changes). */
+  onDidRefreshTree: vscode.Event<void>;
 }
 
 /**
@@ -57,6 +61,25 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     engine: () => host.get(),
     statusText: () => statusBar.text,
     flushAutoCheckpoint: () => auto.flush(),
+    treeRows: async (parentId) => {
+      const find = async (id: string, under?: TreeNode): Promise<TreeNode | undefined> => {
+        for (const n of await tree.getChildren(under)) {
+          if (n.id === id) return n;
+          if (id.startsWith(`step:`) && n.kind === 'task') {
+            const hit = await find(id, n);
+            if (hit) return hit;
+          }
+        }
+        return undefined;
+      };
+      const parent = parentId ? await find(parentId) : undefined;
+      if (parentId && !parent) return [];
+      return (await tree.getChildren(parent)).map((n) => {
+        const item = tree.getTreeItem(n);
+        return { id: n.id, label: String(typeof item.label === 'object' ? item.label.label : item.label), description: String(item.description ?? ''), contextValue: item.contextValue ?? '' };
+      });
+    },
+    onDidRefreshTree: (listener, thisArg, disposables) => tree.onDidChangeTreeData(() => listener.call(thisArg, undefined), undefined, disposables),
   };
 }
 

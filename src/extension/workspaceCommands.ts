@@ -4,7 +4,11 @@ import type { CheckpointMeta, Task } from '../core/model/schema';
 import { checkpointUri, EMPTY_SIDE } from './checkpointFs';
 import { ago } from './presentation';
 import { settings } from './settings';
+import { z } from 'zod';
 import { CheckpointNode, TaskNode } from './tasksTree';
+
+/** Programmatic arguments to Roll Back to Checkpoint. */
+const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.string().min(1), confirmed: z.boolean().optional() });
 
 /**
  * The commands that change or compare the workspace: roll back (with a preview in
@@ -61,9 +65,15 @@ export class WorkspaceCommands {
     return pick?.c;
   }
 
-  /** Resolves (task, checkpoint) from a tree node, or asks. */
+  /** Resolves (task, checkpoint) from a tree node, from `{ taskId, checkpointId }` (other extensions, tests), or asks. */
   private async target(arg: unknown): Promise<{ engine: Engine; task: Task; checkpoint: CheckpointMeta } | undefined> {
     const engine = await this.d.engine();
+    const direct = RollbackArgs.safeParse(arg);
+    if (direct.success) {
+      const c = engine.queries.checkpoint(direct.data.checkpointId);
+      if (!c) throw new Error(`Unknown checkpoint '${direct.data.checkpointId}'.`);
+      return { engine, task: engine.task(direct.data.taskId), checkpoint: c };
+    }
     if (arg instanceof CheckpointNode) {
       const c = engine.queries.checkpoint(arg.checkpoint.id);
       if (!c?.taskId) throw new Error('That checkpoint no longer exists.');
@@ -86,7 +96,9 @@ export class WorkspaceCommands {
       void vscode.window.showInformationMessage(`Waypoint: the workspace already matches “${checkpointTitle(engine, checkpoint)}”.`);
       return preview;
     }
-    await this.showChanges(
+    // A caller that already confirmed (an agent request the person approved, a test) skips the preview and the modal.
+    const confirmed = RollbackArgs.safeParse(arg).success && (arg as { confirmed?: boolean }).confirmed === true;
+    if (!confirmed) await this.showChanges(
       `Roll back to: ${checkpointTitle(engine, checkpoint)} (${preview.changes.length} file${preview.changes.length === 1 ? '' : 's'})`,
       preview.changes.map((c) => ({
         key: c.path,
@@ -96,7 +108,9 @@ export class WorkspaceCommands {
     );
     const n = preview.changes.length;
     const list = preview.changes.slice(0, 12).map((c) => `${c.action === 'create' ? 'restore' : c.action} ${c.path}`);
-    const ok = await vscode.window.showWarningMessage(
+    const ok = confirmed
+      ? 'Roll Back'
+      : await vscode.window.showWarningMessage(
       `Roll back ${n} file${n === 1 ? '' : 's'} to “${checkpointTitle(engine, checkpoint)}”?`,
       {
         modal: true,

@@ -7,6 +7,27 @@ export const extensionId = `${pkg.publisher}.${pkg.name}`;
 /** The API `activate()` returns (kept structural so tests do not import the extension's code). */
 export interface WaypointApi {
   readonly activationMs: number;
+  engine(): Promise<import('../../../src/core/engine/engine').Engine>;
+  statusText(): string;
+  flushAutoCheckpoint(): Promise<void>;
+  treeRows(parentId?: string): Promise<{ id: string; label: string; description: string; contextValue: string }[]>;
+  onDidRefreshTree: vscode.Event<void>;
+}
+
+/** Polls until `fn` returns a truthy value (the watcher and the views are asynchronous). */
+export async function eventually<T>(fn: () => Promise<T> | T, what: string, timeoutMs = 15_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v as NonNullable<T>;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 export function waypoint(): vscode.Extension<WaypointApi> {

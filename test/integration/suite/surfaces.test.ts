@@ -1,0 +1,106 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import * as vscode from 'vscode';
+import { activated, eventually, type WaypointApi } from './extension';
+
+/**
+ * The everyday surfaces in a real VS Code: the Tasks view, rollback from a
+ * checkpoint and its undo, the status bar and auto-checkpoints — all against the
+ * extension's own engine on the workspace the launcher opened.
+ */
+describe('surfaces', function () {
+  this.timeout(60_000);
+  let api: WaypointApi;
+  let root: string;
+  const file = (rel: string) => path.join(root, rel);
+
+  before(async () => {
+    api = await activated();
+    root = vscode.workspace.workspaceFolders![0].uri.fsPath;
+    fs.mkdirSync(file('src'), { recursive: true });
+    fs.writeFileSync(file('src/app.ts'), 'export const version = 1;\n');
+  });
+
+  it('the Tasks view shows a task created through the engine within one refresh', async () => {
+    const engine = await api.engine();
+    const refreshed = new Promise<void>((resolve) => {
+      const d = api.onDidRefreshTree(() => {
+        d.dispose();
+        resolve();
+      });
+    });
+    const { taskId } = await engine.startTask({ goal: 'Show me in the tree', plan: [{ id: 'edit', title: 'Edit app.ts' }], leaseTtlMs: 3_600_000 });
+    await refreshed;
+    const rows = await api.treeRows();
+    const row = rows.find((r) => r.id === `task:${taskId}`);
+    assert.ok(row, `task row present among ${rows.map((r) => r.id).join(', ')}`);
+    assert.equal(row.label, 'Show me in the tree');
+    assert.match(row.description, /running · 0\/1 done/);
+    assert.match(row.contextValue, /^task:running:/);
+    const children = await api.treeRows(`task:${taskId}`);
+    assert.deepEqual(
+      children.map((c) => c.label),
+      ['Start of task', 'Edit app.ts'],
+    );
+    await engine.abandonTask({ taskId });
+  });
+
+  it('the status bar follows the task’s state', async () => {
+    const engine = await api.engine();
+    const { taskId } = await engine.startTask({ goal: 'Status bar task', plan: [{ id: 'a', title: 'A' }, { id: 'b', title: 'B' }], leaseTtlMs: 3_600_000 });
+    await engine.startStep({ taskId, stepId: 'a' });
+    await eventually(() => api.statusText().includes('Status bar task · 0/2'), 'running text');
+    assert.match(api.statusText(), /^\$\(sync~spin\) Status bar task · 0\/2$/);
+    await engine.completeStep({ taskId, stepId: 'a' });
+    await eventually(() => api.statusText().endsWith('· 1/2'), 'progress 1/2');
+    await engine.interruptTask({ taskId, reason: 'test: the agent went away' });
+    await eventually(() => /interrupted/.test(api.statusText()), 'interrupted text');
+    assert.match(api.statusText(), /^\$\(debug-pause\) .* · interrupted$/);
+    await engine.abandonTask({ taskId });
+  });
+
+  it('Roll Back to Checkpoint restores the files and Undo Last Rollback brings them back', async () => {
+    const engine = await api.engine();
+    const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'Rollback fixture', leaseTtlMs: 3_600_000 });
+    await engine.startStep({ taskId, title: 'agent edit' });
+    fs.writeFileSync(file('src/app.ts'), 'export const version = 2; // agent\n');
+    fs.writeFileSync(file('src/extra.ts'), 'export const extra = true;\n');
+    await engine.completeStep({ taskId, stepId: 's1' });
+    await vscode.commands.executeCommand('waypoint.rollback', { taskId, checkpointId: baseCheckpointId, confirmed: true });
+    assert.equal(fs.readFileSync(file('src/app.ts'), 'utf8'), 'export const version = 1;\n');
+    assert.equal(fs.existsSync(file('src/extra.ts')), false);
+    await vscode.commands.executeCommand('waypoint.undoRollback', taskId);
+    assert.equal(fs.readFileSync(file('src/app.ts'), 'utf8'), 'export const version = 2; // agent\n');
+    assert.equal(fs.readFileSync(file('src/extra.ts'), 'utf8'), 'export const extra = true;\n');
+    await engine.abandonTask({ taskId });
+  });
+
+  it('auto-checkpoints capture an edit written from outside the editor', async () => {
+    const engine = await api.engine();
+    const { taskId } = await engine.startTask({ goal: 'Auto checkpoint fixture', leaseTtlMs: 3_600_000 });
+    const before = engine.queries.checkpoints(taskId).length;
+    fs.writeFileSync(file('src/outside.ts'), `export const written = ${Date.now()};\n`);
+    // The watcher's event arrives asynchronously; earlier events may produce an auto checkpoint first.
+    const cp = await eventually(async () => {
+      await api.flushAutoCheckpoint();
+      for (const c of engine.queries.checkpoints(taskId).filter((x) => x.kind === 'auto')) {
+        const content = await engine.workspaceSnapshots!.fileAt(c, 'src/outside.ts');
+        if (content?.toString().startsWith('export const written')) return c;
+      }
+      return undefined;
+    }, 'an auto checkpoint holding src/outside.ts');
+    assert.ok(engine.queries.checkpoints(taskId).length > before);
+    assert.match(cp.label ?? '', /file change/);
+    await engine.abandonTask({ taskId });
+  });
+
+  it('serves checkpoint content read-only through the waypoint: scheme', async () => {
+    const engine = await api.engine();
+    const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'Content provider fixture' });
+    const doc = await vscode.workspace.openTextDocument(vscode.Uri.from({ scheme: 'waypoint', path: `/${baseCheckpointId}/src/app.ts` }));
+    assert.match(doc.getText(), /export const version/);
+    await assert.rejects(Promise.resolve(vscode.workspace.fs.writeFile(doc.uri, new Uint8Array([1]))));
+    await engine.abandonTask({ taskId });
+  });
+});
