@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import { randomUUID } from 'node:crypto';
 import type { Engine } from '../core/engine/engine';
+import { AgentDoors } from './agentDoors';
 import { AttentionAlerts } from './attention';
 import { AutoCheckpoints } from './autoCheckpoints';
 import { CheckpointFileSystem } from './checkpointFs';
@@ -22,6 +23,10 @@ export interface WaypointApi {
   flushAutoCheckpoint(): Promise<void>;
   /** The Tasks view's rows under a node id (root when omitted), as VS Code renders them. */
   treeRows(parentId?: string): Promise<{ id: string; label: string; description: string; contextValue: string }[]>;
+  /** The MCP server definitions this window offers VS Code (empty until the store is open). */
+  mcpServerDefinitions(): vscode.McpServerDefinition[];
+  /** Waits until this window serves MCP over HTTP (it owns the store). */
+  mcpEndpoint(): Promise<{ url: string; token: string } | undefined>;
   /** Fires when the Tasks view refreshes (after engine changes). */
   onDidRefreshTree: vscode.Event<void>;
 }
@@ -48,6 +53,9 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(new CheckpointFileSystem(host));
   const auto = new AutoCheckpoints(host, log);
   context.subscriptions.push(auto);
+  const doors = new AgentDoors(host, context.extensionPath, log);
+  context.subscriptions.push(doors);
+  context.subscriptions.push(vscode.commands.registerCommand('waypoint.connectAgent', () => doors.connect().catch((e) => void vscode.window.showErrorMessage(`Waypoint: ${(e as Error).message}`))));
   context.subscriptions.push(new Commands(host, tree, view, log));
   context.subscriptions.push(new AttentionAlerts(host));
   // Open the store in the background once the window is up, so the view and the
@@ -61,6 +69,8 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     engine: () => host.get(),
     statusText: () => statusBar.text,
     flushAutoCheckpoint: () => auto.flush(),
+    mcpServerDefinitions: () => doors.definitions(),
+    mcpEndpoint: async () => ((await doors.ensureServing()) ? doors.current : undefined),
     treeRows: async (parentId) => {
       const find = async (id: string, under?: TreeNode): Promise<TreeNode | undefined> => {
         for (const n of await tree.getChildren(under)) {

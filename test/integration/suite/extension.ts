@@ -12,6 +12,8 @@ export interface WaypointApi {
   flushAutoCheckpoint(): Promise<void>;
   treeRows(parentId?: string): Promise<{ id: string; label: string; description: string; contextValue: string }[]>;
   onDidRefreshTree: vscode.Event<void>;
+  mcpServerDefinitions(): vscode.McpServerDefinition[];
+  mcpEndpoint(): Promise<{ url: string; token: string } | undefined>;
 }
 
 /** Polls until `fn` returns a truthy value (the watcher and the views are asynchronous). */
