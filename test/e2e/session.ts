@@ -56,18 +56,45 @@ export function extensionsDir(): string {
 }
 
 /** A fresh workspace folder (with `.waypoint/` unless told otherwise) opened in a new page. */
-export async function openWorkbench(name: string, opts: { waypointDir?: boolean } = {}): Promise<Page> {
+export async function openWorkbench(name: string, opts: { waypointDir?: boolean; prepare?: (folder: string) => void } = {}): Promise<Page> {
   if (!session) throw new Error('e2e session not started');
   const folder = path.join(session.workDir, 'workspaces', name);
   fs.mkdirSync(folder, { recursive: true });
   if (opts.waypointDir !== false) fs.mkdirSync(path.join(folder, '.waypoint'), { recursive: true });
   fs.writeFileSync(path.join(folder, 'README.md'), `# ${name}\n`);
+  opts.prepare?.(folder);
   const page = await session.browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(session.server.url(folder)).origin });
   await page.goto(session.server.url(folder));
   await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
   // The extension host and its extensions come up after the workbench paints.
   await page.locator('.statusbar').waitFor();
   return page;
+}
+
+/** Runs the freshly built CLI (dist/cli.js) against a workspace, as an agent would, and parses its --json output. */
+export function cli(folder: string, ...args: string[]): Record<string, unknown> {
+  const r = spawnSync(process.execPath, [path.join(repoRoot, 'dist', 'cli.js'), ...args, '--workspace', folder, '--json'], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`waypoint ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
+  return JSON.parse(r.stdout) as Record<string, unknown>;
+}
+
+/** A task driven through the CLI: two steps that edit src/app.js, then silence until its lease lapses. */
+export function interruptedTaskFixture(folder: string): { taskId: string; stepStartCheckpoint: string } {
+  fs.mkdirSync(path.join(folder, 'src'), { recursive: true });
+  fs.writeFileSync(path.join(folder, 'src', 'app.js'), 'module.exports = 1;\n');
+  const plan = path.join(folder, '.waypoint', 'plan.json');
+  fs.writeFileSync(plan, JSON.stringify([{ id: 'edit', title: 'Edit app.js' }, { id: 'test', title: 'Run the tests', dependsOn: ['edit'] }]));
+  const { taskId } = cli(folder, 'task', 'start', '--goal', 'Make app.js return 2', '--plan', plan, '--agent', 'e2e-agent', '--lease-ttl', '6') as { taskId: string };
+  const { checkpointId } = cli(folder, 'step', 'start', '--task', taskId, '--step', 'edit') as { checkpointId: string };
+  fs.writeFileSync(path.join(folder, 'src', 'app.js'), 'module.exports = 2; // edited by the agent\n');
+  cli(folder, 'step', 'complete', '--task', taskId, '--step', 'edit', '--summary', 'app.js returns 2');
+  cli(folder, 'step', 'start', '--task', taskId, '--step', 'test');
+  // Then silence: once the 6 s lease lapses, the next opener (the extension) marks the task interrupted.
+  // (6 s, not 1: on a busy machine the agent's own CLI calls can be a second apart.)
+  const lapse = Date.now() + 6_500;
+  while (Date.now() < lapse) spawnSync('sleep', ['0.5']);
+  return { taskId, stepStartCheckpoint: checkpointId };
 }
 
 export function screenshotPath(title: string): string {
