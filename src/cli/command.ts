@@ -1,4 +1,4 @@
-import type { Engine } from '../core/engine/engine';
+import type { EngineApi } from '../core/engine/api';
 import type { OptionSpec } from './args';
 
 /** What a CLI command gets: its parsed options, the engine (opened on first use) and an output sink. */
@@ -7,7 +7,8 @@ export interface Ctx {
   json: boolean;
   /** The workspace directory (absolute). */
   workspace: string;
-  engine: () => Promise<Engine>;
+  /** The engine: this process's own, or the store owner's through its endpoint (opened on first use). */
+  engine: () => Promise<EngineApi>;
   /** Prints `json` with --json, otherwise `human`. */
   out: (human: string, json: unknown) => void;
 }

@@ -1,6 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Engine } from '../core/engine/engine';
+import type { Engine } from '../core/engine/engine';
+import { localApi, remoteApi, type EngineApi } from '../core/engine/api';
+import { resolveStore } from '../mcp/resolve';
 import { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import { Plan } from '../core/model/schema';
@@ -8,6 +10,7 @@ import { parseInput } from '../core/model/validate';
 import { UsageError, intOption, jsonOption, optional, parse, required } from './args';
 import { tasksTable, taskDetail } from './format';
 import type { Command, Ctx } from './command';
+import { MCP_COMMANDS } from './mcpCommands';
 
 /**
  * `waypoint` — the command line over the engine. Every subcommand takes
@@ -39,22 +42,14 @@ function owner(values: Ctx['values']) {
   return id ? { id } : undefined;
 }
 
-function progress(engine: Engine) {
-  return (t: { id: string }) => {
-    const steps = engine.queries.steps(t.id);
-    const done = steps.filter((x) => x.status === 'completed' || x.status === 'skipped').length;
-    return steps.length ? `${done}/${steps.length}` : '-';
-  };
-}
-
 const COMMANDS: Record<string, Command> = {
   init: {
     summary: 'create the store in <workspace>/.waypoint',
     usage: 'waypoint init',
     options: {},
     async run(c) {
-      const e = await c.engine();
-      c.out(`Waypoint store ready in ${e.store.dir}`, { storeDir: e.store.dir, storeId: e.store.storeId, events: e.store.lastSeq });
+      const info = await (await c.engine()).info();
+      c.out(`Waypoint store ready in ${info.storeDir}${info.relayed ? ` (owned by pid ${info.pid})` : ''}`, info);
     },
   },
   'task start': {
@@ -168,12 +163,11 @@ const COMMANDS: Record<string, Command> = {
     usage: 'waypoint tasks [--state STATE[,STATE]] [--limit N]',
     options: { state: s(), limit: s() },
     async run(c) {
-      const e = await c.engine();
       const states = optional(c.values, 'state')?.split(',').filter(Boolean);
-      const tasks = e.tasks({ states: states as never, limit: intOption(c.values, 'limit') });
-      const p = progress(e);
+      const tasks = await (await c.engine()).tasks({ states: states as never, limit: intOption(c.values, 'limit') });
+      const p = (t: (typeof tasks)[number]) => (t.progress.total ? `${t.progress.done}/${t.progress.total}` : '-');
       c.out(
-        tasksTable(tasks, p),
+        tasksTable(tasks, p as never),
         tasks.map((t) => ({ ...t, progress: p(t) })),
       );
     },
@@ -183,7 +177,7 @@ const COMMANDS: Record<string, Command> = {
     usage: 'waypoint show --task ID',
     options: { task: s('t') },
     async run(c) {
-      const d = (await c.engine()).taskDetail(required(c.values, 'task'));
+      const d = await (await c.engine()).taskDetail(required(c.values, 'task'));
       c.out(taskDetail(d), d);
     },
   },
@@ -400,7 +394,7 @@ const COMMANDS: Record<string, Command> = {
     usage: 'waypoint events [--task ID] [--after SEQ] [--limit N]',
     options: { task: s('t'), after: s(), limit: s() },
     async run(c) {
-      const events = (await c.engine()).events({ taskId: optional(c.values, 'task'), afterSeq: intOption(c.values, 'after'), limit: intOption(c.values, 'limit') });
+      const events = await (await c.engine()).events({ taskId: optional(c.values, 'task'), afterSeq: intOption(c.values, 'after'), limit: intOption(c.values, 'limit') });
       c.out(
         events.map((e) => `${String(e.seq).padStart(6)} ${new Date(e.ts).toISOString()} ${e.type.padEnd(22)} ${e.taskId ?? ''} ${JSON.stringify(e.data)}`).join('\n') || '(no events)',
         events,
@@ -422,6 +416,7 @@ const COMMANDS: Record<string, Command> = {
       if (!r.ok) throw new WaypointError('corrupt', 'Projections differ from a rebuild; run `waypoint verify --rebuild` to repair them.');
     },
   },
+  ...MCP_COMMANDS,
 };
 
 function helpText(): string {
@@ -467,6 +462,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
   }
   const found = resolveCommand(argv);
   let engine: Engine | undefined;
+  let api: EngineApi | undefined;
   try {
     if (!found) throw new UsageError(`Unknown command '${commandWords(argv).map((i) => argv[i]).join(' ')}'. Run 'waypoint --help'.`);
     const cmd = COMMANDS[found.name];
@@ -488,8 +484,17 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
       json: values.json === true,
       workspace,
       engine: async () => {
-        engine ??= await Engine.open({ workspace, log, store: { lock: { waitMs: lockWait ?? 2000 } } });
-        return engine;
+        api ??= await resolveStore<EngineApi>({
+          workspace,
+          log,
+          waitMs: lockWait ?? 5000,
+          serving: async (d) => remoteApi(d),
+          own: async (e) => {
+            engine = e;
+            return localApi(e);
+          },
+        });
+        return api;
       },
       out: (human, json) => io.stdout.write((values.json ? JSON.stringify(json, null, 2) : human) + '\n'),
     };

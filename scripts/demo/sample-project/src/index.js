@@ -1,0 +1,5 @@
+'use strict';
+const { slugify } = require('./slugify');
+const { transliterate } = require('./transliterate');
+
+module.exports = { slugify, transliterate };

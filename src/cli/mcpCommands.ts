@@ -1,0 +1,189 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Engine } from '../core/engine/engine';
+import { Logger } from '../core/log';
+import { WaypointError, errorMessage } from '../core/model/errors';
+import { handleClaudeHook, HOOK_ROUTE } from '../mcp/claudeHooks';
+import { applyConnect, launchFor, planConnect, type AgentKind } from '../mcp/connect';
+import { startOwnerEndpoint } from '../mcp/owner';
+import { resolveStore, storeDirOf } from '../mcp/resolve';
+import { runStdio } from '../mcp/stdio';
+import { AgentRollbackPolicy } from '../mcp/tools';
+import { headlessRollback } from '../mcp/headlessRollback';
+import { UsageError, intOption, optional } from './args';
+import type { Command, Ctx } from './command';
+
+/**
+ * The agent doors on the command line: `serve` (own the store, serve MCP over
+ * HTTP), `mcp` (MCP over stdio, relaying to an owner if there is one), `connect`
+ * (write an agent's configuration) and `hook claude-code` (one Claude Code hook event).
+ */
+
+const s = { type: 'string' as const };
+const b = { type: 'boolean' as const };
+
+/** Logs go to stderr: for `mcp` stdout belongs to the MCP frames. */
+function stderrLogger(verbose: boolean): Logger {
+  return new Logger((level, line) => {
+    if (verbose || level === 'warn' || level === 'error') process.stderr.write(`waypoint: ${line}\n`);
+  });
+}
+
+function rollbackPolicy(c: Ctx): AgentRollbackPolicy {
+  const v = optional(c.values, 'agent-rollback') ?? process.env.WAYPOINT_AGENT_ROLLBACK ?? 'ask';
+  const r = AgentRollbackPolicy.safeParse(v);
+  if (!r.success) throw new UsageError(`--agent-rollback must be ask, allow or deny, not '${v}'.`);
+  return r.data;
+}
+
+function untilSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    const on = (sig: string) => () => resolve(sig);
+    process.once('SIGINT', on('SIGINT'));
+    process.once('SIGTERM', on('SIGTERM'));
+    process.once('SIGHUP', on('SIGHUP'));
+  });
+}
+
+const connect = (agent: AgentKind): Command => ({
+  summary: agent === 'codex' ? 'print the ~/.codex/config.toml entry for Waypoint’s MCP server' : `write Waypoint’s MCP server${agent === 'claude-code' ? ' and hooks' : ''} into ${agent}’s project config`,
+  usage: `waypoint connect ${agent} [--print] [--cli PATH]`,
+  options: { print: b, cli: s },
+  async run(c) {
+    const plan = planConnect(agent, launchFor(c.workspace, optional(c.values, 'cli')));
+    if (plan.snippet !== undefined) {
+      c.out(`Add this to ~/.codex/config.toml (Waypoint does not write outside the workspace):\n\n${plan.snippet}`, { agent, snippet: plan.snippet });
+      return;
+    }
+    if (c.values.print) {
+      c.out(plan.files.map((f) => `# ${f.file}\n${f.content}`).join('\n'), plan);
+      return;
+    }
+    const written = applyConnect(plan);
+    c.out(
+      written.length ? `Connected ${agent}: wrote ${written.map((f) => path.relative(c.workspace, f)).join(', ')}` : `${agent} is already connected; nothing changed.`,
+      { agent, written, files: plan.files.map((f) => f.file) },
+    );
+  },
+});
+
+/** Reads one hook event from stdin: bounded in size and time, because a hook must never hang the agent. */
+async function readStdin(maxBytes = 1024 * 1024, timeoutMs = 5000): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no hook input on stdin within ${timeoutMs} ms`)), timeoutMs);
+    process.stdin.on('data', (d: Buffer) => {
+      size += d.length;
+      if (size > maxBytes) {
+        clearTimeout(timer);
+        reject(new Error(`hook input exceeds ${maxBytes} bytes`));
+        process.stdin.destroy();
+      } else chunks.push(d);
+    });
+    process.stdin.once('end', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    process.stdin.once('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function hookLog(workspace: string, line: string): void {
+  process.stderr.write(`waypoint hook: ${line}\n`);
+  try {
+    const dir = storeDirOf(workspace);
+    fs.mkdirSync(dir, { recursive: true });
+    fs.appendFileSync(path.join(dir, 'hooks.log'), `${new Date().toISOString()} ${line}\n`);
+  } catch {
+    // logging must not fail the hook either
+  }
+}
+
+export const MCP_COMMANDS: Record<string, Command> = {
+  serve: {
+    summary: 'own the store and serve MCP over HTTP on 127.0.0.1 until SIGINT/SIGTERM (endpoint in .waypoint/mcp.json)',
+    usage: 'waypoint serve [--agent-rollback ask|allow|deny] [--port N] [--verbose]',
+    options: { 'agent-rollback': s, port: s, verbose: b },
+    async run(c) {
+      const log = stderrLogger(c.values.verbose === true);
+      const agentRollback = rollbackPolicy(c);
+      const engine = await Engine.open({ workspace: c.workspace, log, sweepIntervalMs: 5_000, store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000 } } });
+      try {
+        const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, rollback: headlessRollback(engine), port: intOption(c.values, 'port') });
+        const stop = untilSignal();
+        c.out(`Serving Waypoint MCP for ${c.workspace} at ${endpoint.http.url} (token in ${endpoint.discoveryFile})`, {
+          url: endpoint.http.url,
+          discoveryFile: endpoint.discoveryFile,
+          pid: process.pid,
+        });
+        const sig = await stop;
+        log.info(`[mcp] ${sig}: stopping`);
+        await endpoint.close();
+      } finally {
+        await engine.close();
+      }
+    },
+  },
+  mcp: {
+    summary: 'serve MCP over stdio (relays to the store’s owner if one is running, else owns the store)',
+    usage: 'waypoint mcp [--agent-rollback ask|allow|deny] [--wait SECONDS] [--verbose]',
+    options: { 'agent-rollback': s, wait: s, verbose: b },
+    async run(c) {
+      const wait = intOption(c.values, 'wait');
+      await runStdio({ workspace: c.workspace, log: stderrLogger(c.values.verbose === true), agentRollback: rollbackPolicy(c), waitMs: wait === undefined ? undefined : wait * 1000 });
+    },
+  },
+  'connect claude-code': connect('claude-code'),
+  'connect cursor': connect('cursor'),
+  'connect codex': connect('codex'),
+  'hook claude-code': {
+    summary: 'record one Claude Code hook event (JSON on stdin); never blocks the agent, always exits 0',
+    usage: 'waypoint hook claude-code [--wait SECONDS]',
+    options: { wait: s },
+    async run(c) {
+      // Nothing goes to stdout: Claude Code adds a UserPromptSubmit hook's stdout to the conversation.
+      try {
+        const text = await readStdin();
+        let payload: unknown;
+        try {
+          payload = JSON.parse(text);
+        } catch (e) {
+          throw new WaypointError('invalid_input', `hook input is not JSON: ${errorMessage(e)}`);
+        }
+        const log = new Logger((level, line) => {
+          if (level === 'warn' || level === 'error') hookLog(c.workspace, line);
+        });
+        await resolveStore({
+          workspace: c.workspace,
+          log,
+          waitMs: (intOption(c.values, 'wait') ?? 20) * 1000,
+          serving: async (d) => {
+            const url = new URL(HOOK_ROUTE, d.url);
+            const res = await fetch(url, { method: 'POST', headers: { authorization: `Bearer ${d.token}`, 'content-type': 'application/json' }, body: text, signal: AbortSignal.timeout(20_000) });
+            const body = await res.text();
+            // Reached the owner: whatever it says is final (retrying a refusal would only repeat it).
+            if (!res.ok) hookLog(c.workspace, `not recorded: the owner answered ${res.status}: ${body.slice(0, 500)}`);
+            else {
+              const out = JSON.parse(body) as { ok?: boolean; error?: string };
+              if (out.ok === false) hookLog(c.workspace, `not recorded: ${out.error ?? 'refused by the owner'}`);
+            }
+          },
+          own: async (engine) => {
+            try {
+              await handleClaudeHook(engine, payload, { log: log.child('hooks') });
+            } finally {
+              await engine.close();
+            }
+          },
+        });
+      } catch (e) {
+        hookLog(c.workspace, `not recorded: ${errorMessage(e)}`);
+      }
+    },
+  },
+};

@@ -1,0 +1,32 @@
+import type { Engine } from '../core/engine/engine';
+import { WaypointError, notFound } from '../core/model/errors';
+import type { RollbackHandler } from './tools';
+
+/**
+ * Agent rollbacks where no person can be asked (`waypoint serve`, an owning
+ * `waypoint mcp`): under `allow` the engine rolls back (a pre_rollback checkpoint
+ * makes it undoable); under `ask` nobody is there to confirm, so the request is
+ * declined with the command the person can run.
+ */
+export function headlessRollback(engine: Engine): RollbackHandler {
+  return async (req) => {
+    // An unknown checkpoint is a plain refusal, before anyone would be asked.
+    const c = engine.queries.checkpoint(req.checkpointId);
+    if (!c) throw notFound('checkpoint', req.checkpointId);
+    if (c.taskId !== req.taskId) throw new WaypointError('invalid_input', `Checkpoint ${c.id} does not belong to task ${req.taskId}.`);
+    if (req.policy === 'ask') {
+      return {
+        rolledBack: false,
+        message:
+          `Rollback needs the person's confirmation (agentRollback = ask) and no editor is attached to this store. ` +
+          `Ask them to run: waypoint rollback --task ${req.taskId} --to ${req.checkpointId}`,
+      };
+    }
+    const r = await engine.rollback({ taskId: req.taskId, checkpointId: req.checkpointId, reason: `agent ${req.owner.id}: ${req.reason}`.slice(0, 2000) });
+    return {
+      rolledBack: true,
+      preRollbackCheckpointId: r.preRollbackCheckpointId ?? undefined,
+      message: `Rolled back ${r.filesWritten + r.filesRemoved} file(s) to ${r.targetCheckpointId}; steps ${r.abandonedSteps.join(', ') || '(none)'} are abandoned and ready to redo.`,
+    };
+  };
+}

@@ -1,0 +1,94 @@
+import type { Engine } from '../core/engine/engine';
+import { RPC_PATH, serveRpc } from '../core/engine/api';
+import { Logger, silentLogger } from '../core/log';
+import { errorMessage } from '../core/model/errors';
+import { handleClaudeHook, HOOK_ROUTE } from './claudeHooks';
+import { removeDiscovery, writeDiscovery } from './discovery';
+import { startHttpServer, type HttpServerHandle } from './http';
+import { createMcpServer, localDispatch } from './server';
+import type { AgentRollbackPolicy, RollbackHandler } from './tools';
+
+/**
+ * What the owner of a store runs so that others can reach it: the MCP HTTP server
+ * (each session a lease owner of its own), the Claude Code hook endpoint, the
+ * discovery file and the owner lock's endpoint. Used by `waypoint serve`, by an
+ * owning `waypoint mcp`, and (later) by the extension host.
+ */
+export interface OwnerEndpointOptions {
+  engine: Engine;
+  agentRollback?: AgentRollbackPolicy;
+  rollback?: RollbackHandler;
+  /** Lease of tasks started by MCP sessions; session pids catch dead sessions sooner. */
+  leaseTtlMs?: number;
+  log?: Logger;
+  port?: number;
+  maxBodyBytes?: number;
+}
+
+export interface OwnerEndpoint {
+  http: HttpServerHandle;
+  discoveryFile: string;
+  close(): Promise<void>;
+}
+
+/** 30 minutes: an agent may think for a long time between calls; a dead session is caught by its pid. */
+export const MCP_LEASE_TTL_MS = 30 * 60_000;
+
+export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<OwnerEndpoint> {
+  const { engine } = opts;
+  const log = opts.log ?? silentLogger;
+  const hookLog = log.child('hooks');
+  const http = await startHttpServer({
+    log,
+    port: opts.port,
+    maxBodyBytes: opts.maxBodyBytes,
+    createSession: ({ sessionId, clientPid }) =>
+      createMcpServer(
+        localDispatch({
+          engine,
+          // A relay tells us its pid; a direct HTTP client lives as long as we do at most.
+          owner: { id: `mcp:${sessionId}`, pid: clientPid ?? process.pid },
+          leaseTtlMs: opts.leaseTtlMs ?? MCP_LEASE_TTL_MS,
+          agentRollback: opts.agentRollback ?? 'ask',
+          rollback: opts.rollback,
+        }),
+      ),
+    // A hook's refusal is an answer, not a transport failure: the relaying hook logs it and exits 0.
+    routes: {
+      // The CLI (and any other process) calls the owner's engine here instead of opening the store.
+      [RPC_PATH]: (body) => serveRpc(engine, body),
+      [HOOK_ROUTE]: async (body) => {
+        try {
+          return { ok: true, ...(await handleClaudeHook(engine, body, { log: hookLog })) };
+        } catch (e) {
+          hookLog.warn(`not recorded: ${errorMessage(e)}`);
+          return { ok: false, error: errorMessage(e) };
+        }
+      },
+    },
+  });
+  const storeDir = engine.store.dir;
+  let discoveryFile: string;
+  try {
+    discoveryFile = writeDiscovery(storeDir, { url: http.url, token: http.token, pid: process.pid, startedAt: Date.now() });
+    engine.store.lock.setEndpoint({ url: http.url, discoveryFile });
+  } catch (e) {
+    await http.close();
+    throw e;
+  }
+  let closed: Promise<void> | undefined;
+  return {
+    http,
+    discoveryFile,
+    close: () =>
+      (closed ??= (async () => {
+        try {
+          engine.store.lock.setEndpoint(null);
+        } catch (e) {
+          log.warn(`clearing the lock's endpoint failed: ${errorMessage(e)}`);
+        }
+        removeDiscovery(storeDir, http.token);
+        await http.close();
+      })()),
+  };
+}

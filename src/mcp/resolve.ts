@@ -1,0 +1,68 @@
+import * as path from 'node:path';
+import { Engine } from '../core/engine/engine';
+import type { Logger } from '../core/log';
+import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
+import { describeOwner } from '../core/store/ownerLock';
+import { findOwner, type Discovery } from './discovery';
+
+/**
+ * One rule for every short- or long-lived surface outside the owner: if a live
+ * process owns the store and serves MCP, talk to it; if nobody owns it, own it;
+ * if it is held by a process without an endpoint (a CLI command mid-run, an owner
+ * still starting), wait a little and look again, then give a clear error.
+ */
+export interface ResolveOptions<T> {
+  workspace: string;
+  log: Logger;
+  /** How long to wait for a busy store. */
+  waitMs: number;
+  serving(d: Discovery): Promise<T>;
+  own(engine: Engine): Promise<T>;
+  /** Engine options for owning (sweep timer for long-lived owners). */
+  sweepIntervalMs?: number;
+}
+
+export function storeDirOf(workspace: string): string {
+  return path.join(path.resolve(workspace), '.waypoint');
+}
+
+export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
+  const dir = storeDirOf(o.workspace);
+  const log = o.log.child('mcp');
+  const deadline = Date.now() + o.waitMs;
+  let lastProblem = '';
+  for (;;) {
+    const s = findOwner(dir);
+    if (s.kind === 'serving') {
+      try {
+        return await o.serving(s.discovery);
+      } catch (e) {
+        // The owner may be shutting down; look again.
+        lastProblem = `the owner at ${s.discovery.url} did not answer (${errorMessage(e)})`;
+        log.warn(`${lastProblem}`);
+      }
+    } else if (s.kind === 'none') {
+      let engine: Engine | undefined;
+      try {
+        engine = await Engine.open({ workspace: o.workspace, log: o.log, sweepIntervalMs: o.sweepIntervalMs, store: { lock: { waitMs: 250 } } });
+      } catch (e) {
+        if (!(isWaypointError(e) && e.code === 'locked')) throw e;
+        lastProblem = 'another process took the store first';
+      }
+      if (engine) {
+        try {
+          return await o.own(engine);
+        } catch (e) {
+          await engine.close().catch(() => undefined);
+          throw e;
+        }
+      }
+    } else {
+      lastProblem = `it is owned by ${describeOwner(s.lock)}, which serves no MCP endpoint (a CLI command still running?)`;
+    }
+    if (Date.now() >= deadline) {
+      throw new WaypointError('locked', `Cannot reach the Waypoint store in ${dir}: ${lastProblem}. Try again when that process has finished, or stop it.`);
+    }
+    await new Promise((r) => setTimeout(r, 150 + Math.random() * 100));
+  }
+}

@@ -1,0 +1,75 @@
+// One code-server + Chromium for the whole UI suite, with the PACKAGED extension
+// installed into a fresh extensions dir: what a person gets from the VSIX, nothing
+// from the source tree. Each scenario opens its own page on its own workspace.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium } from '../../scripts/harness/browser';
+import { installExtension, startCodeServer, type CodeServer } from '../../scripts/harness/code-server';
+import { ensureHarness } from '../../scripts/harness/install';
+import { repoRoot } from '../../scripts/harness/versions';
+import { vsixPath } from '../package/vsix';
+
+export const outputDir = path.join(repoRoot, 'test-output', 'e2e');
+
+interface Session {
+  server: CodeServer;
+  browser: Browser;
+  workDir: string;
+}
+
+let session: Session | undefined;
+
+export async function startSession(): Promise<void> {
+  ensureHarness();
+  // Always repackage: a stale VSIX would test yesterday's extension.
+  const pack = spawnSync('npm', ['run', '--silent', 'package'], { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
+  if (pack.status !== 0) throw new Error(`npm run package failed (exit ${pack.status})`);
+  fs.rmSync(outputDir, { recursive: true, force: true });
+  fs.mkdirSync(outputDir, { recursive: true });
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waypoint-e2e-'));
+  const opts = { workDir, logFile: path.join(outputDir, 'code-server.log') };
+  installExtension(opts, vsixPath);
+  const browser = await launchChromium();
+  try {
+    session = { server: await startCodeServer(opts), browser, workDir };
+  } catch (e) {
+    await browser.close();
+    throw e;
+  }
+}
+
+export async function stopSession(): Promise<void> {
+  const s = session;
+  session = undefined;
+  if (!s) return;
+  await s.browser.close();
+  await s.server.stop();
+  if (!process.env.WAYPOINT_KEEP_WORKDIR) fs.rmSync(s.workDir, { recursive: true, force: true });
+}
+
+export function extensionsDir(): string {
+  if (!session) throw new Error('e2e session not started');
+  return session.server.extensionsDir;
+}
+
+/** A fresh workspace folder (with `.waypoint/` unless told otherwise) opened in a new page. */
+export async function openWorkbench(name: string, opts: { waypointDir?: boolean } = {}): Promise<Page> {
+  if (!session) throw new Error('e2e session not started');
+  const folder = path.join(session.workDir, 'workspaces', name);
+  fs.mkdirSync(folder, { recursive: true });
+  if (opts.waypointDir !== false) fs.mkdirSync(path.join(folder, '.waypoint'), { recursive: true });
+  fs.writeFileSync(path.join(folder, 'README.md'), `# ${name}\n`);
+  const page = await session.browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await page.goto(session.server.url(folder));
+  await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+  // The extension host and its extensions come up after the workbench paints.
+  await page.locator('.statusbar').waitFor();
+  return page;
+}
+
+export function screenshotPath(title: string): string {
+  return path.join(outputDir, `${title.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').toLowerCase()}.png`);
+}

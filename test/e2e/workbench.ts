@@ -1,0 +1,28 @@
+// How a person drives the workbench: the command palette, views, the status bar.
+// Selectors from shared/vscode-e2e.md, verified against code-server 4.139.1.
+import type { Page } from 'playwright-core';
+
+/**
+ * F1, type the command's label, wait for its row, Enter. The palette lists the
+ * commands known when it opens, and extensions register theirs only after the
+ * workbench has painted, so an early attempt is closed and retried, as a person would.
+ */
+export async function runCommand(page: Page, label: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const input = page.locator('.quick-input-widget input');
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: label }).first();
+  for (;;) {
+    await page.keyboard.press('F1');
+    await input.waitFor();
+    await input.fill(`>${label}`);
+    try {
+      await row.waitFor({ timeout: 3000 });
+      break;
+    } catch (e) {
+      await page.keyboard.press('Escape');
+      if (Date.now() > deadline) throw e;
+    }
+  }
+  await page.keyboard.press('Enter');
+  await page.locator('.quick-input-widget').waitFor({ state: 'hidden' });
+}
