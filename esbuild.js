@@ -48,6 +48,15 @@ async function main() {
       outdir: 'dist',
       external: ['vscode'],
     }),
+    // The review panel's page: a browser bundle (it shares protocol.ts with the host).
+    esbuild.context({
+      ...common,
+      entryPoints: ['webview-ui/main.ts', 'webview-ui/main.css'],
+      outdir: 'dist/webview',
+      format: 'iife',
+      platform: 'browser',
+      target: 'es2022',
+    }),
     esbuild.context({
       ...common,
       entryPoints: { cli: 'src/cli/main.ts' },

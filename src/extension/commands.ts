@@ -9,6 +9,7 @@ import { EVENTS_SCHEME, eventsUri, storageUri } from './eventsDocument';
 import { ago, isResumable, progressText, STATE_LABEL, codicon } from './presentation';
 import { settings } from './settings';
 import { EffectNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
+import type { ReviewPanels } from './review/reviewPanels';
 import { WorkspaceCommands } from './workspaceCommands';
 
 /**
@@ -25,6 +26,7 @@ export class Commands extends Disposable {
     private readonly tree: TasksTreeProvider,
     private readonly view: vscode.TreeView<TreeNode>,
     private readonly log: vscode.LogOutputChannel,
+    review: ReviewPanels,
   ) {
     super();
     const ws = new WorkspaceCommands({
@@ -56,6 +58,7 @@ export class Commands extends Disposable {
       'waypoint.refresh': () => this.tree.refresh(),
       'waypoint.revealTask': (a) => this.revealTask(a),
       'waypoint.showStoreInfo': () => this.log.show(true),
+      'waypoint.reviewTask': (a) => review.open(a),
     };
     for (const [id, fn] of Object.entries(table)) {
       this.register(vscode.commands.registerCommand(id, (...args: unknown[]) => this.run(id, () => fn(...args))));

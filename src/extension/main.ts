@@ -8,6 +8,7 @@ import { CheckpointFileSystem } from './checkpointFs';
 import { Commands } from './commands';
 import { EngineHost } from './engineHost';
 import { EventsDocumentProvider } from './eventsDocument';
+import { ReviewPanels } from './review/reviewPanels';
 import { TaskStatusBar } from './statusBar';
 import { TasksTreeProvider, type TreeNode } from './tasksTree';
 
@@ -56,7 +57,9 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   const doors = new AgentDoors(host, context.extensionPath, log);
   context.subscriptions.push(doors);
   context.subscriptions.push(vscode.commands.registerCommand('waypoint.connectAgent', () => doors.connect().catch((e) => void vscode.window.showErrorMessage(`Waypoint: ${(e as Error).message}`))));
-  context.subscriptions.push(new Commands(host, tree, view, log));
+  const review = new ReviewPanels({ host, log, extensionUri: context.extensionUri });
+  context.subscriptions.push(review);
+  context.subscriptions.push(new Commands(host, tree, view, log, review));
   context.subscriptions.push(new AttentionAlerts(host));
   // Open the store in the background once the window is up, so the view and the
   // status bar show the truth without waiting for a click.

@@ -79,7 +79,7 @@ export class WorkspaceCommands {
       if (!c?.taskId) throw new Error('That checkpoint no longer exists.');
       return { engine, task: engine.task(c.taskId), checkpoint: c };
     }
-    const task = await this.d.pickTask(arg instanceof TaskNode ? arg : undefined, (t) => engine.queries.checkpoints(t.id).some((c) => c.manifestRef), 'Roll back which task?');
+    const task = await this.d.pickTask(arg instanceof TaskNode || typeof arg === 'string' ? arg : undefined, (t) => engine.queries.checkpoints(t.id).some((c) => c.manifestRef), 'Roll back which task?');
     if (!task) return undefined;
     const checkpoint = await this.pickCheckpoint(engine, task);
     return checkpoint ? { engine, task, checkpoint } : undefined;

@@ -1,0 +1,44 @@
+import { randomBytes } from 'node:crypto';
+import * as vscode from 'vscode';
+
+/** Where the page's bundle lives; also the panel's only local resource root. */
+export function webviewRoot(extensionUri: vscode.Uri): vscode.Uri {
+  return vscode.Uri.joinPath(extensionUri, 'dist', 'webview');
+}
+
+export function webviewOptions(extensionUri: vscode.Uri): vscode.WebviewPanelOptions & vscode.WebviewOptions {
+  return { enableScripts: true, retainContextWhenHidden: false, enableFindWidget: true, localResourceRoots: [webviewRoot(extensionUri)] };
+}
+
+/**
+ * The page shell. Strict CSP: nothing loads but our own nonce'd script and our own
+ * stylesheet; no inline style, no eval. The page renders everything with DOM APIs.
+ */
+export function reviewHtml(webview: vscode.Webview, extensionUri: vscode.Uri, title: string): string {
+  const nonce = randomBytes(16).toString('base64');
+  const root = webviewRoot(extensionUri);
+  const script = webview.asWebviewUri(vscode.Uri.joinPath(root, 'main.js'));
+  const style = webview.asWebviewUri(vscode.Uri.joinPath(root, 'main.css'));
+  const csp = [
+    "default-src 'none'",
+    `script-src 'nonce-${nonce}'`,
+    `style-src ${webview.cspSource}`,
+    `font-src ${webview.cspSource}`,
+    `img-src ${webview.cspSource}`,
+  ].join('; ');
+  const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="${csp}">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<link rel="stylesheet" href="${style.toString()}">
+<title>${esc(title)}</title>
+</head>
+<body>
+<main id="app" aria-busy="true"><p>Loading the review…</p></main>
+<script nonce="${nonce}" src="${script.toString()}"></script>
+</body>
+</html>`;
+}

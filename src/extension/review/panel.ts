@@ -1,0 +1,218 @@
+import * as vscode from 'vscode';
+import type { Engine } from '../../core/engine/engine';
+import { errorMessage } from '../../core/model/errors';
+import { applyReview, type ApplyReviewResult } from '../../core/review/applyReview';
+import { commitMessage } from '../../core/review/commitMessage';
+import { isGitWorkTree } from '../../core/review/gitCli';
+import { fileHunks, loadReview, type ReviewData } from '../../core/review/reviewModel';
+import { checkpointUri, EMPTY_SIDE } from '../checkpointFs';
+import { Disposable } from '../disposable';
+import type { EngineHost } from '../engineHost';
+import { VsCodeGitCommitter } from './gitCommitter';
+import { reviewHtml, webviewOptions } from './html';
+import { clipLine, HostMessage, PageMessage, type FileDecisionMsg } from './protocol';
+
+export const REVIEW_VIEW_TYPE = 'waypoint.review';
+const MAX_HUNK_LINES_SENT = 100_000;
+
+export interface ReviewDeps {
+  host: EngineHost;
+  log: vscode.LogOutputChannel;
+  extensionUri: vscode.Uri;
+}
+
+/**
+ * The host side of one task's review panel. It sends nothing until the page says
+ * `ready`, parses every message from the page, sends file hunks only on request
+ * (so a 1,000-file review costs one list, not 1,000 diffs), and applies decisions
+ * through `applyReview`.
+ */
+export class ReviewPanel extends Disposable {
+  private ready = false;
+  private data: ReviewData | undefined;
+  private refreshTimer: NodeJS.Timeout | undefined;
+  private busy = false;
+  private readonly _onDidDispose = this.register(new vscode.EventEmitter<void>());
+  readonly onDidDispose = this._onDidDispose.event;
+
+  constructor(
+    readonly taskId: string,
+    readonly panel: vscode.WebviewPanel,
+    private readonly deps: ReviewDeps,
+  ) {
+    super();
+    panel.webview.options = webviewOptions(deps.extensionUri);
+    panel.webview.html = reviewHtml(panel.webview, deps.extensionUri, 'Waypoint review');
+    this.register(panel.webview.onDidReceiveMessage((m) => void this.receive(m)));
+    this.register(
+      deps.host.onDidChange((e) => {
+        if (!e || e.taskIds.includes(taskId)) this.scheduleRefresh();
+      }),
+    );
+    this.register(panel.onDidDispose(() => this.dispose()));
+    this.register({ dispose: () => clearTimeout(this.refreshTimer) });
+  }
+
+  override dispose(): void {
+    if (this.isDisposed) return;
+    this._onDidDispose.fire();
+    super.dispose();
+    this.panel.dispose();
+  }
+
+  reveal(): void {
+    this.panel.reveal();
+  }
+
+  private post(msg: HostMessage): void {
+    if (!this.ready || this.isDisposed) return;
+    void this.panel.webview.postMessage(msg);
+  }
+
+  private async receive(raw: unknown): Promise<void> {
+    const parsed = PageMessage.safeParse(raw);
+    if (!parsed.success) {
+      this.deps.log.warn(`[review] ignored a malformed message from the page: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+      return;
+    }
+    const msg = parsed.data;
+    try {
+      switch (msg.type) {
+        case 'ready':
+          this.ready = true;
+          return await this.sendInit();
+        case 'refresh':
+          return await this.sendInit();
+        case 'requestHunks':
+          return await this.sendHunks(msg.path);
+        case 'openDiff':
+          return await this.openDiff(msg.path);
+        case 'apply':
+          await this.apply(msg.message, msg.decisions);
+          return;
+        case 'rollback':
+          await vscode.commands.executeCommand('waypoint.rollback', this.taskId);
+          return;
+        case 'resume':
+          await vscode.commands.executeCommand('waypoint.resumeTask', this.taskId);
+          return;
+      }
+    } catch (e) {
+      this.deps.log.error(`[review] ${msg.type} failed: ${errorMessage(e)}`);
+      if (msg.type !== 'apply') this.post({ type: 'error', text: errorMessage(e).slice(0, 4_000) });
+    }
+  }
+
+  private scheduleRefresh(): void {
+    if (!this.ready || this.busy) return;
+    clearTimeout(this.refreshTimer);
+    this.refreshTimer = setTimeout(() => void this.sendInit().catch((e) => this.deps.log.warn(`[review] refresh failed: ${errorMessage(e)}`)), 750);
+  }
+
+  private async sendInit(): Promise<void> {
+    const engine = await this.deps.host.get();
+    const data = await loadReview(engine, this.taskId);
+    this.data = data;
+    const { task } = data;
+    this.panel.title = `Review: ${task.title.length > 40 ? `${task.title.slice(0, 39)}…` : task.title}`;
+    const steps = engine.queries.steps(task.id);
+    const effects = engine.queries.sideEffects(task.id);
+    const clip = (s: string | null | undefined, n: number) => (s == null ? null : s.length > n ? `${s.slice(0, n - 1)}…` : s);
+    this.post({
+      type: 'init',
+      task: {
+        id: task.id,
+        title: clip(task.title, 1_000)!,
+        goal: clip(task.goal, 10_000)!,
+        state: task.state,
+        agent: clip(task.agent, 200),
+        createdAt: task.createdAt,
+        durationMs: Math.max(0, task.updatedAt - task.createdAt),
+        commit: task.commit,
+      },
+      steps: steps.slice(0, 1_000).map((s) => ({
+        id: s.id,
+        title: clip(s.title, 500)!,
+        status: s.status,
+        durationMs: s.startedAt !== null && s.endedAt !== null ? s.endedAt - s.startedAt : null,
+        summary: clip(s.summary, 2_000),
+        error: clip(s.error?.message, 2_000),
+      })),
+      effects: effects.slice(0, 10_000).map((e) => ({
+        key: e.key,
+        kind: clip(e.kind, 100)!,
+        description: clip(e.description, 2_000)!,
+        status: e.status,
+        inDoubt: e.status === 'in_doubt' || e.status === 'intent',
+      })),
+      files: data.files.slice(0, 20_000),
+      message: commitMessage(task, steps).slice(0, 20_000),
+      git: await isGitWorkTree(engine.workspace),
+    });
+  }
+
+  private async sendHunks(key: string): Promise<void> {
+    const engine = await this.deps.host.get();
+    const data = this.data ?? (await loadReview(engine, this.taskId));
+    // Only files of this review: the page cannot make the host read anything else.
+    if (!data.files.some((f) => f.path === key)) return;
+    const r = await fileHunks(engine, data.base, key);
+    if (r.kind === 'summary') return this.post({ type: 'summary', path: key, fingerprint: r.fingerprint, reason: r.reason });
+    const lines = r.hunks.reduce((n, h) => n + h.removed.length + h.added.length, 0);
+    if (lines > MAX_HUNK_LINES_SENT || r.hunks.length > 20_000) {
+      return this.post({ type: 'summary', path: key, fingerprint: r.fingerprint, reason: `${lines} changed lines: too many to render. Open it in the diff editor.` });
+    }
+    this.post({
+      type: 'hunks',
+      path: key,
+      fingerprint: r.fingerprint,
+      hunks: r.hunks.map((h) => ({ ...h, removed: h.removed.map(clipLine), added: h.added.map(clipLine), before: h.before.map(clipLine), after: h.after.map(clipLine) })),
+    });
+  }
+
+  private async openDiff(key: string): Promise<void> {
+    const data = this.data;
+    const file = data?.files.find((f) => f.path === key);
+    if (!data || !file) return;
+    const folder = this.deps.host.workspaceFolder;
+    if (!folder) return;
+    const left = checkpointUri(file.status === 'added' ? EMPTY_SIDE : data.base.id, key);
+    const right = file.status === 'deleted' ? checkpointUri(EMPTY_SIDE, key) : vscode.Uri.joinPath(folder.uri, ...key.split('/'));
+    await vscode.commands.executeCommand('vscode.diff', left, right, `${key} (task base ↔ workspace)`, { preview: true });
+  }
+
+  /** Applies the page's decisions: pre-apply checkpoint, reverts, commit, task completed. */
+  async apply(message: string, decisions: readonly FileDecisionMsg[]): Promise<ApplyReviewResult | undefined> {
+    if (this.busy) return undefined;
+    this.busy = true;
+    this.post({ type: 'busy', busy: true, label: 'Applying the review…' });
+    try {
+      const engine: Engine = await this.deps.host.get();
+      const folder = this.deps.host.workspaceFolder;
+      if (!folder) throw new Error('Open a folder first.');
+      const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: applying the review…' }, () =>
+        applyReview(engine, { taskId: this.taskId, message, decisions }, new VsCodeGitCommitter(folder.uri, this.deps.log)),
+      );
+      const text = describe(r);
+      this.deps.log.info(`[review] ${this.taskId}: ${text}`);
+      this.post({ type: 'applied', ok: true, text, commit: r.commit.sha });
+      const undo = 'Undo (Roll Back)';
+      void vscode.window.showInformationMessage(`Waypoint: ${text}`, undo).then((a) => {
+        if (a === undo) void engine.rollback({ taskId: this.taskId, checkpointId: r.preApplyCheckpointId }).catch((e) => void vscode.window.showErrorMessage(`Waypoint: ${errorMessage(e)}`));
+      });
+      return r;
+    } catch (e) {
+      this.post({ type: 'applied', ok: false, text: errorMessage(e).slice(0, 4_000), commit: null });
+      throw e;
+    } finally {
+      this.busy = false;
+      this.post({ type: 'busy', busy: false, label: '' });
+    }
+  }
+}
+
+function describe(r: ApplyReviewResult): string {
+  const reverted = r.reverted.length ? ` ${r.reverted.length} rejected file(s) reverted.` : '';
+  if (r.commit.sha) return `committed ${r.committed.length} file(s) as ${r.commit.sha.slice(0, 10)}.${reverted} The task is completed.`;
+  return `${'reason' in r.commit ? r.commit.reason : ''}${reverted} The task is completed without a commit.`;
+}

@@ -1,0 +1,100 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { Engine } from '../../../src/core/engine/engine';
+import { applyReview } from '../../../src/core/review/applyReview';
+import { fileHunks, loadReview } from '../../../src/core/review/reviewModel';
+import { VsCodeGitCommitter } from '../../../src/extension/review/gitCommitter';
+import { activated } from './extension';
+
+/**
+ * The review's apply path in the real editor, on a real git repository: the
+ * built-in git extension (or the git command) commits exactly the approved
+ * changes; rejected ones are reverted; the pre-apply checkpoint undoes it all.
+ */
+describe('review: approve, reject, commit', function () {
+  this.timeout(120_000);
+  let engine: Engine;
+  let dir: string;
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, encoding: 'utf8' });
+  const write = (rel: string, text: string) => {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.writeFileSync(path.join(dir, rel), text);
+  };
+  const read = (rel: string) => (fs.existsSync(path.join(dir, rel)) ? fs.readFileSync(path.join(dir, rel), 'utf8') : null);
+
+  before(async () => {
+    const api = (await activated()) as unknown as { engine(): Promise<Engine> };
+    engine = await api.engine();
+    dir = engine.workspace;
+    if (!fs.existsSync(path.join(dir, '.git'))) {
+      git('init', '-q');
+      git('config', 'user.email', 'it@example.com');
+      git('config', 'user.name', 'Integration');
+    }
+    write('.gitignore', '.waypoint/\n');
+    write('review/a.txt', '1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n');
+    write('review/b.txt', 'b as committed\n');
+    write('review/c.txt', 'c as committed\n');
+    git('add', '.');
+    git('commit', '-q', '-m', 'fixture');
+  });
+
+  it('commits exactly the approved changes with the trailer, and the pre-apply checkpoint restores everything', async () => {
+    const { taskId } = await engine.startTask({ goal: 'Change three files', plan: [{ id: 'edit', title: 'Edit the files' }] });
+    await engine.startStep({ taskId, stepId: 'edit' });
+    write('review/a.txt', '1\nTWO\n3\n4\n5\n6\n7\n8\nNINE\n10\n');
+    write('review/b.txt', 'b by the agent\n');
+    write('review/c.txt', 'c by the agent\n');
+    await engine.completeStep({ taskId, stepId: 'edit', summary: 'edited a, b and c' });
+    await engine.requestReview({ taskId });
+
+    // The panel opens for the task (and a second open focuses the same one).
+    await vscode.commands.executeCommand('waypoint.reviewTask', taskId);
+    await vscode.commands.executeCommand('waypoint.reviewTask', taskId);
+    const reviewTabs = () => vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.input instanceof vscode.TabInputWebview && t.input.viewType.includes('waypoint.review'));
+    for (let i = 0; i < 50 && reviewTabs().length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    const all = vscode.window.tabGroups.all.flatMap((g) => g.tabs).map((t) => `${t.label}:${t.input instanceof vscode.TabInputWebview ? t.input.viewType : typeof t.input}`);
+    assert.equal(reviewTabs().length, 1, `one review panel per task; tabs: ${all.join(', ')}`);
+
+    const review = await loadReview(engine, taskId);
+    assert.deepEqual(review.files.map((f) => f.path), ['review/a.txt', 'review/b.txt', 'review/c.txt']);
+    const a = await fileHunks(engine, review.base, 'review/a.txt');
+    assert.ok(a.kind === 'hunks' && a.hunks.length === 2);
+    const before = fs.readFileSync(path.join(dir, 'review/a.txt'), 'utf8');
+
+    const folder = vscode.workspace.workspaceFolders![0]!.uri;
+    const log = vscode.window.createOutputChannel('Waypoint review test', { log: true });
+    const r = await applyReview(
+      engine,
+      {
+        taskId,
+        message: `Change three files\n\nWaypoint-Task: ${taskId}\n`,
+        decisions: [
+          { path: 'review/a.txt', action: 'hunks', approved: [1], hunkCount: 2, fingerprint: a.fingerprint }, // reject the first hunk
+          { path: 'review/b.txt', action: 'reject' },
+          { path: 'review/c.txt', action: 'approve' },
+        ],
+      },
+      new VsCodeGitCommitter(folder, log),
+    );
+    log.dispose();
+    assert.ok(r.commit.sha, 'a commit was made');
+    assert.equal(git('rev-parse', 'HEAD').trim(), r.commit.sha);
+    assert.deepEqual(git('show', '--name-only', '--format=', 'HEAD').trim().split('\n').sort(), ['review/a.txt', 'review/c.txt']);
+    assert.equal(git('show', 'HEAD:review/a.txt'), '1\n2\n3\n4\n5\n6\n7\n8\nNINE\n10\n');
+    assert.equal(git('show', 'HEAD:review/c.txt'), 'c by the agent\n');
+    assert.match(git('log', '-1', '--format=%B'), new RegExp(`Waypoint-Task: ${taskId}`));
+    assert.equal(read('review/b.txt'), 'b as committed\n', 'the rejected file is reverted');
+    assert.equal(read('review/a.txt'), '1\n2\n3\n4\n5\n6\n7\n8\nNINE\n10\n', 'the rejected hunk is reverted');
+    assert.equal(engine.task(taskId).state, 'completed');
+    assert.equal(engine.task(taskId).commit, r.commit.sha);
+
+    await engine.rollback({ taskId, checkpointId: r.preApplyCheckpointId });
+    assert.equal(read('review/a.txt'), before);
+    assert.equal(read('review/b.txt'), 'b by the agent\n');
+    assert.equal(read('review/c.txt'), 'c by the agent\n');
+  });
+});

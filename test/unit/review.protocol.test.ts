@@ -1,0 +1,56 @@
+import * as assert from 'node:assert/strict';
+import { HostMessage, PageMessage, PageState } from '../../src/extension/review/protocol';
+
+describe('review: panel protocol', () => {
+  it('accepts the messages the page sends', () => {
+    for (const m of [
+      { type: 'ready' },
+      { type: 'requestHunks', path: 'src/a.ts' },
+      { type: 'openDiff', path: '<img src=x onerror=alert(1)>' },
+      { type: 'apply', message: 'Subject\n\nWaypoint-Task: t_1\n', decisions: [{ path: 'a', action: 'approve' }, { path: 'b', action: 'hunks', approved: [0], hunkCount: 2, fingerprint: 'a'.repeat(32) }] },
+      { type: 'rollback' },
+      { type: 'resume' },
+    ]) {
+      assert.equal(PageMessage.safeParse(m).success, true, JSON.stringify(m));
+    }
+  });
+
+  it('refuses malformed page messages', () => {
+    for (const m of [
+      null,
+      'ready',
+      {},
+      { type: 'nope' },
+      { type: 'ready', extra: 1 },
+      { type: 'requestHunks' },
+      { type: 'requestHunks', path: '' },
+      { type: 'requestHunks', path: 42 },
+      { type: 'apply', message: '   ', decisions: [] },
+      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'delete' }] },
+      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'hunks', approved: [-1], hunkCount: 1, fingerprint: 'a'.repeat(32) }] },
+      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'hunks', approved: [0], hunkCount: 1 }] },
+      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'approve', fingerprint: 'not hex' }] },
+    ]) {
+      assert.equal(PageMessage.safeParse(m).success, false, JSON.stringify(m));
+    }
+  });
+
+  it('refuses oversized page messages', () => {
+    assert.equal(PageMessage.safeParse({ type: 'openDiff', path: 'x'.repeat(4097) }).success, false);
+    assert.equal(PageMessage.safeParse({ type: 'apply', message: 'm'.repeat(20_001), decisions: [] }).success, false);
+    const many = Array.from({ length: 20_001 }, (_, i) => ({ path: `f${i}`, action: 'approve' }));
+    assert.equal(PageMessage.safeParse({ type: 'apply', message: 'm', decisions: many }).success, false);
+    assert.equal(PageMessage.safeParse({ type: 'apply', message: 'm', decisions: many.slice(0, 20_000) }).success, true);
+  });
+
+  it('bounds what the host sends and what the page restores', () => {
+    const hunk = { index: 0, oldStart: 1, oldLines: 1, newStart: 1, newLines: 1, removed: ['a'], added: ['b'], before: [], after: [] };
+    const ok = { type: 'hunks', path: 'a', fingerprint: 'f'.repeat(32), hunks: [hunk] };
+    assert.equal(HostMessage.safeParse(ok).success, true);
+    assert.equal(HostMessage.safeParse({ ...ok, hunks: [{ ...hunk, added: ['x'.repeat(10_001)] }] }).success, false);
+    assert.equal(HostMessage.safeParse({ type: 'busy', busy: 'yes', label: '' }).success, false);
+    assert.equal(PageState.safeParse({ taskId: 't_1', decisions: { a: { whole: 'a', hunks: null, included: true, fingerprint: null } } }).success, true);
+    assert.equal(PageState.safeParse({ taskId: 't_1', decisions: { a: { whole: 'yes', hunks: null, included: true, fingerprint: null } } }).success, false);
+    assert.equal(PageState.safeParse(undefined).success, false);
+  });
+});
