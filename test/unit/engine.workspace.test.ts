@@ -217,7 +217,7 @@ describe('engine: workspace checkpoints and rollback', () => {
 
 describe('crash safety of rollbacks (SIGKILL mid-rollback)', function () {
   this.timeout(0);
-  const KILLS = Number(process.env.WAYPOINT_ROLLBACK_KILLS ?? 60);
+  const KILLS = Number(process.env.WAYPOINT_ROLLBACK_KILLS ?? 40);
   let script: string;
   before(() => {
     script = bundleScript(path.join(__dirname, '..', 'support', 'rollbackChild.ts'));
