@@ -154,6 +154,30 @@ export class Commands extends Disposable {
       );
       if (go !== 'Resume Anyway') return undefined;
     }
+    // Drift: files changed since the task's last checkpoint by someone else (you, a tool).
+    const drift = engine.workspaceSnapshots
+      ? await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: checking the workspace' }, () => engine.drift(task.id))
+      : { since: null, files: [] };
+    if (drift.files.length && drift.since) {
+      const list = drift.files.slice(0, 8).map((f) => `${f.status}: ${f.path}`);
+      const keep = `Keep ${drift.files.length === 1 ? 'This Change' : 'These Changes'}`;
+      const roll = 'Roll Them Back';
+      const choice = await vscode.window.showWarningMessage(
+        `${drift.files.length} file${drift.files.length === 1 ? ' has' : 's have'} changed since “${task.title}” last checkpointed`,
+        {
+          modal: true,
+          detail: `${list.join('\n')}${drift.files.length > 8 ? `\n… and ${drift.files.length - 8} more` : ''}\n\nKeep them (the agent is told about them) or roll them back to the checkpoint (undoable).`,
+        },
+        keep,
+        roll,
+      );
+      if (!choice) return undefined;
+      if (choice === roll) {
+        await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: rolling back the changes…' }, () =>
+          engine.rollback({ taskId: task.id, checkpointId: drift.since!, paths: drift.files.map((f) => f.path), reason: 'drift rolled back before resuming' }),
+        );
+      }
+    }
     const ctx = await engine.resumeTask({ taskId: task.id });
     await this.deliver(ctx);
     return ctx;
