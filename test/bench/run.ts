@@ -20,6 +20,8 @@ const BENCHES: Bench[] = [
       return { main: (o: { quick?: boolean }) => m.main(o.quick ? { runs: 1, firstRuns: 1 } : {}) };
     },
   },
+  { name: 'mcp', load: async () => require('./mcp.bench') },
+  { name: 'vscode', load: async () => require('./vscode.bench') },
 ];
 
 async function run(): Promise<void> {

@@ -1,0 +1,41 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { fmtMs, printTable, type Row } from './util';
+
+/**
+ * Figures measured inside a real VS Code's extension host: runs the integration
+ * launcher on the bench suite only (WAYPOINT_BENCH=1) and reads its BENCH lines.
+ * Needs the harness (npm run test:harness-install).
+ */
+export async function main(): Promise<Row[]> {
+  const repo = path.resolve(__dirname, '..', '..');
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'test/integration/run-code-server.ts'], {
+    cwd: repo,
+    encoding: 'utf8',
+    env: { ...process.env, WAYPOINT_BENCH: '1', WAYPOINT_TEST_GREP: 'bench \\(extension host\\)' },
+    timeout: 600_000,
+  });
+  const figures = new Map<string, number>();
+  for (const m of (r.stdout ?? '').matchAll(/BENCH (\S+) ([\d.]+)/g)) figures.set(m[1], Number(m[2]));
+  if (!figures.size) {
+    process.stdout.write(`vscode bench produced no figures (exit ${r.status}):\n${(r.stdout ?? '').slice(-2000)}\n${(r.stderr ?? '').slice(-2000)}\n`);
+    return [];
+  }
+  const g = (k: string) => figures.get(k) ?? NaN;
+  const rows: Row[] = [
+    { measure: 'activation (activate() wall time)', waypoint: fmtMs(g('activation_ms')), baseline: '-', ratio: '-', target: '≤ 50 ms', ok: g('activation_ms') <= 50 },
+    { measure: 'Tasks view root with 1,000 tasks', waypoint: fmtMs(g('tree_root_1000_ms')), baseline: '-', ratio: '-', target: '≤ 50 ms', ok: g('tree_root_1000_ms') <= 50 },
+    {
+      measure: 'checkpoint after a 10-file burst (watcher hint)',
+      waypoint: fmtMs(g('auto_checkpoint_10_files_hint_ms')),
+      baseline: `${fmtMs(g('checkpoint_10_files_full_rescan_ms'))} full rescan`,
+      ratio: `${(g('auto_checkpoint_10_files_hint_ms') / g('checkpoint_10_files_full_rescan_ms')).toFixed(2)}×`,
+      target: '(info)',
+      ok: null,
+    },
+  ];
+  printTable('VS Code extension host (code-server 4.139.1)', rows);
+  return rows;
+}
+
+if (require.main === module) void main();

@@ -1,0 +1,73 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import * as vscode from 'vscode';
+import { activated, eventually, report } from './extension';
+
+/**
+ * Figures that must be measured inside the extension host, for `npm run bench`
+ * (which runs only this file, with WAYPOINT_BENCH=1, and reads the BENCH lines).
+ * Skipped in the ordinary test run: these are measurements, not assertions.
+ */
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+describe('bench (extension host)', function () {
+  this.timeout(300_000);
+  before(function () {
+    if (process.env.WAYPOINT_BENCH !== '1') this.skip();
+  });
+
+  it('measures activation, the tree root with 1,000 tasks, and an auto checkpoint from the watcher', async () => {
+    const api = await activated();
+    report(`BENCH activation_ms ${api.activationMs.toFixed(2)}`);
+    const engine = await api.engine();
+    // 1,000 tasks as the store records them (one task.started event each).
+    for (let i = 0; i < 1000; i += 100) {
+      await Promise.all(
+        Array.from({ length: 100 }, (_, k) =>
+          engine.store.commit([
+            {
+              type: 'task.started',
+              taskId: `t_bench_${i + k}`,
+              corr: `c_${i + k}`,
+              key: `bench-task-${i + k}`,
+              by: 'bench',
+              data: { goal: `Benchmark task ${i + k}`, title: `Benchmark task ${i + k}`, agent: 'bench', plan: [{ id: 'a', title: 'A' }, { id: 'b', title: 'B', dependsOn: ['a'] }], owner: { id: 'bench' }, leaseTtlMs: 3_600_000 },
+            },
+          ]).durable,
+        ),
+      );
+    }
+    const times: number[] = [];
+    for (let r = 0; r < 7; r++) {
+      const t0 = performance.now();
+      const rows = await api.treeRows();
+      times.push(performance.now() - t0);
+      if (rows.length < 1000) throw new Error(`only ${rows.length} rows`);
+    }
+    report(`BENCH tree_root_1000_ms ${median(times).toFixed(2)}`);
+
+    // A 10-file burst checkpointed from the watcher's dirty set vs a full rescan.
+    const root = vscode.workspace.workspaceFolders![0].uri.fsPath;
+    fs.mkdirSync(path.join(root, 'bench'), { recursive: true });
+    for (let i = 0; i < 300; i++) fs.writeFileSync(path.join(root, 'bench', `f${i}.ts`), `export const v${i} = 0;\n`.repeat(40));
+    const { taskId } = await engine.startTask({ goal: 'bench burst', leaseTtlMs: 3_600_000 });
+    const hint: number[] = [];
+    const full: number[] = [];
+    for (let r = 0; r < 5; r++) {
+      const before = engine.queries.checkpoints(taskId).length;
+      for (let i = 0; i < 10; i++) fs.writeFileSync(path.join(root, 'bench', `f${r * 10 + i}.ts`), `export const v = ${r};\n`);
+      await new Promise((res) => setTimeout(res, 1500)); // let the watcher deliver the burst
+      const t0 = performance.now();
+      await api.flushAutoCheckpoint();
+      hint.push(performance.now() - t0);
+      await eventually(() => engine.queries.checkpoints(taskId).length > before, 'the auto checkpoint');
+      for (let i = 0; i < 10; i++) fs.writeFileSync(path.join(root, 'bench', `f${100 + r * 10 + i}.ts`), `export const w = ${r};\n`);
+      const t1 = performance.now();
+      await engine.checkpoint({ taskId, label: 'full rescan' });
+      full.push(performance.now() - t1);
+    }
+    report(`BENCH auto_checkpoint_10_files_hint_ms ${median(hint).toFixed(2)}`);
+    report(`BENCH checkpoint_10_files_full_rescan_ms ${median(full).toFixed(2)}`);
+    await engine.abandonTask({ taskId });
+  });
+});
