@@ -96,10 +96,25 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     }
   }
 
+  /** Steps of every task, read in one query when the root is listed (one query per row was the cost at 1,000 tasks). */
+  private stepsByTask = new Map<string, Step[]>();
+
+  private stepsOf(engine: Engine, taskId: string): Step[] {
+    return this.stepsByTask.get(taskId) ?? engine.queries.steps(taskId);
+  }
+
   async getChildren(node?: TreeNode): Promise<TreeNode[]> {
     const engine = await this.engine();
     if (!engine) return [];
-    if (!node) return sortTasks(engine.tasks()).map((t) => new TaskNode(t));
+    if (!node) {
+      this.stepsByTask = new Map();
+      for (const s of engine.queries.allSteps()) {
+        const list = this.stepsByTask.get(s.taskId);
+        if (list) list.push(s);
+        else this.stepsByTask.set(s.taskId, [s]);
+      }
+      return sortTasks(engine.tasks()).map((t) => new TaskNode(t));
+    }
     if (node instanceof TaskNode) {
       const id = node.task.id;
       const checkpoints = engine.queries.checkpoints(id).filter((c) => c.stepId === null);
@@ -119,6 +134,14 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     return [];
   }
 
+  resolveTreeItem(item: vscode.TreeItem, node: TreeNode): vscode.TreeItem {
+    const engine = this.host.current;
+    if (node instanceof TaskNode && engine && !item.tooltip) {
+      item.tooltip = taskTooltip(node.task, engine.queries.steps(node.task.id), engine.queries.sideEffects(node.task.id));
+    }
+    return item;
+  }
+
   getParent(node: TreeNode): TreeNode | undefined {
     return node.parent;
   }
@@ -127,12 +150,12 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     const engine = this.host.current;
     if (node instanceof TaskNode) {
       const t = node.task;
-      const steps = engine?.queries.steps(t.id) ?? [];
+      const steps = engine ? this.stepsOf(engine, t.id) : [];
       const item = new vscode.TreeItem(t.title, vscode.TreeItemCollapsibleState.Collapsed);
       item.id = node.id;
       item.iconPath = taskIcon(t.state);
       item.description = `${STATE_LABEL[t.state]} · ${progressText(t, steps)}`;
-      item.tooltip = taskTooltip(t, steps, engine?.queries.sideEffects(t.id) ?? []);
+      // The tooltip (side effects, last error) is filled in resolveTreeItem, on hover only.
       item.contextValue = taskContextValue(t);
       item.accessibilityInformation = { label: `Task ${t.title}, ${STATE_LABEL[t.state]}, ${progressText(t, steps)}` };
       return item;

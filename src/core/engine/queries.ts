@@ -119,6 +119,11 @@ export class Queries {
     return this.db().all('SELECT * FROM steps WHERE task_id = ? ORDER BY ord', [taskId]).map(toStep);
   }
 
+  /** Every task's steps in one query (for views listing many tasks). */
+  allSteps(): Step[] {
+    return this.db().all('SELECT * FROM steps ORDER BY task_id, ord').map(toStep);
+  }
+
   step(taskId: string, stepId: string): Step | null {
     const r = this.db().get('SELECT * FROM steps WHERE task_id = ? AND id = ?', [taskId, stepId]);
     return r ? toStep(r) : null;

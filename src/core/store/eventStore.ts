@@ -7,7 +7,7 @@ import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType, type Ev
 import { Logger, silentLogger } from '../log';
 import { Db } from './db';
 import { fsyncDir, sweepTempFiles } from './fsutil';
-import { JournalWriter, decodeSegment, encodeRecord, listSegments, segmentBase, segmentName, type SegmentHeader } from './journal';
+import { JournalWriter, decodeSegment, encodeRecord, listSegments, readSegmentHeader, segmentBase, segmentName, type SegmentHeader } from './journal';
 import { DB_VERSION, dbVersion, migrate } from './migrations';
 import { OwnerLock, type AcquireOptions } from './ownerLock';
 import { clearProjections, dumpProjections, insertEvent, project } from './projections';
@@ -199,7 +199,7 @@ export class EventStore {
     });
     this.seq += events.length;
     const last = this.seq;
-    const record = encodeRecord({ kind: 'batch', events });
+    const record = encodeRecord({ kind: 'batch', last, events });
     const append = this.rotating ? this.rotating.then(() => this.writer.append(record)) : this.writer.append(record);
     const durable = append.then(() => {
       this.durableSeq = Math.max(this.durableSeq, last);
@@ -426,33 +426,48 @@ interface Loaded {
  */
 function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log: Logger): Loaded {
   const segFiles = listSegments(dir);
-  const segments: Loaded['segments'] = [];
-  const journalEvents: WaypointEvent[] = [];
   let journalStoreId: string | null = null;
-  let tornBytes = 0;
-  segFiles.forEach((file, i) => {
-    const buf = fs.readFileSync(file);
-    const seg = decodeSegment(file, buf, i === segFiles.length - 1);
-    if (seg.header) {
-      if (journalStoreId && seg.header.storeId !== journalStoreId) {
-        throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} belongs to another store (${seg.header.storeId}).`);
-      }
-      journalStoreId = seg.header.storeId;
+  // Headers first (a few bytes each): enough to match a database generation to the journal.
+  for (const file of segFiles) {
+    const h = readSegmentHeader(file);
+    if (!h) continue;
+    if (journalStoreId && h.storeId !== journalStoreId) {
+      throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} belongs to another store (${h.storeId}).`);
     }
-    tornBytes += seg.tornBytes;
-    segments.push({ file, baseSeq: seg.baseSeq, validBytes: seg.validBytes });
-    for (const b of seg.batches) {
-      for (const raw of b.events) {
-        try {
-          journalEvents.push(parseEvent(upcast(raw)));
-        } catch (e) {
-          throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} holds an invalid event: ${errorMessage(e)}`);
+    journalStoreId = h.storeId;
+  }
+  const firstJournalSeq = segFiles.length ? segmentBase(path.basename(segFiles[0])) : 1;
+
+  /** Reads the segments that may hold events after `lastSeq`; the rest the database already has. */
+  const readJournal = (lastSeq: number): Pick<Loaded, 'journalEvents' | 'segments' | 'tornBytes'> => {
+    const segments: Loaded['segments'] = [];
+    const journalEvents: WaypointEvent[] = [];
+    let tornBytes = 0;
+    segFiles.forEach((file, i) => {
+      const isLast = i === segFiles.length - 1;
+      const base = segmentBase(path.basename(file));
+      const nextBase = isLast ? Infinity : segmentBase(path.basename(segFiles[i + 1]));
+      if (!isLast && nextBase - 1 <= lastSeq) {
+        segments.push({ file, baseSeq: base, validBytes: fs.statSync(file).size });
+        return;
+      }
+      const seg = decodeSegment(file, fs.readFileSync(file), isLast, lastSeq);
+      tornBytes += seg.tornBytes;
+      segments.push({ file, baseSeq: seg.baseSeq, validBytes: seg.validBytes });
+      for (const b of seg.batches) {
+        for (const raw of b.events) {
+          if ((raw as { seq?: unknown })?.seq !== undefined && Number((raw as { seq: unknown }).seq) <= lastSeq) continue;
+          try {
+            journalEvents.push(parseEvent(upcast(raw)));
+          } catch (e) {
+            throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} holds an invalid event: ${errorMessage(e)}`);
+          }
         }
       }
-    }
-  });
-  journalEvents.sort((a, b) => a.seq - b.seq);
-  const firstJournalSeq = journalEvents.length ? journalEvents[0].seq : segments.length ? segments[0].baseSeq : 1;
+    });
+    journalEvents.sort((a, b) => a.seq - b.seq);
+    return { journalEvents, segments, tornBytes };
+  };
 
   const tryLoad = (file: string): { db: Db; storeId: string | null; lastSeq: number } | { error: string } | null => {
     if (!fs.existsSync(file)) return null;
@@ -493,18 +508,18 @@ function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log:
   const prevFile = path.join(dir, PREV_FILE);
   const newest = tryLoad(dbFile);
   if (newest && 'db' in newest) {
-    return { db: newest.db, storeId: newest.storeId ?? journalStoreId ?? randomUUID(), source: 'db', generationSeq: newest.lastSeq, journalEvents, segments, tornBytes };
+    return { db: newest.db, storeId: newest.storeId ?? journalStoreId ?? randomUUID(), source: 'db', generationSeq: newest.lastSeq, ...readJournal(newest.lastSeq) };
   }
   const prev = tryLoad(prevFile);
   if (prev && 'db' in prev) {
     if (newest) warnings.push(`${newest.error}; fell back to the previous generation (waypoint.db.prev) and replayed the journal after it.`);
-    return { db: prev.db, storeId: prev.storeId ?? journalStoreId ?? randomUUID(), source: 'prev', generationSeq: prev.lastSeq, journalEvents, segments, tornBytes };
+    return { db: prev.db, storeId: prev.storeId ?? journalStoreId ?? randomUUID(), source: 'prev', generationSeq: prev.lastSeq, ...readJournal(prev.lastSeq) };
   }
   const db = new Db(new SQL.Database());
   if (!newest && !prev) {
     // A new store, or one that crashed before its first export: the journal is everything.
-    if (segments.length === 0) return { db, storeId: randomUUID(), source: 'new', generationSeq: 0, journalEvents, segments, tornBytes };
-    if (firstJournalSeq <= 1) return { db, storeId: journalStoreId ?? randomUUID(), source: 'journal', generationSeq: 0, journalEvents, segments, tornBytes };
+    if (segFiles.length === 0) return { db, storeId: randomUUID(), source: 'new', generationSeq: 0, ...readJournal(0) };
+    if (firstJournalSeq <= 1) return { db, storeId: journalStoreId ?? randomUUID(), source: 'journal', generationSeq: 0, ...readJournal(0) };
   }
   // Neither generation is usable: keep them for inspection and rebuild from the journal.
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
@@ -526,7 +541,7 @@ function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log:
     warnings.push('Rebuilt the store from the journal alone; no event was lost.');
   }
   log.warn(warnings[warnings.length - 1]);
-  return { db, storeId: journalStoreId ?? randomUUID(), source: 'journal', generationSeq: 0, journalEvents, segments, tornBytes };
+  return { db, storeId: journalStoreId ?? randomUUID(), source: 'journal', generationSeq: 0, ...readJournal(0) };
 }
 
 /**

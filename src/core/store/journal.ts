@@ -34,6 +34,8 @@ export interface SegmentHeader {
 
 export interface JournalBatch {
   kind: 'batch';
+  /** The highest seq in the batch (written first, so open can skip covered batches unparsed). */
+  last?: number;
   events: unknown[];
 }
 
@@ -57,18 +59,49 @@ export interface DecodedSegment {
   tornBytes: number;
 }
 
-/** Decodes one record at `offset`; null when the bytes there are not a whole valid record. */
-function decodeAt(buf: Buffer, offset: number): { payload: unknown; next: number } | null {
+/** A batch record whose events all have seq ≤ this is checked but not parsed (the database already has it). */
+const BATCH_LAST_RE = /^\{"kind":"batch","last":(\d+),/;
+
+/**
+ * Decodes one record at `offset`; null when the bytes there are not a whole valid
+ * record. With `skipUpTo`, a batch whose last seq is covered is verified (CRC) but
+ * returned as `skipped` without parsing its JSON — opening a store then costs only
+ * the events the database lacks.
+ */
+function decodeAt(buf: Buffer, offset: number, skipUpTo = 0): { payload: unknown; next: number } | null {
   if (offset + HEADER_BYTES > buf.length) return null;
   if (buf.readUInt32LE(offset) !== RECORD_MAGIC) return null;
   const len = buf.readUInt32LE(offset + 4);
   if (len > MAX_RECORD_BYTES || offset + HEADER_BYTES + len > buf.length) return null;
   const body = buf.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + len);
   if (crc32(body) !== buf.readUInt32LE(offset + 8)) return null;
+  const next = offset + HEADER_BYTES + len;
+  if (skipUpTo > 0) {
+    const m = BATCH_LAST_RE.exec(body.toString('latin1', 0, Math.min(64, body.length)));
+    if (m && Number(m[1]) <= skipUpTo) return { payload: { kind: 'batch', events: [], skipped: true }, next };
+  }
   try {
-    return { payload: JSON.parse(body.toString('utf8')), next: offset + HEADER_BYTES + len };
+    return { payload: JSON.parse(body.toString('utf8')), next };
   } catch {
     return null;
+  }
+}
+
+/** Reads just a segment's header record (its store and base seq) without reading the rest. */
+export function readSegmentHeader(file: string): SegmentHeader | null {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const head = Buffer.alloc(HEADER_BYTES);
+    if (fs.readSync(fd, head, 0, HEADER_BYTES, 0) < HEADER_BYTES || head.readUInt32LE(0) !== RECORD_MAGIC) return null;
+    const len = head.readUInt32LE(4);
+    if (len > 64 * 1024) return null;
+    const buf = Buffer.alloc(HEADER_BYTES + len);
+    if (fs.readSync(fd, buf, 0, buf.length, 0) < buf.length) return null;
+    const rec = decodeAt(buf, 0);
+    const p = rec?.payload as SegmentHeader | undefined;
+    return p && p.kind === 'header' ? p : null;
+  } finally {
+    fs.closeSync(fd);
   }
 }
 
@@ -84,13 +117,13 @@ function hasValidRecordAfter(buf: Buffer, from: number): boolean {
   return false;
 }
 
-export function decodeSegment(file: string, buf: Buffer, isLast: boolean): DecodedSegment {
+export function decodeSegment(file: string, buf: Buffer, isLast: boolean, skipUpTo = 0): DecodedSegment {
   const baseSeq = segmentBase(path.basename(file));
   const batches: JournalBatch[] = [];
   let header: SegmentHeader | null = null;
   let offset = 0;
   while (offset < buf.length) {
-    const rec = decodeAt(buf, offset);
+    const rec = decodeAt(buf, offset, skipUpTo);
     if (!rec) break;
     const p = rec.payload as { kind?: unknown };
     if (p && p.kind === 'header' && offset === 0) header = p as SegmentHeader;
