@@ -69,7 +69,17 @@ async function main(): Promise<void> {
       const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
       await page.goto(url);
       await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
-      await page.waitForTimeout(Number(process.env.WAYPOINT_DEMO_SETTLE_MS ?? 15_000));
+      // What a person does first: open the Waypoint view and expand the demo task.
+      await page.locator('.activitybar .action-item a[aria-label^="Waypoint"]').first().click({ timeout: 60_000 });
+      const rows = page.locator('.part.sidebar .monaco-list-row');
+      await page.locator('.statusbar', { hasText: 'interrupted' }).waitFor({ timeout: 60_000 });
+      const task = rows.first();
+      await task.waitFor({ timeout: 60_000 });
+      if ((await task.getAttribute('aria-expanded')) !== 'true') await task.locator('.monaco-tl-twistie').click();
+      const step = rows.filter({ hasText: 'Read slugify' }).first();
+      await step.waitFor({ timeout: 15_000 }).catch(() => undefined);
+      if ((await step.getAttribute('aria-expanded').catch(() => null)) === 'false') await step.locator('.monaco-tl-twistie').click();
+      await page.waitForTimeout(Number(process.env.WAYPOINT_DEMO_SETTLE_MS ?? 2_000));
       await page.screenshot({ path: screenshot });
       log(`screenshot saved to ${screenshot}`);
     } finally {
