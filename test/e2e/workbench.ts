@@ -7,7 +7,7 @@ import type { Page } from 'playwright-core';
  * commands known when it opens, and extensions register theirs only after the
  * workbench has painted, so an early attempt is closed and retried, as a person would.
  */
-export async function runCommand(page: Page, label: string, timeoutMs = 60_000): Promise<void> {
+export async function runCommand(page: Page, label: string, timeoutMs = 60_000, opts: { opensQuickPick?: boolean } = {}): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const input = page.locator('.quick-input-widget input');
   const row = page.locator('.quick-input-list .monaco-list-row', { hasText: label }).first();
@@ -24,5 +24,6 @@ export async function runCommand(page: Page, label: string, timeoutMs = 60_000):
     }
   }
   await page.keyboard.press('Enter');
-  await page.locator('.quick-input-widget').waitFor({ state: 'hidden' });
+  // A command that asks with its own quick pick keeps the widget open.
+  if (!opts.opensQuickPick) await page.locator('.quick-input-widget').waitFor({ state: 'hidden' });
 }

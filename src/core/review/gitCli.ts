@@ -24,8 +24,12 @@ export function git(cwd: string, args: readonly string[], input?: string): Promi
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    child.on('error', reject);
+    child.on('error', (e: NodeJS.ErrnoException) =>
+      reject(e.code === 'ENOENT' && !fs.existsSync(cwd) ? new Error(`git cannot run in ${cwd}: the folder does not exist`) : e),
+    );
     child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
+    // A child that failed to start closes its stdin; that EPIPE is reported through 'error' above.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(input ?? '');
   });
 }

@@ -16,7 +16,7 @@ describe('resume from the palette', () => {
     }));
     // Wait until the extension has opened the store and marked the task interrupted.
     await page.locator('.statusbar', { hasText: 'interrupted' }).waitFor({ timeout: 60_000 });
-    await runCommand(page, 'Waypoint: Resume Task');
+    await runCommand(page, 'Waypoint: Resume Task', 60_000, { opensQuickPick: true });
     const taskRow = page.locator('.quick-input-list .monaco-list-row', { hasText: 'Make app.js return 2' }).first();
     await taskRow.waitFor({ timeout: 15_000 });
     await page.keyboard.press('Enter');
