@@ -28,6 +28,8 @@ export interface WaypointApi {
   mcpServerDefinitions(): vscode.McpServerDefinition[];
   /** Waits until this window serves MCP over HTTP (it owns the store). */
   mcpEndpoint(): Promise<{ url: string; token: string } | undefined>;
+  /** Opens a task's review panel and resolves with its file count once the page has been sent its content. */
+  openReview(taskId: string): Promise<number>;
   /** Fires when the Tasks view refreshes (after engine changes). */
   onDidRefreshTree: vscode.Event<void>;
 }
@@ -72,6 +74,16 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     engine: () => host.get(),
     statusText: () => statusBar.text,
     flushAutoCheckpoint: () => auto.flush(),
+    openReview: async (taskId) => {
+      const panel = await review.open(taskId);
+      if (!panel) throw new Error(`No review panel for ${taskId}`);
+      return new Promise<number>((resolve) => {
+        const d = panel.onDidShowContent((n) => {
+          d.dispose();
+          resolve(n);
+        });
+      });
+    },
     mcpServerDefinitions: () => doors.definitions(),
     mcpEndpoint: async () => ((await doors.ensureServing()) ? doors.current : undefined),
     treeRows: async (parentId) => {

@@ -3,7 +3,7 @@ import type { Engine } from '../core/engine/engine';
 import type { CheckpointMeta, SideEffect, Step, Task } from '../core/model/schema';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
-import { ago, checkpointIcon, effectIcon, isResumable, progressText, sortTasks, STATE_LABEL, stepIcon, taskIcon, taskTooltip } from './presentation';
+import { CHECKPOINT_LABEL, ago, checkpointIcon, effectIcon, isResumable, progressText, sortTasks, STATE_LABEL, stepIcon, taskIcon, taskTooltip } from './presentation';
 
 /**
  * The Tasks view: tasks → steps (plan order) → the checkpoints taken in each step;
@@ -207,13 +207,3 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
   }
 }
 
-const CHECKPOINT_LABEL: Record<CheckpointMeta['kind'], string> = {
-  task_base: 'Start of task',
-  step_start: 'Before step',
-  step_end: 'After step',
-  before_side_effect: 'Before side effect',
-  manual: 'Checkpoint',
-  auto: 'Auto checkpoint',
-  pre_rollback: 'Before rollback',
-  periodic: 'Periodic checkpoint',
-};

@@ -2,7 +2,7 @@ import * as vscode from 'vscode';
 import type { Engine, RollbackResult } from '../core/engine/engine';
 import type { CheckpointMeta, Task } from '../core/model/schema';
 import { checkpointUri, EMPTY_SIDE } from './checkpointFs';
-import { ago } from './presentation';
+import { CHECKPOINT_LABEL, ago } from './presentation';
 import { settings } from './settings';
 import { z } from 'zod';
 import { CheckpointNode, TaskNode } from './tasksTree';
@@ -21,20 +21,10 @@ export interface WorkspaceCommandDeps {
   pickTask: (arg: unknown, filter: (t: Task) => boolean, placeHolder: string) => Promise<Task | undefined>;
 }
 
-const KIND_LABEL: Record<CheckpointMeta['kind'], string> = {
-  task_base: 'Start of task',
-  step_start: 'Before step',
-  step_end: 'After step',
-  before_side_effect: 'Before side effect',
-  manual: 'Checkpoint',
-  auto: 'Auto checkpoint',
-  pre_rollback: 'Before rollback',
-  periodic: 'Periodic checkpoint',
-};
 
 export function checkpointTitle(engine: Engine, c: CheckpointMeta): string {
   const step = c.taskId && c.stepId ? engine.queries.step(c.taskId, c.stepId) : null;
-  return `${c.label ?? KIND_LABEL[c.kind]}${step ? `: ${step.title}` : ''}`;
+  return `${c.label ?? CHECKPOINT_LABEL[c.kind]}${step ? `: ${step.title}` : ''}`;
 }
 
 export class WorkspaceCommands {

@@ -36,6 +36,19 @@ function settleWaitingTool(db: Db, taskId: string, ts: number): void {
   }
 }
 
+/** The lease an owner takes when it starts or resumes a task (renewed by its later calls). */
+function takeLease(db: Db, taskId: string, owner: { id: string; pid?: number; host?: string }, ttlMs: number, ts: number): void {
+  db.run('INSERT OR REPLACE INTO leases (task_id, owner, pid, host, ttl_ms, heartbeat_at, expires_at) VALUES (?,?,?,?,?,?,?)', [
+    taskId,
+    owner.id,
+    owner.pid ?? null,
+    owner.host ?? null,
+    ttlMs,
+    ts,
+    ts + ttlMs,
+  ]);
+}
+
 function insertPlan(db: Db, taskId: string, items: { id: string; title: string; dependsOn?: string[] }[]): void {
   const max = db.get<{ m: number | null }>('SELECT MAX(ord) AS m FROM steps WHERE task_id = ?', [taskId])?.m ?? -1;
   items.forEach((item, i) => {
@@ -54,15 +67,7 @@ const handlers: Handlers = {
       [e.taskId, d.title, d.goal, d.agent, e.corr ?? e.taskId, e.ts, e.ts],
     );
     insertPlan(db, e.taskId!, d.plan);
-    db.run('INSERT INTO leases (task_id, owner, pid, host, ttl_ms, heartbeat_at, expires_at) VALUES (?,?,?,?,?,?,?)', [
-      e.taskId,
-      d.owner.id,
-      d.owner.pid ?? null,
-      d.owner.host ?? null,
-      d.leaseTtlMs,
-      e.ts,
-      e.ts + d.leaseTtlMs,
-    ]);
+    takeLease(db, e.taskId!, d.owner, d.leaseTtlMs, e.ts);
   },
   'task.plan_updated': (db, e, d) => insertPlan(db, e.taskId!, d.added),
   'task.review_requested': (db, e, d) => {
@@ -107,15 +112,7 @@ const handlers: Handlers = {
   },
   'task.resumed': (db, e, d) => {
     db.run("UPDATE tasks SET state = 'running', attempt = ?, interruption = NULL, updated_at = ? WHERE id = ?", [d.attempt, e.ts, e.taskId]);
-    db.run('INSERT OR REPLACE INTO leases (task_id, owner, pid, host, ttl_ms, heartbeat_at, expires_at) VALUES (?,?,?,?,?,?,?)', [
-      e.taskId,
-      d.owner.id,
-      d.owner.pid ?? null,
-      d.owner.host ?? null,
-      d.leaseTtlMs,
-      e.ts,
-      e.ts + d.leaseTtlMs,
-    ]);
+    takeLease(db, e.taskId!, d.owner, d.leaseTtlMs, e.ts);
   },
   'task.deleted': (db, e) => {
     for (const t of ['steps', 'side_effects', 'leases', 'checkpoints', 'rollbacks']) {

@@ -34,6 +34,9 @@ export class ReviewPanel extends Disposable {
   private busy = false;
   private readonly _onDidDispose = this.register(new vscode.EventEmitter<void>());
   readonly onDidDispose = this._onDidDispose.event;
+  private readonly _onDidShowContent = this.register(new vscode.EventEmitter<number>());
+  /** Fires each time the page is sent the review (file count): its first content, then refreshes. */
+  readonly onDidShowContent = this._onDidShowContent.event;
 
   constructor(
     readonly taskId: string,
@@ -149,6 +152,7 @@ export class ReviewPanel extends Disposable {
       message: commitMessage(task, steps).slice(0, 20_000),
       git: await isGitWorkTree(engine.workspace),
     });
+    this._onDidShowContent.fire(data.files.length);
   }
 
   private async sendHunks(key: string): Promise<void> {

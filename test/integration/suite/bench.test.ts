@@ -69,5 +69,17 @@ describe('bench (extension host)', function () {
     report(`BENCH auto_checkpoint_10_files_hint_ms ${median(hint).toFixed(2)}`);
     report(`BENCH checkpoint_10_files_full_rescan_ms ${median(full).toFixed(2)}`);
     await engine.abandonTask({ taskId });
+
+    // The review panel on 1,000 changed files (50,000 changed lines): time to its first content.
+    const rev = await engine.startTask({ goal: 'bench review', leaseTtlMs: 3_600_000 });
+    await engine.startStep({ taskId: rev.taskId, title: 'a big change' });
+    fs.mkdirSync(path.join(root, 'review'), { recursive: true });
+    for (let i = 0; i < 1000; i++) fs.writeFileSync(path.join(root, 'review', `m${i}.ts`), Array.from({ length: 50 }, (_, k) => `export const x${k} = ${i};`).join('\n') + '\n');
+    await engine.completeStep({ taskId: rev.taskId, stepId: 's1' });
+    await engine.requestReview({ taskId: rev.taskId });
+    const t2 = performance.now();
+    const files = await api.openReview(rev.taskId);
+    report(`BENCH review_open_1000_files_ms ${(performance.now() - t2).toFixed(2)}`);
+    if (files < 1000) throw new Error(`the review listed ${files} files`);
   });
 });

@@ -14,6 +14,7 @@ export interface WaypointApi {
   onDidRefreshTree: vscode.Event<void>;
   mcpServerDefinitions(): vscode.McpServerDefinition[];
   mcpEndpoint(): Promise<{ url: string; token: string } | undefined>;
+  openReview(taskId: string): Promise<number>;
 }
 
 /** Polls until `fn` returns a truthy value (the watcher and the views are asynchronous). */
