@@ -5,7 +5,7 @@ import { errorMessage, isWaypointError } from '../core/model/errors';
 import type { Task, TaskState } from '../core/model/schema';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
-import { EVENTS_SCHEME, eventsUri, storageUri } from './eventsDocument';
+import { eventsUri, storageUri } from './eventsDocument';
 import { ago, isResumable, progressText, STATE_LABEL, codicon } from './presentation';
 import { settings } from './settings';
 import { EffectNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
@@ -276,7 +276,6 @@ export class Commands extends Disposable {
     if (!task) return;
     const doc = await vscode.workspace.openTextDocument(eventsUri(task.id));
     await vscode.window.showTextDocument(doc, { preview: true });
-    void EVENTS_SCHEME;
   }
 
   private async showStorage(): Promise<void> {

@@ -888,23 +888,36 @@ export class Engine {
 
   /** For `agent-only`: paths changed inside step windows since the target, minus those the person touched too. */
   private async agentOnlyPaths(task: Task, target: CheckpointMeta, current: Manifest): Promise<{ revert: string[]; conflicts: string[] }> {
+    const { agent, person } = await this.changesByOwner(task.id, target.id, current);
+    const revert = [...agent].filter((p) => !person.has(p)).sort();
+    const conflicts = [...agent].filter((p) => person.has(p)).sort();
+    return { revert, conflicts };
+  }
+
+  /**
+   * The paths changed since checkpoint `fromId`, split by who changed them: an
+   * interval ending in a checkpoint taken while a step was open is the agent's
+   * work, any other interval the person's; edits since the last checkpoint belong
+   * to the agent if a step is open now. Rollback (agent-only) and review (drift)
+   * both classify with this. Pass `current` when already scanned (inside the runner).
+   */
+  async changesByOwner(taskId: string, fromId: string, current?: Manifest): Promise<{ agent: Set<string>; person: Set<string> }> {
     const ws = this.snapshots();
-    const chain = this.queries.checkpoints(task.id).filter((c) => c.manifestRef && c.createdAt >= target.createdAt && c.id !== target.id);
+    const from = this.requireCheckpoint(fromId);
+    const chain = this.queries.checkpoints(taskId).filter((c) => c.manifestRef && c.createdAt >= from.createdAt && c.id !== from.id);
+    const now = current ?? (await this.exclusive(() => ws.scanNow(this.latestCheckpoint())));
     const agent = new Set<string>();
     const person = new Set<string>();
-    let prev = await ws.load(target);
+    let prev = await ws.load(from);
     for (const c of chain) {
       const next = await ws.load(c);
-      // An interval ending in a checkpoint taken while a step was open is the agent's work.
       const inStep = c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback';
       for (const ch of diffManifests(prev, next)) (inStep ? agent : person).add(ch.path);
       prev = next;
     }
-    const stepOpen = this.queries.steps(task.id).some((s) => s.status === 'in_progress');
-    for (const ch of diffManifests(prev, current)) (stepOpen ? agent : person).add(ch.path);
-    const revert = [...agent].filter((p) => !person.has(p)).sort();
-    const conflicts = [...agent].filter((p) => person.has(p)).sort();
-    return { revert, conflicts };
+    const stepOpen = this.queries.steps(taskId).some((s) => s.status === 'in_progress');
+    for (const ch of diffManifests(prev, now)) (stepOpen ? agent : person).add(ch.path);
+    return { agent, person };
   }
 
   /**

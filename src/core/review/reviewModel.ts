@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import type { Engine } from '../engine/engine';
 import { WaypointError } from '../model/errors';
 import type { CheckpointMeta, Task } from '../model/schema';
-import { diffManifests, isBinary, resolveInsideSync, type ChangeStatus, type Manifest } from '../snapshot';
+import { isBinary, resolveInsideSync, type ChangeStatus } from '../snapshot';
 import { computeHunks, type Hunk } from './hunks';
 
 /** Files larger than this are summarised in the review, never diffed or rendered. */
@@ -69,26 +69,9 @@ export async function loadReview(engine: Engine, taskId: string): Promise<Review
  * A task that never reported a step cannot be told apart, so nothing is drift.
  */
 export async function personOnlyPaths(engine: Engine, task: Task): Promise<Set<string>> {
-  const ws = engine.workspaceSnapshots;
   const steps = engine.queries.steps(task.id);
-  if (!ws || !steps.some((s) => s.startedAt !== null)) return new Set();
-  const base = requireBase(engine, task);
-  const chain = engine.queries.checkpoints(task.id).filter((c) => c.manifestRef && c.createdAt >= base.createdAt && c.id !== base.id);
-  const agent = new Set<string>();
-  const person = new Set<string>();
-  let prev: Manifest = await ws.load(base);
-  let last = base;
-  for (const c of chain) {
-    const next = await ws.load(c);
-    const inStep = c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback';
-    for (const ch of diffManifests(prev, next)) (inStep ? agent : person).add(ch.path);
-    prev = next;
-    last = c;
-  }
-  // Edits after the last checkpoint belong to whoever is working now. (engine.diff
-  // scans under the engine's lock, so no checkpoint races this scan.)
-  const stepOpen = steps.some((s) => s.status === 'in_progress');
-  for (const ch of (await engine.diff({ from: last.id })).changes) (stepOpen ? agent : person).add(ch.path);
+  if (!engine.workspaceSnapshots || !steps.some((s) => s.startedAt !== null)) return new Set();
+  const { agent, person } = await engine.changesByOwner(task.id, requireBase(engine, task).id);
   return new Set([...person].filter((p) => !agent.has(p)));
 }
 

@@ -188,7 +188,6 @@ export class JournalWriter {
   private idleWaiters: (() => void)[] = [];
   private failure: Error | null = null;
   private bytes = 0;
-  private records = 0;
 
   private constructor(
     private file: string,
@@ -225,10 +224,6 @@ export class JournalWriter {
   get sizeBytes(): number {
     return this.bytes;
   }
-  /** Records appended since this segment was opened by this writer. */
-  get recordCount(): number {
-    return this.records;
-  }
   get isIdle(): boolean {
     return this.flushing === null && this.queue.length === 0;
   }
@@ -240,7 +235,6 @@ export class JournalWriter {
     if (this.failure) return Promise.reject(this.failure);
     this.queue.push(record);
     this.bytes += record.length;
-    this.records++;
     const p = new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
     if (!this.flushing) this.flushing = this.flushLoop();
     return p;
