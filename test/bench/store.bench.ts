@@ -92,6 +92,21 @@ async function timeOpen(dir: string, runs: number): Promise<{ ms: number; replay
   return { ms: median(times), replayed };
 }
 
+/** Median time of an atomic export (write temp, fsync, rename) of the store in `dir`. */
+async function exportRow(dir: string): Promise<Row> {
+  const s = await EventStore.open({ dir });
+  const dbBytes = fs.statSync(path.join(dir, 'waypoint.db')).size;
+  const ex: number[] = [];
+  for (let r = 0; r < 3; r++) {
+    s.commit([payload(r)]);
+    const t0 = performance.now();
+    await s.exportNow();
+    ex.push(performance.now() - t0);
+  }
+  await s.close();
+  return { measure: `export (atomic, fsync) of ${(dbBytes / 1e6).toFixed(1)} MB`, waypoint: fmtMs(median(ex)), baseline: '-', ratio: '-', target: '(info)', ok: null };
+}
+
 export async function main(opts: { quick?: boolean } = {}): Promise<Row[]> {
   const N = opts.quick ? 300 : 2000;
   const rows: Row[] = [];
@@ -140,17 +155,7 @@ export async function main(opts: { quick?: boolean } = {}): Promise<Row[]> {
       target: '≤ 300 ms',
       ok: open.ms <= 300,
     });
-    // Export time against size.
-    const s = await EventStore.open({ dir });
-    const ex: number[] = [];
-    for (let r = 0; r < 3; r++) {
-      s.commit([payload(r)]);
-      const t0 = performance.now();
-      await s.exportNow();
-      ex.push(performance.now() - t0);
-    }
-    rows.push({ measure: `export (atomic, fsync) of ${(dbBytes / 1e6).toFixed(1)} MB`, waypoint: fmtMs(median(ex)), baseline: '-', ratio: '-', target: '(info)', ok: null });
-    await s.close();
+    rows.push(await exportRow(dir));
   } finally {
     b.cleanup();
   }
@@ -158,17 +163,7 @@ export async function main(opts: { quick?: boolean } = {}): Promise<Row[]> {
   try {
     const dir = path.join(b2.dir, '.waypoint');
     await buildStore(dir, EVENTS / 10, 0);
-    const ex: number[] = [];
-    const s = await EventStore.open({ dir });
-    const dbBytes = fs.statSync(path.join(dir, 'waypoint.db')).size;
-    for (let r = 0; r < 3; r++) {
-      s.commit([payload(r)]);
-      const t0 = performance.now();
-      await s.exportNow();
-      ex.push(performance.now() - t0);
-    }
-    rows.push({ measure: `export (atomic, fsync) of ${(dbBytes / 1e6).toFixed(1)} MB`, waypoint: fmtMs(median(ex)), baseline: '-', ratio: '-', target: '(info)', ok: null });
-    await s.close();
+    rows.push(await exportRow(dir));
   } finally {
     b2.cleanup();
   }
