@@ -1086,9 +1086,10 @@ export class Engine {
       for await (const h of ws.blobs.list()) if (!live.has(h)) doomed.push(h);
       for (const h of doomed) {
         bytes += (await ws.blobs.sizeOf(h)) ?? 0;
-        await ws.blobs.delete(h);
         deleted++;
       }
+      // One call, so a pack holding several doomed blobs is rewritten once.
+      await ws.blobs.deleteMany(doomed);
       if (deleted) this.log.info(`[gc] deleted ${deleted} unreferenced blob(s), ${bytes} bytes`);
       return { deleted, bytes };
     });

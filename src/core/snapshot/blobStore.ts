@@ -4,20 +4,20 @@
  * the rest is encoded, so compression can be decided per blob:
  *   0x00 raw, 0x01 raw-deflate.
  * Objects are written to a temp file in `<dir>`, renamed into place, and made
- * durable before `put` resolves (or, in deferred mode, before `flush` resolves),
- * so nothing can refer to a blob that a crash could lose.
+ * durable before `put` resolves. In deferred mode a batch of new objects goes into
+ * one pack file instead (`<dir>/pack/`, see packFile.ts), made durable and named
+ * before `flush` resolves. Either way nothing can refer to a blob a crash could lose.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { execFile } from 'node:child_process';
 import fss from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
+import { MAX_PACK_BYTES, PACK_RE, PACK_TEMP_PREFIX, PackWriter, readPackIndex, readPackObject, type PackEntry } from './packFile.js';
 
 const deflateRaw = promisify(zlib.deflateRaw);
 const inflateRaw = promisify(zlib.inflateRaw);
-const execFileP = promisify(execFile);
 
 const HEADER_RAW = 0x00;
 const HEADER_DEFLATE = 0x01;
@@ -62,12 +62,13 @@ export interface BlobStoreOptions {
   /**
    * 'immediate' (default): every `put` writes a temp file, fsyncs it, renames it into
    * place and fsyncs the directory before resolving.
-   * 'deferred': `put` only writes the temp file; `flush()` makes the whole batch
-   * durable (fsync every temp, rename, fsync the directories) and only then gives the
-   * blobs their names. A named blob therefore always has durable content, even after
-   * a crash, so later dedup can trust it. Pending blobs are readable (`get`, `has`)
-   * by this instance before the flush. The caller MUST `flush()` before recording
-   * any reference to a blob (`scan` and `ManifestStore.save` do).
+   * 'deferred': `put` appends the object to a pack being written; `flush()` makes
+   * the whole batch durable (one fdatasync of the pack with its index, one rename,
+   * one directory fsync) and only then gives the blobs their names. A named blob
+   * therefore always has durable content, even after a crash, so later dedup can
+   * trust it. Pending blobs are readable (`get`, `has`) by this instance before the
+   * flush. The caller MUST `flush()` before recording any reference to a blob
+   * (`scan` and `ManifestStore.save` do).
    */
   durability?: 'immediate' | 'deferred';
   /** zlib level; 1 is fast and within a few % of the default's ratio on source code. */
@@ -75,12 +76,16 @@ export interface BlobStoreOptions {
 }
 
 interface PendingBlob {
-  tmp: string;
-  storedBytes: number;
+  writer: PackWriter;
+  entry: PackEntry;
 }
 
-/** Above this many pending blobs, one syncfs(2) beats per-file fsyncs (Linux only). */
-const SYNCFS_THRESHOLD = 256;
+interface PackedBlob {
+  pack: string;
+  entry: PackEntry;
+}
+
+const PACK_DIR = 'pack';
 
 export class BlobStore {
   readonly dir: string;
@@ -88,6 +93,14 @@ export class BlobStore {
   private readonly level: number;
   private readonly knownFanout = new Set<string>();
   private readonly pending = new Map<string, PendingBlob>();
+  /** Packs being written by this instance (one, unless a batch outgrows MAX_PACK_BYTES). */
+  private writers: PackWriter[] = [];
+  /** Named packs' indexes, loaded lazily and refreshed when the pack directory changes. */
+  private readonly packed = new Map<string, PackedBlob>();
+  private readonly packsLoaded = new Set<string>();
+  private packDirMtime = -1;
+  /** Named packs whose index would not read (damage); their blobs count as missing. */
+  readonly damagedPacks: { name: string; reason: string }[] = [];
   private dirReady = false;
 
   constructor(dir: string, opts: BlobStoreOptions = {}) {
@@ -107,11 +120,61 @@ export class BlobStore {
 
   /** Stored size in bytes, or null when absent. */
   async sizeOf(hash: string): Promise<number | null> {
+    return this.sizeOfSync(hash);
+  }
+
+  private sizeOfSync(hash: string): number | null {
     const file = this.pathOf(hash);
     const p = this.pending.get(hash);
-    if (p) return p.storedBytes;
+    if (p) return p.entry.length;
+    const inPack = this.packedEntry(hash);
+    if (inPack) return inPack.entry.length;
     // stat is metadata-only: sync avoids a thread-pool round trip per blob.
     return fss.statSync(file, { throwIfNoEntry: false })?.size ?? null;
+  }
+
+  /** Where a named packed blob lives; re-reads the pack directory if it changed since the last look. */
+  private packedEntry(hash: string): PackedBlob | undefined {
+    return this.packed.get(hash) ?? (this.refreshPacks() ? this.packed.get(hash) : undefined);
+  }
+
+  /** Drops a pack that is gone (rewritten by another instance's GC) so a refresh finds where its blobs went. */
+  private forgetPack(file: string): void {
+    for (const [h, b] of this.packed) if (b.pack === file) this.packed.delete(h);
+    this.packsLoaded.delete(path.basename(file));
+    this.packDirMtime = -1;
+  }
+
+  /**
+   * Loads the indexes of packs not seen yet. Cheap when nothing changed: one stat of
+   * the pack directory (re-listed when its mtime moved, or is too recent to trust on
+   * a file system with coarse timestamps). Returns whether anything new was loaded.
+   */
+  private refreshPacks(): boolean {
+    const dir = path.join(this.dir, PACK_DIR);
+    const st = fss.statSync(dir, { throwIfNoEntry: false });
+    if (!st) return false;
+    // Whole-second mtimes suggest a coarse file system: a pack named within the same tick would not move it.
+    if (st.mtimeMs === this.packDirMtime && (st.mtimeMs % 1000 !== 0 || Date.now() - st.mtimeMs > 2000)) return false;
+    this.packDirMtime = st.mtimeMs;
+    let added = false;
+    for (const name of fss.readdirSync(dir)) {
+      if (!PACK_RE.test(name) || this.packsLoaded.has(name)) continue;
+      const file = path.join(dir, name);
+      this.packsLoaded.add(name);
+      let entries: PackEntry[];
+      try {
+        entries = readPackIndex(file);
+      } catch (err) {
+        // Named packs are written whole before their rename, so this is damage. Its blobs
+        // read as missing (verify reports them) and are stored afresh by the next scan.
+        this.damagedPacks.push({ name, reason: (err as Error).message });
+        continue;
+      }
+      for (const entry of entries) if (!this.packed.has(entry.hash)) this.packed.set(entry.hash, { pack: file, entry });
+      added = true;
+    }
+    return added;
   }
 
   /**
@@ -137,19 +200,19 @@ export class BlobStore {
       }
     }
     // Another put of the same content may have finished while we compressed.
-    if (this.pending.has(hash)) return { hash, storedBytes: this.pending.get(hash)!.storedBytes, isNew: false };
+    if (this.pending.has(hash)) return { hash, storedBytes: this.pending.get(hash)!.entry.length, isNew: false };
     if (!this.dirReady) {
       await fs.mkdir(this.dir, { recursive: true });
       this.dirReady = true;
     }
-    const tmp = path.join(this.dir, `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`);
     const storedBytes = body.length + 1;
     if (this.durability === 'deferred') {
-      // Small synchronous write: cheaper than three thread-pool round trips per blob.
-      fss.writeFileSync(tmp, Buffer.concat([Buffer.of(header), body]), { flag: 'wx', mode: 0o644 });
-      this.pending.set(hash, { tmp, storedBytes });
+      // Appended synchronously to this batch's pack: no file creation per blob.
+      const writer = this.packWriter(storedBytes);
+      this.pending.set(hash, { writer, entry: writer.append(hash, header, body) });
       return { hash, storedBytes, isNew: true };
     }
+    const tmp = path.join(this.dir, `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`);
     const fh = await fs.open(tmp, 'wx', 0o644);
     try {
       await fh.writev([Buffer.of(header), body]);
@@ -172,14 +235,31 @@ export class BlobStore {
     return this.put(await fs.readFile(absPath));
   }
 
-  async get(hash: string): Promise<Buffer> {
-    let raw: Buffer;
+  /** The stored object (header byte + body): pending, packed, or loose. */
+  private readRaw(hash: string): Buffer {
+    assertHash(hash);
+    const p = this.pending.get(hash);
+    if (p) return p.writer.read(p.entry);
+    const inPack = this.packed.get(hash);
     try {
-      raw = await fs.readFile(this.pending.get(hash)?.tmp ?? this.pathOf(hash));
+      if (inPack) return readPackObject(inPack.pack, inPack.entry);
+      return fss.readFileSync(this.pathOf(hash));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(hash);
-      throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EPACKSHORT') throw new CorruptBlobError(hash, (err as Error).message);
+      if (code !== 'ENOENT') throw err;
     }
+    // A pack named since we last looked (another instance flushed), or a pack rewritten by GC.
+    if (inPack) this.forgetPack(inPack.pack);
+    if (this.refreshPacks() || inPack) {
+      const again = this.packed.get(hash);
+      if (again && again !== inPack) return readPackObject(again.pack, again.entry);
+    }
+    throw new BlobNotFoundError(hash);
+  }
+
+  async get(hash: string): Promise<Buffer> {
+    const raw = this.readRaw(hash);
     if (raw.length === 0) throw new CorruptBlobError(hash, 'empty object file');
     const header = raw[0];
     const body = raw.subarray(1);
@@ -196,13 +276,7 @@ export class BlobStore {
 
   /** Synchronous `get`, for restore's tight loop (small files; avoids thread-pool round trips). */
   getSync(hash: string): Buffer {
-    let raw: Buffer;
-    try {
-      raw = fss.readFileSync(this.pending.get(hash)?.tmp ?? this.pathOf(hash));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(hash);
-      throw err;
-    }
+    const raw = this.readRaw(hash);
     if (raw.length === 0) throw new CorruptBlobError(hash, 'empty object file');
     const header = raw[0];
     if (header === HEADER_RAW) return raw.subarray(1);
@@ -217,7 +291,7 @@ export class BlobStore {
   }
 
   hasSync(hash: string): boolean {
-    return this.pending.has(hash) || fss.existsSync(this.pathOf(hash));
+    return this.sizeOfSync(hash) !== null;
   }
 
   /** Reads the blob back and checks that it still hashes to its name. */
@@ -232,12 +306,46 @@ export class BlobStore {
 
   /** Deletes a blob (retention/GC). Absent blobs are fine: deleting is idempotent. */
   async delete(hash: string): Promise<void> {
-    const p = this.pending.get(hash);
-    if (p) {
-      this.pending.delete(hash);
-      await fs.rm(p.tmp, { force: true });
+    await this.deleteMany([hash]);
+  }
+
+  /**
+   * Deletes blobs (retention/GC). A pack holding any of them is rewritten once with
+   * its other objects (copied as stored, not recompressed): the new pack is durable
+   * before the old one is removed, so a crash in between leaves a duplicate, never
+   * a loss. Absent blobs are fine: deleting is idempotent.
+   */
+  async deleteMany(hashes: Iterable<string>): Promise<void> {
+    const doomed = new Set<string>();
+    for (const h of hashes) {
+      assertHash(h);
+      doomed.add(h);
     }
-    await fs.rm(this.pathOf(hash), { force: true });
+    if (doomed.size === 0) return;
+    this.refreshPacks();
+    const packs = new Set<string>();
+    for (const h of doomed) {
+      // Still in an unflushed pack: left out of its index, so never named.
+      this.pending.delete(h);
+      const inPack = this.packed.get(h);
+      if (inPack) packs.add(inPack.pack);
+      await fs.rm(this.pathOf(h), { force: true });
+    }
+    for (const pack of packs) {
+      const keep = [...this.packed.values()].filter((b) => b.pack === pack && !doomed.has(b.entry.hash));
+      if (keep.length) {
+        for (const b of keep) {
+          const raw = readPackObject(pack, b.entry);
+          const writer = this.packWriter(raw.length);
+          this.pending.set(b.entry.hash, { writer, entry: writer.append(b.entry.hash, raw[0]!, raw.subarray(1)) });
+        }
+        await this.flush();
+      }
+      fss.rmSync(pack, { force: true });
+      for (const [h, b] of this.packed) if (b.pack === pack) this.packed.delete(h);
+      this.packsLoaded.delete(path.basename(pack));
+    }
+    if (packs.size) await fsyncDir(path.join(this.dir, PACK_DIR));
   }
 
   async *list(): AsyncIterable<string> {
@@ -248,13 +356,19 @@ export class BlobStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
       throw err;
     }
+    const seen = new Set<string>();
     for (const f of fanouts.sort()) {
       if (!/^[0-9a-f]{2}$/.test(f)) continue;
       for (const rest of (await fs.readdir(path.join(this.dir, f))).sort()) {
         const hash = f + rest;
-        if (HASH_RE.test(hash)) yield hash;
+        if (HASH_RE.test(hash)) {
+          seen.add(hash);
+          yield hash;
+        }
       }
     }
+    this.refreshPacks();
+    for (const hash of [...this.packed.keys()].sort()) if (!seen.has(hash)) yield hash;
   }
 
   /** Removes temp files a crash left behind (not this instance's pending ones). Returns how many were removed. */
@@ -266,11 +380,18 @@ export class BlobStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
       throw err;
     }
-    const mine = new Set([...this.pending.values()].map((p) => path.basename(p.tmp)));
     let n = 0;
+    // Loose-object temps (immediate mode, and deferred mode before packs).
     for (const name of names) {
-      if (!name.startsWith(TEMP_PREFIX) || mine.has(name)) continue;
+      if (!name.startsWith(TEMP_PREFIX)) continue;
       await fs.rm(path.join(this.dir, name), { force: true });
+      n++;
+    }
+    const mine = new Set(this.writers.map((w) => path.basename(w.tmp)));
+    const packDir = path.join(this.dir, PACK_DIR);
+    for (const name of fss.existsSync(packDir) ? fss.readdirSync(packDir) : []) {
+      if (!name.startsWith(PACK_TEMP_PREFIX) || mine.has(name)) continue;
+      await fs.rm(path.join(packDir, name), { force: true });
       n++;
     }
     return n;
@@ -282,26 +403,47 @@ export class BlobStore {
   }
 
   /**
-   * Makes every pending blob durable, then names it: fsync each temp file, rename it
-   * into its fan-out directory, fsync the directories. On Linux a large batch uses
-   * syncfs(2) (`sync -f`) for each of the two barriers instead of thousands of fsyncs;
-   * elsewhere, or if that fails, files and directories are fsynced concurrently.
+   * Makes every pending blob durable, then names it: each pack being written gets
+   * its index, one fdatasync and its final name; then one fsync of the pack
+   * directory makes the names durable. Two barriers per batch, whatever its size.
    */
   async flush(): Promise<void> {
-    if (this.pending.size === 0) return;
-    const batch = [...this.pending.entries()];
-    const useSyncfs = process.platform === 'linux' && batch.length > SYNCFS_THRESHOLD && (await syncfs(this.dir));
-    if (!useSyncfs) await forEachLimit(batch, 32, async ([, p]) => fsyncFile(p.tmp));
-    const dirs = new Set<string>();
-    for (const [hash, p] of batch) {
-      const target = this.pathOf(hash);
-      const fanout = path.dirname(target);
-      if (await this.ensureFanout(fanout, false)) dirs.add(this.dir);
-      fss.renameSync(p.tmp, target);
-      dirs.add(fanout);
-      this.pending.delete(hash);
+    if (this.writers.length === 0) return;
+    const writers = this.writers;
+    this.writers = [];
+    const packDir = path.join(this.dir, PACK_DIR);
+    for (const w of writers) {
+      const final = path.join(packDir, `pack-${randomBytes(8).toString('hex')}.pack`);
+      let named: PackEntry[];
+      try {
+        named = w.finish(final, (e) => this.pending.get(e.hash)?.writer === w);
+      } catch (err) {
+        w.close();
+        throw err;
+      }
+      this.packsLoaded.add(path.basename(final));
+      for (const entry of named) {
+        this.packed.set(entry.hash, { pack: final, entry });
+        this.pending.delete(entry.hash);
+      }
     }
-    if (!(useSyncfs && (await syncfs(this.dir)))) await forEachLimit([...dirs], 32, fsyncDir);
+    await fsyncDir(packDir);
+  }
+
+  /** The pack this instance is filling, started (in its own durable directory) when needed. */
+  private packWriter(nextBytes: number): PackWriter {
+    let w = this.writers[this.writers.length - 1];
+    if (!w || w.bytes + nextBytes > MAX_PACK_BYTES) {
+      const packDir = path.join(this.dir, PACK_DIR);
+      if (!fss.existsSync(packDir)) {
+        fss.mkdirSync(packDir, { recursive: true });
+        // The pack directory's own entry must be durable before any pack named in it.
+        fsyncDirSync(this.dir);
+      }
+      w = PackWriter.create(packDir, `${PACK_TEMP_PREFIX}${randomBytes(8).toString('hex')}.pack`);
+      this.writers.push(w);
+    }
+    return w;
   }
 
   /** Creates a fan-out directory if needed; returns true when it was created. */
@@ -321,21 +463,13 @@ export class BlobStore {
   }
 }
 
-async function syncfs(dir: string): Promise<boolean> {
+function fsyncDirSync(dir: string): void {
+  if (process.platform === 'win32') return;
+  const fd = fss.openSync(dir, 'r');
   try {
-    await execFileP('sync', ['-f', dir]);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function fsyncFile(file: string): Promise<void> {
-  const fh = await fs.open(file, 'r');
-  try {
-    await fh.sync();
+    fss.fsyncSync(fd);
   } finally {
-    await fh.close();
+    fss.closeSync(fd);
   }
 }
 

@@ -1,0 +1,155 @@
+/**
+ * Pack files: many blob objects in one file, so a checkpoint that stores N new
+ * blobs creates one file and pays one fdatasync + one directory fsync instead of N
+ * file creations, N fsyncs, N renames and a directory fsync per fan-out directory.
+ * Still content-addressed: the index maps each SHA-256 to its object's bytes, which
+ * are encoded exactly as a loose object (1-byte header + raw or deflated body).
+ *
+ * Layout (little endian):
+ *   'WPK1' | objects… | index: count × (32-byte hash, u32 offset, u32 length) |
+ *   trailer: u32 count | u32 index offset | u32 CRC-32 of the index | 'WPKX'
+ *
+ * A pack is written under a temp name, fdatasync'd with its index, and only then
+ * renamed to `pack-<id>.pack` (and the directory fsync'd), so a named pack is always
+ * whole; a crash before the rename leaves a temp that is swept on the next open.
+ */
+import fss from 'node:fs';
+import path from 'node:path';
+import { crc32 } from 'node:zlib';
+
+const PACK_MAGIC = 0x314b_5057; // 'WPK1'
+const TRAILER_MAGIC = 0x584b_5057; // 'WPKX'
+const ENTRY_BYTES = 40;
+const TRAILER_BYTES = 16;
+/** Offsets are u32: a pack is closed before it reaches this size and a new one started. */
+export const MAX_PACK_BYTES = 0xf000_0000;
+export const PACK_RE = /^pack-[0-9a-f]{16}\.pack$/;
+export const PACK_TEMP_PREFIX = 'tmp-';
+
+export interface PackEntry {
+  hash: string;
+  offset: number;
+  length: number;
+}
+
+/** A pack being written: objects are appended synchronously; `finish` makes it durable. */
+export class PackWriter {
+  readonly entries: PackEntry[] = [];
+  private size = 4;
+
+  private constructor(
+    readonly tmp: string,
+    private fd: number,
+  ) {}
+
+  static create(dir: string, tmpName: string): PackWriter {
+    const tmp = path.join(dir, tmpName);
+    const fd = fss.openSync(tmp, 'wx+', 0o644); // + : pending objects are read back before the flush
+    const head = Buffer.alloc(4);
+    head.writeUInt32LE(PACK_MAGIC, 0);
+    writeAll(fd, head);
+    return new PackWriter(tmp, fd);
+  }
+
+  get bytes(): number {
+    return this.size;
+  }
+
+  /** Appends one encoded object (header byte + body); returns where it lives. */
+  append(hash: string, header: number, body: Uint8Array): PackEntry {
+    const entry = { hash, offset: this.size, length: body.length + 1 };
+    writeAll(this.fd, Buffer.of(header));
+    writeAll(this.fd, body);
+    this.size += entry.length;
+    this.entries.push(entry);
+    return entry;
+  }
+
+  /** Reads back an object written to this (unfinished) pack. */
+  read(entry: PackEntry): Buffer {
+    return preadExact(this.fd, entry.offset, entry.length);
+  }
+
+  /**
+   * Writes the index of `keep` (entries dropped since, e.g. deleted, are left out),
+   * fdatasyncs, closes and renames the pack to `final`. The caller fsyncs the directory.
+   */
+  finish(final: string, keep: (e: PackEntry) => boolean): PackEntry[] {
+    const live = this.entries.filter(keep);
+    const index = Buffer.alloc(live.length * ENTRY_BYTES);
+    live.forEach((e, i) => {
+      const at = i * ENTRY_BYTES;
+      index.write(e.hash, at, 32, 'hex');
+      index.writeUInt32LE(e.offset, at + 32);
+      index.writeUInt32LE(e.length, at + 36);
+    });
+    const trailer = Buffer.alloc(TRAILER_BYTES);
+    trailer.writeUInt32LE(live.length, 0);
+    trailer.writeUInt32LE(this.size, 4);
+    trailer.writeUInt32LE(crc32(index), 8);
+    trailer.writeUInt32LE(TRAILER_MAGIC, 12);
+    writeAll(this.fd, index);
+    writeAll(this.fd, trailer);
+    fss.fdatasyncSync(this.fd);
+    this.close();
+    fss.renameSync(this.tmp, final);
+    return live;
+  }
+
+  /** Closes without naming the pack (its temp is swept later). */
+  close(): void {
+    if (this.fd >= 0) fss.closeSync(this.fd);
+    this.fd = -1;
+  }
+}
+
+/** Reads a named pack's index; throws when the pack is not whole. */
+export function readPackIndex(file: string): PackEntry[] {
+  const fd = fss.openSync(file, 'r');
+  try {
+    const size = fss.fstatSync(fd).size;
+    if (size < 4 + TRAILER_BYTES) throw new Error('too short to be a pack');
+    const trailer = preadExact(fd, size - TRAILER_BYTES, TRAILER_BYTES);
+    if (trailer.readUInt32LE(12) !== TRAILER_MAGIC) throw new Error('no pack trailer');
+    const count = trailer.readUInt32LE(0);
+    const indexOffset = trailer.readUInt32LE(4);
+    if (indexOffset + count * ENTRY_BYTES + TRAILER_BYTES !== size) throw new Error('index does not fit the file');
+    const index = preadExact(fd, indexOffset, count * ENTRY_BYTES);
+    if (crc32(index) !== trailer.readUInt32LE(8)) throw new Error('index checksum mismatch');
+    const out: PackEntry[] = [];
+    for (let i = 0; i < count; i++) {
+      const at = i * ENTRY_BYTES;
+      const e = { hash: index.toString('hex', at, at + 32), offset: index.readUInt32LE(at + 32), length: index.readUInt32LE(at + 36) };
+      if (e.offset < 4 || e.length < 1 || e.offset + e.length > indexOffset) throw new Error(`index entry ${i} points outside the objects`);
+      out.push(e);
+    }
+    return out;
+  } finally {
+    fss.closeSync(fd);
+  }
+}
+
+export function readPackObject(file: string, entry: PackEntry): Buffer {
+  const fd = fss.openSync(file, 'r');
+  try {
+    return preadExact(fd, entry.offset, entry.length);
+  } finally {
+    fss.closeSync(fd);
+  }
+}
+
+function preadExact(fd: number, offset: number, length: number): Buffer {
+  const buf = Buffer.allocUnsafe(length);
+  let got = 0;
+  while (got < length) {
+    const n = fss.readSync(fd, buf, got, length - got, offset + got);
+    if (n === 0) throw Object.assign(new Error('pack object extends past the end of the file'), { code: 'EPACKSHORT' });
+    got += n;
+  }
+  return buf;
+}
+
+function writeAll(fd: number, buf: Uint8Array): void {
+  let done = 0;
+  while (done < buf.length) done += fss.writeSync(fd, buf, done, buf.length - done);
+}
