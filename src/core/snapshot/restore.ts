@@ -262,10 +262,19 @@ export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blo
     }
     const tmp = `${file}${RESTORE_TEMP_SUFFIX}`;
     if (w.entry.type === 'file') {
-      fss.rmSync(tmp, { force: true }); // a crashed run's temp would keep its old mode through O_TRUNC
       const bytes = preloaded.get(w.entry.hash) ?? blobs.getSync(w.entry.hash);
-      // O_NOFOLLOW: a symlink planted at the temp name must not redirect the write.
-      const fd = fss.openSync(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_TRUNC | (fsc.O_NOFOLLOW ?? 0), w.entry.mode);
+      // O_EXCL (which never follows a symlink) creates a fresh temp; anything already
+      // at the temp name (a crashed run's temp, a planted link) is removed first.
+      // Only then, not on every write: the metadata calls are what a restore costs.
+      const flags = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | (fsc.O_NOFOLLOW ?? 0);
+      let fd: number;
+      try {
+        fd = fss.openSync(tmp, flags, w.entry.mode);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        fss.rmSync(tmp, { force: true });
+        fd = fss.openSync(tmp, flags, w.entry.mode);
+      }
       try {
         fss.writeFileSync(fd, bytes);
         fss.fchmodSync(fd, w.entry.mode); // the umask may have stripped bits at open

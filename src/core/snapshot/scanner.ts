@@ -76,7 +76,7 @@ function errInfo(err: unknown): { code: string; message: string } {
 }
 
 class Scan {
-  readonly manifest: Manifest = new Map();
+  manifest: Manifest = new Map();
   readonly skipped: ScanResult['skipped'] = [];
   readonly unreadable: ScanProblem[] = [];
   filesSeen = 0;
@@ -268,7 +268,8 @@ class Scan {
    */
   async incremental(previous: Manifest, dirty: readonly string[]): Promise<Set<string>> {
     const { roots } = this.opts;
-    for (const [k, v] of previous) this.manifest.set(k, v);
+    // Copying the Map whole is several times faster than re-inserting 10k+ entries one by one.
+    this.manifest = new Map(previous);
     const touched = new Set<string>();
     let dirPrefixes: Set<string> | null = null;
     const removeSubtree = (key: string) => {
