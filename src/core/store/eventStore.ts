@@ -7,7 +7,7 @@ import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType, type Ev
 import { Logger, silentLogger } from '../log';
 import { Db } from './db';
 import { fsyncDir, sweepTempFiles } from './fsutil';
-import { JournalWriter, decodeSegment, encodeRecord, listSegments, readSegmentHeader, segmentBase, segmentName, type SegmentHeader } from './journal';
+import { JournalWriter, decodeSegment, encodeRecord, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
 import { DB_VERSION, dbVersion, migrate } from './migrations';
 import { OwnerLock, type AcquireOptions } from './ownerLock';
 import { clearProjections, dumpProjections, insertEvent, project } from './projections';
@@ -112,7 +112,7 @@ export class EventStore {
       if (swept.length) log.info(`removed ${swept.length} temp file(s) left by an interrupted write`);
       const SQL = await loadSqlJs();
       const warnings: string[] = [];
-      const loaded = loadGenerations(SQL, dir, warnings, log);
+      const loaded = await loadGenerations(SQL, dir, warnings, log);
       const { db, storeId, source, generationSeq } = loaded;
       const mig = migrate(db);
       if (mig.rebuild) rebuildInPlace(db);
@@ -260,6 +260,9 @@ export class EventStore {
     // file is written only after that, so it never holds an unacknowledgeable event.
     const seq = this.seq;
     this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['prevGenerationSeq', String(this.diskGenerationSeq)]);
+    // Room for the journal tail a crash can leave (up to the export threshold) and
+    // for new events, so neither the replay nor the next appends grow the file.
+    this.db.reserveFreePages(reserveBytesFor(this.db, this.exportThreshold));
     const bytes = this.db.export();
     const old = this.writer;
     this.rotating = (async () => {
@@ -394,6 +397,17 @@ export function rowToEvent(r: Record<string, unknown>): WaypointEvent {
   } as WaypointEvent;
 }
 
+/**
+ * Free space to keep in an exported database: what a full journal segment replays
+ * into (measured: ~0.85 database bytes per journal byte), but no more than an
+ * eighth of the database, since every reserved byte is read on each open too.
+ */
+function reserveBytesFor(db: Db, exportThreshold: number): number {
+  const pages = Number(db.get<{ page_count: number }>('PRAGMA page_count')?.page_count ?? 0);
+  const pageSize = Number(db.get<{ page_size: number }>('PRAGMA page_size')?.page_size ?? 4096);
+  return Math.min(exportThreshold, Math.max(256 * 1024, (pages * pageSize) / 8));
+}
+
 function ensureStoreDir(dir: string): void {
   fs.mkdirSync(dir, { recursive: true });
   const gi = path.join(dir, '.gitignore');
@@ -424,7 +438,13 @@ interface Loaded {
  * matches it; a database that matches neither is moved aside (never deleted) and
  * the store is rebuilt from the journal.
  */
-function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log: Logger): Loaded {
+async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log: Logger): Promise<Loaded> {
+  const dbFile = path.join(dir, DB_FILE);
+  const prevFile = path.join(dir, PREV_FILE);
+  // The database read (tens of MB, bound by memory and disk) runs on the thread pool
+  // while this thread decodes the journal's newest segment, which after a normal
+  // export holds exactly the events the database lacks: the two overlap on 2 cores.
+  const dbBytes = fs.promises.readFile(dbFile).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? null : e));
   const segFiles = listSegments(dir);
   let journalStoreId: string | null = null;
   // Headers first (a few bytes each): enough to match a database generation to the journal.
@@ -438,6 +458,22 @@ function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log:
   }
   const firstJournalSeq = segFiles.length ? segmentBase(path.basename(segFiles[0])) : 1;
 
+  /**
+   * The newest segment decoded and parsed whole, ahead of knowing which of its events
+   * the database has. Dropped (and decoded again the careful way) on any doubt.
+   */
+  let speculative: { file: string; seg: DecodedSegment; events: WaypointEvent[] } | null = null;
+  const newestSeg = segFiles[segFiles.length - 1];
+  if (newestSeg) {
+    try {
+      const seg = decodeSegment(newestSeg, fs.readFileSync(newestSeg), true);
+      const events = seg.batches.flatMap((b) => b.events.map((raw) => parseEvent(upcast(raw))));
+      speculative = { file: newestSeg, seg, events };
+    } catch {
+      speculative = null;
+    }
+  }
+
   /** Reads the segments that may hold events after `lastSeq`; the rest the database already has. */
   const readJournal = (lastSeq: number): Pick<Loaded, 'journalEvents' | 'segments' | 'tornBytes'> => {
     const segments: Loaded['segments'] = [];
@@ -449,6 +485,12 @@ function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log:
       const nextBase = isLast ? Infinity : segmentBase(path.basename(segFiles[i + 1]));
       if (!isLast && nextBase - 1 <= lastSeq) {
         segments.push({ file, baseSeq: base, validBytes: fs.statSync(file).size });
+        return;
+      }
+      if (isLast && speculative?.file === file) {
+        tornBytes += speculative.seg.tornBytes;
+        segments.push({ file, baseSeq: speculative.seg.baseSeq, validBytes: speculative.seg.validBytes });
+        for (const e of speculative.events) if (e.seq > lastSeq) journalEvents.push(e);
         return;
       }
       const seg = decodeSegment(file, fs.readFileSync(file), isLast, lastSeq);
@@ -469,11 +511,11 @@ function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log:
     return { journalEvents, segments, tornBytes };
   };
 
-  const tryLoad = (file: string): { db: Db; storeId: string | null; lastSeq: number } | { error: string } | null => {
-    if (!fs.existsSync(file)) return null;
+  const tryLoad = (file: string, read?: Buffer): { db: Db; storeId: string | null; lastSeq: number } | { error: string } | null => {
+    if (!read && !fs.existsSync(file)) return null;
     let raw: Database | undefined;
     try {
-      const bytes = fs.readFileSync(file);
+      const bytes = read ?? fs.readFileSync(file);
       checkSqliteHeader(bytes);
       raw = new SQL.Database(bytes);
       const db = new Db(raw);
@@ -504,9 +546,9 @@ function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[], log:
     }
   };
 
-  const dbFile = path.join(dir, DB_FILE);
-  const prevFile = path.join(dir, PREV_FILE);
-  const newest = tryLoad(dbFile);
+  const newestBytes = await dbBytes;
+  // A read error other than absence: the synchronous path reports it as a database that will not open.
+  const newest = newestBytes instanceof Error ? tryLoad(dbFile) : newestBytes ? tryLoad(dbFile, newestBytes) : null;
   if (newest && 'db' in newest) {
     return { db: newest.db, storeId: newest.storeId ?? journalStoreId ?? randomUUID(), source: 'db', generationSeq: newest.lastSeq, ...readJournal(newest.lastSeq) };
   }
