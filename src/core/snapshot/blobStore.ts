@@ -102,6 +102,7 @@ export class BlobStore {
   /** Named packs whose index would not read (damage); their blobs count as missing. */
   readonly damagedPacks: { name: string; reason: string }[] = [];
   private dirReady = false;
+  private flushing: Promise<void> = Promise.resolve();
 
   constructor(dir: string, opts: BlobStoreOptions = {}) {
     this.dir = path.resolve(dir);
@@ -407,7 +408,15 @@ export class BlobStore {
    * its index, one fdatasync and its final name; then one fsync of the pack
    * directory makes the names durable. Two barriers per batch, whatever its size.
    */
-  async flush(): Promise<void> {
+  flush(): Promise<void> {
+    // Serialized: a flush that finds nothing new to write still waits for the one in
+    // flight, whose pack may hold this caller's blobs and is not durably named yet.
+    const run = this.flushing.then(() => this.flushNow());
+    this.flushing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async flushNow(): Promise<void> {
     if (this.writers.length === 0) return;
     const writers = this.writers;
     this.writers = [];
