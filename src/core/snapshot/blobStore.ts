@@ -124,11 +124,17 @@ export class BlobStore {
     return this.sizeOfSync(hash);
   }
 
-  private sizeOfSync(hash: string): number | null {
+  /**
+   * `recheck` false (dedup in `put`): packs are loaded once, but a miss does not look
+   * for packs named since by another instance; at worst that stores a duplicate,
+   * and it saves a directory stat per new blob in a bulk checkpoint.
+   */
+  private sizeOfSync(hash: string, recheck = true): number | null {
     const file = this.pathOf(hash);
     const p = this.pending.get(hash);
     if (p) return p.entry.length;
-    const inPack = this.packedEntry(hash);
+    if (!recheck && this.packDirMtime === -1) this.refreshPacks();
+    const inPack = recheck ? this.packedEntry(hash) : this.packed.get(hash);
     if (inPack) return inPack.entry.length;
     // stat is metadata-only: sync avoids a thread-pool round trip per blob.
     return fss.statSync(file, { throwIfNoEntry: false })?.size ?? null;
@@ -185,7 +191,7 @@ export class BlobStore {
    */
   async put(bytes: Uint8Array, opts: { inline?: boolean } = {}): Promise<PutResult> {
     const hash = sha256Hex(bytes);
-    const existing = await this.sizeOf(hash);
+    const existing = this.sizeOfSync(hash, false);
     // Existing objects are never rewritten: content addressing makes them identical.
     if (existing !== null) return { hash, storedBytes: existing, isNew: false };
 
