@@ -55,10 +55,16 @@ export function extensionsDir(): string {
   return session.server.extensionsDir;
 }
 
+/** The folder openWorkbench(name) opens (a second window on the same folder passes the same name). */
+export function workspaceFolder(name: string): string {
+  if (!session) throw new Error('e2e session not started');
+  return path.join(session.workDir, 'workspaces', name);
+}
+
 /** A fresh workspace folder (with `.waypoint/` unless told otherwise) opened in a new page. */
 export async function openWorkbench(name: string, opts: { waypointDir?: boolean; prepare?: (folder: string) => void } = {}): Promise<Page> {
   if (!session) throw new Error('e2e session not started');
-  const folder = path.join(session.workDir, 'workspaces', name);
+  const folder = workspaceFolder(name);
   fs.mkdirSync(folder, { recursive: true });
   if (opts.waypointDir !== false) fs.mkdirSync(path.join(folder, '.waypoint'), { recursive: true });
   fs.writeFileSync(path.join(folder, 'README.md'), `# ${name}\n`);

@@ -107,11 +107,16 @@ async function runPass(pass: Pass): Promise<{ code: number; result: ReturnType<t
       else workbenchLog.write(`[${type}] ${text}\n`);
     });
     await page.goto(url);
-    const timeout = new Promise<number>((resolve) => setTimeout(() => {
-      console.error(`[integration] ${pass.name}: no result within ${RUN_TIMEOUT_MS} ms; logs in ${outputDir}`);
-      resolve(1);
-    }, RUN_TIMEOUT_MS).unref());
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<number>((resolve) => {
+      timer = setTimeout(() => {
+        console.error(`[integration] ${pass.name}: no result within ${RUN_TIMEOUT_MS} ms; logs in ${outputDir}`);
+        resolve(1);
+      }, RUN_TIMEOUT_MS).unref();
+    });
     const code = await Promise.race([exitCode, timeout]);
+    // The next pass must not hear this one's deadline.
+    clearTimeout(timer);
     const result = readResult(resultFile);
     // Either signal alone could lie (a crashed host, a run with no tests): both must agree.
     return { code: code === 0 && result !== undefined && result.failures === 0 && result.passes > 0 ? 0 : 1, result };
