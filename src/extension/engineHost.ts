@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { EngineApi } from '../core/engine/api';
@@ -112,7 +113,9 @@ export class EngineHost extends Disposable {
           sweepIntervalMs: 15_000,
           snapshots: { excludes: s.excludes, maxFileBytes: Math.round(s.maxFileSizeMB * 1024 * 1024) },
           // A short wait: when another process holds the store the link relays to it instead.
-          store: { lock: { waitMs: 250, ownerId: `${WINDOW_OWNER_PREFIX}${this.ownerId}` } },
+          // Unique per process: code-server hands every window the same sessionId, and the lock's
+          // id is how a stalled owner learns that another one took over.
+          store: { lock: { waitMs: 250, ownerId: `${WINDOW_OWNER_PREFIX}${this.ownerId}:${randomUUID()}` } },
         });
         this.log.info(`[host] engine open for ${workspace} in ${(performance.now() - t0).toFixed(0)} ms`);
         for (const w of [...engine.store.report.warnings, ...engine.recoveryNotes]) void vscode.window.showWarningMessage(`Waypoint: ${w}`);

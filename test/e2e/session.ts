@@ -34,7 +34,10 @@ export async function startSession(): Promise<void> {
   installExtension(opts, vsixPath);
   const browser = await launchChromium();
   try {
-    session = { server: await startCodeServer(opts), browser, workDir };
+    // A closed page's extension host lingers for the reconnection grace time (3 h by
+    // default) in case the browser comes back; a short one lets a closed window's host
+    // exit as a desktop window's does (the two-windows scenario relies on it).
+    session = { server: await startCodeServer({ ...opts, env: { CODE_SERVER_RECONNECTION_GRACE_TIME: '5' } }), browser, workDir };
   } catch (e) {
     await browser.close();
     throw e;
