@@ -34,6 +34,8 @@ export type HostMode = { kind: 'closed' | 'starting' | 'owner' } | { kind: 'rela
  */
 export class EngineHost extends Disposable {
   private link: StoreLink | undefined;
+  /** Set by close(): a late refresh during shutdown must not open the store again. */
+  private closed = false;
   private readonly _onDidChange = this.register(new vscode.EventEmitter<ChangeEvent | undefined>());
   /** Fires after events are durable; `undefined` means "everything may have changed" (open, a mode switch). */
   readonly onDidChange = this._onDidChange.event;
@@ -90,7 +92,7 @@ export class EngineHost extends Disposable {
 
   private ensureLink(): StoreLink {
     if (this.link) return this.link;
-    if (this.isDisposed) throw new Error('Waypoint is shutting down.');
+    if (this.isDisposed || this.closed) throw new Error('Waypoint is shutting down.');
     const folder = this.workspaceFolder;
     if (!folder || folder.uri.scheme !== 'file') {
       throw new Error('Waypoint needs a folder on disk: open a folder to record agent tasks.');
@@ -132,6 +134,7 @@ export class EngineHost extends Disposable {
 
   /** Waits for the store to export and release its lock (deactivate), so the next owner finds it clean. */
   async close(): Promise<void> {
+    this.closed = true;
     const link = this.link;
     this.link = undefined;
     await link?.close();

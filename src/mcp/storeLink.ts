@@ -118,11 +118,12 @@ export class StoreLink {
         throw new WaypointError('locked', m.kind === 'waiting' ? `Cannot reach the Waypoint store: ${m.reason}.` : 'The Waypoint store did not open in time.');
       }
       await new Promise<void>((resolve) => {
-        const t = setTimeout(done, Math.min(left, this.pollMs));
-        function done() {
+        const done = () => {
           clearTimeout(t);
+          this.settledWaiters.delete(done);
           resolve();
-        }
+        };
+        const t = setTimeout(done, Math.min(left, this.pollMs));
         this.settledWaiters.add(done);
       });
     }
@@ -216,7 +217,8 @@ export class StoreLink {
 
   private setMode(next: LinkMode): void {
     const prev = this.modeNow;
-    if (prev.kind === next.kind && prev.kind === 'waiting' && (prev as { reason: string }).reason === (next as { reason: string }).reason) return;
+    // A store that stays busy is looked at every poll; say so once, not every second.
+    if (prev.kind === 'waiting' && next.kind === 'waiting' && prev.reason === next.reason) return;
     this.modeNow = next;
     for (const w of [...this.settledWaiters]) w();
     this.settledWaiters.clear();
