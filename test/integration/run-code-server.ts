@@ -106,7 +106,9 @@ async function runPass(pass: Pass): Promise<{ code: number; result: ReturnType<t
       if (text.startsWith(HOST_PREFIX)) process.stdout.write(`${text.slice(HOST_PREFIX.length)}\n`);
       else workbenchLog.write(`[${type}] ${text}\n`);
     });
-    await page.goto(url);
+    // Only the navigation itself: the run's own deadline below covers the workbench
+    // loading, which on a loaded machine can take longer than goto's 30 s default.
+    await page.goto(url, { waitUntil: 'commit', timeout: RUN_TIMEOUT_MS });
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<number>((resolve) => {
       timer = setTimeout(() => {
