@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Engine } from '../core/engine/engine';
@@ -112,7 +113,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
     async run(c) {
       const log = stderrLogger(c.values.verbose === true);
       const agentRollback = rollbackPolicy(c);
-      const engine = await Engine.open({ workspace: c.workspace, log, sweepIntervalMs: 5_000, store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000 } } });
+      const engine = await Engine.open({ workspace: c.workspace, log, sweepIntervalMs: 5_000, store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
       try {
         const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, rollback: headlessRollback(engine), port: intOption(c.values, 'port') });
         const stop = untilSignal();

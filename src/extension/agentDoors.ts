@@ -17,7 +17,21 @@ import { settings } from './settings';
  * CLI), registers that server with VS Code so Copilot agent mode sees Waypoint's
  * tools with no configuration, and offers `Waypoint: Connect an Agent` for the
  * agents that need a config file.
+ *
+ * While this window relays to another owner, the definition it gives VS Code is
+ * the owner's endpoint (its URL and token, from the discovery file), so Copilot
+ * keeps working; when this window takes the store over it starts its own
+ * endpoint and tells VS Code the definition changed.
  */
+export interface DoorEndpoint {
+  url: string;
+  token: string;
+  /** Where the token is written (ours, or the owner's discovery file). */
+  discoveryFile: string;
+  /** True when the endpoint is another process's (this window relays to it). */
+  relayed: boolean;
+}
+
 export class AgentDoors extends Disposable {
   private endpoint: OwnerEndpoint | undefined;
   private starting: Promise<OwnerEndpoint | undefined> | undefined;
@@ -29,8 +43,13 @@ export class AgentDoors extends Disposable {
     private readonly log: vscode.LogOutputChannel,
   ) {
     super();
-    // Serve as soon as the store is open (the host opens it right after activation).
-    this.register(host.onDidChange((e) => e === undefined && void this.ensureServing()));
+    // Serve as soon as this window owns the store (at activation, or on taking it over); follow the owner while relaying.
+    this.register(
+      host.onDidChangeMode((m) => {
+        if (m.kind === 'owner') void this.ensureServing();
+        else if (m.kind === 'relay') this._onDidChangeDefinitions.fire();
+      }),
+    );
     const lm = (vscode as unknown as { lm?: { registerMcpServerDefinitionProvider?: typeof vscode.lm.registerMcpServerDefinitionProvider } }).lm;
     if (lm?.registerMcpServerDefinitionProvider) {
       this.register(
@@ -46,9 +65,12 @@ export class AgentDoors extends Disposable {
     this.register({ dispose: () => void this.endpoint?.close() });
   }
 
-  /** The HTTP endpoint (url and token) while this window owns the store. */
-  get current(): { url: string; token: string } | undefined {
-    return this.endpoint ? { url: this.endpoint.http.url, token: this.endpoint.http.token } : undefined;
+  /** The HTTP endpoint agents should use: ours while this window owns the store, the owner's while it relays. */
+  get current(): DoorEndpoint | undefined {
+    if (this.endpoint) return { url: this.endpoint.http.url, token: this.endpoint.http.token, discoveryFile: this.endpoint.discoveryFile, relayed: false };
+    const m = this.host.mode;
+    if (m.kind === 'relay') return { url: m.url, token: m.token, discoveryFile: m.owner.endpoint?.discoveryFile ?? '.waypoint/mcp.json', relayed: true };
+    return undefined;
   }
 
   definitions(): vscode.McpServerDefinition[] {
@@ -57,12 +79,24 @@ export class AgentDoors extends Disposable {
     return [new vscode.McpHttpServerDefinition('Waypoint', vscode.Uri.parse(e.url), { Authorization: `Bearer ${e.token}` }, '0.1.0')];
   }
 
-  ensureServing(): Promise<OwnerEndpoint | undefined> {
+  /** Waits for the store, starts our endpoint if this window owns it, and answers the endpoint agents should use. */
+  async ensureServing(): Promise<DoorEndpoint | undefined> {
+    try {
+      await this.host.api();
+    } catch {
+      return undefined;
+    }
+    if (this.host.current) await this.serveOwn();
+    return this.current;
+  }
+
+  private serveOwn(): Promise<OwnerEndpoint | undefined> {
     this.starting ??= (async () => {
       let engine: Engine;
       try {
         engine = await this.host.get();
       } catch {
+        this.starting = undefined;
         return undefined;
       }
       try {
@@ -116,7 +150,9 @@ export class AgentDoors extends Disposable {
       {
         label: '$(copilot) GitHub Copilot (agent mode)',
         description: e ? 'connected' : 'not serving',
-        detail: e ? `Waypoint’s tools are offered to Copilot automatically (MCP over ${e.http.url}).` : 'Waypoint could not start its MCP endpoint; see the Waypoint log.',
+        detail: e
+          ? `Waypoint’s tools are offered to Copilot automatically (MCP over ${e.url}${e.relayed ? ', the endpoint of the process that owns the store' : ''}).`
+          : 'Waypoint could not start its MCP endpoint; see the Waypoint log.',
         kind2: 'copilot',
       },
       { label: '$(terminal) Claude Code', detail: 'Write the MCP server to .mcp.json and the hooks to .claude/settings.local.json (merged, never clobbered)', kind2: 'claude-code' },
@@ -141,7 +177,7 @@ export class AgentDoors extends Disposable {
         [launch.node, launch.cli, 'mcp', '--workspace', launch.workspace].map((s) => JSON.stringify(s)).join(' '),
         '```',
         '',
-        `MCP over streamable HTTP: ${e?.http.url ?? '(not serving)'}`,
+        `MCP over streamable HTTP: ${e?.url ?? '(not serving)'}`,
         '',
         `The bearer token is in ${e?.discoveryFile ?? '.waypoint/mcp.json'} (readable only by you; it changes each time the window starts).`,
         '',

@@ -2,6 +2,7 @@ import * as vscode from 'vscode';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 import { settings } from './settings';
+import { tasksOnly } from './storeReads';
 
 /**
  * Seed 003's alerts: a task interrupted for longer than the attention delay raises
@@ -14,16 +15,17 @@ export class AttentionAlerts extends Disposable {
 
   constructor(private readonly host: EngineHost) {
     super();
-    this.register(host.onDidChange(() => this.check()));
-    const timer = setInterval(() => this.check(), 60_000);
+    this.register(host.onDidChange(() => void this.check()));
+    const timer = setInterval(() => void this.check(), 60_000);
     this.register({ dispose: () => clearInterval(timer) });
   }
 
-  check(now = Date.now()): void {
-    const engine = this.host.current;
+  async check(now = Date.now()): Promise<void> {
     const delayMin = settings().attentionDelayMinutes;
-    if (!engine || delayMin <= 0) return;
-    for (const t of engine.tasks({ states: ['interrupted'] })) {
+    const mode = this.host.mode.kind;
+    if (delayMin <= 0 || (mode !== 'owner' && mode !== 'relay')) return;
+    const interrupted = await tasksOnly(this.host, { states: ['interrupted'] }).catch(() => []);
+    for (const t of interrupted) {
       const since = t.interruption?.at ?? t.updatedAt;
       const key = `${t.id}:${t.attempt}`;
       if (now - since < delayMin * 60_000 || this.announced.has(key)) continue;

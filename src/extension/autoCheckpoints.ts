@@ -3,8 +3,9 @@ import * as vscode from 'vscode';
 import { errorMessage } from '../core/model/errors';
 import type { Task } from '../core/model/schema';
 import { Disposable } from './disposable';
-import type { EngineHost } from './engineHost';
+import { WINDOW_OWNER_PREFIX, type EngineHost } from './engineHost';
 import { settings } from './settings';
+import { tasksOnly } from './storeReads';
 
 /**
  * Captures work no agent reports. A FileSystemWatcher collects the paths that
@@ -13,7 +14,17 @@ import { settings } from './settings';
  * costs O(changes). Terminal commands run during a task are recorded (shell
  * integration's start/end, with exit codes), and a terminal that closes while its
  * task is running marks the task interrupted.
+ *
+ * While this window relays, its terminals are still its own and are recorded
+ * through the owner; file activity is checkpointed through the owner only when the
+ * owner is not another VS Code window (which watches the same folder itself: two
+ * watchers would record every burst twice).
  */
+interface StartedCommand {
+  key: string;
+  taskId: string;
+}
+
 export class AutoCheckpoints extends Disposable {
   private dirty = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
@@ -38,9 +49,10 @@ export class AutoCheckpoints extends Disposable {
       onDidEndTerminalShellExecution?: vscode.Event<{ terminal: vscode.Terminal; execution: { commandLine: { value: string } }; exitCode: number | undefined }>;
     };
     // Shell integration events exist from VS Code 1.93; older hosts simply do not record commands.
-    const keys = new WeakMap<object, string>();
+    const keys = new WeakMap<object, Promise<StartedCommand | undefined>>();
     if (shell.onDidStartTerminalShellExecution) {
-      this.register(shell.onDidStartTerminalShellExecution((e) => void this.onCommandStart(e.terminal, e.execution, keys)));
+      // The start is recorded under its key before anything is awaited, so an end that comes quickly finds it.
+      this.register(shell.onDidStartTerminalShellExecution((e) => keys.set(e.execution, this.onCommandStart(e.terminal, e.execution))));
     }
     if (shell.onDidEndTerminalShellExecution) {
       this.register(shell.onDidEndTerminalShellExecution((e) => void this.onCommandEnd(e.execution, e.exitCode, keys)));
@@ -49,8 +61,17 @@ export class AutoCheckpoints extends Disposable {
     this.register({ dispose: () => clearTimeout(this.timer) });
   }
 
-  private activeTask(): Task | undefined {
-    return this.host.current?.tasks({ states: ['running', 'waiting_tool'] }).sort((a, b) => b.updatedAt - a.updatedAt)[0];
+  private async activeTask(): Promise<Task | undefined> {
+    const mode = this.host.mode.kind;
+    if (mode !== 'owner' && mode !== 'relay') return undefined;
+    const tasks = await tasksOnly(this.host, { states: ['running', 'waiting_tool'] }).catch(() => []);
+    return tasks.sort((a, b) => b.updatedAt - a.updatedAt)[0];
+  }
+
+  /** Whether file activity in this window is ours to checkpoint (see the class comment). */
+  private watchesFiles(): boolean {
+    const m = this.host.mode;
+    return m.kind === 'owner' || (m.kind === 'relay' && !m.owner.ownerId.startsWith(WINDOW_OWNER_PREFIX));
   }
 
   noteChange(uri: vscode.Uri): void {
@@ -62,8 +83,11 @@ export class AutoCheckpoints extends Disposable {
     if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) return;
     const first = rel.split(path.sep)[0];
     if (first === '.git' || first === store || first === '.waypoint') return;
+    if (!this.watchesFiles()) return;
     this.dirty.add(uri.fsPath);
-    if (!this.activeTask()) return;
+    // Cheap test first while owning; relaying, the flush asks the owner whether a task is active.
+    const engine = this.host.current;
+    if (engine && !engine.tasks({ states: ['running', 'waiting_tool'] }).length) return;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.flush(), settings(folder.uri).autoCheckpointQuietMs);
   }
@@ -72,12 +96,13 @@ export class AutoCheckpoints extends Disposable {
   flush(): Promise<void> {
     clearTimeout(this.timer);
     this.running = this.running.then(async () => {
-      const task = this.activeTask();
-      const engine = this.host.current;
-      if (!task || !engine || this.dirty.size === 0) return;
+      if (this.dirty.size === 0 || !this.watchesFiles()) return;
+      const task = await this.activeTask();
+      if (!task) return;
       const dirty = [...this.dirty];
       this.dirty = new Set();
       try {
+        const engine = await this.host.api();
         const r = await engine.checkpoint({ taskId: task.id, kind: 'auto', label: `${dirty.length} file change${dirty.length === 1 ? '' : 's'}`, dirty });
         this.log.info(`[auto] checkpoint ${r.checkpointId} for ${task.id}: ${r.filesChanged} file(s) changed`);
         this._onDidCheckpoint.fire({ taskId: task.id, checkpointId: r.checkpointId, dirty: dirty.length });
@@ -89,29 +114,29 @@ export class AutoCheckpoints extends Disposable {
     return this.running;
   }
 
-  private async onCommandStart(terminal: vscode.Terminal, execution: { commandLine: { value: string } }, keys: WeakMap<object, string>): Promise<void> {
-    const task = this.activeTask();
-    const engine = this.host.current;
-    if (!task || !engine) return;
+  private async onCommandStart(terminal: vscode.Terminal, execution: { commandLine: { value: string } }): Promise<StartedCommand | undefined> {
     const key = `terminal:${Date.now()}-${++this.commandSeq}`;
-    keys.set(execution, key);
+    const task = await this.activeTask();
+    if (!task) return undefined;
     this.terminalTasks.set(terminal, task.id);
     try {
+      const engine = await this.host.api();
       await engine.beginSideEffect({ taskId: task.id, key, kind: 'terminal', description: execution.commandLine.value.slice(0, 2000) || '(command)', args: { terminal: terminal.name } });
+      return { key, taskId: task.id };
     } catch (e) {
       this.log.warn(`[terminal] could not record command: ${errorMessage(e)}`);
+      return undefined;
     }
   }
 
-  private async onCommandEnd(execution: object, exitCode: number | undefined, keys: WeakMap<object, string>): Promise<void> {
-    const key = keys.get(execution);
-    const engine = this.host.current;
-    if (!key || !engine) return;
-    const row = engine.store.db.get<{ task_id: string }>('SELECT task_id FROM side_effects WHERE key = ?', [key]);
-    if (!row) return;
+  private async onCommandEnd(execution: object, exitCode: number | undefined, keys: WeakMap<object, Promise<StartedCommand | undefined>>): Promise<void> {
+    const started = await keys.get(execution);
+    if (!started) return;
+    const { key, taskId } = started;
     try {
+      const engine = await this.host.api();
       await engine.endSideEffect({
-        taskId: row.task_id,
+        taskId,
         key,
         ok: exitCode === 0,
         result: { exitCode: exitCode ?? null },
@@ -125,11 +150,11 @@ export class AutoCheckpoints extends Disposable {
   private async onTerminalClosed(terminal: vscode.Terminal): Promise<void> {
     const taskId = this.terminalTasks.get(terminal);
     this.terminalTasks.delete(terminal);
-    const engine = this.host.current;
-    if (!taskId || !engine) return;
-    const task = engine.queries.findTask(taskId);
-    if (!task || (task.state !== 'running' && task.state !== 'waiting_tool')) return;
+    if (!taskId) return;
     try {
+      const engine = await this.host.api();
+      const task = (await engine.taskDetail(taskId).catch(() => undefined))?.task;
+      if (!task || (task.state !== 'running' && task.state !== 'waiting_tool')) return;
       await engine.interruptTask({ taskId, reason: `terminal “${terminal.name}” closed while the task was running` });
     } catch (e) {
       this.log.warn(`[terminal] could not mark ${taskId} interrupted: ${errorMessage(e)}`);

@@ -1,5 +1,5 @@
 import * as vscode from 'vscode';
-import type { CheckpointMeta } from '../core/model/schema';
+import { isWaypointError } from '../core/model/errors';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 
@@ -34,31 +34,35 @@ export class CheckpointFileSystem extends Disposable implements vscode.FileSyste
     this.register(vscode.workspace.registerFileSystemProvider(CHECKPOINT_SCHEME, this, { isReadonly: true, isCaseSensitive: true }));
   }
 
-  private async checkpoint(id: string): Promise<CheckpointMeta | null> {
-    if (id === EMPTY_SIDE) return null;
-    const engine = await this.host.get();
-    const c = engine.queries.checkpoint(id);
-    if (!c) throw vscode.FileSystemError.FileNotFound(`checkpoint ${id}`);
-    return c;
-  }
-
   async stat(uri: vscode.Uri): Promise<vscode.FileStat> {
     const { checkpointId, key } = parse(uri);
-    const c = await this.checkpoint(checkpointId);
-    const bytes = await this.read(c, key);
-    return { type: vscode.FileType.File, ctime: c?.createdAt ?? 0, mtime: c?.createdAt ?? 0, size: bytes.length, permissions: vscode.FilePermission.Readonly };
+    const f = await this.file(checkpointId, key);
+    return { type: vscode.FileType.File, ctime: f.createdAt, mtime: f.createdAt, size: f.bytes.length, permissions: vscode.FilePermission.Readonly };
   }
 
   async readFile(uri: vscode.Uri): Promise<Uint8Array> {
     const { checkpointId, key } = parse(uri);
-    return this.read(await this.checkpoint(checkpointId), key);
+    return (await this.file(checkpointId, key)).bytes;
   }
 
-  private async read(c: CheckpointMeta | null, key: string): Promise<Uint8Array> {
-    if (!c) return new Uint8Array();
-    const engine = await this.host.get();
-    if (!engine.workspaceSnapshots) throw vscode.FileSystemError.Unavailable('this store keeps no file snapshots');
-    return (await engine.workspaceSnapshots.fileAt(c, key)) ?? new Uint8Array();
+  /** In-process while this window owns the store (no copy through base64); from the owner while it relays. */
+  private async file(checkpointId: string, key: string): Promise<{ createdAt: number; bytes: Uint8Array }> {
+    if (checkpointId === EMPTY_SIDE) return { createdAt: 0, bytes: new Uint8Array() };
+    const api = await this.host.api();
+    const engine = this.host.current;
+    if (engine) {
+      const c = engine.queries.checkpoint(checkpointId);
+      if (!c) throw vscode.FileSystemError.FileNotFound(`checkpoint ${checkpointId}`);
+      if (!engine.workspaceSnapshots) throw vscode.FileSystemError.Unavailable('this store keeps no file snapshots');
+      return { createdAt: c.createdAt, bytes: (await engine.workspaceSnapshots.fileAt(c, key)) ?? new Uint8Array() };
+    }
+    try {
+      const r = await api.checkpointFile({ checkpointId, path: key });
+      return { createdAt: r.createdAt, bytes: r.base64 === null ? new Uint8Array() : Buffer.from(r.base64, 'base64') };
+    } catch (e) {
+      if (isWaypointError(e) && e.code === 'not_found') throw vscode.FileSystemError.FileNotFound(`checkpoint ${checkpointId}`);
+      throw e;
+    }
   }
 
   readDirectory(): [string, vscode.FileType][] {

@@ -1,13 +1,14 @@
 import * as vscode from 'vscode';
-import type { Engine } from '../core/engine/engine';
+import type { EngineApi } from '../core/engine/api';
 import type { ResumeContext } from '../core/engine/resumeContext';
 import { errorMessage, isWaypointError } from '../core/model/errors';
-import type { Task, TaskState } from '../core/model/schema';
+import type { Step, Task, TaskState } from '../core/model/schema';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 import { eventsUri, storageUri } from './eventsDocument';
 import { ago, isResumable, progressText, STATE_LABEL, codicon } from './presentation';
 import { settings } from './settings';
+import { listTasks, taskDetail } from './storeReads';
 import { EffectNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
 import type { ReviewPanels } from './review/reviewPanels';
 import { WorkspaceCommands } from './workspaceCommands';
@@ -30,7 +31,7 @@ export class Commands extends Disposable {
   ) {
     super();
     const ws = new WorkspaceCommands({
-      engine: () => this.engine(),
+      host,
       folder: () => {
         const f = this.host.workspaceFolder;
         if (!f) throw new Error('Open a folder first.');
@@ -81,27 +82,37 @@ export class Commands extends Disposable {
     }
   }
 
-  private engine(): Promise<Engine> {
-    return this.host.get();
+  /** The engine API wherever the store is: in-process while this window owns it, the owner's while it relays. */
+  private engine(): Promise<EngineApi> {
+    return this.host.api();
+  }
+
+  /** This window drives what it starts or resumes, also through another owner (whose sweep then watches our pid). */
+  private leaseOwner(): { id: string; pid: number } {
+    return { id: this.host.ownerId, pid: process.pid };
+  }
+
+  private async task(taskId: string): Promise<Task> {
+    return (await taskDetail(this.host, taskId)).task;
   }
 
   /** Resolves a command argument to a task, asking with a quick pick when there is none. */
   private async resolveTask(arg: unknown, filter: (t: Task) => boolean, placeHolder: string): Promise<Task | undefined> {
-    const engine = await this.engine();
-    if (arg instanceof TaskNode) return engine.task(arg.task.id);
-    if (typeof arg === 'string') return engine.task(arg);
-    const candidates = engine.tasks().filter(filter);
+    if (arg instanceof TaskNode) return this.task(arg.task.id);
+    if (typeof arg === 'string') return this.task(arg);
+    const { tasks, stepsByTask } = await listTasks(this.host);
+    const candidates = tasks.filter(filter);
     if (candidates.length === 0) {
       void vscode.window.showInformationMessage(`Waypoint: no task to choose from (${placeHolder.toLowerCase()}).`);
       return undefined;
     }
-    return this.pickTask(engine, candidates, placeHolder);
+    return this.pickTask(stepsByTask, candidates, placeHolder);
   }
 
-  private async pickTask(engine: Engine, tasks: Task[], placeHolder: string): Promise<Task | undefined> {
+  private async pickTask(stepsByTask: Map<string, Step[]>, tasks: Task[], placeHolder: string): Promise<Task | undefined> {
     const items = tasks.map((t) => ({
       label: `$(${codicon(t.state)}) ${t.title}`,
-      description: `${STATE_LABEL[t.state]} · ${progressText(t, engine.queries.steps(t.id))}`,
+      description: `${STATE_LABEL[t.state]} · ${progressText(t, stepsByTask.get(t.id) ?? [])}`,
       detail: t.interruption ? `Stopped ${ago(t.interruption.at)}: ${t.interruption.reason}` : `${t.agent ? `${t.agent} · ` : ''}updated ${ago(t.updatedAt)}`,
       task: t,
     }));
@@ -132,10 +143,10 @@ export class Commands extends Disposable {
     const plan = titles.map((title, i) => ({ id: `step-${i + 1}`, title, ...(i ? { dependsOn: [`step-${i}`] } : {}) }));
     const engine = await this.engine();
     const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: taking the task’s base checkpoint…' }, () =>
-      engine.startTask({ goal: goal.trim(), plan, agent: 'manual' }),
+      engine.startTask({ goal: goal.trim(), plan, agent: 'manual', owner: this.leaseOwner() }),
     );
     await this.revealTask(r.taskId);
-    void vscode.window.showInformationMessage(`Waypoint: started task “${engine.task(r.taskId).title}”.`);
+    void vscode.window.showInformationMessage(`Waypoint: started task “${(await this.task(r.taskId)).title}”.`);
     return r.taskId;
   }
 
@@ -144,7 +155,7 @@ export class Commands extends Disposable {
     if (!task) return undefined;
     const engine = await this.engine();
     // Health check: what the next driver must know before it continues.
-    const inDoubt = engine.queries.sideEffects(task.id).filter((e) => e.status === 'in_doubt' || e.status === 'intent');
+    const inDoubt = (await taskDetail(this.host, task.id)).sideEffects.filter((e) => e.status === 'in_doubt' || e.status === 'intent');
     if (inDoubt.length) {
       const list = inDoubt.map((e) => `• ${e.description} (${e.kind})`).join('\n');
       const go = await vscode.window.showWarningMessage(
@@ -155,9 +166,7 @@ export class Commands extends Disposable {
       if (go !== 'Resume Anyway') return undefined;
     }
     // Drift: files changed since the task's last checkpoint by someone else (you, a tool).
-    const drift = engine.workspaceSnapshots
-      ? await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: checking the workspace' }, () => engine.drift(task.id))
-      : { since: null, files: [] };
+    const drift = await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: checking the workspace' }, () => engine.drift(task.id));
     if (drift.files.length && drift.since) {
       const list = drift.files.slice(0, 8).map((f) => `${f.status}: ${f.path}`);
       const keep = `Keep ${drift.files.length === 1 ? 'This Change' : 'These Changes'}`;
@@ -178,7 +187,7 @@ export class Commands extends Disposable {
         );
       }
     }
-    const ctx = await engine.resumeTask({ taskId: task.id });
+    const ctx = await engine.resumeTask({ taskId: task.id, owner: this.leaseOwner() });
     await this.deliver(ctx);
     return ctx;
   }
@@ -297,8 +306,8 @@ export class Commands extends Disposable {
   private async revealTask(arg: unknown): Promise<void> {
     const id = arg instanceof TaskNode ? arg.task.id : typeof arg === 'string' ? arg : undefined;
     if (!id) return;
-    const engine = await this.engine();
-    const node = new TaskNode(engine.task(id));
+    const d = await taskDetail(this.host, id);
+    const node = new TaskNode(d.task, d.steps);
     await this.view.reveal(node, { select: true, focus: false, expand: true });
   }
 }

@@ -1,21 +1,47 @@
+import { randomUUID } from 'node:crypto';
+import * as path from 'node:path';
 import * as vscode from 'vscode';
+import type { EngineApi } from '../core/engine/api';
 import { Engine, type ChangeEvent } from '../core/engine/engine';
 import { Logger } from '../core/log';
-import { errorMessage, isWaypointError } from '../core/model/errors';
+import { WaypointError, errorMessage } from '../core/model/errors';
+import type { LockInfo } from '../core/store/ownerLock';
+import { StoreLink, type LinkMode } from '../mcp/storeLink';
 import { Disposable } from './disposable';
 import { settings } from './settings';
 
+/** The owner lock's id for a VS Code window, so another window can say whom it relays to. */
+export const WINDOW_OWNER_PREFIX = 'vscode-window:';
+
+/** Who owns the store, in words for the status bar and the view. */
+export function describeStoreOwner(lock: LockInfo): string {
+  const [kind] = lock.ownerId.split(':');
+  const what = lock.ownerId.startsWith(WINDOW_OWNER_PREFIX) ? 'another VS Code window' : kind === 'waypoint-serve' ? 'waypoint serve' : kind === 'waypoint-mcp' ? 'waypoint mcp' : 'another process';
+  return `${what} (pid ${lock.pid})`;
+}
+
+export type HostMode = { kind: 'closed' | 'starting' | 'owner' } | { kind: 'relay'; owner: LockInfo; url: string; token: string } | { kind: 'waiting'; reason: string };
+
 /**
- * Owns the engine for the window's workspace. The store (and sql.js's WASM) opens
- * lazily behind one promise, on first use, so activation stays cheap. Engine change
- * events are re-emitted as a VS Code event for the tree and the status bar.
+ * The window's way to the workspace's store. It owns the store when it can (the
+ * engine in-process: the fast path every surface takes while owning), and when
+ * another process owns it — another window, `waypoint serve`, an agent's
+ * `waypoint mcp` — it relays through that owner (`api`), shows whom it relays to,
+ * and takes the store over without a reload when the owner goes away (see
+ * StoreLink). The store (and sql.js's WASM) opens lazily, behind one promise, so
+ * activation stays cheap. Store changes in either mode are re-emitted as a VS Code
+ * event for the tree, the status bar and the other surfaces.
  */
 export class EngineHost extends Disposable {
-  private opening: Promise<Engine> | undefined;
-  private engine: Engine | undefined;
+  private link: StoreLink | undefined;
+  /** Set by close(): a late refresh during shutdown must not open the store again. */
+  private closed = false;
   private readonly _onDidChange = this.register(new vscode.EventEmitter<ChangeEvent | undefined>());
-  /** Fires after events are durable; `undefined` means "everything may have changed" (open, close). */
+  /** Fires after events are durable; `undefined` means "everything may have changed" (open, a mode switch). */
   readonly onDidChange = this._onDidChange.event;
+  private readonly _onDidChangeMode = this.register(new vscode.EventEmitter<HostMode>());
+  /** Fires when the window starts owning, starts relaying (or follows a new owner), or waits. */
+  readonly onDidChangeMode = this._onDidChangeMode.event;
 
   constructor(
     private readonly log: vscode.LogOutputChannel,
@@ -28,64 +54,95 @@ export class EngineHost extends Disposable {
     return vscode.workspace.workspaceFolders?.[0];
   }
 
-  /** The engine if it is already open (never opens it). */
+  /** The engine if this window owns the store and it is open (never opens it). */
   get current(): Engine | undefined {
-    return this.engine;
+    return this.link?.engine;
   }
 
-  /** Opens the engine if needed. Rejects with a readable error when there is no folder or another process owns the store. */
-  get(): Promise<Engine> {
-    this.opening ??= this.open().catch((e) => {
-      this.opening = undefined;
-      throw e;
-    });
-    return this.opening;
+  get mode(): HostMode {
+    return toHostMode(this.link?.mode ?? { kind: 'starting' });
   }
 
-  private async open(): Promise<Engine> {
+  /** The engine API wherever the store is: in-process while owning, the owner's `/rpc` while relaying. */
+  async api(): Promise<EngineApi> {
+    const link = this.ensureLink();
+    await link.ready();
+    return link.api;
+  }
+
+  /**
+   * The in-process engine, for what only the owner can do (the review panel's
+   * apply and commit, an agent's rollback request). While relaying it rejects with
+   * a readable error naming the owner.
+   */
+  async get(): Promise<Engine> {
+    const link = this.ensureLink();
+    const m = await link.ready();
+    if (m.kind === 'owner') return m.engine;
+    throw new WaypointError(
+      'locked',
+      `This window relays to the Waypoint store's owner, ${describeStoreOwner(m.owner)}; this needs the window that owns the store. It opens here by itself if that owner goes away.`,
+    );
+  }
+
+  /** Starts owning or relaying (the first call opens the store or finds its owner). */
+  start(): Promise<unknown> {
+    return this.api();
+  }
+
+  private ensureLink(): StoreLink {
+    if (this.link) return this.link;
+    if (this.isDisposed || this.closed) throw new Error('Waypoint is shutting down.');
     const folder = this.workspaceFolder;
     if (!folder || folder.uri.scheme !== 'file') {
       throw new Error('Waypoint needs a folder on disk: open a folder to record agent tasks.');
     }
     const s = settings(folder.uri);
     const sink = new Logger((level, line) => this.log[level](line));
-    const t0 = performance.now();
-    try {
-      const engine = await Engine.open({
-        workspace: folder.uri.fsPath,
-        storeDir: s.storageLocation,
-        log: sink,
-        owner: { id: this.ownerId, pid: process.pid },
-        defaultLeaseTtlMs: s.leaseTtlSeconds * 1000,
-        sweepIntervalMs: 15_000,
-        snapshots: { excludes: s.excludes, maxFileBytes: Math.round(s.maxFileSizeMB * 1024 * 1024) },
-        store: { lock: { waitMs: 3_000 } },
-      });
-      this.engine = engine;
-      this.register(engine.onDidChange((e) => this._onDidChange.fire(e)));
-      this.log.info(`[host] engine open for ${folder.uri.fsPath} in ${(performance.now() - t0).toFixed(0)} ms`);
-      for (const w of [...engine.store.report.warnings, ...engine.recoveryNotes]) void vscode.window.showWarningMessage(`Waypoint: ${w}`);
-      this._onDidChange.fire(undefined);
-      return engine;
-    } catch (e) {
-      if (isWaypointError(e) && e.code === 'locked') this.log.warn(`[host] ${e.message}`);
-      else this.log.error(`[host] opening the store failed: ${errorMessage(e)}`);
-      throw e;
-    }
+    const workspace = folder.uri.fsPath;
+    const storeDir = path.resolve(workspace, s.storageLocation);
+    const link = new StoreLink({
+      storeDir,
+      log: sink,
+      openEngine: async () => {
+        const t0 = performance.now();
+        const engine = await Engine.open({
+          workspace,
+          storeDir: s.storageLocation,
+          log: sink,
+          owner: { id: this.ownerId, pid: process.pid },
+          defaultLeaseTtlMs: s.leaseTtlSeconds * 1000,
+          sweepIntervalMs: 15_000,
+          snapshots: { excludes: s.excludes, maxFileBytes: Math.round(s.maxFileSizeMB * 1024 * 1024) },
+          // A short wait: when another process holds the store the link relays to it instead.
+          // Unique per process: code-server hands every window the same sessionId, and the lock's
+          // id is how a stalled owner learns that another one took over.
+          store: { lock: { waitMs: 250, ownerId: `${WINDOW_OWNER_PREFIX}${this.ownerId}:${randomUUID()}` } },
+        });
+        this.log.info(`[host] engine open for ${workspace} in ${(performance.now() - t0).toFixed(0)} ms`);
+        for (const w of [...engine.store.report.warnings, ...engine.recoveryNotes]) void vscode.window.showWarningMessage(`Waypoint: ${w}`);
+        return engine;
+      },
+    });
+    this.register({ dispose: () => void link.close().catch((e) => this.log.error(`[host] close failed: ${errorMessage(e)}`)) });
+    link.onDidChange((e) => this._onDidChange.fire(e));
+    link.onDidChangeMode((m) => this._onDidChangeMode.fire(toHostMode(m)));
+    this.link = link;
+    link.start();
+    return link;
   }
 
-  override dispose(): void {
-    const engine = this.engine;
-    this.engine = undefined;
-    super.dispose();
-    // Closing exports the database; the extension host waits for deactivate's promise.
-    void engine?.close().catch((e) => this.log.error(`[host] close failed: ${errorMessage(e)}`));
-  }
-
+  /** Waits for the store to export and release its lock (deactivate), so the next owner finds it clean. */
   async close(): Promise<void> {
-    const engine = this.engine;
-    this.engine = undefined;
-    this.opening = undefined;
-    await engine?.close();
+    this.closed = true;
+    const link = this.link;
+    this.link = undefined;
+    await link?.close();
   }
+}
+
+function toHostMode(m: LinkMode): HostMode {
+  if (m.kind === 'relay') return { kind: 'relay', owner: m.owner, url: m.discovery.url, token: m.discovery.token };
+  if (m.kind === 'waiting') return { kind: 'waiting', reason: m.reason };
+  return { kind: m.kind };
 }

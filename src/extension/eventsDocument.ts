@@ -37,7 +37,7 @@ export class EventsDocumentProvider extends Disposable implements vscode.TextDoc
   }
 
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
-    const engine = await this.host.get();
+    const engine = await this.host.api();
     if (uri.path === storageUri().path) {
       const r = await engine.storage();
       const mb = (n: number) => `${(n / 1e6).toFixed(2)} MB`;
@@ -54,7 +54,7 @@ export class EventsDocumentProvider extends Disposable implements vscode.TextDoc
         '',
       ].join('\n');
     }
-    const events = engine.events({ taskId: taskIdOf(uri) });
+    const events = await engine.events({ taskId: taskIdOf(uri) });
     return JSON.stringify(events, null, 2) + '\n';
   }
 }

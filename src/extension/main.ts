@@ -1,5 +1,6 @@
 import * as vscode from 'vscode';
 import { randomUUID } from 'node:crypto';
+import type { EngineApi } from '../core/engine/api';
 import type { Engine } from '../core/engine/engine';
 import { AgentDoors } from './agentDoors';
 import { AttentionAlerts } from './attention';
@@ -16,8 +17,18 @@ import { TasksTreeProvider, type TreeNode } from './tasksTree';
 export interface WaypointApi {
   /** Milliseconds `activate()` took (it does no slow work: the store opens lazily). */
   readonly activationMs: number;
-  /** The engine for this window's workspace, opened on first call. */
+  /** The engine for this window's workspace, opened on first call (rejects while this window relays to another owner). */
   engine(): Promise<Engine>;
+  /** The engine API wherever the store is: in-process while this window owns it, the owner's while it relays. */
+  api(): Promise<EngineApi>;
+  /** Whether this window owns the store or relays to another process (with its pid and endpoint). */
+  storeMode(): { kind: string; ownerPid?: number; ownerId?: string; url?: string };
+  /** Fires when this window starts owning or relaying. */
+  onDidChangeStoreMode: vscode.Event<{ kind: string }>;
+  /** The relay status bar item's text ('' while this window owns the store). */
+  storeStatusText(): string;
+  /** The Tasks view's description (says when the window relays). */
+  treeDescription(): string;
   /** The status bar item's current text ('' when hidden). */
   statusText(): string;
   /** Takes the pending auto checkpoint now instead of after the quiet period. */
@@ -26,8 +37,8 @@ export interface WaypointApi {
   treeRows(parentId?: string): Promise<{ id: string; label: string; description: string; contextValue: string }[]>;
   /** The MCP server definitions this window offers VS Code (empty until the store is open). */
   mcpServerDefinitions(): vscode.McpServerDefinition[];
-  /** Waits until this window serves MCP over HTTP (it owns the store). */
-  mcpEndpoint(): Promise<{ url: string; token: string } | undefined>;
+  /** The MCP endpoint this window offers: its own while it owns the store, the owner's while it relays. */
+  mcpEndpoint(): Promise<{ url: string; token: string; relayed: boolean } | undefined>;
   /** Opens a task's review panel and resolves with its file count once the page has been sent its content. */
   openReview(taskId: string): Promise<number>;
   /** Fires when the Tasks view refreshes (after engine changes). */
@@ -50,6 +61,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(tree);
   const view = vscode.window.createTreeView<TreeNode>('waypoint.tasks', { treeDataProvider: tree, showCollapseAll: true });
   context.subscriptions.push(view);
+  tree.bindView(view);
   const statusBar = new TaskStatusBar(host);
   context.subscriptions.push(statusBar);
   context.subscriptions.push(new EventsDocumentProvider(host));
@@ -63,15 +75,23 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(review);
   context.subscriptions.push(new Commands(host, tree, view, log, review));
   context.subscriptions.push(new AttentionAlerts(host));
-  // Open the store in the background once the window is up, so the view and the
-  // status bar show the truth without waiting for a click.
-  const warm = setTimeout(() => void host.get().catch(() => undefined), 0);
+  // Open the store (or find its owner) in the background once the window is up, so
+  // the view and the status bar show the truth without waiting for a click.
+  const warm = setTimeout(() => void host.start().catch(() => undefined), 0);
   context.subscriptions.push({ dispose: () => clearTimeout(warm) });
   const activationMs = performance.now() - t0;
   log.info(`[extension] activated in ${activationMs.toFixed(1)} ms`);
   return {
     activationMs,
     engine: () => host.get(),
+    api: () => host.api(),
+    storeMode: () => {
+      const m = host.mode;
+      return m.kind === 'relay' ? { kind: m.kind, ownerPid: m.owner.pid, ownerId: m.owner.ownerId, url: m.url } : { kind: m.kind };
+    },
+    onDidChangeStoreMode: (listener, thisArg, disposables) => host.onDidChangeMode((m) => listener.call(thisArg, { kind: m.kind }), undefined, disposables),
+    storeStatusText: () => statusBar.storeText,
+    treeDescription: () => view.description ?? '',
     statusText: () => statusBar.text,
     flushAutoCheckpoint: () => auto.flush(),
     openReview: async (taskId) => {
@@ -85,7 +105,10 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
       });
     },
     mcpServerDefinitions: () => doors.definitions(),
-    mcpEndpoint: async () => ((await doors.ensureServing()) ? doors.current : undefined),
+    mcpEndpoint: async () => {
+      const e = await doors.ensureServing();
+      return e && { url: e.url, token: e.token, relayed: e.relayed };
+    },
     treeRows: async (parentId) => {
       const find = async (id: string, under?: TreeNode): Promise<TreeNode | undefined> => {
         for (const n of await tree.getChildren(under)) {

@@ -1,31 +1,59 @@
 import * as vscode from 'vscode';
-import type { Engine } from '../core/engine/engine';
 import type { Task } from '../core/model/schema';
 import { Disposable } from './disposable';
-import type { EngineHost } from './engineHost';
+import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
 import { ago } from './presentation';
+import { taskDetail, tasksOnly } from './storeReads';
 
 /**
  * One status bar item for the task that matters now: a running task shows its
  * progress, an interrupted one asks to be resumed, one waiting for review offers
  * the review. Hidden when there is nothing to show. Updated from engine change
  * events, plus a slow tick so "last checkpoint 3 min ago" stays honest.
+ *
+ * A second item says when this window relays to another process that owns the
+ * store (and to whom); it disappears when this window owns the store again.
  */
 export class TaskStatusBar extends Disposable {
   private readonly item = this.register(vscode.window.createStatusBarItem('waypoint.task', vscode.StatusBarAlignment.Left, 50));
+  private readonly storeItem = this.register(vscode.window.createStatusBarItem('waypoint.store', vscode.StatusBarAlignment.Left, 49));
+  /** Updates run one at a time; a change during one schedules exactly one more. */
+  private updating: Promise<void> | undefined;
+  private again = false;
 
   constructor(private readonly host: EngineHost) {
     super();
     this.item.name = 'Waypoint Task';
-    this.register(host.onDidChange(() => this.update()));
-    const tick = setInterval(() => this.update(), 30_000);
+    this.storeItem.name = 'Waypoint Store Owner';
+    this.register(host.onDidChange(() => void this.update()));
+    this.register(host.onDidChangeMode((m) => this.showMode(m)));
+    const tick = setInterval(() => void this.update(), 30_000);
     this.register({ dispose: () => clearInterval(tick) });
-    this.update();
+    this.showMode(host.mode);
+    void this.update();
+  }
+
+  /** The relay item's text ('' when this window owns the store). */
+  get storeText(): string {
+    return this.storeItem.text;
+  }
+
+  private showMode(m: HostMode): void {
+    if (m.kind !== 'relay') {
+      this.storeItem.hide();
+      this.storeItem.text = '';
+      return;
+    }
+    const who = describeStoreOwner(m.owner);
+    this.storeItem.text = `$(radio-tower) Waypoint: relaying to ${who}`;
+    this.storeItem.tooltip = `This window does not own the Waypoint store: ${who} does, at ${m.url}. Everything here goes through it, and this window takes the store over by itself if it goes away.`;
+    this.storeItem.command = 'waypoint.showStoreInfo';
+    this.storeItem.accessibilityInformation = { label: `Waypoint relays to ${who}` };
+    this.storeItem.show();
   }
 
   /** The task the status bar speaks for (exposed for tests). */
-  static pick(engine: Engine): Task | undefined {
-    const tasks = engine.tasks();
+  static pick(tasks: Task[]): Task | undefined {
     const newest = (xs: Task[]) => xs.sort((a, b) => b.updatedAt - a.updatedAt)[0];
     return (
       newest(tasks.filter((t) => t.state === 'running' || t.state === 'waiting_tool' || t.state === 'planning')) ??
@@ -38,17 +66,41 @@ export class TaskStatusBar extends Disposable {
     return this.item.text;
   }
 
-  update(): void {
-    const engine = this.host.current;
-    const task = engine ? TaskStatusBar.pick(engine) : undefined;
-    if (!engine || !task) {
+  /** Re-reads the store and redraws; resolves when the item shows the store as it is now. */
+  update(): Promise<void> {
+    if (this.updating) {
+      this.again = true;
+      return this.updating;
+    }
+    this.updating = (async () => {
+      do {
+        this.again = false;
+        try {
+          await this.redraw();
+        } catch {
+          // No store (yet), or the owner did not answer: show nothing rather than something stale.
+          this.item.hide();
+        }
+      } while (this.again && !this.isDisposed);
+    })().finally(() => (this.updating = undefined));
+    return this.updating;
+  }
+
+  private async redraw(): Promise<void> {
+    if (this.host.mode.kind === 'starting' && !this.host.current) {
       this.item.hide();
       return;
     }
-    const steps = engine.queries.steps(task.id);
+    const task = TaskStatusBar.pick(await tasksOnly(this.host));
+    if (!task) {
+      this.item.hide();
+      return;
+    }
+    const detail = await taskDetail(this.host, task.id);
+    const steps = detail.steps;
     const done = steps.filter((s) => s.status === 'completed' || s.status === 'skipped').length;
     const current = steps.find((s) => s.status === 'in_progress');
-    const last = task.lastCheckpointId ? engine.queries.checkpoint(task.lastCheckpointId) : null;
+    const last = task.lastCheckpointId ? detail.checkpoints.find((c) => c.id === task.lastCheckpointId) : undefined;
     const title = task.title.length > 40 ? `${task.title.slice(0, 39)}…` : task.title;
     const count = steps.length ? ` · ${done}/${steps.length}` : '';
     this.item.backgroundColor = undefined;

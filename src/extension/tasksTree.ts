@@ -1,22 +1,27 @@
 import * as vscode from 'vscode';
-import type { Engine } from '../core/engine/engine';
 import type { CheckpointMeta, SideEffect, Step, Task } from '../core/model/schema';
 import { Disposable } from './disposable';
-import type { EngineHost } from './engineHost';
+import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
+import { listTasks, taskDetail } from './storeReads';
 import { CHECKPOINT_LABEL, ago, checkpointIcon, effectIcon, isResumable, progressText, sortTasks, STATE_LABEL, stepIcon, taskIcon, taskTooltip } from './presentation';
 
 /**
  * The Tasks view: tasks → steps (plan order) → the checkpoints taken in each step;
  * side effects under their task. Nodes carry stable ids and their parent (so
- * `reveal` works); children are computed lazily from the engine's projections, and
- * the view refreshes on the engine's change events — never by polling.
+ * `reveal` works); children are computed lazily from the store (the in-process
+ * engine while this window owns it, the owner's API while it relays), and the view
+ * refreshes on the store's change events. Nodes carry what their row shows, so
+ * rendering a row never queries anything.
  */
 export type TreeNode = TaskNode | StepNode | CheckpointNode | EffectNode;
 
 export class TaskNode {
   readonly kind = 'task';
   readonly parent = undefined;
-  constructor(readonly task: Task) {}
+  constructor(
+    readonly task: Task,
+    readonly steps: readonly Step[] = [],
+  ) {}
   get id(): string {
     return `task:${this.task.id}`;
   }
@@ -27,6 +32,7 @@ export class StepNode {
   constructor(
     readonly parent: TaskNode,
     readonly step: Step,
+    readonly hasCheckpoints = false,
   ) {}
   get id(): string {
     return `step:${this.step.taskId}:${this.step.id}`;
@@ -77,6 +83,15 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     this.register(host.onDidChange(() => this._onDidChangeTreeData.fire(undefined)));
   }
 
+  /** Says in the view's title bar when this window relays (and to whom); clears it when the window owns the store. */
+  bindView(view: vscode.TreeView<TreeNode>): void {
+    const show = (m: HostMode) => {
+      view.description = m.kind === 'relay' ? `relaying to ${describeStoreOwner(m.owner)}` : m.kind === 'waiting' ? 'waiting for the store' : undefined;
+    };
+    show(this.host.mode);
+    this.register(this.host.onDidChangeMode(show));
+  }
+
   refresh(): void {
     this._onDidChangeTreeData.fire(undefined);
   }
@@ -85,59 +100,44 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     return this.openError;
   }
 
-  private async engine(): Promise<Engine | undefined> {
+  async getChildren(node?: TreeNode): Promise<TreeNode[]> {
     try {
-      const e = await this.host.get();
+      const children = await this.children(node);
       this.openError = undefined;
-      return e;
+      return children;
     } catch (e) {
       this.openError = (e as Error).message;
-      return undefined;
+      return [];
     }
   }
 
-  /** Steps of every task, read in one query when the root is listed (one query per row was the cost at 1,000 tasks). */
-  private stepsByTask = new Map<string, Step[]>();
-
-  private stepsOf(engine: Engine, taskId: string): Step[] {
-    return this.stepsByTask.get(taskId) ?? engine.queries.steps(taskId);
-  }
-
-  async getChildren(node?: TreeNode): Promise<TreeNode[]> {
-    const engine = await this.engine();
-    if (!engine) return [];
+  private async children(node?: TreeNode): Promise<TreeNode[]> {
     if (!node) {
-      this.stepsByTask = new Map();
-      for (const s of engine.queries.allSteps()) {
-        const list = this.stepsByTask.get(s.taskId);
-        if (list) list.push(s);
-        else this.stepsByTask.set(s.taskId, [s]);
-      }
-      return sortTasks(engine.tasks()).map((t) => new TaskNode(t));
+      const { tasks, stepsByTask } = await listTasks(this.host);
+      return sortTasks(tasks).map((t) => new TaskNode(t, stepsByTask.get(t.id) ?? []));
     }
     if (node instanceof TaskNode) {
-      const id = node.task.id;
-      const checkpoints = engine.queries.checkpoints(id).filter((c) => c.stepId === null);
+      const d = await taskDetail(this.host, node.task.id);
+      const own = d.checkpoints.filter((c) => c.stepId === null);
+      const stepsWithCheckpoints = new Set(d.checkpoints.map((c) => c.stepId));
       return [
-        ...checkpoints.filter((c) => c.kind === 'task_base').map((c) => new CheckpointNode(node, c)),
-        ...engine.queries.steps(id).map((s) => new StepNode(node, s)),
-        ...checkpoints.filter((c) => c.kind !== 'task_base').map((c) => new CheckpointNode(node, c)),
-        ...engine.queries.sideEffects(id).map((e) => new EffectNode(node, e)),
+        ...own.filter((c) => c.kind === 'task_base').map((c) => new CheckpointNode(node, c)),
+        ...d.steps.map((s) => new StepNode(node, s, stepsWithCheckpoints.has(s.id))),
+        ...own.filter((c) => c.kind !== 'task_base').map((c) => new CheckpointNode(node, c)),
+        ...d.sideEffects.map((e) => new EffectNode(node, e)),
       ];
     }
     if (node instanceof StepNode) {
-      return engine.queries
-        .checkpoints(node.step.taskId)
-        .filter((c) => c.stepId === node.step.id)
-        .map((c) => new CheckpointNode(node, c));
+      const d = await taskDetail(this.host, node.step.taskId);
+      return d.checkpoints.filter((c) => c.stepId === node.step.id).map((c) => new CheckpointNode(node, c));
     }
     return [];
   }
 
-  resolveTreeItem(item: vscode.TreeItem, node: TreeNode): vscode.TreeItem {
-    const engine = this.host.current;
-    if (node instanceof TaskNode && engine && !item.tooltip) {
-      item.tooltip = taskTooltip(node.task, engine.queries.steps(node.task.id), engine.queries.sideEffects(node.task.id));
+  async resolveTreeItem(item: vscode.TreeItem, node: TreeNode): Promise<vscode.TreeItem> {
+    if (node instanceof TaskNode && !item.tooltip) {
+      const d = await taskDetail(this.host, node.task.id).catch(() => undefined);
+      if (d) item.tooltip = taskTooltip(d.task, d.steps, d.sideEffects);
     }
     return item;
   }
@@ -147,10 +147,9 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
   }
 
   getTreeItem(node: TreeNode): vscode.TreeItem {
-    const engine = this.host.current;
     if (node instanceof TaskNode) {
       const t = node.task;
-      const steps = engine ? this.stepsOf(engine, t.id) : [];
+      const steps = [...node.steps];
       const item = new vscode.TreeItem(t.title, vscode.TreeItemCollapsibleState.Collapsed);
       item.id = node.id;
       item.iconPath = taskIcon(t.state);
@@ -162,8 +161,7 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     }
     if (node instanceof StepNode) {
       const s = node.step;
-      const hasCheckpoints = (engine?.queries.checkpoints(s.taskId) ?? []).some((c) => c.stepId === s.id);
-      const item = new vscode.TreeItem(s.title, hasCheckpoints ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None);
+      const item = new vscode.TreeItem(s.title, node.hasCheckpoints ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None);
       item.id = node.id;
       item.iconPath = stepIcon(s.status);
       const deps = s.dependsOn.length ? ` · after ${s.dependsOn.join(', ')}` : '';

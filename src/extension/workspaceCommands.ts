@@ -1,10 +1,13 @@
 import * as vscode from 'vscode';
-import type { Engine, RollbackResult } from '../core/engine/engine';
-import type { CheckpointMeta, Task } from '../core/model/schema';
+import type { EngineApi } from '../core/engine/api';
+import type { RollbackResult } from '../core/engine/engine';
+import type { CheckpointMeta, Step, Task } from '../core/model/schema';
 import { checkpointUri, EMPTY_SIDE } from './checkpointFs';
 import { CHECKPOINT_LABEL, ago } from './presentation';
 import { settings } from './settings';
 import { z } from 'zod';
+import type { EngineHost } from './engineHost';
+import { taskDetail, type TaskDetail } from './storeReads';
 import { CheckpointNode, TaskNode } from './tasksTree';
 
 /** Programmatic arguments to Roll Back to Checkpoint. */
@@ -16,27 +19,32 @@ const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.strin
  * checkpoint with the workspace or with its predecessor, storage and pruning.
  */
 export interface WorkspaceCommandDeps {
-  engine: () => Promise<Engine>;
+  /** Where the store is: the in-process engine while owning, the owner's API while relaying. */
+  host: EngineHost;
   folder: () => vscode.WorkspaceFolder;
   pickTask: (arg: unknown, filter: (t: Task) => boolean, placeHolder: string) => Promise<Task | undefined>;
 }
 
 
-export function checkpointTitle(engine: Engine, c: CheckpointMeta): string {
-  const step = c.taskId && c.stepId ? engine.queries.step(c.taskId, c.stepId) : null;
+export function checkpointTitle(steps: readonly Step[], c: CheckpointMeta): string {
+  const step = c.stepId ? steps.find((s) => s.id === c.stepId) : undefined;
   return `${c.label ?? CHECKPOINT_LABEL[c.kind]}${step ? `: ${step.title}` : ''}`;
 }
 
 export class WorkspaceCommands {
   constructor(private readonly d: WorkspaceCommandDeps) {}
 
+  private api(): Promise<EngineApi> {
+    return this.d.host.api();
+  }
+
   private fileUri(key: string): vscode.Uri {
     return vscode.Uri.joinPath(this.d.folder().uri, ...key.split('/'));
   }
 
-  private async pickCheckpoint(engine: Engine, task: Task): Promise<CheckpointMeta | undefined> {
-    const cps = engine.queries
-      .checkpoints(task.id)
+  private async pickCheckpoint(detail: TaskDetail): Promise<CheckpointMeta | undefined> {
+    const task = detail.task;
+    const cps = detail.checkpoints
       .filter((c) => c.manifestRef)
       .reverse();
     if (!cps.length) {
@@ -45,7 +53,7 @@ export class WorkspaceCommands {
     }
     const pick = await vscode.window.showQuickPick(
       cps.map((c) => ({
-        label: `$(${c.kind === 'pre_rollback' ? 'history' : 'git-commit'}) ${checkpointTitle(engine, c)}`,
+        label: `$(${c.kind === 'pre_rollback' ? 'history' : 'git-commit'}) ${checkpointTitle(detail.steps, c)}`,
         description: `${new Date(c.createdAt).toLocaleTimeString()} · ${ago(c.createdAt)} · ${c.filesChanged} file${c.filesChanged === 1 ? '' : 's'} changed`,
         detail: c.id,
         c,
@@ -56,40 +64,46 @@ export class WorkspaceCommands {
   }
 
   /** Resolves (task, checkpoint) from a tree node, from `{ taskId, checkpointId }` (other extensions, tests), or asks. */
-  private async target(arg: unknown): Promise<{ engine: Engine; task: Task; checkpoint: CheckpointMeta } | undefined> {
-    const engine = await this.d.engine();
+  private async target(arg: unknown): Promise<{ engine: EngineApi; task: Task; steps: Step[]; checkpoint: CheckpointMeta } | undefined> {
+    const engine = await this.api();
     const direct = RollbackArgs.safeParse(arg);
     if (direct.success) {
-      const c = engine.queries.checkpoint(direct.data.checkpointId);
+      const d = await taskDetail(this.d.host, direct.data.taskId);
+      const c = d.checkpoints.find((x) => x.id === direct.data.checkpointId);
       if (!c) throw new Error(`Unknown checkpoint '${direct.data.checkpointId}'.`);
-      return { engine, task: engine.task(direct.data.taskId), checkpoint: c };
+      return { engine, task: d.task, steps: d.steps, checkpoint: c };
     }
     if (arg instanceof CheckpointNode) {
-      const c = engine.queries.checkpoint(arg.checkpoint.id);
-      if (!c?.taskId) throw new Error('That checkpoint no longer exists.');
-      return { engine, task: engine.task(c.taskId), checkpoint: c };
+      const taskId = arg.checkpoint.taskId;
+      const d = taskId ? await taskDetail(this.d.host, taskId).catch(() => undefined) : undefined;
+      const c = d?.checkpoints.find((x) => x.id === arg.checkpoint.id);
+      if (!d || !c) throw new Error('That checkpoint no longer exists.');
+      return { engine, task: d.task, steps: d.steps, checkpoint: c };
     }
-    const task = await this.d.pickTask(arg instanceof TaskNode || typeof arg === 'string' ? arg : undefined, (t) => engine.queries.checkpoints(t.id).some((c) => c.manifestRef), 'Roll back which task?');
+    // Every task with a restorable checkpoint: a task_base always has one, so list the tasks and let the pick below say if not.
+    const task = await this.d.pickTask(arg instanceof TaskNode || typeof arg === 'string' ? arg : undefined, (t) => !!t.baseCheckpointId, 'Roll back which task?');
     if (!task) return undefined;
-    const checkpoint = await this.pickCheckpoint(engine, task);
-    return checkpoint ? { engine, task, checkpoint } : undefined;
+    const d = await taskDetail(this.d.host, task.id);
+    const checkpoint = await this.pickCheckpoint(d);
+    return checkpoint ? { engine, task: d.task, steps: d.steps, checkpoint } : undefined;
   }
 
   async rollback(arg: unknown): Promise<RollbackResult | undefined> {
     const t = await this.target(arg);
     if (!t) return undefined;
     const { engine, task, checkpoint } = t;
+    const title = checkpointTitle(t.steps, checkpoint);
     const preview = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: comparing the workspace with the checkpoint…' }, () =>
       engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, preview: true }),
     );
     if (preview.changes.length === 0) {
-      void vscode.window.showInformationMessage(`Waypoint: the workspace already matches “${checkpointTitle(engine, checkpoint)}”.`);
+      void vscode.window.showInformationMessage(`Waypoint: the workspace already matches “${title}”.`);
       return preview;
     }
     // A caller that already confirmed (an agent request the person approved, a test) skips the preview and the modal.
     const confirmed = RollbackArgs.safeParse(arg).success && (arg as { confirmed?: boolean }).confirmed === true;
     if (!confirmed) await this.showChanges(
-      `Roll back to: ${checkpointTitle(engine, checkpoint)} (${preview.changes.length} file${preview.changes.length === 1 ? '' : 's'})`,
+      `Roll back to: ${title} (${preview.changes.length} file${preview.changes.length === 1 ? '' : 's'})`,
       preview.changes.map((c) => ({
         key: c.path,
         left: c.action === 'create' ? checkpointUri(EMPTY_SIDE, c.path) : this.fileUri(c.path),
@@ -101,7 +115,7 @@ export class WorkspaceCommands {
     const ok = confirmed
       ? 'Roll Back'
       : await vscode.window.showWarningMessage(
-      `Roll back ${n} file${n === 1 ? '' : 's'} to “${checkpointTitle(engine, checkpoint)}”?`,
+      `Roll back ${n} file${n === 1 ? '' : 's'} to “${title}”?`,
       {
         modal: true,
         detail:
@@ -116,15 +130,17 @@ export class WorkspaceCommands {
       engine.rollback({ taskId: task.id, checkpointId: checkpoint.id }),
     );
     const conflicts = r.conflicts.length ? ` ${r.conflicts.length} file(s) were left for you: ${r.conflicts.slice(0, 3).join(', ')}${r.conflicts.length > 3 ? '…' : ''}.` : '';
-    void vscode.window.showInformationMessage(`Waypoint: rolled back ${r.filesWritten + r.filesRemoved} file(s) to “${checkpointTitle(engine, checkpoint)}”.${conflicts}`, 'Undo').then((a) => {
+    void vscode.window.showInformationMessage(`Waypoint: rolled back ${r.filesWritten + r.filesRemoved} file(s) to “${title}”.${conflicts}`, 'Undo').then((a) => {
       if (a === 'Undo') void vscode.commands.executeCommand('waypoint.undoRollback', task.id);
     });
     return r;
   }
 
   async undo(arg: unknown): Promise<RollbackResult | undefined> {
-    const engine = await this.d.engine();
-    const hasRollback = (t: Task) => !!engine.store.db.get("SELECT 1 AS x FROM rollbacks WHERE task_id = ? AND state = 'applied'", [t.id]);
+    const engine = await this.api();
+    const local = this.d.host.current;
+    // Relaying, every task is offered: the owner refuses one with nothing to undo, with a clear message.
+    const hasRollback = (t: Task) => !local || !!local.store.db.get("SELECT 1 AS x FROM rollbacks WHERE task_id = ? AND state = 'applied'", [t.id]);
     const task = await this.d.pickTask(arg, hasRollback, 'Undo the last rollback of which task?');
     if (!task) return undefined;
     const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: undoing the last rollback…' }, () => engine.undoRollback({ taskId: task.id }));
@@ -134,15 +150,16 @@ export class WorkspaceCommands {
 
   async compareWithWorkspace(arg: unknown): Promise<void> {
     if (!(arg instanceof CheckpointNode)) throw new Error('Choose a checkpoint in the Waypoint view.');
-    const engine = await this.d.engine();
+    const engine = await this.api();
     const c = arg.checkpoint;
+    const steps = await this.stepsOf(c);
     const diff = await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: comparing' }, () => engine.diff({ from: c.id }));
     if (!diff.changes.length) {
       void vscode.window.showInformationMessage('Waypoint: the workspace matches this checkpoint.');
       return;
     }
     await this.showChanges(
-      `${checkpointTitle(engine, c)} ↔ Workspace`,
+      `${checkpointTitle(steps, c)} ↔ Workspace`,
       diff.changes.map((x) => ({
         key: x.path,
         left: x.status === 'added' ? checkpointUri(EMPTY_SIDE, x.path) : checkpointUri(c.id, x.path),
@@ -153,8 +170,9 @@ export class WorkspaceCommands {
 
   async compareWithPrevious(arg: unknown): Promise<void> {
     if (!(arg instanceof CheckpointNode)) throw new Error('Choose a checkpoint in the Waypoint view.');
-    const engine = await this.d.engine();
+    const engine = await this.api();
     const c = arg.checkpoint;
+    const steps = await this.stepsOf(c);
     if (!c.parentId) {
       void vscode.window.showInformationMessage('Waypoint: this is the first checkpoint; there is nothing before it.');
       return;
@@ -165,13 +183,17 @@ export class WorkspaceCommands {
       return;
     }
     await this.showChanges(
-      `${checkpointTitle(engine, c)}: changes since the previous checkpoint`,
+      `${checkpointTitle(steps, c)}: changes since the previous checkpoint`,
       diff.changes.map((x) => ({
         key: x.path,
         left: x.status === 'added' ? checkpointUri(EMPTY_SIDE, x.path) : checkpointUri(c.parentId!, x.path),
         right: x.status === 'deleted' ? checkpointUri(EMPTY_SIDE, x.path) : checkpointUri(c.id, x.path),
       })),
     );
+  }
+
+  private async stepsOf(c: CheckpointMeta): Promise<Step[]> {
+    return c.taskId ? (await taskDetail(this.d.host, c.taskId).catch(() => undefined))?.steps ?? [] : [];
   }
 
   /** One file → VS Code's diff editor; several → its multi-file diff editor. */
@@ -189,7 +211,7 @@ export class WorkspaceCommands {
   }
 
   async prune(): Promise<void> {
-    const engine = await this.d.engine();
+    const engine = await this.api();
     const s = settings();
     const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: pruning checkpoints and collecting garbage…' }, () =>
       engine.gc({

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
 import { Engine } from '../core/engine/engine';
 import type { Logger } from '../core/log';
@@ -18,6 +19,8 @@ export interface ResolveOptions<T> {
   waitMs: number;
   serving(d: Discovery): Promise<T>;
   own(engine: Engine): Promise<T>;
+  /** Names the owner in the lock (`waypoint-mcp`), so others can say whom they relay to. */
+  ownerKind?: string;
   /** Engine options for owning (sweep timer for long-lived owners). */
   sweepIntervalMs?: number;
 }
@@ -44,7 +47,7 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
     } else if (s.kind === 'none') {
       let engine: Engine | undefined;
       try {
-        engine = await Engine.open({ workspace: o.workspace, log: o.log, sweepIntervalMs: o.sweepIntervalMs, store: { lock: { waitMs: 250 } } });
+        engine = await Engine.open({ workspace: o.workspace, log: o.log, sweepIntervalMs: o.sweepIntervalMs, store: { lock: { waitMs: 250, ...(o.ownerKind ? { ownerId: `${o.ownerKind}:${randomUUID()}` } : {}) } } });
       } catch (e) {
         if (!(isWaypointError(e) && e.code === 'locked')) throw e;
         lastProblem = 'another process took the store first';

@@ -38,6 +38,7 @@ export async function runStdio(o: StdioOptions): Promise<void> {
       workspace: o.workspace,
       log: o.log,
       waitMs: o.waitMs ?? 15_000,
+      ownerKind: 'waypoint-mcp',
       sweepIntervalMs: o.sweepIntervalMs ?? 5_000,
       serving: async (d) => {
         const relay = await connectRelay(d, { clientName: 'waypoint-mcp-stdio' });

@@ -34,7 +34,10 @@ export async function startSession(): Promise<void> {
   installExtension(opts, vsixPath);
   const browser = await launchChromium();
   try {
-    session = { server: await startCodeServer(opts), browser, workDir };
+    // A closed page's extension host lingers for the reconnection grace time (3 h by
+    // default) in case the browser comes back; a short one lets a closed window's host
+    // exit as a desktop window's does (the two-windows scenario relies on it).
+    session = { server: await startCodeServer({ ...opts, env: { CODE_SERVER_RECONNECTION_GRACE_TIME: '5' } }), browser, workDir };
   } catch (e) {
     await browser.close();
     throw e;
@@ -55,10 +58,16 @@ export function extensionsDir(): string {
   return session.server.extensionsDir;
 }
 
+/** The folder openWorkbench(name) opens (a second window on the same folder passes the same name). */
+export function workspaceFolder(name: string): string {
+  if (!session) throw new Error('e2e session not started');
+  return path.join(session.workDir, 'workspaces', name);
+}
+
 /** A fresh workspace folder (with `.waypoint/` unless told otherwise) opened in a new page. */
 export async function openWorkbench(name: string, opts: { waypointDir?: boolean; prepare?: (folder: string) => void } = {}): Promise<Page> {
   if (!session) throw new Error('e2e session not started');
-  const folder = path.join(session.workDir, 'workspaces', name);
+  const folder = workspaceFolder(name);
   fs.mkdirSync(folder, { recursive: true });
   if (opts.waypointDir !== false) fs.mkdirSync(path.join(folder, '.waypoint'), { recursive: true });
   fs.writeFileSync(path.join(folder, 'README.md'), `# ${name}\n`);

@@ -3,6 +3,7 @@
 // Chromium with a test payload; the smoke-test driver forwards the host's console
 // to codeAutomationLog and reports run()'s outcome through codeAutomationExit.
 // Exit code = test result.
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,18 +21,65 @@ const label = 'integration';
 const HOST_PREFIX = '@@waypoint-host@@ ';
 const outputDir = path.join(repoRoot, 'test-output', 'integration');
 
+/**
+ * One workbench run of the suite. The relay pass opens a workspace whose store a
+ * `waypoint serve` (the shipped CLI, a real process) already owns, so the window
+ * must relay to it; only the relay suite runs there (the others assume the window
+ * owns the store), and it kills the serve process to see the window take over.
+ */
+interface Pass {
+  name: string;
+  env?: NodeJS.ProcessEnv;
+  /** Runs before the workbench opens; returns a cleanup. */
+  prepare?(workspace: string): Promise<() => Promise<void>>;
+}
+
+const PASSES: Pass[] = [
+  { name: 'main' },
+  {
+    name: 'relay',
+    env: { WAYPOINT_TEST_GREP: 'second window' },
+    prepare: async (workspace) => {
+      const owner = await startServe(workspace);
+      PASS_ENV.WAYPOINT_IT_RELAY_OWNER_PID = String(owner.pid);
+      return owner.stop;
+    },
+  },
+];
+/** Set by a pass's prepare step for its workbench (the extension host inherits it). */
+const PASS_ENV: NodeJS.ProcessEnv = {};
+
 async function main(): Promise<number> {
   ensureHarness();
   buildExtension();
   await buildIntegrationTests();
 
   fs.mkdirSync(outputDir, { recursive: true });
-  fs.rmSync(path.join(outputDir, 'code-server.log'), { force: true });
+  const only = process.env.WAYPOINT_IT_PASS;
+  const totals = { passes: 0, failures: 0, pending: 0 };
+  let code = 0;
+  for (const pass of PASSES) {
+    if (only && pass.name !== only) continue;
+    const r = await runPass(pass);
+    if (r.code !== 0) code = 1;
+    totals.passes += r.result?.passes ?? 0;
+    totals.failures += r.result?.failures ?? (r.code ? 1 : 0);
+    totals.pending += r.result?.pending ?? 0;
+  }
+  printSummary(label, totals);
+  return code;
+}
+
+async function runPass(pass: Pass): Promise<{ code: number; result: ReturnType<typeof readResult> }> {
+  const logName = pass.name === 'main' ? 'code-server.log' : `code-server.${pass.name}.log`;
+  fs.rmSync(path.join(outputDir, logName), { force: true });
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waypoint-it-'));
   const workspace = path.join(workDir, 'workspace');
   // .waypoint/ makes `workspaceContains:.waypoint` activate the extension.
   fs.mkdirSync(path.join(workspace, '.waypoint'), { recursive: true });
   const resultFile = path.join(workDir, 'result.json');
+  for (const k of Object.keys(PASS_ENV)) delete PASS_ENV[k];
+  const cleanup = await pass.prepare?.(workspace);
 
   let server: CodeServer | undefined;
   const browser = await launchChromium();
@@ -39,8 +87,8 @@ async function main(): Promise<number> {
     server = await startCodeServer({
       workDir,
       smokeTestDriver: true,
-      env: { WAYPOINT_TEST_RESULT_FILE: resultFile, WAYPOINT_HOST_LOG_PREFIX: HOST_PREFIX },
-      logFile: path.join(outputDir, 'code-server.log'),
+      env: { WAYPOINT_TEST_RESULT_FILE: resultFile, WAYPOINT_HOST_LOG_PREFIX: HOST_PREFIX, ...pass.env, ...PASS_ENV },
+      logFile: path.join(outputDir, logName),
     });
     const remote = (p: string) => `vscode-remote://127.0.0.1:${server!.port}${p}`;
     const url = server.url(workspace, [
@@ -52,27 +100,60 @@ async function main(): Promise<number> {
     const exitCode = new Promise<number>((resolve) => {
       void page.exposeFunction('codeAutomationExit', (code: number) => resolve(code));
     });
-    const workbenchLog = fs.createWriteStream(path.join(outputDir, 'workbench.log'));
+    const workbenchLog = fs.createWriteStream(path.join(outputDir, pass.name === 'main' ? 'workbench.log' : `workbench.${pass.name}.log`));
     await page.exposeFunction('codeAutomationLog', (type: string, args: unknown[]) => {
       const text = format(...args);
       if (text.startsWith(HOST_PREFIX)) process.stdout.write(`${text.slice(HOST_PREFIX.length)}\n`);
       else workbenchLog.write(`[${type}] ${text}\n`);
     });
-    await page.goto(url);
-    const timeout = new Promise<number>((resolve) => setTimeout(() => {
-      console.error(`[integration] no result within ${RUN_TIMEOUT_MS} ms; logs in ${outputDir}`);
-      resolve(1);
-    }, RUN_TIMEOUT_MS).unref());
+    // Only the navigation itself: the run's own deadline below covers the workbench
+    // loading, which on a loaded machine can take longer than goto's 30 s default.
+    await page.goto(url, { waitUntil: 'commit', timeout: RUN_TIMEOUT_MS });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<number>((resolve) => {
+      timer = setTimeout(() => {
+        console.error(`[integration] ${pass.name}: no result within ${RUN_TIMEOUT_MS} ms; logs in ${outputDir}`);
+        resolve(1);
+      }, RUN_TIMEOUT_MS).unref();
+    });
     const code = await Promise.race([exitCode, timeout]);
+    // The next pass must not hear this one's deadline.
+    clearTimeout(timer);
     const result = readResult(resultFile);
-    printSummary(label, result);
     // Either signal alone could lie (a crashed host, a run with no tests): both must agree.
-    return code === 0 && result !== undefined && result.failures === 0 && result.passes > 0 ? 0 : 1;
+    return { code: code === 0 && result !== undefined && result.failures === 0 && result.passes > 0 ? 0 : 1, result };
   } finally {
     await browser.close();
     await server?.stop();
+    await cleanup?.();
     if (!process.env.WAYPOINT_KEEP_WORKDIR) fs.rmSync(workDir, { recursive: true, force: true });
   }
+}
+
+/** `waypoint serve` from the freshly built dist/cli.js, owning the workspace's store until stopped (or killed by the test). */
+async function startServe(workspace: string): Promise<{ pid: number; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, [path.join(repoRoot, 'dist', 'cli.js'), 'serve', '--workspace', workspace], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const deadline = Date.now() + 30_000;
+  while (!out.includes('Serving Waypoint MCP')) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`waypoint serve did not start: ${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    pid: child.pid!,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
 }
 
 main().then(

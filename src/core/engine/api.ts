@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { WaypointError, errorMessage, isWaypointError, type WaypointErrorCode } from '../model/errors';
-import { formatZodError } from '../model/validate';
+import type { Step } from '../model/schema';
+import { formatZodError, parseInput } from '../model/validate';
 import type { Engine } from './engine';
 
 /**
@@ -36,6 +37,8 @@ export const RPC_METHODS = [
   'resumeContext',
   'taskDetail',
   'tasks',
+  'allSteps',
+  'checkpointFile',
   'events',
   'storage',
   'drift',
@@ -71,6 +74,10 @@ export interface EngineApi {
   resumeContext: (taskId: string) => ReturnType<Eng['resumeContext']>;
   taskDetail: (taskId: string) => Promise<ReturnType<Eng['taskDetail']>>;
   tasks: (filter?: Parameters<Eng['tasks']>[0]) => Promise<(ReturnType<Eng['tasks']>[number] & { progress: { done: number; total: number } })[]>;
+  /** Every task's steps in one call (a relaying window lists its tree with this and `tasks`). */
+  allSteps: () => Promise<Step[]>;
+  /** A file as a checkpoint holds it (base64; null when the checkpoint lacks the path), for diff editors in other processes. */
+  checkpointFile: (a: unknown) => Promise<{ createdAt: number; base64: string | null }>;
   events: (filter?: Parameters<Eng['events']>[0]) => Promise<ReturnType<Eng['events']>>;
   storage: () => ReturnType<Eng['storage']>;
   drift: (taskId: string) => ReturnType<Eng['drift']>;
@@ -110,6 +117,15 @@ export function localApi(engine: Engine, relayed = false): EngineApi {
         const steps = engine.queries.steps(t.id);
         return { ...t, progress: { done: steps.filter((s) => s.status === 'completed' || s.status === 'skipped').length, total: steps.length } };
       }),
+    allSteps: async () => engine.queries.allSteps(),
+    checkpointFile: async (a) => {
+      const { checkpointId, path } = parseInput(CheckpointFileInput, a, 'checkpointFile');
+      const c = engine.queries.checkpoint(checkpointId);
+      if (!c) throw new WaypointError('not_found', `Unknown checkpoint '${checkpointId}'.`);
+      if (!engine.workspaceSnapshots) throw new WaypointError('invalid_input', 'This store keeps no file snapshots.');
+      const bytes = await engine.workspaceSnapshots.fileAt(c, path);
+      return { createdAt: c.createdAt, base64: bytes ? bytes.toString('base64') : null };
+    },
     events: async (f) => engine.events(f),
     storage: () => engine.storage(),
     drift: (id) => engine.drift(id),
@@ -118,6 +134,8 @@ export function localApi(engine: Engine, relayed = false): EngineApi {
     info: async () => ({ storeDir: engine.store.dir, storeId: engine.store.storeId, events: engine.store.lastSeq, pid: process.pid, relayed }),
   };
 }
+
+const CheckpointFileInput = z.strictObject({ checkpointId: z.string().min(1).max(200), path: z.string().min(1).max(4096) });
 
 export const RpcRequest = z.strictObject({
   method: z.enum(RPC_METHODS),
@@ -142,7 +160,7 @@ export async function serveRpc(engine: Engine, body: unknown): Promise<RpcRespon
 export const RPC_PATH = '/rpc';
 
 /** Calls an owner's engine over its loopback endpoint; rejections are WaypointErrors with the owner's code and message. */
-export function remoteApi(endpoint: { url: string; token: string }): EngineApi {
+export function remoteApi(endpoint: { url: string; token: string }, opts: { timeoutMs?: number } = {}): EngineApi {
   const base = new URL(endpoint.url);
   const url = new URL(RPC_PATH, base).toString();
   const call = async (method: RpcMethod, arg?: unknown): Promise<unknown> => {
@@ -152,11 +170,18 @@ export function remoteApi(endpoint: { url: string; token: string }): EngineApi {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${endpoint.token}` },
         body: JSON.stringify({ method, arg }),
+        // A hung owner accepts connections (the kernel does) but never answers; a watcher must not hang with it.
+        signal: opts.timeoutMs ? AbortSignal.timeout(opts.timeoutMs) : undefined,
       });
     } catch (e) {
       throw new WaypointError('io', `The store's owner at ${base.origin} did not answer: ${errorMessage(e)}`);
     }
-    const text = await res.text();
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (e) {
+      throw new WaypointError('io', `The store's owner at ${base.origin} stopped answering: ${errorMessage(e)}`);
+    }
     if (!res.ok) throw new WaypointError('io', `The store's owner refused the call (${res.status}): ${text.slice(0, 300)}`);
     let body: RpcResponse;
     try {

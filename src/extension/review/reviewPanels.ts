@@ -32,6 +32,8 @@ export class ReviewPanels extends Disposable {
     );
     this.register(
       deps.host.onDidChange((e) => {
+        // The review (apply, commit) runs in the window that owns the store; that window offers it.
+        if (!deps.host.current) return;
         for (const ev of e?.events ?? []) if (ev.type === 'task.review_requested' && ev.taskId) void this.offer(ev.taskId);
       }),
     );
