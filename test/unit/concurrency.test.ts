@@ -1,6 +1,7 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { spawn } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -71,6 +72,47 @@ async function raceProc(script: string, workspace: string, startAt: number): Pro
     },
   };
 }
+
+describe('concurrency: processes racing for the owner lock', function () {
+  this.timeout(120_000);
+  const CONTENDERS = 3;
+  const LOCK_ROUNDS = Number(process.env.WAYPOINT_LOCK_ROUNDS ?? 30);
+
+  it(`${CONTENDERS} processes open the store at the same instant: never two owners at once, losers refused cleanly (${LOCK_ROUNDS} rounds)`, async () => {
+    const script = bundleScript(path.join(__dirname, '..', 'support', 'lockRaceChild.ts'));
+    const ws = tmpDir('wp-lockrace-');
+    try {
+      const dir = path.join(ws.dir, '.waypoint');
+      const period = 400;
+      const t0 = Date.now() + 2_000;
+      const outs = await Promise.all(
+        Array.from({ length: CONTENDERS }, () => {
+          const child = spawn(process.execPath, [script, dir, String(t0), String(LOCK_ROUNDS), String(period)], { stdio: ['ignore', 'pipe', 'inherit'] });
+          let out = '';
+          child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+          return new Promise<string>((resolve) => child.once('exit', () => resolve(out)));
+        }),
+      );
+      const lines = outs.flatMap((o, who) => o.trim().split('\n').map((l) => `${who} ${l}`));
+      const errors = lines.filter((l) => / error /.test(l));
+      assert.deepEqual(errors, [], 'a loser must be refused with "locked", never fail otherwise');
+      // Holds, from the moment open returned to the moment close returned (which is after the
+      // lock is released, so it over-covers the real hold): no two processes' holds overlap.
+      const holds = lines.flatMap((l) => {
+        const m = /^(\d+) won (\d+) ([\d.]+) ([\d.]+)$/.exec(l);
+        return m ? [{ who: Number(m[1]), round: Number(m[2]), from: Number(m[3]), to: Number(m[4]) }] : [];
+      });
+      const overlaps = holds.flatMap((a) => holds.filter((b) => a.who < b.who && a.from < b.to && b.from < a.to).map((b) => ({ a, b })));
+      assert.deepEqual(overlaps, [], 'two processes owned the store at the same time');
+      assert.ok(holds.length >= LOCK_ROUNDS / 4, `only ${holds.length} of ${LOCK_ROUNDS} rounds had an owner: the race was not exercised`);
+      assert.equal(lines.length, CONTENDERS * LOCK_ROUNDS, 'every contender reported every round');
+      const winners = new Set(holds.map((h) => h.round));
+      process.stdout.write(`      ${winners.size} of ${LOCK_ROUNDS} rounds owned, never by two at once; ${lines.filter((l) => / lost /.test(l)).length} clean refusals\n`);
+    } finally {
+      ws.cleanup();
+    }
+  });
+});
 
 describe('concurrency: two processes race to own one store', function () {
   this.timeout(60_000 + ROUNDS * 30_000);
