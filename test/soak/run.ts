@@ -233,6 +233,7 @@ async function main(): Promise<void> {
   out.push(row('sql.js database', (s) => s.dbBytes));
   out.push(row('RSS − database', (s) => s.rss - s.dbBytes));
   out.push(row('external − database', (s) => s.external - s.dbBytes));
+  out.push(row('RSS − external (native + wasm)', (s) => s.rss - s.external));
   out.push('\nat the end:\n');
   out.push('| measure | value |');
   out.push('| --- | ---: |');

@@ -52,25 +52,36 @@ interface RaceProc {
   close(): Promise<void>;
 }
 
-async function raceProc(script: string, workspace: string, startAt: number): Promise<RaceProc> {
-  const transport = new StdioClientTransport({ command: process.execPath, args: [script, workspace, String(startAt)], stderr: 'pipe', cwd: workspace });
+/** Starts a contender; it loads and reports `ready`, then waits for the go file. */
+function raceProc(script: string, workspace: string, goFile: string): { ready: Promise<void>; connected: Promise<RaceProc> } {
+  const transport = new StdioClientTransport({ command: process.execPath, args: [script, workspace, goFile], stderr: 'pipe', cwd: workspace });
   let err = '';
-  transport.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+  let onReady!: () => void;
+  const ready = new Promise<void>((r) => (onReady = r));
+  transport.stderr?.on('data', (d: Buffer) => {
+    err += d.toString();
+    if (/^ready$/m.test(err)) onReady();
+  });
   const client = new Client({ name: 'race', version: '1.0.0' });
   // initialize is answered only once the process has resolved the store (owns or relays).
-  await client.connect(transport).catch((e: Error) => {
-    throw new Error(`${e.message}; stderr: ${err}`);
-  });
-  const pid = transport.pid!;
-  return {
-    client,
-    pid,
-    stderr: () => err,
-    close: async () => {
-      await client.close().catch(() => undefined);
-      await waitExit(pid);
+  const connected = client.connect(transport).then(
+    () => {
+      const pid = transport.pid!;
+      return {
+        client,
+        pid,
+        stderr: () => err,
+        close: async () => {
+          await client.close().catch(() => undefined);
+          await waitExit(pid);
+        },
+      };
     },
-  };
+    (e: Error) => {
+      throw new Error(`${e.message}; stderr: ${err}`);
+    },
+  );
+  return { ready, connected };
 }
 
 describe('concurrency: processes racing for the owner lock', function () {
@@ -118,16 +129,19 @@ describe('concurrency: two processes race to own one store', function () {
   this.timeout(60_000 + ROUNDS * 30_000);
   let ws: ReturnType<typeof tmpDir>;
   let script: string;
+  let goDir: string;
   const procs: RaceProc[] = [];
 
   before(() => {
     script = bundleScript(path.join(__dirname, '..', 'support', 'raceChild.ts'));
     ws = tmpDir('wp-race-');
     fs.writeFileSync(path.join(ws.dir, 'README.md'), '# raced\n');
+    goDir = fs.mkdtempSync(path.join(path.dirname(ws.dir), 'wp-race-go-'));
   });
   after(async () => {
     for (const p of procs.splice(0)) await p.close();
     ws.cleanup();
+    fs.rmSync(goDir, { recursive: true, force: true });
   });
 
   it(`exactly one owns, the other relays; both see and write the same store (${ROUNDS} rounds)`, async () => {
@@ -136,8 +150,12 @@ describe('concurrency: two processes race to own one store', function () {
     const outcomes: string[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       // Both processes load first, then both go at the same wall-clock instant.
-      const startAt = Date.now() + 2_500;
-      const [a, b] = await Promise.all([raceProc(script, ws.dir, startAt), raceProc(script, ws.dir, startAt)]);
+      const goFile = path.join(goDir, `go-${round}`);
+      const pa = raceProc(script, ws.dir, goFile);
+      const pb = raceProc(script, ws.dir, goFile);
+      await Promise.all([pa.ready, pb.ready]);
+      fs.writeFileSync(goFile, String(Date.now() + 300));
+      const [a, b] = await Promise.all([pa.connected, pb.connected]);
       procs.push(a, b);
       const goes = [a, b].map((p) => Number(/go (\d+)/.exec(p.stderr())?.[1]));
       const owners = [a, b].filter((p) => /owning the store/.test(p.stderr()));
