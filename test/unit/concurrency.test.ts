@@ -27,14 +27,14 @@ import { openEngine, tmpDir } from '../support/tmp';
  *     nothing else is, no side effect was told `proceed` twice for one attempt or
  *     after it was done, and the projections equal a rebuild.
  *
- * Size: WAYPOINT_CONC_CLIENTS × WAYPOINT_CONC_CALLS (default 20 × 40 in `npm test`;
+ * Size: WAYPOINT_CONC_CLIENTS × WAYPOINT_CONC_CALLS (default 20 × 15 in `npm test`, still twenty clients at once;
  * `npm run test:concurrency` runs the full 20 × 500) and WAYPOINT_RACE_ROUNDS (3; the lock race runs 30 rounds of three processes).
  */
 
 type Json = Record<string, any>;
 
 const CLIENTS = Number(process.env.WAYPOINT_CONC_CLIENTS ?? 20);
-const CALLS = Number(process.env.WAYPOINT_CONC_CALLS ?? 40);
+const CALLS = Number(process.env.WAYPOINT_CONC_CALLS ?? 15);
 const ROUNDS = Number(process.env.WAYPOINT_RACE_ROUNDS ?? 3);
 /** Of the clients, this many talk through a `waypoint mcp` stdio relay rather than HTTP directly. */
 const STDIO_CLIENTS = Math.min(4, Math.floor(CLIENTS / 5));
