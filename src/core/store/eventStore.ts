@@ -409,7 +409,16 @@ function reserveBytesFor(db: Db, exportThreshold: number): number {
 }
 
 function ensureStoreDir(dir: string): void {
-  fs.mkdirSync(dir, { recursive: true });
+  // Private to the user: it holds the MCP bearer token, the task record and copies of
+  // workspace files (some of which may be readable by their owner only).
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    const st = fs.statSync(dir);
+    // A store made by an older version (0755) is tightened, when it is ours to tighten.
+    if (st.mode & 0o077 && (process.getuid === undefined || st.uid === process.getuid())) fs.chmodSync(dir, 0o700);
+  } catch {
+    // best effort: opening the store must not fail over its directory's mode
+  }
   const gi = path.join(dir, '.gitignore');
   // Nothing in the store is ever committed by accident.
   if (!fs.existsSync(gi)) fs.writeFileSync(gi, '*\n');

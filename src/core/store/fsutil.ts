@@ -64,7 +64,20 @@ export function writeFileAtomicSync(target: string, data: Uint8Array | string, m
   fsyncDirSync(path.dirname(target));
 }
 
-/** Removes temp files a crashed writer left in a directory (not recursive). */
+/** The pid a temp name was made by (`….wp-tmp-<pid>-<hex>`), or null for another shape. */
+export function tempFileWriter(name: string): number | null {
+  const i = name.lastIndexOf(TEMP_MARKER);
+  if (i < 0) return null;
+  const m = /^(\d+)-[0-9a-f]+$/.exec(name.slice(i + TEMP_MARKER.length));
+  return m ? Number(m[1]) : null;
+}
+
+/**
+ * Removes temp files a crashed writer left in a directory (not recursive). A temp
+ * file of another live process is in use, not left over: a second process starting
+ * beside the owner writes `owner.lock.wp-tmp-…` before it link(2)s it, and sweeping
+ * that away from under it made its start fail with ENOENT instead of relaying.
+ */
 export function sweepTempFiles(dir: string): string[] {
   let names: string[];
   try {
@@ -75,6 +88,8 @@ export function sweepTempFiles(dir: string): string[] {
   const removed: string[] = [];
   for (const name of names) {
     if (name.includes(TEMP_MARKER)) {
+      const writer = tempFileWriter(name);
+      if (writer !== null && writer !== process.pid && isPidAlive(writer)) continue;
       fs.rmSync(path.join(dir, name), { force: true });
       removed.push(name);
     }
