@@ -73,6 +73,8 @@ export class EventStore {
   private closed = false;
   /** lastSeq of the database generation on disk (the next export demotes it to prev). */
   private diskGenerationSeq = 0;
+  /** The database on disk is of an older schema (migrated in memory on open): write it back on close. */
+  private migratedInMemory = false;
   private listeners = new Set<(events: readonly WaypointEvent[]) => void>();
   /** Counters for tests and the benchmark: how many fdatasyncs carried how many records. */
   readonly stats = { flushes: 0, records: 0, exports: 0 };
@@ -147,6 +149,7 @@ export class EventStore {
       store.seq = seq;
       store.durableSeq = seq;
       store.diskGenerationSeq = generationSeq;
+      store.migratedInMemory = mig.from !== mig.to;
       // Append after the last valid record of the newest segment (its torn tail is truncated),
       // or start a segment right after the database when there is none.
       const last = loaded.segments[loaded.segments.length - 1];
@@ -291,6 +294,7 @@ export class EventStore {
     await fsyncDir(this.dir);
     const prevSeq = this.diskGenerationSeq;
     this.diskGenerationSeq = seq;
+    this.migratedInMemory = false;
     // Keep every segment holding events after the previous generation (now waypoint.db.prev).
     const segs = listSegments(this.dir);
     let removed = 0;
@@ -351,8 +355,9 @@ export class EventStore {
       if (!this.writer.poisoned) {
         await this.exporting;
         await this.writer.idle();
-        // Export on close only when the journal holds something the database file lacks.
-        if (this.seq > this.diskGenerationSeq) await this.exportNow();
+        // Export on close only when the journal holds something the database file lacks,
+        // or the file is of an older schema (else every open would migrate and rebuild again).
+        if (this.seq > this.diskGenerationSeq || this.migratedInMemory) await this.exportNow();
       }
     } finally {
       this.closed = true;
