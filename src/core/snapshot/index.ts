@@ -49,6 +49,7 @@ export { lineCounts, isBinary, diffCheckpoint, type LineCounts, type FileChangeW
 export {
   planRestore,
   applyRestore,
+  checkRestorePaths,
   detectCaseInsensitive,
   sweepRestoreTemps,
   type RestorePlan,
