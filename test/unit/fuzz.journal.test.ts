@@ -184,6 +184,15 @@ describe('fuzz: journal and database bytes (random damage to a real store, then 
           assert.deepEqual(got, g.events.slice(0, got.length), 'opened store holds a prefix of the acknowledged events, byte for byte');
           assert.ok(got.length >= mustKeep, `lost acknowledged events before the damage at byte ${at} of ${seg}: kept ${got.length}, needed ${mustKeep}`);
           if (got.length < g.events.length) stats.dropped++;
+          // A record still intact after the damage was acknowledged: dropping it is loss, not a torn tail.
+          const recs = g.records.get(seg)!;
+          recs.forEach((rec, i) => {
+            const start = i === 0 ? 0 : recs[i - 1].end;
+            if (at < 0 || start < at || rec.last === 0) return;
+            if (damaged.indexOf(original.subarray(start, rec.end), at) >= 0) {
+              assert.ok(got.length >= rec.last, `dropped events up to ${rec.last} whose record is intact after the damage at byte ${at} of ${seg}`);
+            }
+          });
           const v = await r.store.verify();
           assert.ok(v.ok, `projections equal a rebuild: ${JSON.stringify(v.differences)}`);
           // The store is usable: a reopen after close sees the same events.
