@@ -53,7 +53,7 @@ function inbound(valid: () => Record<string, unknown>[]): fc.Arbitrary<unknown> 
     { weight: 25, arbitrary: mutated },
     { weight: 10, arbitrary: fc.anything({ withNullPrototype: true, withObjectString: true, maxDepth: 3 }) },
     { weight: 5, arbitrary: hostileString },
-    { weight: 5, arbitrary: fc.constantFrom(protoObject(), protoObject('constructor', { prototype: { polluted: 1 } }), nested(5_000, 'object'), { type: { toString: null } }) },
+    { weight: 5, arbitrary: fc.constantFrom(protoObject(), protoObject('constructor', { prototype: { polluted: 1 } }), nested(5_000, 'object'), { type: { toString: null } }, { taskId: 't_1', decisions: { ['k'.repeat(5_000)]: { whole: 'x' } } }) },
     { weight: 5, arbitrary: cyclic },
     { weight: 1, arbitrary: wide },
   );
