@@ -4,7 +4,7 @@
  * parsed with the shared zod schemas. Files render lazily: a file's hunks are asked
  * for (and drawn) only when it is expanded, so 1,000-file reviews stay responsive.
  */
-import { HostMessage, PageState, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
+import { HostMessage, PageState, parseInbound, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
@@ -373,12 +373,8 @@ document.addEventListener('keydown', (e) => {
 // Messages from the host.
 
 window.addEventListener('message', (ev: MessageEvent) => {
-  const parsed = HostMessage.safeParse(ev.data);
-  if (!parsed.success) {
-    console.warn('[review] ignored a malformed message from the host');
-    return;
-  }
-  const m = parsed.data;
+  const m = parseInbound(HostMessage, ev.data, 'host', (line) => console.warn(line));
+  if (!m) return;
   switch (m.type) {
     case 'init': {
       init = m;

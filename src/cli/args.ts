@@ -58,5 +58,7 @@ export function intOption(values: Record<string, unknown>, name: string): number
   const v = optional(values, name);
   if (v === undefined) return undefined;
   if (!/^\d+$/.test(v)) throw new UsageError(`--${name} must be a whole number, not '${v}'.`);
+  // Past 2^53 a number is no longer exact, and SQLite refuses it as a datatype mismatch.
+  if (!Number.isSafeInteger(Number(v))) throw new UsageError(`--${name} must be at most ${Number.MAX_SAFE_INTEGER}, not ${v}.`);
   return Number(v);
 }

@@ -42,7 +42,7 @@ function owner(values: Ctx['values']) {
   return id ? { id } : undefined;
 }
 
-const COMMANDS: Record<string, Command> = {
+export const COMMANDS: Record<string, Command> = {
   init: {
     summary: 'create the store in <workspace>/.waypoint',
     usage: 'waypoint init',

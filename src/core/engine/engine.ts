@@ -816,6 +816,8 @@ export class Engine {
         abandonedSteps: toAbandon.map((s) => s.id),
       };
       if (input.preview) return { result: base, durable: Promise.resolve() };
+      // A plan that applying would refuse (a hostile manifest, a symlinked parent) is refused now, before anything is recorded.
+      await ws.validate(plan);
 
       // 1. The before state becomes a checkpoint, and the plan is durable, before any file changes.
       const { event: preEvent, checkpoint: pre } = await this.captureCheckpoint(task, 'pre_rollback', null, input.reason ?? `before rolling back to ${target.id}`);

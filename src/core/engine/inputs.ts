@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { IdempotencyKey, Identifier, LeaseOwner, Plan } from '../model/schema';
+import { pathKeyProblem } from '../snapshot/paths';
 
 /**
  * The engine's inputs, one zod schema per operation. Every surface (CLI, MCP,
@@ -80,7 +81,11 @@ export const EndSideEffectInput = z
   .refine((v) => v.ok || (v.error !== undefined && v.error.length > 0), { message: 'a failed side effect needs an error message', path: ['error'] });
 
 const CheckpointId = z.string().min(1).max(64).regex(/^[A-Za-z0-9_.-]+$/, 'is not a checkpoint id');
-const PathKey = z.string().min(1).max(4096);
+/** A workspace path key: checked here so an unsafe one is invalid input before any work starts. */
+const PathKey = z.string().superRefine((key, ctx) => {
+  const problem = pathKeyProblem(key);
+  if (problem) ctx.addIssue({ code: 'custom', message: `unsafe path ${JSON.stringify(key.length > 200 ? `${key.slice(0, 200)}…` : key)}: ${problem}` });
+});
 
 export const RollbackInput = TaskRef.extend({
   checkpointId: CheckpointId,

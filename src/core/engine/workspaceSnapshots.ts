@@ -8,6 +8,8 @@ import {
   ManifestStore,
   UnsafePathError,
   applyRestore,
+  checkRestorePaths,
+  detectCaseInsensitive,
   assertSafePathKey,
   diffCheckpoint,
   diffManifests,
@@ -124,6 +126,19 @@ export class WorkspaceSnapshots implements Snapshotter {
     const plan = JSON.parse(text) as RestorePlan;
     if (!plan || !Array.isArray(plan.writes) || !Array.isArray(plan.removes)) throw new WaypointError('corrupt', `Rollback plan ${ref} is not a plan.`);
     return plan;
+  }
+
+  /**
+   * Checks every path of a plan as applying it would, without writing: callers run
+   * this before they record a rollback, so a plan that would be refused records nothing.
+   */
+  async validate(plan: RestorePlan): Promise<void> {
+    try {
+      checkRestorePaths(plan, this.roots, await detectCaseInsensitive(this.roots[0]!.dir));
+    } catch (e) {
+      if (e instanceof UnsafePathError) throw new WaypointError('unsafe_path', `Refused to restore: ${e.message}. Nothing was written.`);
+      throw e;
+    }
   }
 
   /** Applies a plan. Every path is validated before anything is written; a bad one refuses the whole plan. */

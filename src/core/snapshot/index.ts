@@ -44,11 +44,12 @@ export {
   type ChangeSummary,
   type ManifestStoreOptions,
 } from './manifest.js';
-export { scan, DEFAULT_MAX_FILE_BYTES, type ScanOptions, type ScanResult, type ScanProblem } from './scanner.js';
+export { scan, DEFAULT_MAX_FILE_BYTES, type ScanOptions, type ScanHooks, type ScanResult, type ScanProblem } from './scanner.js';
 export { lineCounts, isBinary, diffCheckpoint, type LineCounts, type FileChangeWithLines } from './diff.js';
 export {
   planRestore,
   applyRestore,
+  checkRestorePaths,
   detectCaseInsensitive,
   sweepRestoreTemps,
   type RestorePlan,

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { BlobStore, assertHash } from './blobStore.js';
 import { pathKeyProblem } from './paths.js';
+import { WaypointError } from '../model/errors.js';
 
 export interface FileEntry {
   type: 'file';
@@ -173,9 +174,10 @@ const manifestObjectSchema = z.discriminatedUnion('full', [
 
 type ManifestObject = z.infer<typeof manifestObjectSchema>;
 
-export class CorruptManifestError extends Error {
+/** A WaypointError ('corrupt'), so every surface shows it as a refusal, never as an internal failure. */
+export class CorruptManifestError extends WaypointError {
   constructor(readonly ref: string, detail: string) {
-    super(`manifest ${ref} is corrupt or hostile: ${detail}`);
+    super('corrupt', `manifest ${ref} is corrupt or hostile: ${detail}`, { ref });
     this.name = 'CorruptManifestError';
   }
 }
@@ -350,7 +352,10 @@ export class ManifestStore {
     const parsed = manifestObjectSchema.safeParse(json);
     if (!parsed.success) {
       const first = parsed.error.issues[0];
-      throw new CorruptManifestError(ref, `${first?.path.join('.') ?? ''}: ${first?.message ?? 'invalid'}`);
+      // A refused record key carries the reason (e.g. "unsafe path …: contains a ".." segment") one level down.
+      const inner = first && 'issues' in first && Array.isArray(first.issues) ? (first.issues[0] as { message?: string } | undefined) : undefined;
+      const where = first?.path.map((p) => JSON.stringify(String(p))).join(' → ') || 'object';
+      throw new CorruptManifestError(ref, `${where}: ${inner?.message ?? first?.message ?? 'invalid'}`);
     }
     return parsed.data;
   }

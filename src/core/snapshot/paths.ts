@@ -8,13 +8,15 @@
  */
 import fss from 'node:fs';
 import path from 'node:path';
+import { WaypointError } from '../model/errors.js';
 
-export class UnsafePathError extends Error {
+/** A WaypointError ('unsafe_path'), so every surface shows it as a refusal, never as an internal failure. */
+export class UnsafePathError extends WaypointError {
   constructor(
     readonly path: string,
     readonly rule: string,
   ) {
-    super(`unsafe path ${JSON.stringify(path)}: ${rule}`);
+    super('unsafe_path', `unsafe path ${JSON.stringify(path.length > 200 ? `${path.slice(0, 200)}…` : path)}: ${rule}`, { rule });
     this.name = 'UnsafePathError';
   }
 }

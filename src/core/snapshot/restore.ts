@@ -137,18 +137,14 @@ function diskMatches(abs: string, st: fss.Stats, entry: ManifestEntry): boolean 
 }
 
 /**
- * Validates the whole plan, then applies it. Throws — having written nothing — on
- * any unsafe path (see paths.ts), a symlink or file entry that another entry would
- * be written beneath, a case-fold collision on a case-insensitive file system, or a
- * missing blob. Writes never overwrite something the plan did not expect.
- *
- * File I/O here is synchronous on purpose: a rollback is a short, serialized burst
- * of small metadata-heavy operations where thread-pool round trips cost more than
- * the syscalls (100 files: ~25 ms sync vs ~250 ms async on a busy 2-core machine).
+ * Phase 1 of applyRestore on its own: every path of the plan checked (safe key, no
+ * duplicate, nothing beneath a planned file or symlink, no case collision where
+ * case folds, resolved inside its root through no symlinked parent), with no write.
+ * Callers validate before they record anything; applyRestore checks again, since
+ * the workspace may change in between. Returns each path's absolute target.
  */
-export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blobs: BlobStore, opts: ApplyOptions = {}): Promise<ApplyResult> {
+export function checkRestorePaths(plan: RestorePlan, roots: SnapshotRoot[], caseInsensitive: boolean): Map<string, string> {
   checkRoots(roots);
-  // --- Phase 1: validate everything; no writes. ---
   const all = [...plan.writes.map((w) => w.path), ...plan.removes.map((r) => r.path)];
   const seen = new Set<string>();
   for (const p of all) {
@@ -156,7 +152,6 @@ export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blo
     if (seen.has(p)) throw new UnsafePathError(p, 'appears more than once in the restore plan');
     seen.add(p);
   }
-  const caseInsensitive = opts.caseInsensitive ?? (await detectCaseInsensitive(roots[0]!.dir));
   const fold = (p: string) => (caseInsensitive ? p.normalize('NFC').toLowerCase() : p);
   // Nothing may be written beneath a path the plan writes as a file or symlink:
   // that is how a manifest would plant `a -> /etc` and then write `a/passwd`.
@@ -180,6 +175,24 @@ export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blo
     const { root, rel } = splitKey(roots, p);
     abs.set(p, resolveInsideSync(root.dir, rel, validateCache));
   }
+  return abs;
+}
+
+/**
+ * Validates the whole plan, then applies it. Throws — having written nothing — on
+ * any unsafe path (see paths.ts), a symlink or file entry that another entry would
+ * be written beneath, a case-fold collision on a case-insensitive file system, or a
+ * missing blob. Writes never overwrite something the plan did not expect.
+ *
+ * File I/O here is synchronous on purpose: a rollback is a short, serialized burst
+ * of small metadata-heavy operations where thread-pool round trips cost more than
+ * the syscalls (100 files: ~25 ms sync vs ~250 ms async on a busy 2-core machine).
+ */
+export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blobs: BlobStore, opts: ApplyOptions = {}): Promise<ApplyResult> {
+  // --- Phase 1: validate everything; no writes. ---
+  checkRoots(roots);
+  const caseInsensitive = opts.caseInsensitive ?? (await detectCaseInsensitive(roots[0]!.dir));
+  const abs = checkRestorePaths(plan, roots, caseInsensitive);
   // Every blob must be there before anything is written. Small restores read them
   // now (phase 3 then does no second lookup); past a memory budget, only check.
   const preloaded = new Map<string, Buffer>();

@@ -33,6 +33,15 @@ export interface ScanOptions {
    * blobs and the manifest in one durability barrier.
    */
   flush?: boolean;
+  /** Test seams for workspaces that change under the scanner; never set in production. */
+  hooks?: ScanHooks;
+}
+
+export interface ScanHooks {
+  /** Called just before a directory is listed. */
+  beforeList?(abs: string, relDir: string): void | Promise<void>;
+  /** Called between a file's lstat and the read of its content. */
+  beforeRead?(abs: string, key: string): void | Promise<void>;
 }
 
 export interface ScanProblem {
@@ -92,7 +101,11 @@ class Scan {
   private readonly maxFileBytes: number;
   private readonly baseRules: IgnoreRules;
 
+  /** realpath of each root: what every listed directory and read file must resolve under. */
+  private readonly realRoots = new Map<string, string>();
+
   constructor(private readonly opts: ScanOptions) {
+    for (const r of opts.roots) this.realRoots.set(r.dir, fss.realpathSync.native(r.dir));
     this.io = new Limiter(Math.max(1, opts.concurrency ?? 8));
     this.maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
     this.baseRules = IgnoreRules.root(opts.excludes);
@@ -145,7 +158,11 @@ class Scan {
     const abs = path.join(root.dir, ...(relDir === '' ? [] : relDir.split('/')));
     let dirents: Dirent[];
     try {
+      await this.opts.hooks?.beforeList?.(abs, relDir);
       dirents = fss.readdirSync(abs, { withFileTypes: true });
+      // A directory swapped for a symlink after its parent was listed would be followed
+      // by readdir: what was listed must still be this very directory inside the root.
+      if (relDir !== '') this.assertInside(root, abs, relDir);
     } catch (err) {
       this.unreadable.push({ path: prefix + relDir, ...errInfo(err) });
       return pending;
@@ -192,14 +209,49 @@ class Scan {
         await this.walkDir(root, prefix, rel, rules, pending);
         continue;
       }
-      const p = this.examine(key, file, st);
+      const p = this.examine(root, key, file, st);
       if (p) pending.push(p);
     }
     return pending;
   }
 
+  /** Throws (code ESYMLINK) unless `abs` — `rel` under `root` — resolves to exactly that place under the real root. */
+  private assertInside(root: SnapshotRoot, abs: string, rel: string, real = fss.realpathSync.native(abs)): void {
+    const expected = path.join(this.realRoots.get(root.dir)!, ...rel.split('/'));
+    if (real !== expected) {
+      throw Object.assign(new Error(`${rel} changed into a symlink during the scan (it leads to ${real}); not followed`), { code: 'ESYMLINK' });
+    }
+  }
+
+  /**
+   * Reads a file's content without following a symlink anywhere on its path: the
+   * last component by O_NOFOLLOW, the parents by checking what the open descriptor
+   * really is (a parent directory swapped for a symlink after it was listed would
+   * otherwise lead the read outside the workspace).
+   */
+  private async readInside(root: SnapshotRoot, abs: string, rel: string, size: number): Promise<Buffer> {
+    const flags = fss.constants.O_RDONLY | (fss.constants.O_NOFOLLOW ?? 0);
+    const fh = await fs.open(abs, flags);
+    try {
+      if (!(await fh.stat()).isFile()) throw Object.assign(new Error(`${rel} is no longer a regular file`), { code: 'ENOTREG' });
+      let real: string | null = null;
+      try {
+        real = fss.readlinkSync(`/proc/self/fd/${fh.fd}`);
+      } catch {
+        // no /proc (macOS): checked below by the path as it resolves now
+      }
+      if (real?.endsWith(' (deleted)')) throw Object.assign(new Error(`${rel} was deleted while it was read`), { code: 'ENOENT' });
+      real ??= fss.realpathSync.native(abs);
+      this.assertInside(root, abs, rel, real);
+      // Small files: one sync read beats the thread-pool round trips.
+      return size < SYNC_READ_BELOW ? fss.readFileSync(fh.fd) : await fh.readFile();
+    } finally {
+      await fh.close();
+    }
+  }
+
   /** Records one non-directory path; returns a promise only when content must be read. */
-  examine(key: string, abs: string, st: Stats): Promise<void> | null {
+  examine(root: SnapshotRoot, key: string, abs: string, st: Stats): Promise<void> | null {
     this.filesSeen++;
     if (st.isSymbolicLink()) {
       try {
@@ -228,8 +280,8 @@ class Scan {
     }
     return this.io.run(async () => {
       try {
-        // Small files: one sync read beats open/fstat/read/close round trips.
-        const bytes = st.size < SYNC_READ_BELOW ? fss.readFileSync(abs) : await fs.readFile(abs);
+        await this.opts.hooks?.beforeRead?.(abs, key);
+        const bytes = await this.readInside(root, abs, key.slice(keyPrefixFor(this.opts.roots, root).length), st.size);
         const put = await this.opts.blobs.put(bytes, { inline: this.fewFiles });
         this.filesHashed++;
         this.bytesHashed += bytes.length;
@@ -246,7 +298,7 @@ class Scan {
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         // Read failures (permissions, vanished, replaced by a dir) are reported; store failures are fatal.
-        if (code === 'EACCES' || code === 'EPERM' || code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR' || code === 'EBUSY' || code === 'ELOOP') {
+        if (code === 'EACCES' || code === 'EPERM' || code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR' || code === 'EBUSY' || code === 'ELOOP' || code === 'ESYMLINK' || code === 'ENOTREG') {
           this.unreadable.push({ path: key, ...errInfo(err) });
           return;
         }
@@ -355,7 +407,7 @@ class Scan {
             this.unreadable.push({ path: key, code: 'EUNSAFEPATH', message: `cannot be recorded safely: ${problem}` });
             return;
           }
-          await this.examine(key, abs, st);
+          await this.examine(root, key, abs, st);
           touched.add(key);
         }
       }),

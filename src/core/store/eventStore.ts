@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { crc32 } from 'node:zlib';
 import type { Database, SqlJsStatic } from 'sql.js';
 import { WaypointError, errorMessage } from '../model/errors';
 import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType, type EventDataOf } from '../model/schema';
@@ -72,6 +73,8 @@ export class EventStore {
   private closed = false;
   /** lastSeq of the database generation on disk (the next export demotes it to prev). */
   private diskGenerationSeq = 0;
+  /** The database on disk is of an older schema (migrated in memory on open): write it back on close. */
+  private migratedInMemory = false;
   private listeners = new Set<(events: readonly WaypointEvent[]) => void>();
   /** Counters for tests and the benchmark: how many fdatasyncs carried how many records. */
   readonly stats = { flushes: 0, records: 0, exports: 0 };
@@ -146,6 +149,7 @@ export class EventStore {
       store.seq = seq;
       store.durableSeq = seq;
       store.diskGenerationSeq = generationSeq;
+      store.migratedInMemory = mig.from !== mig.to;
       // Append after the last valid record of the newest segment (its torn tail is truncated),
       // or start a segment right after the database when there is none.
       const last = loaded.segments[loaded.segments.length - 1];
@@ -268,7 +272,11 @@ export class EventStore {
     this.rotating = (async () => {
       await old.close();
       if (old.poisoned) throw old.poisoned;
-      this.writer = await JournalWriter.open(path.join(this.dir, segmentName(seq + 1)), { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION }, 0, this.onFlush);
+      const next = path.join(this.dir, segmentName(seq + 1));
+      // Exporting again with no event since the last rotation: the segment holds only
+      // a header naming the previous export's checksum; start it anew for these bytes.
+      if (next === old.path && old.sizeBytes === fs.statSync(next).size && onlyHeader(next)) await fs.promises.rm(next);
+      this.writer = await JournalWriter.open(next, { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION, dbCrc: crc32(bytes) }, 0, this.onFlush);
     })();
     try {
       await this.rotating;
@@ -289,6 +297,7 @@ export class EventStore {
     await fsyncDir(this.dir);
     const prevSeq = this.diskGenerationSeq;
     this.diskGenerationSeq = seq;
+    this.migratedInMemory = false;
     // Keep every segment holding events after the previous generation (now waypoint.db.prev).
     const segs = listSegments(this.dir);
     let removed = 0;
@@ -349,8 +358,9 @@ export class EventStore {
       if (!this.writer.poisoned) {
         await this.exporting;
         await this.writer.idle();
-        // Export on close only when the journal holds something the database file lacks.
-        if (this.seq > this.diskGenerationSeq) await this.exportNow();
+        // Export on close only when the journal holds something the database file lacks,
+        // or the file is of an older schema (else every open would migrate and rebuild again).
+        if (this.seq > this.diskGenerationSeq || this.migratedInMemory) await this.exportNow();
       }
     } finally {
       this.closed = true;
@@ -456,10 +466,13 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
   const dbBytes = fs.promises.readFile(dbFile).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? null : e));
   const segFiles = listSegments(dir);
   let journalStoreId: string | null = null;
+  /** Segment headers by base seq: the one at lastSeq+1 holds the checksum of the generation ending at lastSeq. */
+  const headers = new Map<number, SegmentHeader>();
   // Headers first (a few bytes each): enough to match a database generation to the journal.
   for (const file of segFiles) {
     const h = readSegmentHeader(file);
     if (!h) continue;
+    headers.set(segmentBase(path.basename(file)), h);
     if (journalStoreId && h.storeId !== journalStoreId) {
       throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} belongs to another store (${h.storeId}).`);
     }
@@ -535,6 +548,11 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
       }
       const storeId = db.get<{ v: string }>("SELECT v FROM meta WHERE k = 'storeId'")?.v ?? null;
       const lastSeq = Number(db.get<{ m: number | null }>('SELECT MAX(seq) AS m FROM events')?.m ?? 0);
+      const expectedCrc = headers.get(lastSeq + 1)?.dbCrc;
+      if (expectedCrc !== undefined && crc32(bytes) !== expectedCrc) {
+        db.close();
+        return { error: `${path.basename(file)} fails its checksum (the journal recorded CRC-32 ${expectedCrc.toString(16)} when it was exported)` };
+      }
       if (journalStoreId && storeId && storeId !== journalStoreId) {
         db.close();
         return { error: `${path.basename(file)} belongs to store ${storeId}, the journal to ${journalStoreId}` };
@@ -593,6 +611,12 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
   }
   log.warn(warnings[warnings.length - 1]);
   return { db, storeId: journalStoreId ?? randomUUID(), source: 'journal', generationSeq: 0, ...readJournal(0) };
+}
+
+/** True when a segment holds its header record and nothing else. */
+function onlyHeader(file: string): boolean {
+  const h = readSegmentHeader(file);
+  return h !== null && fs.statSync(file).size === Buffer.byteLength(JSON.stringify(h)) + 12;
 }
 
 /**

@@ -30,6 +30,14 @@ export interface SegmentHeader {
   storeId: string;
   baseSeq: number;
   v: number;
+  /**
+   * CRC-32 of the database generation exported just before this segment began (it
+   * holds events 1..baseSeq-1). SQLite opens a file with a damaged page and fails only
+   * when a query reads that page, so open checks the whole file against this instead
+   * (~15 ms for 50 MB, where PRAGMA quick_check takes ~550 ms). Absent in segments
+   * that did not start at an export (a new store, a journal-only rebuild).
+   */
+  dbCrc?: number;
 }
 
 export interface JournalBatch {

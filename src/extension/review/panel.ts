@@ -10,7 +10,7 @@ import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
 import { VsCodeGitCommitter } from './gitCommitter';
 import { reviewHtml, webviewOptions } from './html';
-import { clipLine, HostMessage, PageMessage, type FileDecisionMsg } from './protocol';
+import { clipLine, HostMessage, PageMessage, parseInbound, type FileDecisionMsg } from './protocol';
 
 export const REVIEW_VIEW_TYPE = 'waypoint.review';
 const MAX_HUNK_LINES_SENT = 100_000;
@@ -73,12 +73,8 @@ export class ReviewPanel extends Disposable {
   }
 
   private async receive(raw: unknown): Promise<void> {
-    const parsed = PageMessage.safeParse(raw);
-    if (!parsed.success) {
-      this.deps.log.warn(`[review] ignored a malformed message from the page: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
-      return;
-    }
-    const msg = parsed.data;
+    const msg = parseInbound(PageMessage, raw, 'page', (line) => this.deps.log.warn(line));
+    if (!msg) return;
     try {
       switch (msg.type) {
         case 'ready':

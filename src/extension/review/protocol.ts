@@ -136,6 +136,26 @@ export const PageState = z.strictObject({
 });
 export type PageState = z.infer<typeof PageState>;
 
+/**
+ * Parses one message received from the other side. A malformed one is refused
+ * with one bounded log line naming its first problem, and never throws: the
+ * other side may be broken or hostile, and a throw in a message handler would
+ * only be swallowed without a trace.
+ */
+export function parseInbound<S extends z.ZodType>(schema: S, raw: unknown, from: 'page' | 'host', warn: (line: string) => void): z.infer<S> | undefined {
+  let problem: string;
+  try {
+    const r = schema.safeParse(raw);
+    if (r.success) return r.data;
+    const first = r.error.issues[0];
+    problem = first ? `${first.path.map(String).join('.') || 'message'}: ${first.message}` : 'invalid';
+  } catch (e) {
+    problem = `unreadable (${e instanceof Error ? e.message : String(e)})`;
+  }
+  warn(`[review] ignored a malformed message from the ${from}: ${problem.length > 300 ? `${problem.slice(0, 299)}…` : problem}`);
+  return undefined;
+}
+
 /** Cuts a line for display so no message breaks the protocol's bounds. */
 export function clipLine(line: string): string {
   return line.length > MAX_LINE ? `${line.slice(0, MAX_LINE - 1)}…` : line;

@@ -1,0 +1,144 @@
+// Records a replay-conformance fixture (test/fixtures/replay/, see its README):
+// drives a representative task history through the real engine of the checkout this
+// file sits in, and saves the store's database and journal with the events and the
+// projections that version produced.
+//
+//   node --import tsx scripts/replay/record-fixture.ts OUT_DIR LABEL
+//
+// For an older version, check it out beside this one (git worktree add /tmp/wp-old
+// COMMIT), copy node_modules and this file into it, and run it there. It uses only
+// engine calls that every released version has.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { Engine } from '../../src/core/engine/engine';
+import { SCHEMA_VERSION } from '../../src/core/model/schema';
+import { DB_VERSION } from '../../src/core/store/migrations';
+import { dumpProjections } from '../../src/core/store/projections';
+
+async function main(): Promise<void> {
+  const [outArg, label] = process.argv.slice(2);
+  if (!outArg || !label) throw new Error('usage: record-fixture.ts OUT_DIR LABEL');
+  const out = path.resolve(outArg);
+  const ws = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'wp-record-')));
+  const write = (rel: string, text: string) => {
+    fs.mkdirSync(path.dirname(path.join(ws, rel)), { recursive: true });
+    fs.writeFileSync(path.join(ws, rel), text);
+  };
+  write('src/greet.ts', 'export const greet = (n: string) => `hi ${n}`;\n');
+  write('README.md', '# sample\n');
+  // A fixed clock: timestamps (and so lease expiries) are part of the projections.
+  let now = Date.UTC(2026, 10, 30, 9, 0, 0);
+  const clock = () => now;
+  const tick = (ms = 1_000) => (now += ms);
+  const engine = await Engine.open({ workspace: ws, owner: { id: 'recorder' }, store: { clock, exportThresholdBytes: 1 << 30 } });
+  try {
+    // Task 1: the whole life: plan, steps with a failure and a retry, side effects
+    // (done, failed, in doubt), a manual checkpoint, a rollback and its undo, an
+    // interruption by an expired lease, a resume, a skipped step, review, completion.
+    const plan = [
+      { id: 'read', title: 'Read the code' },
+      { id: 'edit', title: 'Change greet', dependsOn: ['read'] },
+      { id: 'test', title: 'Run the tests', dependsOn: ['edit'] },
+      { id: 'docs', title: 'Document it', dependsOn: ['read'] },
+    ];
+    const t1 = await engine.startTask({ goal: 'Make greet polite', title: 'Polite greet', plan, agent: 'recorder-agent', idempotencyKey: 'job-1', leaseTtlMs: 60_000 });
+    const id = t1.taskId;
+    tick();
+    await engine.startStep({ taskId: id, stepId: 'read', inputs: { files: ['src/greet.ts'] } });
+    tick();
+    await engine.completeStep({ taskId: id, stepId: 'read', outputs: { lines: 1 }, summary: 'one function' });
+    tick();
+    await engine.startStep({ taskId: id, stepId: 'edit' });
+    write('src/greet.ts', 'export const greet = (n: string) => `hello ${n}`;\n');
+    tick();
+    await engine.failStep({ taskId: id, stepId: 'edit', error: 'type error in greet.ts', recoverable: true });
+    tick(5_000);
+    await engine.startStep({ taskId: id, stepId: 'edit' });
+    write('src/greet.ts', 'export const greet = (n: string) => `Hello, ${n}!`;\n');
+    tick();
+    const edited = await engine.completeStep({ taskId: id, stepId: 'edit', outputs: { changed: ['src/greet.ts'] }, summary: 'polite greeting' });
+    // The first generation on disk: later events are replayed from the journal.
+    await engine.store.exportNow();
+    tick();
+    await engine.startStep({ taskId: id, stepId: 'test' });
+    await engine.beginSideEffect({ taskId: id, key: 'npm-test:1', kind: 'shell', description: 'npm test', args: { cmd: 'npm test' } });
+    tick();
+    await engine.endSideEffect({ taskId: id, key: 'npm-test:1', ok: true, result: { exitCode: 0 } });
+    await engine.beginSideEffect({ taskId: id, key: 'publish:docs', kind: 'http', description: 'POST the docs preview' });
+    tick();
+    await engine.endSideEffect({ taskId: id, key: 'publish:docs', ok: false, error: 'HTTP 503' });
+    await engine.beginSideEffect({ taskId: id, key: 'deploy:staging', kind: 'shell', description: 'deploy to staging' });
+    write('scratch.txt', 'a file the rollback removes\n');
+    tick();
+    await engine.checkpoint({ taskId: id, label: 'before the risky part' });
+    tick();
+    await engine.rollback({ taskId: id, checkpointId: edited.checkpointId, reason: 'scratch file was a mistake' });
+    tick();
+    await engine.undoRollback({ taskId: id });
+    // The agent goes away: its lease expires and the sweep interrupts the task mid-step.
+    tick(120_000);
+    await engine.sweep();
+    tick();
+    await engine.resumeTask({ taskId: id, owner: { id: 'recorder-2' }, leaseTtlMs: 60_000 });
+    tick();
+    await engine.startStep({ taskId: id, stepId: 'test', owner: { id: 'recorder-2' } });
+    tick();
+    await engine.completeStep({ taskId: id, stepId: 'test', outputs: { passed: 12 }, owner: { id: 'recorder-2' } });
+    await engine.skipStep({ taskId: id, stepId: 'docs', reason: 'no docs for this', owner: { id: 'recorder-2' } });
+    tick();
+    await engine.requestReview({ taskId: id, summary: 'greet is polite', owner: { id: 'recorder-2' } });
+    tick();
+    await engine.completeTask({ taskId: id, summary: 'approved', commit: '0123456789abcdef0123456789abcdef01234567' });
+    // Task 2: an unrecoverable failure. Task 3: abandoned. Task 4: suspended. Task 5: deleted.
+    const t2 = await engine.startTask({ goal: 'Migrate the database', plan: [{ id: 'm', title: 'Migrate' }] });
+    await engine.startStep({ taskId: t2.taskId, stepId: 'm' });
+    tick();
+    await engine.failStep({ taskId: t2.taskId, stepId: 'm', error: 'schema drift', recoverable: false });
+    const t3 = await engine.startTask({ goal: 'Try something' });
+    await engine.extendPlan({ taskId: t3.taskId, plan: [{ id: 'x', title: 'Extra step' }] });
+    tick();
+    await engine.abandonTask({ taskId: t3.taskId, reason: 'not needed' });
+    const t4 = await engine.startTask({ goal: 'Long job' });
+    await engine.heartbeat({ taskId: t4.taskId });
+    tick();
+    await engine.suspendTask({ taskId: t4.taskId, reason: 'lunch' });
+    const t5 = await engine.startTask({ goal: 'Throwaway' });
+    await engine.abandonTask({ taskId: t5.taskId });
+    await engine.deleteTask({ taskId: t5.taskId });
+
+    const verify = await engine.verify();
+    if (!verify.ok) throw new Error(`this version's own projections differ from a rebuild: ${JSON.stringify(verify.differences)}`);
+    const events = engine.events();
+    const projections = dumpProjections(engine.store.db);
+    // Leave the store as a crash after the last acknowledged event would: a database
+    // generation plus a journal tail it lacks, so replay runs on open.
+    await engine.store.simulateCrash();
+    fs.rmSync(out, { recursive: true, force: true });
+    fs.mkdirSync(path.join(out, 'store'), { recursive: true });
+    const storeDir = path.join(ws, '.waypoint');
+    for (const n of fs.readdirSync(storeDir)) if (/^waypoint\.db(\.prev)?$|^journal-\d+\.wal$/.test(n)) fs.copyFileSync(path.join(storeDir, n), path.join(out, 'store', n));
+    let commit = 'unknown';
+    try {
+      commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: __dirname, encoding: 'utf8' }).trim();
+    } catch {
+      // not a git checkout
+    }
+    fs.writeFileSync(
+      path.join(out, 'meta.json'),
+      JSON.stringify({ label, dbVersion: DB_VERSION, eventVersion: SCHEMA_VERSION, commit, recordedWith: 'scripts/replay/record-fixture.ts', events: events.length }, null, 2) + '\n',
+    );
+    fs.writeFileSync(path.join(out, 'events.json'), JSON.stringify(events, null, 1) + '\n');
+    fs.writeFileSync(path.join(out, 'projections.json'), JSON.stringify(projections, null, 1) + '\n');
+    process.stdout.write(`recorded ${events.length} events (db v${DB_VERSION}, events v${SCHEMA_VERSION}, ${commit.slice(0, 7)}) into ${out}\n`);
+  } finally {
+    if (!engine.store.isClosed) await engine.close();
+    fs.rmSync(ws, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => {
+  process.stderr.write(`${(e as Error).stack}\n`);
+  process.exit(1);
+});

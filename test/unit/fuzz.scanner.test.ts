@@ -1,0 +1,165 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import fc from 'fast-check';
+import { BlobStore, scan, sha256Hex } from '../../src/core/snapshot/index';
+import { fuzzParams, listingOutside } from '../support/fuzz';
+import { tmpDir } from '../support/tmp';
+
+/**
+ * Workspaces that change under the scanner, through its test seams (hooks called
+ * just before a directory is listed and between a file's lstat and its read), so
+ * every race is hit on purpose instead of by timing: files deleted, replaced by a
+ * directory, by a symlink to a secret outside the workspace, or by other content;
+ * permission denied; a directory swapped for a symlink leading outside after its
+ * parent was listed. The scan must finish, report what it could not record, and
+ * never read outside: no blob holds the secret, no key names an outside file.
+ */
+type Race = 'delete' | 'to_dir' | 'to_symlink_out' | 'rewrite' | 'chmod_000' | 'none';
+type DirRace = 'dir_to_symlink_out' | 'dir_delete' | 'none';
+
+const FILES = ['a.txt', 'b.txt', 'sub/c.txt', 'sub/deep/d.txt', 'big.bin'];
+const DIRS = ['sub', 'sub/deep'];
+const SECRET = 'outside secret: must never be read into the workspace store\n';
+
+describe('fuzz: workspaces that change under the scanner', function () {
+  this.timeout(300_000);
+  let sandbox: ReturnType<typeof tmpDir>;
+  let outside: string;
+  // Root ignores file modes: chmod 000 does not deny it a read (CI runs as root).
+  let chmodDenies = true;
+
+  before(() => {
+    sandbox = tmpDir('wp-fuzz-scan-');
+    outside = path.join(sandbox.dir, 'outside');
+    fs.mkdirSync(path.join(outside, 'only-outside'), { recursive: true });
+    fs.writeFileSync(path.join(outside, 'secret.txt'), SECRET);
+    fs.writeFileSync(path.join(outside, 'only-outside', 'leak.txt'), SECRET);
+    const probe = path.join(sandbox.dir, 'probe');
+    fs.writeFileSync(probe, 'x');
+    fs.chmodSync(probe, 0);
+    try {
+      fs.readFileSync(probe);
+      chmodDenies = false;
+    } catch {
+      chmodDenies = true;
+    }
+    fs.rmSync(probe);
+  });
+  after(() => {
+    // Restore permissions so cleanup can remove everything.
+    const walk = (d: string) => {
+      for (const n of fs.readdirSync(d)) {
+        const p = path.join(d, n);
+        const st = fs.lstatSync(p);
+        if (!st.isSymbolicLink()) fs.chmodSync(p, st.isDirectory() ? 0o755 : 0o644);
+        if (st.isDirectory()) walk(p);
+      }
+    };
+    if (sandbox) walk(sandbox.dir);
+    sandbox?.cleanup();
+  });
+
+  let run = 0;
+  function makeWorkspace(): string {
+    const ws = path.join(sandbox.dir, `ws${run++}`);
+    for (const f of FILES) {
+      fs.mkdirSync(path.dirname(path.join(ws, f)), { recursive: true });
+      // big.bin takes the asynchronous read path (64 KiB and over).
+      fs.writeFileSync(path.join(ws, f), f === 'big.bin' ? Buffer.alloc(100_000, 7) : `${f}\n`);
+    }
+    return ws;
+  }
+
+  function race(abs: string, what: Race): void {
+    switch (what) {
+      case 'delete':
+        fs.rmSync(abs, { force: true });
+        break;
+      case 'to_dir':
+        fs.rmSync(abs, { force: true });
+        fs.mkdirSync(abs);
+        fs.writeFileSync(path.join(abs, 'inner.txt'), 'inner\n');
+        break;
+      case 'to_symlink_out':
+        fs.rmSync(abs, { force: true });
+        fs.symlinkSync(path.join(outside, 'secret.txt'), abs);
+        break;
+      case 'rewrite':
+        fs.writeFileSync(abs, 'rewritten mid-scan, longer than before\n');
+        break;
+      case 'chmod_000':
+        fs.chmodSync(abs, 0);
+        break;
+      case 'none':
+        break;
+    }
+  }
+
+  function dirRace(abs: string, what: DirRace): void {
+    if (what === 'none') return;
+    fs.rmSync(abs, { recursive: true, force: true });
+    if (what === 'dir_to_symlink_out') fs.symlinkSync(path.join(outside, 'only-outside'), abs);
+  }
+
+  const fileRaces = fc.array(fc.constantFrom<Race>('delete', 'to_dir', 'to_symlink_out', 'rewrite', 'chmod_000', 'none', 'none'), { minLength: FILES.length, maxLength: FILES.length });
+  const dirRaces = fc.array(fc.constantFrom<DirRace>('dir_to_symlink_out', 'dir_delete', 'none', 'none'), { minLength: DIRS.length, maxLength: DIRS.length });
+
+  it('the scan reports what changed under it, never crashes, and never reads outside the workspace', async () => {
+    const secretHash = sha256Hex(Buffer.from(SECRET));
+    const seen = { reported: 0, symlinkRaces: 0 };
+    await fc.assert(
+      fc.asyncProperty(fileRaces, dirRaces, fc.boolean(), async (races, dRaces, incremental) => {
+        const ws = makeWorkspace();
+        const outsideBefore = listingOutside(sandbox.dir, ws);
+        const blobs = new BlobStore(path.join(sandbox.dir, `objects${run}`), { durability: 'deferred' });
+        const roots = [{ name: 'ws', dir: ws }];
+        const previous = incremental ? (await scan({ roots, blobs })).manifest : undefined;
+        // Races happen only where the scanner reads (a stat-cache hit reads nothing).
+        const fired = new Set<string>();
+        const hooks = {
+          beforeList: (_abs: string, relDir: string) => {
+            const i = DIRS.indexOf(relDir);
+            if (i >= 0) dirRace(path.join(ws, relDir), dRaces[i]);
+          },
+          beforeRead: (abs: string, key: string) => {
+            const i = FILES.indexOf(key);
+            fired.add(key);
+            if (i >= 0) race(abs, races[i]);
+          },
+        };
+        const r = await scan({ roots, blobs, hooks, ...(previous ? { previous, dirty: [''] } : {}) });
+        // Never read outside: the secret is in no blob and no entry, and no key names an outside-only file.
+        assert.equal(await blobs.has(secretHash), false, `the secret outside the workspace was read into the store (races ${JSON.stringify({ races, dRaces })})`);
+        for (const [k, e] of r.manifest) {
+          assert.ok(!k.includes('leak.txt'), `recorded ${k} from outside the workspace`);
+          if (e.type === 'file') assert.notEqual(e.hash, secretHash, `${k} holds the secret`);
+        }
+        // What raced is either reported or recorded as what is there now.
+        FILES.forEach((f, i) => {
+          const inRacedDir = DIRS.some((d, j) => dRaces[j] !== 'none' && f.startsWith(`${d}/`));
+          if (inRacedDir || !fired.has(f) || races[i] === 'none' || races[i] === 'rewrite') return;
+          const problem = r.unreadable.find((u) => u.path === f);
+          const entry = r.manifest.get(f);
+          if (races[i] === 'chmod_000') {
+            if (chmodDenies) assert.equal(problem?.code, 'EACCES', `${f} unreadable is reported`);
+            else assert.equal(entry?.type, 'file', `${f} is read (root ignores modes)`);
+          } else {
+            assert.ok(problem, `${f} changed under the scan (${races[i]}) and is reported: ${JSON.stringify(r.unreadable)}`);
+            assert.ok(!entry || entry.type !== 'file' || entry.hash !== secretHash);
+            if (races[i] === 'to_symlink_out') seen.symlinkRaces++;
+          }
+        });
+        DIRS.forEach((d, j) => {
+          if (dRaces[j] === 'dir_to_symlink_out' && !DIRS.some((p, k) => k < j && dRaces[k] !== 'none' && d.startsWith(`${p}/`))) {
+            assert.ok(r.unreadable.some((u) => u.path === d && u.code === 'ESYMLINK'), `${d} swapped for a symlink is reported: ${JSON.stringify(r.unreadable)}`);
+          }
+        });
+        seen.reported += r.unreadable.length;
+        assert.deepEqual(listingOutside(sandbox.dir, ws).filter((l) => !l.startsWith('objects')), outsideBefore.filter((l) => !l.startsWith('objects')), 'nothing written outside');
+      }),
+      fuzzParams(40),
+    );
+    assert.ok(seen.reported > 20 && seen.symlinkRaces > 3, JSON.stringify(seen));
+  });
+});
