@@ -473,11 +473,14 @@ function focusHunk(path: string, which: 'first' | 'last'): boolean {
 /** `n` / `p`: the next or previous change, expanding the next file (its hunks are fetched) when needed. */
 function moveChange(from: HTMLElement | null, dir: 1 | -1): void {
   const f = from ? fileOf(from) : undefined;
-  if (f && from?.dataset.nav === 'hunk') {
-    const next = rowOf(f.path)?.querySelector<HTMLElement>(`[data-nav="hunk"][data-index="${Number(from.dataset.index) + dir}"]`);
+  const onHunk = from?.dataset.nav === 'hunk';
+  if (f && onHunk) {
+    const next = rowOf(f.path)?.querySelector<HTMLElement>(`[data-nav="hunk"][data-index="${Number(from!.dataset.index) + dir}"]`);
     if (next) return void next.focus();
-  } else if (f && dir === 1 && expanded.has(f.path) && focusHunk(f.path, 'first')) return;
-  for (let k = f ? order.indexOf(f) + dir : dir === 1 ? 0 : order.length - 1; k >= 0 && k < order.length; k += dir) {
+  }
+  // From a file's head, its own changes come next; from its last change, the next file's.
+  const start = !f ? (dir === 1 ? 0 : order.length - 1) : !onHunk && dir === 1 ? order.indexOf(f) : order.indexOf(f) + dir;
+  for (let k = start; k >= 0 && k < order.length; k += dir) {
     const g = order[k]!;
     const l = loaded.get(g.path);
     // Binary, large and mode-only changes have no hunks to step through.

@@ -58,7 +58,7 @@ async function main(): Promise<number> {
       if (text.startsWith(HOST_PREFIX)) process.stdout.write(`${text.slice(HOST_PREFIX.length)}\n`);
       else workbenchLog.write(`[${type}] ${text}\n`);
     });
-    await page.goto(url);
+    await page.goto(url, { timeout: 120_000 }); // a loaded machine can take a minute
     const timeout = new Promise<number>((resolve) => setTimeout(() => {
       console.error(`[integration] no result within ${RUN_TIMEOUT_MS} ms; logs in ${outputDir}`);
       resolve(1);
