@@ -1,13 +1,17 @@
 /**
  * The review panel page. Everything is built with DOM APIs and `textContent`, never
  * `innerHTML` with data, so file names and file content are inert text. Messages are
- * parsed with the shared zod schemas. Files render lazily: a file's hunks are asked
- * for (and drawn) only when it is expanded, so 1,000-file reviews stay responsive.
+ * parsed with the shared zod schemas. Large reviews stay responsive: the file list
+ * arrives before any line count (counts fill in as the host streams them), rows are
+ * drawn a chunk at a time as they near the viewport, and a file's hunks are asked
+ * for (and drawn) only when it is expanded.
  */
-import { HostMessage, PageState, parseInbound, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
+import { FIRST_LISTING_ID, HostMessage, PageState, parseInbound, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
+import { lazyList, type LazyList } from './lazyList';
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
+
 
 type D = 'a' | 'r' | 'u';
 interface FileState {
@@ -20,12 +24,20 @@ interface FileState {
 type Init = Extract<HostMessage, { type: 'init' }>;
 
 let init: Init | undefined;
+/** The listed files by path, in display order (the task's files, then drift). */
+const byPath = new Map<string, ReviewFileMsg>();
+let order: ReviewFileMsg[] = [];
 const files = new Map<string, FileState>();
 const loaded = new Map<string, { hunks: HunkMsg[] } | { summary: string }>();
 const expanded = new Set<string>();
+const lists: LazyList<ReviewFileMsg>[] = [];
+/** Which lazy list draws a file's row, and where in it. */
+const places = new Map<string, { lazy: LazyList<ReviewFileMsg>; index: number }>();
 let message = '';
 let busy = false;
 let result: { ok: boolean; text: string } | null = null;
+/** Where keyboard focus goes once a file's hunks arrive (after `n`/`p` expanded it). */
+let pendingFocus: { path: string; hunk: 'first' | 'last' } | null = null;
 
 const restored = PageState.safeParse(vscode.getState());
 if (restored.success) {
@@ -38,6 +50,7 @@ function send(m: PageMessage): void {
   vscode.postMessage(m);
 }
 
+/** Webview state survives a window reload (the serializer gives the panel back) and hiding the tab. */
 function save(): void {
   if (!init) return;
   vscode.setState({ taskId: init.task.id, message, expanded: [...expanded], decisions: Object.fromEntries(files) } satisfies PageState);
@@ -69,6 +82,8 @@ function dur(ms: number | null): string {
 // ---------------------------------------------------------------------------
 // Decisions.
 
+const LABEL: Record<D | 'm', string> = { a: 'approved', r: 'rejected', u: 'undecided', m: 'partly approved' };
+
 function stateOf(f: ReviewFileMsg): FileState {
   let s = files.get(f.path);
   if (!s) files.set(f.path, (s = { included: !f.drift, whole: 'u', hunks: null, fingerprint: null }));
@@ -88,19 +103,21 @@ function decideFile(f: ReviewFileMsg, d: D): void {
   s.whole = d;
   if (s.hunks) s.hunks = s.hunks.map(() => d);
   changed(f.path);
+  announce(`${f.path} ${LABEL[d]}`);
 }
 
 function decideHunk(f: ReviewFileMsg, i: number, d: D): void {
   const s = stateOf(f);
-  if (!s.hunks) return;
+  if (!s.hunks || i < 0 || i >= s.hunks.length) return;
   s.included = true;
   s.hunks[i] = d;
   recomputeWhole(s);
   changed(f.path);
+  announce(`Change ${i + 1} of ${s.hunks.length} in ${f.path} ${LABEL[d]}; the file is ${LABEL[s.whole]}`);
 }
 
 function setAll(d: D | 'reset'): void {
-  for (const f of init?.files ?? []) {
+  for (const f of order) {
     const s = stateOf(f);
     if (d === 'reset') {
       s.included = !f.drift;
@@ -111,14 +128,15 @@ function setAll(d: D | 'reset'): void {
       if (s.hunks) s.hunks = s.hunks.map(() => d);
     }
   }
-  render();
+  save();
+  for (const row of Array.from(document.querySelectorAll<HTMLElement>('[data-file]'))) redrawRow(row.dataset.file!);
+  renderFooter();
+  announce(d === 'reset' ? 'Every decision reset' : `Every included file ${LABEL[d]}`);
 }
 
 function changed(path: string): void {
   save();
-  const row = document.querySelector<HTMLElement>(`[data-file="${CSS.escape(path)}"]`);
-  const f = init?.files.find((x) => x.path === path);
-  if (row && f) row.replaceWith(fileRow(f));
+  redrawRow(path);
   renderFooter();
 }
 
@@ -126,7 +144,7 @@ function changed(path: string): void {
 function decisions(): { ok: true; list: FileDecisionMsg[] } | { ok: false; why: string } {
   const list: FileDecisionMsg[] = [];
   let undecided = 0;
-  for (const f of init?.files ?? []) {
+  for (const f of order) {
     const s = stateOf(f);
     if (!s.included) continue;
     if (s.whole === 'u' || (s.hunks && s.hunks.includes('u'))) {
@@ -145,6 +163,14 @@ function decisions(): { ok: true; list: FileDecisionMsg[] } | { ok: false; why: 
   return { ok: true, list };
 }
 
+function commit(): void {
+  if (!init || busy) return;
+  const now = decisions();
+  if (!now.ok) return announce(now.why);
+  const text = (document.getElementById('message') as HTMLTextAreaElement | null)?.value.trim() || message.trim() || init.message;
+  send({ type: 'apply', message: text, decisions: now.list });
+}
+
 // ---------------------------------------------------------------------------
 // Rendering.
 
@@ -155,10 +181,12 @@ function announce(text: string): void {
   live.textContent = text;
 }
 
-const LABEL: Record<D | 'm', string> = { a: 'approved', r: 'rejected', u: 'undecided', m: 'partly approved' };
+const KEYS = 'Keys: j / k next / previous item, n / p next / previous change, a approve, r reject, u undecided, Shift+A / Shift+R the whole file, Enter or Space expand a file, o open in the diff editor, c commit message (Ctrl+Enter there commits).';
 
 function render(): void {
   app.replaceChildren();
+  lists.length = 0;
+  places.clear();
   app.setAttribute('aria-busy', 'false');
   if (!init) return;
   const { task } = init;
@@ -174,11 +202,11 @@ function render(): void {
       button('Resume…', 'Resume the task', () => send({ type: 'resume' }), 'secondary'),
       button('Refresh', 'Reload the changes from the workspace', () => send({ type: 'refresh' }), 'secondary'),
     ),
-    h('p', { class: 'keys' }, 'Keys: j / n next, k / p previous, a approve, r reject, Enter or Space expand a file, o open in diff editor.'),
+    h('p', { class: 'keys', id: 'keys' }, KEYS),
     timeline(),
   );
-  const taskFiles = init.files.filter((f) => !f.drift);
-  const drift = init.files.filter((f) => f.drift);
+  const taskFiles = order.filter((f) => !f.drift);
+  const drift = order.filter((f) => f.drift);
   app.append(fileSection(`Files changed by the task (${taskFiles.length})`, taskFiles));
   if (drift.length) app.append(fileSection(`Your own edits during the task (${drift.length}) — excluded unless you include them`, drift));
   app.append(h('div', { id: 'footer' }));
@@ -206,29 +234,39 @@ function timeline(): HTMLElement {
 
 function fileSection(title: string, list: ReviewFileMsg[]): HTMLElement {
   const sec = h('section', { 'aria-label': title }, h('h2', {}, title));
-  const ul = h('ul', { class: 'files', role: 'list' });
-  for (const f of list) ul.append(fileRow(f));
-  sec.append(ul);
+  const lazy = lazyList(h('ul', { class: 'files', role: 'list' }), list, fileRow);
+  lists.push(lazy);
+  list.forEach((f, index) => places.set(f.path, { lazy, index }));
+  sec.append(lazy.element);
   return sec;
 }
 
-function fileRow(f: ReviewFileMsg): HTMLElement {
+function countsText(f: ReviewFileMsg): { short: string; spoken: string } {
+  if (f.oversized) return { short: 'large', spoken: 'large file' };
+  if (!f.lines) return { short: '…', spoken: 'counting lines' };
+  if (f.lines.binary) return { short: 'binary', spoken: 'binary file' };
+  return { short: `+${f.lines.added} −${f.lines.removed}`, spoken: `${f.lines.added} added, ${f.lines.removed} removed lines` };
+}
+
+function fileHead(f: ReviewFileMsg): HTMLElement {
   const s = stateOf(f);
-  const li = h('li', { class: `file ${s.included ? '' : 'excluded'}`, 'data-file': f.path });
   const open = expanded.has(f.path);
+  const counts = countsText(f);
   const head = h('div', {
     class: `file-head d-${s.whole}`,
     tabindex: '0',
     role: 'button',
     'data-nav': 'file',
     'aria-expanded': String(open),
-    'aria-label': `${f.path}, ${f.status}, ${f.added} added, ${f.removed} removed lines, ${s.included ? LABEL[s.whole] : 'excluded'}`,
+    'aria-describedby': 'keys',
+    'aria-keyshortcuts': 'A R U Shift+A Shift+R Enter Space O',
+    'aria-label': `${f.path}, ${f.status}, ${counts.spoken}, ${s.included ? LABEL[s.whole] : 'excluded'}`,
   });
   head.append(
     h('span', { class: 'twisty', 'aria-hidden': 'true' }, open ? '▾' : '▸'),
     h('span', { class: `status st-${f.status}` }, f.status[0]!.toUpperCase()),
     h('span', { class: 'path' }, f.path),
-    h('span', { class: 'counts' }, f.binary ? 'binary' : f.oversized ? 'large' : `+${f.added} −${f.removed}`),
+    h('span', { class: 'counts' }, counts.short),
     h('span', { class: 'decision' }, s.included ? LABEL[s.whole] : 'excluded'),
     button('✓', `Approve ${f.path}`, () => decideFile(f, 'a')),
     button('✗', `Reject ${f.path}`, () => decideFile(f, 'r')),
@@ -245,9 +283,59 @@ function fileRow(f: ReviewFileMsg): HTMLElement {
     head.append(h('label', { class: 'include' }, inc, ' include'));
   }
   head.addEventListener('click', () => toggle(f));
-  li.append(head);
-  if (open) li.append(fileBody(f));
+  return head;
+}
+
+function fileRow(f: ReviewFileMsg): HTMLElement {
+  const li = h('li', { class: `file ${stateOf(f).included ? '' : 'excluded'}`, 'data-file': f.path });
+  li.append(fileHead(f));
+  if (expanded.has(f.path)) li.append(fileBody(f));
   return li;
+}
+
+/** The drawn row of a file, if its chunk is drawn. */
+function rowOf(path: string): HTMLElement | null {
+  return document.querySelector<HTMLElement>(`[data-file="${CSS.escape(path)}"]`);
+}
+
+/** Where focus is inside a row, so a redraw can put it back on the same item. */
+function focusKey(row: HTMLElement): string | null {
+  const a = document.activeElement as HTMLElement | null;
+  if (!a || !row.contains(a)) return null;
+  const nav = a.closest<HTMLElement>('[data-nav]');
+  if (!nav) return a.getAttribute('aria-label') ? `label:${a.getAttribute('aria-label')}` : 'nav:file';
+  return nav.dataset.nav === 'hunk' ? `hunk:${nav.dataset.index}` : 'nav:file';
+}
+
+function restoreFocus(row: HTMLElement, key: string | null): void {
+  if (!key) return;
+  const el = key.startsWith('label:')
+    ? row.querySelector<HTMLElement>(`[aria-label="${CSS.escape(key.slice(6))}"]`)
+    : key.startsWith('hunk:')
+      ? row.querySelector<HTMLElement>(`[data-nav="hunk"][data-index="${key.slice(5)}"]`)
+      : row.querySelector<HTMLElement>('[data-nav="file"]');
+  el?.focus();
+}
+
+function redrawRow(path: string): void {
+  const row = rowOf(path);
+  const f = byPath.get(path);
+  if (!row || !f) return;
+  const key = focusKey(row);
+  const fresh = fileRow(f);
+  row.replaceWith(fresh);
+  restoreFocus(fresh, key);
+}
+
+/** New line counts change only the row's head (an expanded body stays as it is). */
+function redrawHead(path: string): void {
+  const row = rowOf(path);
+  const f = byPath.get(path);
+  const old = row?.querySelector<HTMLElement>(':scope > .file-head');
+  if (!row || !f || !old) return;
+  const key = focusKey(row);
+  old.replaceWith(fileHead(f));
+  restoreFocus(row, key);
 }
 
 function toggle(f: ReviewFileMsg): void {
@@ -258,8 +346,12 @@ function toggle(f: ReviewFileMsg): void {
   }
   save();
   changed(f.path);
-  document.querySelector<HTMLElement>(`[data-file="${CSS.escape(f.path)}"] .file-head`)?.focus();
+  rowOf(f.path)?.querySelector<HTMLElement>('.file-head')?.focus();
 }
+
+/** Changed lines drawn per file before a "show more" button: a huge file stays cheap to expand. */
+const HUNK_LINES_DRAWN = 3_000;
+const shownHunks = new Map<string, number>();
 
 function fileBody(f: ReviewFileMsg): HTMLElement {
   const body = h('div', { class: 'file-body' });
@@ -267,7 +359,21 @@ function fileBody(f: ReviewFileMsg): HTMLElement {
   if (!l) return body.appendChild(h('p', { class: 'dim' }, 'Loading…')).parentElement!;
   if ('summary' in l) return body.appendChild(h('p', { class: 'dim' }, l.summary)).parentElement!;
   const s = stateOf(f);
-  l.hunks.forEach((hk, i) => {
+  const limit = shownHunks.get(f.path) ?? HUNK_LINES_DRAWN;
+  let lines = 0;
+  for (let i = 0; i < l.hunks.length; i++) {
+    const hk = l.hunks[i]!;
+    if (i > 0 && lines + hk.removed.length + hk.added.length > limit) {
+      const rest = l.hunks.length - i;
+      body.append(
+        button(`Show ${rest} more change(s)`, `Show ${rest} more changes in ${f.path}`, () => {
+          shownHunks.set(f.path, limit * 4);
+          redrawRow(f.path);
+        }, 'secondary'),
+      );
+      break;
+    }
+    lines += hk.removed.length + hk.added.length;
     const d = s.hunks?.[i] ?? 'u';
     const el = h('div', {
       class: `hunk d-${d}`,
@@ -275,6 +381,8 @@ function fileBody(f: ReviewFileMsg): HTMLElement {
       role: 'group',
       'data-nav': 'hunk',
       'data-index': String(i),
+      'aria-describedby': 'keys',
+      'aria-keyshortcuts': 'A R U Shift+A Shift+R',
       'aria-label': `Change ${i + 1} of ${l.hunks.length} in ${f.path}, old lines ${hk.oldStart}–${hk.oldStart + Math.max(0, hk.oldLines - 1)}, new lines ${hk.newStart}–${hk.newStart + Math.max(0, hk.newLines - 1)}, ${LABEL[d]}`,
     });
     const bar = h('div', { class: 'hunk-head' }, h('span', {}, `@@ −${hk.oldStart},${hk.oldLines} +${hk.newStart},${hk.newLines} @@`), h('span', { class: 'decision' }, LABEL[d]));
@@ -287,79 +395,170 @@ function fileBody(f: ReviewFileMsg): HTMLElement {
     for (const t of hk.after) line('ctx', ' ', t);
     el.append(bar, pre);
     body.append(el);
-  });
+  }
   return body;
 }
 
 function renderFooter(): void {
   const footer = document.getElementById('footer');
   if (!footer || !init) return;
-  const ta = h('textarea', { id: 'message', rows: '8', 'aria-label': 'Commit message', spellcheck: 'false' });
+  const focused = document.activeElement?.id === 'message';
+  const ta = h('textarea', { id: 'message', rows: '8', 'aria-label': 'Commit message', 'aria-keyshortcuts': 'Control+Enter', spellcheck: 'false' });
   ta.value = message || init.message;
   ta.addEventListener('input', () => {
     message = ta.value;
     save();
   });
-  const d = decisions();
-  const commit = button(init.git ? 'Commit approved changes' : 'Apply decisions (no git repository)', 'Commit the approved changes and revert the rejected ones', () => {
-    const now = decisions();
-    if (!now.ok) return announce(now.why);
-    send({ type: 'apply', message: ta.value.trim() || init!.message, decisions: now.list });
+  ta.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      commit();
+    }
   });
-  commit.disabled = busy || !d.ok;
+  const d = decisions();
+  const commitButton = button(init.git ? 'Commit approved changes' : 'Apply decisions (no git repository)', 'Commit the approved changes and revert the rejected ones', commit);
+  commitButton.disabled = busy || !d.ok;
   footer.replaceChildren(
     h('h2', {}, 'Commit'),
     ta,
-    h('div', { class: 'commit-row' }, commit, h('span', { class: 'dim', role: 'status' }, d.ok ? `${d.list.length} file(s) decided. A checkpoint is taken first, so this can be undone.` : d.why)),
+    h('div', { class: 'commit-row' }, commitButton, h('span', { class: 'dim', id: 'decided', role: 'status' }, d.ok ? `${d.list.length} file(s) decided. A checkpoint is taken first, so this can be undone.` : d.why)),
     h('div', { id: 'result', role: 'alert', class: result ? (result.ok ? 'ok' : 'error') : '' }, result?.text ?? ''),
   );
+  if (focused) ta.focus();
 }
 
 // ---------------------------------------------------------------------------
-// Keyboard: j/n next, k/p previous, a approve, r reject, o diff.
+// Keyboard. Every decision the mouse can make, the keys make too; the focused item
+// (a file's head or one change) carries an aria-label that says what it is and how
+// it is decided, and each decision is announced through the live region.
 
 function navItems(): HTMLElement[] {
   return Array.from(document.querySelectorAll<HTMLElement>('[data-nav]'));
 }
 
+function fileOf(el: HTMLElement): ReviewFileMsg | undefined {
+  const p = el.closest<HTMLElement>('[data-file]')?.dataset.file;
+  return p === undefined ? undefined : byPath.get(p);
+}
+
+/** Makes sure a file's row is drawn (keyboard navigation can run ahead of scrolling). */
+function drawThrough(path: string): void {
+  const p = places.get(path);
+  p?.lazy.drawThrough(p.index);
+}
+
+/** Draws the next chunk of rows when navigation runs past the drawn ones. */
+function drawMore(): boolean {
+  const lazy = lists.find((l) => !l.complete());
+  if (!lazy) return false;
+  lazy.drawThrough(lazy.element.querySelectorAll('[data-file]').length + 99);
+  return true;
+}
+
+function moveItem(from: HTMLElement, delta: number): void {
+  let items = navItems();
+  const i = items.indexOf(from);
+  if (i < 0) return void items[0]?.focus();
+  if (i + delta >= items.length && drawMore()) items = navItems();
+  items[Math.min(items.length - 1, Math.max(0, i + delta))]?.focus();
+}
+
+function focusHunk(path: string, which: 'first' | 'last'): boolean {
+  const hunks = rowOf(path)?.querySelectorAll<HTMLElement>('[data-nav="hunk"]');
+  const el = hunks?.length ? hunks[which === 'first' ? 0 : hunks.length - 1] : undefined;
+  el?.focus();
+  return !!el;
+}
+
+/** `n` / `p`: the next or previous change, expanding the next file (its hunks are fetched) when needed. */
+function moveChange(from: HTMLElement | null, dir: 1 | -1): void {
+  const f = from ? fileOf(from) : undefined;
+  const onHunk = from?.dataset.nav === 'hunk';
+  if (f && onHunk) {
+    const next = rowOf(f.path)?.querySelector<HTMLElement>(`[data-nav="hunk"][data-index="${Number(from!.dataset.index) + dir}"]`);
+    if (next) return void next.focus();
+  }
+  // From a file's head, its own changes come next; from its last change, the next file's.
+  const start = !f ? (dir === 1 ? 0 : order.length - 1) : !onHunk && dir === 1 ? order.indexOf(f) : order.indexOf(f) + dir;
+  for (let k = start; k >= 0 && k < order.length; k += dir) {
+    const g = order[k]!;
+    const l = loaded.get(g.path);
+    // Binary, large and mode-only changes have no hunks to step through.
+    if (!g.hunkable || (l && ('summary' in l || l.hunks.length === 0))) continue;
+    drawThrough(g.path);
+    if (l) {
+      if (!expanded.has(g.path)) toggle(g);
+      focusHunk(g.path, dir === 1 ? 'first' : 'last');
+      return;
+    }
+    // Not fetched yet: expand it (which asks the host) and focus the change when it arrives.
+    pendingFocus = { path: g.path, hunk: dir === 1 ? 'first' : 'last' };
+    if (!expanded.has(g.path)) toggle(g);
+    else rowOf(g.path)?.querySelector<HTMLElement>('[data-nav="file"]')?.focus();
+    return;
+  }
+  announce(dir === 1 ? 'No further changes' : 'No earlier changes');
+}
+
 document.addEventListener('keydown', (e) => {
   const t = e.target as HTMLElement;
   if (t.tagName === 'TEXTAREA' || t.tagName === 'INPUT' || e.ctrlKey || e.metaKey || e.altKey) return;
-  const items = navItems();
-  const i = items.indexOf(t);
-  const fileOf = (el: HTMLElement) => init?.files.find((f) => f.path === el.closest<HTMLElement>('[data-file]')?.dataset.file);
-  const move = (delta: number) => items[Math.min(items.length - 1, Math.max(0, i + delta))]?.focus();
+  const item = t.closest<HTMLElement>('[data-nav]');
+  const onItem = item !== null && t === item;
   switch (e.key) {
     case 'j':
-    case 'n':
-      move(i < 0 ? 0 : 1);
+      onItem ? moveItem(item, 1) : navItems()[0]?.focus();
       break;
     case 'k':
+      onItem ? moveItem(item, -1) : navItems()[0]?.focus();
+      break;
+    case 'n':
+      moveChange(onItem ? item : null, 1);
+      break;
     case 'p':
-      move(i < 0 ? 0 : -1);
+      moveChange(onItem ? item : null, -1);
       break;
     case 'a':
-    case 'r': {
-      if (i < 0) return;
-      const f = fileOf(t);
+    case 'r':
+    case 'u': {
+      if (!onItem) return;
+      const f = fileOf(item);
       if (!f) return;
-      const d: D = e.key === 'a' ? 'a' : 'r';
-      if (t.dataset.nav === 'hunk' && f.hunkable) decideHunk(f, Number(t.dataset.index), d);
+      const d = e.key as D;
+      const next = navItems()[navItems().indexOf(item) + 1];
+      const nextKey = next ? { path: fileOf(next)?.path, nav: next.dataset.nav, index: next.dataset.index } : null;
+      if (item.dataset.nav === 'hunk') decideHunk(f, Number(item.dataset.index), d);
       else decideFile(f, d);
-      // Re-rendering replaced the row: refocus the same item and move on.
-      const again = navItems();
-      again[Math.min(again.length - 1, i + 1)]?.focus();
+      // The row was redrawn: move on to the item that followed the decided one.
+      if (nextKey?.path) {
+        const row = rowOf(nextKey.path);
+        (nextKey.nav === 'hunk' ? row?.querySelector<HTMLElement>(`[data-nav="hunk"][data-index="${nextKey.index}"]`) : row?.querySelector<HTMLElement>('[data-nav="file"]'))?.focus();
+      }
+      break;
+    }
+    case 'A':
+    case 'R': {
+      if (!onItem) return;
+      const f = fileOf(item);
+      if (!f) return;
+      decideFile(f, e.key === 'A' ? 'a' : 'r');
+      const head = rowOf(f.path)?.querySelector<HTMLElement>('[data-nav="file"]');
+      if (head) moveToNextFile(head);
       break;
     }
     case 'o': {
-      const f = i >= 0 ? fileOf(t) : undefined;
+      const f = onItem ? fileOf(item) : undefined;
       if (f) send({ type: 'openDiff', path: f.path });
       break;
     }
+    case 'c':
+      document.getElementById('message')?.focus();
+      announce('Commit message. Ctrl+Enter commits.');
+      break;
     case 'Enter':
     case ' ': {
-      if (t.dataset.nav !== 'file') return;
-      const f = fileOf(t);
+      if (!onItem || item.dataset.nav !== 'file') return;
+      const f = fileOf(item);
       if (f) toggle(f);
       break;
     }
@@ -369,26 +568,55 @@ document.addEventListener('keydown', (e) => {
   e.preventDefault();
 });
 
+function moveToNextFile(head: HTMLElement): void {
+  let items = navItems().filter((x) => x.dataset.nav === 'file');
+  let i = items.indexOf(head);
+  if (i + 1 >= items.length && drawMore()) items = navItems().filter((x) => x.dataset.nav === 'file');
+  i = items.indexOf(head);
+  (items[i + 1] ?? head).focus();
+}
+
 // ---------------------------------------------------------------------------
 // Messages from the host.
 
-window.addEventListener('message', (ev: MessageEvent) => {
-  const m = parseInbound(HostMessage, ev.data, 'host', (line) => console.warn(line));
+/** Tells the host the review is on screen (after the frame that draws it): the panel's "first content". */
+function reportShown(): void {
+  const n = order.length;
+  requestAnimationFrame(() => setTimeout(() => send({ type: 'shown', files: n, at: Date.now() }), 0));
+}
+
+window.addEventListener('message', (ev: MessageEvent) => receive(ev.data));
+
+function receive(data: unknown): void {
+  const m = parseInbound(HostMessage, data, 'host', (line) => console.warn(line));
   if (!m) return;
   switch (m.type) {
     case 'init': {
       init = m;
-      const paths = new Set(m.files.map((f) => f.path));
-      for (const p of [...files.keys()]) if (!paths.has(p)) files.delete(p);
+      order = [...m.files.filter((f) => !f.drift), ...m.files.filter((f) => f.drift)];
+      byPath.clear();
+      for (const f of order) byPath.set(f.path, f);
+      for (const p of [...files.keys()]) if (!byPath.has(p)) files.delete(p);
+      for (const p of [...expanded]) if (!byPath.has(p)) expanded.delete(p);
       loaded.clear();
-      for (const p of expanded) if (paths.has(p)) send({ type: 'requestHunks', path: p });
+      for (const p of expanded) send({ type: 'requestHunks', path: p });
       save();
       render();
+      reportShown();
+      break;
+    }
+    case 'files': {
+      for (const f of m.files) {
+        const old = byPath.get(f.path);
+        if (!old) continue;
+        Object.assign(old, f);
+        redrawHead(f.path);
+      }
       break;
     }
     case 'hunks':
     case 'summary': {
-      const f = init?.files.find((x) => x.path === m.path);
+      const f = byPath.get(m.path);
       if (!f) return;
       const s = stateOf(f);
       if (s.fingerprint !== m.fingerprint) {
@@ -403,6 +631,11 @@ window.addEventListener('message', (ev: MessageEvent) => {
       } else loaded.set(m.path, { summary: m.reason });
       save();
       changed(m.path);
+      if (pendingFocus?.path === m.path) {
+        const which = pendingFocus.hunk;
+        pendingFocus = null;
+        if (!focusHunk(m.path, which)) rowOf(m.path)?.querySelector<HTMLElement>('[data-nav="file"]')?.focus();
+      }
       break;
     }
     case 'busy':
@@ -417,6 +650,20 @@ window.addEventListener('message', (ev: MessageEvent) => {
       renderFooter();
       break;
   }
-});
+}
 
+/** The first listing comes inside the document (see html.ts): drawn at once, checked like any message. */
+function firstListing(): void {
+  const block = document.getElementById(FIRST_LISTING_ID);
+  if (!block?.textContent) return;
+  try {
+    receive(JSON.parse(block.textContent));
+  } catch {
+    console.warn('[review] ignored an unreadable first listing');
+  }
+  block.remove();
+}
+
+// `ready` first: the host posts nothing before it, and drawing the first listing may already ask for hunks.
 send({ type: 'ready' });
+firstListing();

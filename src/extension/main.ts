@@ -10,6 +10,7 @@ import { Commands } from './commands';
 import { EngineHost } from './engineHost';
 import { EventsDocumentProvider } from './eventsDocument';
 import { ReviewPanels } from './review/reviewPanels';
+import type { ShownContent } from './review/panel';
 import { TaskStatusBar } from './statusBar';
 import { TasksTreeProvider, type TreeNode } from './tasksTree';
 
@@ -39,8 +40,8 @@ export interface WaypointApi {
   mcpServerDefinitions(): vscode.McpServerDefinition[];
   /** The MCP endpoint this window offers: its own while it owns the store, the owner's while it relays. */
   mcpEndpoint(): Promise<{ url: string; token: string; relayed: boolean } | undefined>;
-  /** Opens a task's review panel and resolves with its file count once the page has been sent its content. */
-  openReview(taskId: string): Promise<number>;
+  /** Opens a task's review panel and resolves once the page reports it has drawn the goal and the file list: their count, and the wall-clock time of that frame. */
+  openReview(taskId: string): Promise<ShownContent>;
   /** Fires when the Tasks view refreshes (after engine changes). */
   onDidRefreshTree: vscode.Event<void>;
 }
@@ -97,10 +98,10 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     openReview: async (taskId) => {
       const panel = await review.open(taskId);
       if (!panel) throw new Error(`No review panel for ${taskId}`);
-      return new Promise<number>((resolve) => {
-        const d = panel.onDidShowContent((n) => {
+      return new Promise<ShownContent>((resolve) => {
+        const d = panel.onDidShowContent((shown) => {
           d.dispose();
-          resolve(n);
+          resolve(shown);
         });
       });
     },

@@ -33,7 +33,14 @@ export async function main(): Promise<Row[]> {
       target: '(info)',
       ok: null,
     },
-    { measure: 'review panel on 1,000 files: open → first content', waypoint: fmtMs(g('review_open_1000_files_ms')), baseline: '-', ratio: '-', target: '≤ 1 s', ok: g('review_open_1000_files_ms') <= 1000 },
+    {
+      measure: 'review panel on 1,000 files: open → first content (median of 5)',
+      waypoint: fmtMs(g('review_open_1000_files_ms')),
+      baseline: `${fmtMs(g('review_open_1000_files_first_ms'))} first open`,
+      ratio: '-',
+      target: '≤ 1 s',
+      ok: g('review_open_1000_files_ms') <= 1000,
+    },
   ];
   printTable('VS Code extension host (code-server 4.139.1)', rows);
   return rows;

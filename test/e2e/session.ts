@@ -74,7 +74,8 @@ export async function openWorkbench(name: string, opts: { waypointDir?: boolean;
   opts.prepare?.(folder);
   const page = await session.browser.newPage({ viewport: { width: 1400, height: 900 } });
   await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(session.server.url(folder)).origin });
-  await page.goto(session.server.url(folder));
+  // Generous: on a machine shared by many test runs the workbench can take a minute to load.
+  await page.goto(session.server.url(folder), { timeout: 120_000 });
   await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
   // The extension host and its extensions come up after the workbench paints.
   await page.locator('.statusbar').waitFor();

@@ -1,10 +1,11 @@
 import * as assert from 'node:assert/strict';
-import { HostMessage, PageMessage, PageState } from '../../src/extension/review/protocol';
+import { embedJson, HostMessage, PageMessage, PageState } from '../../src/extension/review/protocol';
 
 describe('review: panel protocol', () => {
   it('accepts the messages the page sends', () => {
     for (const m of [
       { type: 'ready' },
+      { type: 'shown', files: 1000, at: 1_764_500_000_000 },
       { type: 'requestHunks', path: 'src/a.ts' },
       { type: 'openDiff', path: '<img src=x onerror=alert(1)>' },
       { type: 'apply', message: 'Subject\n\nWaypoint-Task: t_1\n', decisions: [{ path: 'a', action: 'approve' }, { path: 'b', action: 'hunks', approved: [0], hunkCount: 2, fingerprint: 'a'.repeat(32) }] },
@@ -22,6 +23,10 @@ describe('review: panel protocol', () => {
       {},
       { type: 'nope' },
       { type: 'ready', extra: 1 },
+      { type: 'shown' },
+      { type: 'shown', files: -1, at: 1 },
+      { type: 'shown', files: 1.5, at: 1 },
+      { type: 'shown', files: 1 },
       { type: 'requestHunks' },
       { type: 'requestHunks', path: '' },
       { type: 'requestHunks', path: 42 },
@@ -49,6 +54,30 @@ describe('review: panel protocol', () => {
     assert.equal(HostMessage.safeParse(ok).success, true);
     assert.equal(HostMessage.safeParse({ ...ok, hunks: [{ ...hunk, added: ['x'.repeat(10_001)] }] }).success, false);
     assert.equal(HostMessage.safeParse({ type: 'busy', busy: 'yes', label: '' }).success, false);
+    // The list first (counts null), then counted entries in bounded batches.
+    const file = { path: 'a', status: 'modified', lines: null, oversized: false, drift: false, hunkable: true, revertible: true };
+    const counted = { ...file, lines: { added: 3, removed: 1, binary: false } };
+    assert.equal(HostMessage.safeParse({ type: 'files', files: [file, counted] }).success, true);
+    assert.equal(HostMessage.safeParse({ type: 'files', files: [{ ...counted, lines: { added: -1, removed: 0, binary: false } }] }).success, false);
+    assert.equal(HostMessage.safeParse({ type: 'files', files: [{ ...file, added: 3 }] }).success, false);
+    assert.equal(HostMessage.safeParse({ type: 'files', files: Array.from({ length: 1001 }, () => counted) }).success, false);
+  });
+
+  it('embeds the first listing inertly: no text in it can close the data block, and it reads back the same', () => {
+    const hostile = ['</script><script>alert(1)</script>', '<!--', 'a<b>.ts', '\u2028 line\u2029sep'];
+    const init = {
+      type: 'init',
+      task: { id: 't_1', title: '</script>', goal: '<!-- -->', state: 'waiting_review', agent: null, createdAt: 1, durationMs: 2, commit: null },
+      steps: [],
+      effects: [],
+      files: hostile.map((p) => ({ path: p, status: 'added', lines: null, oversized: false, drift: false, hunkable: true, revertible: true })),
+      message: 'm',
+      git: true,
+    };
+    const text = embedJson(init);
+    assert.equal(text.includes('<'), false);
+    assert.deepEqual(JSON.parse(text), init);
+    assert.equal(HostMessage.safeParse(JSON.parse(text)).success, true);
     assert.equal(PageState.safeParse({ taskId: 't_1', decisions: { a: { whole: 'a', hunks: null, included: true, fingerprint: null } } }).success, true);
     assert.equal(PageState.safeParse({ taskId: 't_1', decisions: { a: { whole: 'yes', hunks: null, included: true, fingerprint: null } } }).success, false);
     assert.equal(PageState.safeParse(undefined).success, false);

@@ -748,6 +748,17 @@ export class Engine {
     return { from: from.id, to: input.to ?? 'workspace', changes: await ws.diff(a, b) };
   }
 
+  /**
+   * The workspace now, as a manifest, recording nothing. Incremental from the
+   * latest checkpoint (unchanged size and mtime reuse its hashes), and serialized
+   * with checkpoints and rollbacks like every scan. Callers that need both a diff
+   * and `changesByOwner` scan once with this and pass the result on.
+   */
+  async scanWorkspace(): Promise<Manifest> {
+    const ws = this.snapshots();
+    return this.exclusive(() => ws.scanNow(this.latestCheckpoint()));
+  }
+
   /** Files changed since the task's last checkpoint (by the person, or by an unfinished step). */
   async drift(taskId: string): Promise<DriftInfo> {
     const task = this.queries.task(taskId);

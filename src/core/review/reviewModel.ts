@@ -3,22 +3,35 @@ import { createHash } from 'node:crypto';
 import type { Engine } from '../engine/engine';
 import { WaypointError } from '../model/errors';
 import type { CheckpointMeta, Task } from '../model/schema';
-import { isBinary, resolveInsideSync, type ChangeStatus } from '../snapshot';
+import { diffManifests, isBinary, lineCounts, resolveInsideSync, type ChangeStatus, type Manifest } from '../snapshot';
 import { computeHunks, type Hunk } from './hunks';
 
 /** Files larger than this are summarised in the review, never diffed or rendered. */
 export const MAX_RENDER_BYTES = 1024 * 1024;
 
-export interface ReviewFile {
-  path: string;
-  status: ChangeStatus;
+/** Lines added and removed, known once the file's content has been read. */
+export interface FileLines {
   added: number;
   removed: number;
   binary: boolean;
+}
+
+export interface ReviewFile {
+  path: string;
+  status: ChangeStatus;
+  /**
+   * Null until counted. Listing a review reads manifests only (cheap); counting
+   * reads and diffs content, so the panel streams it after its first content.
+   * Oversized files are never counted.
+   */
+  lines: FileLines | null;
   oversized: boolean;
   /** Changed only outside the task's step windows: the person's own edit. */
   drift: boolean;
-  /** Whether hunks can be decided one by one (text, small, UTF-8, a regular file on both sides). */
+  /**
+   * Whether hunks can be decided one by one (text, small, a regular file on both
+   * sides). From the manifests alone; binary content is found when counted.
+   */
   hunkable: boolean;
   /** Whether rejecting is possible (the base content is held, or the file is new). */
   revertible: boolean;
@@ -36,27 +49,32 @@ export function requireBase(engine: Engine, task: Task): CheckpointMeta {
   return base;
 }
 
-/** Everything the panel lists: the files changed from the task's base to the workspace now. */
-export async function loadReview(engine: Engine, taskId: string): Promise<ReviewData> {
+/**
+ * The files changed from the task's base to the workspace now, from manifests
+ * only: one incremental scan (its stat cache skips unchanged files), shared by the
+ * diff and the drift classification; no file content is read. Line counts are
+ * left null for `countFileLines`.
+ */
+export async function listReview(engine: Engine, taskId: string): Promise<ReviewData> {
   const task = engine.task(taskId);
   const base = requireBase(engine, task);
-  const { changes } = await engine.diff({ from: base.id });
-  const person = await personOnlyPaths(engine, task);
+  const ws = engine.workspaceSnapshots;
+  if (!ws) throw new WaypointError('invalid_input', 'This store records checkpoints without workspace snapshots, so there is nothing to review.');
+  const now = await engine.scanWorkspace();
+  const changes = diffManifests(await ws.load(base), now);
+  const person = await personOnlyPaths(engine, task, now);
   const files = changes.map((c): ReviewFile => {
     const sizes = [c.before, c.after].map((e) => (e && e.type !== 'symlink' ? e.size : 0));
     const skipped = c.before?.type === 'skipped' || c.after?.type === 'skipped';
     const oversized = skipped || Math.max(...sizes) > MAX_RENDER_BYTES;
     const regular = (c.before === undefined || c.before.type === 'file') && (c.after === undefined || c.after.type === 'file');
-    const binary = c.lines?.binary ?? false;
     return {
       path: c.path,
       status: c.status,
-      added: c.lines?.added ?? 0,
-      removed: c.lines?.removed ?? 0,
-      binary,
+      lines: c.status === 'mode_changed' ? { added: 0, removed: 0, binary: false } : null,
       oversized,
       drift: person.has(c.path),
-      hunkable: regular && !binary && !oversized && c.status !== 'mode_changed',
+      hunkable: regular && !oversized && c.status !== 'mode_changed',
       revertible: c.before === undefined || c.before.type !== 'skipped',
     };
   });
@@ -64,14 +82,54 @@ export async function loadReview(engine: Engine, taskId: string): Promise<Review
 }
 
 /**
+ * Line counts of some of a review's files: the base side from its blob, the other
+ * from the workspace (as `fileHunks` reads them). A file found binary is no longer
+ * hunkable. Oversized files are left uncounted. `stop` is asked between files so
+ * a stream of batches can be abandoned (a refresh, a closed panel).
+ */
+export async function countFileLines(engine: Engine, data: ReviewData, files: readonly ReviewFile[], stop: () => boolean = () => false): Promise<ReviewFile[]> {
+  const ws = engine.workspaceSnapshots;
+  if (!ws) return [];
+  const base = await ws.load(data.base);
+  const out: ReviewFile[] = [];
+  for (const f of files) {
+    if (stop()) break;
+    if (f.lines || f.oversized) continue;
+    const e = base.get(f.path);
+    const before = e?.type === 'file' ? await ws.blobs.get(e.hash) : e?.type === 'symlink' ? Buffer.from(e.target, 'utf8') : null;
+    const after = readWorkspaceFile(engine, f.path);
+    if (Math.max(before?.length ?? 0, after?.length ?? 0) > MAX_RENDER_BYTES) {
+      // Grew past the limit since it was listed: summarised like any large file.
+      f.oversized = true;
+      f.hunkable = false;
+      out.push(f);
+      continue;
+    }
+    const c = lineCounts(before, after);
+    f.lines = { added: c.added, removed: c.removed, binary: c.binary };
+    if (c.binary) f.hunkable = false;
+    out.push(f);
+  }
+  return out;
+}
+
+/** Everything the panel lists, with every file's line counts (listing plus counting, in one call). */
+export async function loadReview(engine: Engine, taskId: string): Promise<ReviewData> {
+  const data = await listReview(engine, taskId);
+  await countFileLines(engine, data, data.files);
+  return data;
+}
+
+/**
  * Paths changed only in intervals outside the task's step windows — the person's
  * edits while the task ran — as the engine's agent-only rollback classifies them.
  * A task that never reported a step cannot be told apart, so nothing is drift.
+ * Pass `current` when the workspace was just scanned, to skip a second scan.
  */
-export async function personOnlyPaths(engine: Engine, task: Task): Promise<Set<string>> {
+export async function personOnlyPaths(engine: Engine, task: Task, current?: Manifest): Promise<Set<string>> {
   const steps = engine.queries.steps(task.id);
   if (!engine.workspaceSnapshots || !steps.some((s) => s.startedAt !== null)) return new Set();
-  const { agent, person } = await engine.changesByOwner(task.id, requireBase(engine, task).id);
+  const { agent, person } = await engine.changesByOwner(task.id, requireBase(engine, task).id, current);
   return new Set([...person].filter((p) => !agent.has(p)));
 }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
+import { embedJson, FIRST_LISTING_ID, type HostMessage } from './protocol';
 
 /** Where the page's bundle lives; also the panel's only local resource root. */
 export function webviewRoot(extensionUri: vscode.Uri): vscode.Uri {
@@ -13,8 +14,12 @@ export function webviewOptions(extensionUri: vscode.Uri): vscode.WebviewPanelOpt
 /**
  * The page shell. Strict CSP: nothing loads but our own nonce'd script and our own
  * stylesheet; no inline style, no eval. The page renders everything with DOM APIs.
+ * `first`, when given, is the review's first `init`, carried in a JSON data block
+ * (never executed; `<` escaped so no text in it can close the block) and parsed by
+ * the page with the same schema as any message: the page draws it without waiting
+ * for a round trip to the extension host.
  */
-export function reviewHtml(webview: vscode.Webview, extensionUri: vscode.Uri, title: string): string {
+export function reviewHtml(webview: vscode.Webview, extensionUri: vscode.Uri, title: string, first?: Extract<HostMessage, { type: 'init' }>): string {
   const nonce = randomBytes(16).toString('base64');
   const root = webviewRoot(extensionUri);
   const script = webview.asWebviewUri(vscode.Uri.joinPath(root, 'main.js'));
@@ -38,7 +43,7 @@ export function reviewHtml(webview: vscode.Webview, extensionUri: vscode.Uri, ti
 </head>
 <body>
 <main id="app" aria-busy="true"><p>Loading the review…</p></main>
-<script nonce="${nonce}" src="${script.toString()}"></script>
+${first ? `<script type="application/json" id="${FIRST_LISTING_ID}">${embedJson(first)}</script>\n` : ''}<script nonce="${nonce}" src="${script.toString()}"></script>
 </body>
 </html>`;
 }

@@ -4,16 +4,20 @@ import { errorMessage } from '../../core/model/errors';
 import { applyReview, type ApplyReviewResult } from '../../core/review/applyReview';
 import { commitMessage } from '../../core/review/commitMessage';
 import { isGitWorkTree } from '../../core/review/gitCli';
-import { fileHunks, loadReview, type ReviewData } from '../../core/review/reviewModel';
+import { countFileLines, fileHunks, listReview, type ReviewData } from '../../core/review/reviewModel';
 import { checkpointUri, EMPTY_SIDE } from '../checkpointFs';
 import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
 import { VsCodeGitCommitter } from './gitCommitter';
 import { reviewHtml, webviewOptions } from './html';
-import { clipLine, HostMessage, PageMessage, parseInbound, type FileDecisionMsg } from './protocol';
+import { clipLine, HostMessage, MAX_FILE_BATCH, PageMessage, parseInbound, type FileDecisionMsg } from './protocol';
 
 export const REVIEW_VIEW_TYPE = 'waypoint.review';
 const MAX_HUNK_LINES_SENT = 100_000;
+/** Files counted per `files` update: small enough that the first rows fill in quickly. */
+const COUNT_BATCH = 100;
+/** A listing older than this when the page first says `ready` is listed again. */
+const EMBEDDED_FRESH_MS = 10_000;
 
 export interface ReviewDeps {
   host: EngineHost;
@@ -22,20 +26,27 @@ export interface ReviewDeps {
 }
 
 /**
- * The host side of one task's review panel. It sends nothing until the page says
- * `ready`, parses every message from the page, sends file hunks only on request
- * (so a 1,000-file review costs one list, not 1,000 diffs), and applies decisions
- * through `applyReview`.
+ * The host side of one task's review panel. It parses every message from the page
+ * and applies decisions through `applyReview`. A large review stays quick to open:
+ * the first listing (manifests only, one scan) is written into the page's document
+ * itself, so the page draws the goal and the file list as soon as it loads, with no
+ * message round trip; line counts follow in batches once the page says `ready` (no
+ * message is posted before that), and a file's hunks are computed only when the
+ * page asks for them.
  */
 export class ReviewPanel extends Disposable {
   private ready = false;
   private data: ReviewData | undefined;
+  /** The listing written into the page, for its first `ready` (if that comes soon). */
+  private embedded: { at: number; data: ReviewData } | undefined;
+  /** Bumped by every listing sent, so a stream of counts for an older listing stops. */
+  private generation = 0;
   private refreshTimer: NodeJS.Timeout | undefined;
   private busy = false;
   private readonly _onDidDispose = this.register(new vscode.EventEmitter<void>());
   readonly onDidDispose = this._onDidDispose.event;
-  private readonly _onDidShowContent = this.register(new vscode.EventEmitter<number>());
-  /** Fires each time the page is sent the review (file count): its first content, then refreshes. */
+  private readonly _onDidShowContent = this.register(new vscode.EventEmitter<ShownContent>());
+  /** Fires each time the page reports it has drawn the review: its first content, then refreshes. */
   readonly onDidShowContent = this._onDidShowContent.event;
 
   constructor(
@@ -45,7 +56,6 @@ export class ReviewPanel extends Disposable {
   ) {
     super();
     panel.webview.options = webviewOptions(deps.extensionUri);
-    panel.webview.html = reviewHtml(panel.webview, deps.extensionUri, 'Waypoint review');
     this.register(panel.webview.onDidReceiveMessage((m) => void this.receive(m)));
     this.register(
       deps.host.onDidChange((e) => {
@@ -54,6 +64,21 @@ export class ReviewPanel extends Disposable {
     );
     this.register(panel.onDidDispose(() => this.dispose()));
     this.register({ dispose: () => clearTimeout(this.refreshTimer) });
+    void this.load();
+  }
+
+  /** Writes the page once, with the first listing in it (or without, if listing failed: the page then asks). */
+  private async load(): Promise<void> {
+    let first: HostInit | undefined;
+    try {
+      const { data, msg } = await this.listing();
+      this.embedded = { at: Date.now(), data };
+      first = msg;
+    } catch (e) {
+      this.deps.log.warn(`[review] listing ${this.taskId} failed: ${errorMessage(e)}`);
+    }
+    if (this.isDisposed) return;
+    this.panel.webview.html = reviewHtml(this.panel.webview, this.deps.extensionUri, 'Waypoint review', first);
   }
 
   override dispose(): void {
@@ -79,7 +104,10 @@ export class ReviewPanel extends Disposable {
       switch (msg.type) {
         case 'ready':
           this.ready = true;
-          return await this.sendInit();
+          return await this.onReady();
+        case 'shown':
+          this._onDidShowContent.fire({ files: msg.files, at: msg.at });
+          return;
         case 'refresh':
           return await this.sendInit();
         case 'requestHunks':
@@ -102,22 +130,35 @@ export class ReviewPanel extends Disposable {
     }
   }
 
+  /**
+   * The page drew the listing written into it: count its lines. Any later `ready`
+   * (a hidden tab shown again reloads the page from the same document), or one
+   * long after the listing, gets a fresh listing instead.
+   */
+  private async onReady(): Promise<void> {
+    const embedded = this.embedded;
+    this.embedded = undefined;
+    if (!embedded || Date.now() - embedded.at > EMBEDDED_FRESH_MS) return this.sendInit();
+    this.data = embedded.data;
+    this.streamCounts(await this.deps.host.get(), embedded.data, ++this.generation);
+  }
+
   private scheduleRefresh(): void {
     if (!this.ready || this.busy) return;
     clearTimeout(this.refreshTimer);
     this.refreshTimer = setTimeout(() => void this.sendInit().catch((e) => this.deps.log.warn(`[review] refresh failed: ${errorMessage(e)}`)), 750);
   }
 
-  private async sendInit(): Promise<void> {
+  /** The review from manifests (one scan) and whether the workspace is a git repository, as the page's `init`. */
+  private async listing(): Promise<{ data: ReviewData; msg: HostInit }> {
     const engine = await this.deps.host.get();
-    const data = await loadReview(engine, this.taskId);
-    this.data = data;
+    const [data, git] = await Promise.all([listReview(engine, this.taskId), isGitWorkTree(engine.workspace)]);
     const { task } = data;
     this.panel.title = `Review: ${task.title.length > 40 ? `${task.title.slice(0, 39)}…` : task.title}`;
     const steps = engine.queries.steps(task.id);
     const effects = engine.queries.sideEffects(task.id);
     const clip = (s: string | null | undefined, n: number) => (s == null ? null : s.length > n ? `${s.slice(0, n - 1)}…` : s);
-    this.post({
+    const msg: HostInit = {
       type: 'init',
       task: {
         id: task.id,
@@ -146,14 +187,36 @@ export class ReviewPanel extends Disposable {
       })),
       files: data.files.slice(0, 20_000),
       message: commitMessage(task, steps).slice(0, 20_000),
-      git: await isGitWorkTree(engine.workspace),
-    });
-    this._onDidShowContent.fire(data.files.length);
+      git,
+    };
+    return { data, msg };
+  }
+
+  private async sendInit(): Promise<void> {
+    const engine = await this.deps.host.get();
+    const { data, msg } = await this.listing();
+    const gen = ++this.generation;
+    this.data = data;
+    this.post(msg);
+    this.streamCounts(engine, data, gen);
+  }
+
+  /** Line counts for the listed files, in the page's order (the task's files, then drift), a batch at a time. */
+  private streamCounts(engine: Engine, data: ReviewData, gen: number): void {
+    const stale = () => gen !== this.generation || this.isDisposed;
+    const order = [...data.files.filter((f) => !f.drift), ...data.files.filter((f) => f.drift)].slice(0, 20_000);
+    const run = async () => {
+      for (let i = 0; i < order.length && !stale(); i += COUNT_BATCH) {
+        const counted = await countFileLines(engine, data, order.slice(i, i + COUNT_BATCH), stale);
+        if (counted.length && !stale()) this.post({ type: 'files', files: counted.slice(0, MAX_FILE_BATCH) });
+      }
+    };
+    void run().catch((e) => this.deps.log.warn(`[review] counting lines failed: ${errorMessage(e)}`));
   }
 
   private async sendHunks(key: string): Promise<void> {
     const engine = await this.deps.host.get();
-    const data = this.data ?? (await loadReview(engine, this.taskId));
+    const data = this.data ?? (await listReview(engine, this.taskId));
     // Only files of this review: the page cannot make the host read anything else.
     if (!data.files.some((f) => f.path === key)) return;
     const r = await fileHunks(engine, data.base, key);
@@ -209,6 +272,14 @@ export class ReviewPanel extends Disposable {
       this.post({ type: 'busy', busy: false, label: '' });
     }
   }
+}
+
+type HostInit = Extract<HostMessage, { type: 'init' }>;
+
+export interface ShownContent {
+  files: number;
+  /** Wall-clock time (ms since the epoch) of the frame that drew it, as the page saw it. */
+  at: number;
 }
 
 function describe(r: ApplyReviewResult): string {

@@ -10,6 +10,7 @@ import { z } from 'zod';
 const MAX_PATH = 4096;
 const MAX_FILES = 20_000;
 const MAX_HUNKS = 20_000;
+export const MAX_FILE_BATCH = 1_000;
 /** Longer lines are cut for display only; applying works on the host's own bytes. */
 export const MAX_LINE = 10_000;
 const MAX_LINES_PER_HUNK = 100_000;
@@ -39,6 +40,8 @@ export type FileDecisionMsg = z.infer<typeof FileDecisionMsg>;
 
 export const PageMessage = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('ready') }),
+  /** The page has drawn a review (goal and file list): its first content, then each refresh; `at` is the frame's wall-clock time. */
+  z.strictObject({ type: z.literal('shown'), files: z.number().int().min(0).max(MAX_FILES), at: z.number().int().min(0) }),
   z.strictObject({ type: z.literal('refresh') }),
   z.strictObject({ type: z.literal('requestHunks'), path: Path }),
   z.strictObject({ type: z.literal('openDiff'), path: Path }),
@@ -56,9 +59,8 @@ const ChangeStatus = z.enum(['added', 'modified', 'deleted', 'type_changed', 'mo
 export const ReviewFileMsg = z.strictObject({
   path: Path,
   status: ChangeStatus,
-  added: z.number().int().min(0),
-  removed: z.number().int().min(0),
-  binary: z.boolean(),
+  /** Null until counted: the list comes first, counts follow in `files` updates. */
+  lines: z.strictObject({ added: z.number().int().min(0), removed: z.number().int().min(0), binary: z.boolean() }).nullable(),
   oversized: z.boolean(),
   drift: z.boolean(),
   hunkable: z.boolean(),
@@ -118,6 +120,8 @@ export const HostMessage = z.discriminatedUnion('type', [
     /** True when the workspace is a git repository (else applying only reverts). */
     git: z.boolean(),
   }),
+  /** Updated entries of listed files (line counts, streamed in batches after `init`). */
+  z.strictObject({ type: z.literal('files'), files: z.array(ReviewFileMsg).max(MAX_FILE_BATCH) }),
   z.strictObject({ type: z.literal('hunks'), path: Path, fingerprint: Fingerprint, hunks: z.array(HunkMsg).max(MAX_HUNKS) }),
   z.strictObject({ type: z.literal('summary'), path: Path, fingerprint: Fingerprint, reason: Text(500) }),
   z.strictObject({ type: z.literal('busy'), busy: z.boolean(), label: Text(200) }),
@@ -159,4 +163,12 @@ export function parseInbound<S extends z.ZodType>(schema: S, raw: unknown, from:
 /** Cuts a line for display so no message breaks the protocol's bounds. */
 export function clipLine(line: string): string {
   return line.length > MAX_LINE ? `${line.slice(0, MAX_LINE - 1)}…` : line;
+}
+
+/** The id of the data block that carries the review's first `init` inside the page's document. */
+export const FIRST_LISTING_ID = 'waypoint-review-data';
+
+/** JSON that is inert inside a `<script type="application/json">` block: no `<` at all, so no `</script>` or `<!--`. */
+export function embedJson(value: unknown): string {
+  return JSON.stringify(value).replace(/</g, '\\u003c');
 }

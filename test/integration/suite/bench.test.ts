@@ -69,17 +69,33 @@ describe('bench (extension host)', function () {
     report(`BENCH auto_checkpoint_10_files_hint_ms ${median(hint).toFixed(2)}`);
     report(`BENCH checkpoint_10_files_full_rescan_ms ${median(full).toFixed(2)}`);
     await engine.abandonTask({ taskId });
+  });
 
-    // The review panel on 1,000 changed files (50,000 changed lines): time to its first content.
+  it('measures the review panel on 1,000 changed files (50,000 changed lines): open to first content', async () => {
+    const api = await activated();
+    const engine = await api.engine();
+    const root = vscode.workspace.workspaceFolders![0].uri.fsPath;
     const rev = await engine.startTask({ goal: 'bench review', leaseTtlMs: 3_600_000 });
     await engine.startStep({ taskId: rev.taskId, title: 'a big change' });
     fs.mkdirSync(path.join(root, 'review'), { recursive: true });
     for (let i = 0; i < 1000; i++) fs.writeFileSync(path.join(root, 'review', `m${i}.ts`), Array.from({ length: 50 }, (_, k) => `export const x${k} = ${i};`).join('\n') + '\n');
     await engine.completeStep({ taskId: rev.taskId, stepId: 's1' });
     await engine.requestReview({ taskId: rev.taskId });
-    const t2 = performance.now();
-    const files = await api.openReview(rev.taskId);
-    report(`BENCH review_open_1000_files_ms ${(performance.now() - t2).toFixed(2)}`);
-    if (files < 1000) throw new Error(`the review listed ${files} files`);
+    // Open → first content (the page reports it has drawn the goal and the file list),
+    // then close, several times: the first open is cold (webview resources, scan), the
+    // rest show the usual figure. Both are reported.
+    const reviewTabs = () => vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.input instanceof vscode.TabInputWebview && t.input.viewType.includes('waypoint.review'));
+    const opens: number[] = [];
+    for (let r = 0; r < 5; r++) {
+      // Wall clock on both sides: the page stamps the frame that drew the list.
+      const t2 = Date.now();
+      const shown = await api.openReview(rev.taskId);
+      opens.push(shown.at - t2);
+      if (shown.files < 1000) throw new Error(`the review listed ${shown.files} files`);
+      await vscode.window.tabGroups.close(reviewTabs());
+      await eventually(() => reviewTabs().length === 0, 'the review panel to close');
+    }
+    report(`BENCH review_open_1000_files_first_ms ${opens[0].toFixed(2)}`);
+    report(`BENCH review_open_1000_files_ms ${median(opens).toFixed(2)}`);
   });
 });

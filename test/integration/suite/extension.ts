@@ -14,7 +14,7 @@ export interface WaypointApi {
   onDidRefreshTree: vscode.Event<void>;
   mcpServerDefinitions(): vscode.McpServerDefinition[];
   mcpEndpoint(): Promise<{ url: string; token: string } | undefined>;
-  openReview(taskId: string): Promise<number>;
+  openReview(taskId: string): Promise<{ files: number; at: number }>;
 }
 
 /** Polls until `fn` returns a truthy value (the watcher and the views are asynchronous). */

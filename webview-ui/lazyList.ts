@@ -1,0 +1,48 @@
+/**
+ * A list that draws its items a chunk at a time: the first chunk at once, the next
+ * when a sentinel at the end comes near the viewport (or when keyboard navigation
+ * asks for an item not drawn yet). A 20,000-file review costs the page one chunk of
+ * rows up front instead of all of them, and scrolling stays smooth.
+ */
+export interface LazyList<T> {
+  /** The list element to insert into the page. */
+  readonly element: HTMLElement;
+  /** Draws items up to and including `index` (no-op when already drawn). */
+  drawThrough(index: number): void;
+  /** Whether every item is drawn. */
+  complete(): boolean;
+}
+
+export function lazyList<T>(element: HTMLElement, items: readonly T[], row: (item: T) => HTMLElement, chunk = 100): LazyList<T> {
+  let drawn = 0;
+  const sentinel = document.createElement('li');
+  sentinel.className = 'sentinel';
+  sentinel.setAttribute('aria-hidden', 'true');
+  const observer = new IntersectionObserver((entries) => {
+    if (!entries.some((e) => e.isIntersecting)) return;
+    drawThrough(drawn + chunk - 1);
+    // Still in view after a chunk (a tall window)? Observing anew reports it again.
+    if (drawn < items.length) {
+      observer.unobserve(sentinel);
+      observer.observe(sentinel);
+    }
+  }, { rootMargin: '1500px 0px' });
+
+  function drawThrough(index: number): void {
+    const end = Math.min(items.length, Math.max(drawn, index + 1));
+    if (end <= drawn) return;
+    const frag = document.createDocumentFragment();
+    for (; drawn < end; drawn++) frag.append(row(items[drawn]!));
+    sentinel.before(frag);
+    if (drawn >= items.length) {
+      observer.disconnect();
+      sentinel.remove();
+    }
+  }
+
+  element.append(sentinel);
+  drawThrough(chunk - 1);
+  if (drawn < items.length) observer.observe(sentinel);
+  else sentinel.remove();
+  return { element, drawThrough, complete: () => drawn >= items.length };
+}
