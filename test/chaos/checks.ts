@@ -25,14 +25,15 @@ export interface Ack {
   id: string;
 }
 
-/** What the checks remember within one workspace: acks so far, blobs already hashed. */
+/** What the checks remember within one workspace: acks so far, blobs already hashed, manifests already read. */
 export interface CheckState {
   acks: Ack[];
   hashed: Set<string>;
+  manifests: Map<string, { chain: string[]; files: string[] }>;
 }
 
 export function newCheckState(): CheckState {
-  return { acks: [], hashed: new Set() };
+  return { acks: [], hashed: new Set(), manifests: new Map() };
 }
 
 export interface CheckResult {
@@ -79,8 +80,14 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
       if (!c.manifestRef) continue;
       checks++;
       try {
-        for (const ref of await ws.manifests.objectChain(c.manifestRef)) if (!(await ws.blobs.has(ref))) fail(`manifest object ${ref} of checkpoint ${c.id} is missing`);
-        for (const e of (await ws.load(c)).values()) if (e.type === 'file') referenced.add(e.hash);
+        // A manifest is immutable under its ref: read it once, then only check its objects still exist.
+        let m = state.manifests.get(c.manifestRef);
+        if (!m) {
+          m = { chain: await ws.manifests.objectChain(c.manifestRef), files: [...(await ws.load(c)).values()].flatMap((e) => (e.type === 'file' ? [e.hash] : [])) };
+          state.manifests.set(c.manifestRef, m);
+        }
+        for (const ref of m.chain) if (!(await ws.blobs.has(ref))) fail(`manifest object ${ref} of checkpoint ${c.id} is missing`);
+        for (const h of m.files) referenced.add(h);
       } catch (e) {
         fail(`checkpoint ${c.id}'s manifest does not load: ${(e as Error).message}`);
       }
