@@ -109,10 +109,7 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
     }
     checks++;
     const unfinished = db.get<{ n: number }>("SELECT COUNT(*) AS n FROM rollbacks WHERE state = 'started'")!.n;
-    const openApplies = db.get<{ n: number }>(
-      `SELECT COUNT(*) AS n FROM events s WHERE s.type = 'review.apply_started' AND NOT EXISTS (
-         SELECT 1 FROM events d WHERE d.type = 'review.apply_done' AND json_extract(d.data, '$.applyId') = json_extract(s.data, '$.applyId'))`,
-    )!.n;
+    const openApplies = engine.unfinishedReviewApplies().length;
     if (unfinished || openApplies) fail(`open left ${unfinished} rollback(s) and ${openApplies} review apply(s) unfinished`);
 
     checks++;

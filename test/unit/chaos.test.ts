@@ -10,7 +10,7 @@ import { table } from '../chaos/report';
  * checked after each kill. WAYPOINT_CHAOS_SLICE_KILLS sets kills per phase and seed.
  */
 const SEEDS = [20261130, 8];
-const KILLS = Number(process.env.WAYPOINT_CHAOS_SLICE_KILLS ?? 7);
+const KILLS = Number(process.env.WAYPOINT_CHAOS_SLICE_KILLS ?? 6);
 
 describe('crash matrix slice (SIGKILL in every phase, invariants after each kill)', function () {
   this.timeout(0);

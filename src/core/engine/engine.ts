@@ -1057,6 +1057,16 @@ export class Engine {
     return result;
   }
 
+  /** Review applies whose plan is durable but whose outcome is not recorded: a crash cut them short. */
+  unfinishedReviewApplies(): { key: string; taskId: string; data: EventDataOf<'review.apply_started'> }[] {
+    return this.store.db
+      .all<{ key: string; task_id: string; data: string }>(
+        `SELECT s.key, s.task_id, s.data FROM events s WHERE s.type = 'review.apply_started' AND NOT EXISTS (
+           SELECT 1 FROM events d WHERE d.type = 'review.apply_done' AND json_extract(d.data, '$.applyId') = json_extract(s.data, '$.applyId'))`,
+      )
+      .map((r) => ({ key: r.key, taskId: r.task_id, data: JSON.parse(r.data) as EventDataOf<'review.apply_started'> }));
+  }
+
   /**
    * Finishes review applies that a crash interrupted after their plan was durable:
    * the plan is applied again (it converges), so the workspace holds exactly the
@@ -1066,15 +1076,11 @@ export class Engine {
   async recoverReviewApplies(): Promise<string[]> {
     if (!this.workspaceSnapshots) return [];
     const ws = this.workspaceSnapshots;
-    const open = this.store.db.all<{ key: string; task_id: string; data: string }>(
-      `SELECT s.key, s.task_id, s.data FROM events s WHERE s.type = 'review.apply_started' AND NOT EXISTS (
-         SELECT 1 FROM events d WHERE d.type = 'review.apply_done' AND json_extract(d.data, '$.applyId') = json_extract(s.data, '$.applyId'))`,
-    );
     const notes: string[] = [];
-    for (const r of open) {
-      const started = JSON.parse(r.data) as EventDataOf<'review.apply_started'>;
+    for (const r of this.unfinishedReviewApplies()) {
+      const started = r.data;
       await this.exclusive(async () => {
-        const task = this.queries.findTask(r.task_id);
+        const task = this.queries.findTask(r.taskId);
         let outcome: 'applied' | 'failed' = 'applied';
         let note: string;
         let written = 0;
@@ -1091,7 +1097,7 @@ export class Engine {
         await this.store.commit([
           {
             type: 'review.apply_done',
-            taskId: r.task_id,
+            taskId: r.taskId,
             corr: task?.correlationId ?? null,
             by: null,
             key: `${r.key.replace(/#start$/, '')}#recovered`,
@@ -1212,11 +1218,7 @@ export class Engine {
         for (const e of (await ws.manifests.load(c.manifestRef)).values()) if (e.type === 'file') live.add(e.hash);
       }
       for (const r of this.store.db.all<{ p: string | null }>("SELECT plan_ref AS p FROM rollbacks WHERE state = 'started'")) if (r.p) live.add(r.p);
-      for (const r of this.store.db.all<{ p: string }>(
-        `SELECT json_extract(s.data, '$.planRef') AS p FROM events s WHERE s.type = 'review.apply_started' AND NOT EXISTS (
-           SELECT 1 FROM events d WHERE d.type = 'review.apply_done' AND json_extract(d.data, '$.applyId') = json_extract(s.data, '$.applyId'))`,
-      ))
-        live.add(r.p);
+      for (const r of this.unfinishedReviewApplies()) live.add(r.data.planRef);
       let deleted = 0;
       let bytes = 0;
       const doomed: string[] = [];
