@@ -1057,12 +1057,18 @@ export class Engine {
     return result;
   }
 
-  /** Review applies whose plan is durable but whose outcome is not recorded: a crash cut them short. */
+  /**
+   * Review applies whose plan is durable but whose outcome is not recorded: a crash
+   * cut them short. Their tasks are still waiting for review (only the outcome's
+   * batch completes a task), so only those tasks' events are read, through the
+   * per-task index: open stays fast on a large log.
+   */
   unfinishedReviewApplies(): { key: string; taskId: string; data: EventDataOf<'review.apply_started'> }[] {
     return this.store.db
       .all<{ key: string; task_id: string; data: string }>(
-        `SELECT s.key, s.task_id, s.data FROM events s WHERE s.type = 'review.apply_started' AND NOT EXISTS (
-           SELECT 1 FROM events d WHERE d.type = 'review.apply_done' AND json_extract(d.data, '$.applyId') = json_extract(s.data, '$.applyId'))`,
+        `SELECT s.key, s.task_id, s.data FROM tasks t JOIN events s ON s.task_id = t.id
+         WHERE t.state = 'waiting_review' AND s.type = 'review.apply_started' AND NOT EXISTS (
+           SELECT 1 FROM events d WHERE d.task_id = s.task_id AND d.type = 'review.apply_done' AND json_extract(d.data, '$.applyId') = json_extract(s.data, '$.applyId'))`,
       )
       .map((r) => ({ key: r.key, taskId: r.task_id, data: JSON.parse(r.data) as EventDataOf<'review.apply_started'> }));
   }
