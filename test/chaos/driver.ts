@@ -30,7 +30,8 @@ const PLAN_SHAPE: Record<Phase, { acks: number; delayMs: number; freshEvery: num
   events: { acks: 30, delayMs: 15, freshEvery: 20 },
   checkpoints: { acks: 6, delayMs: 60, freshEvery: 25 },
   rollbacks: { acks: 8, delayMs: 80, freshEvery: 25 },
-  review: { acks: 10, delayMs: 150, freshEvery: 20 },
+  // An apply takes seconds on a loaded machine (checkpoint, writes, git): spread kills across all of it.
+  review: { acks: 10, delayMs: 1500, freshEvery: 20 },
   mcp: { acks: 12, delayMs: 30, freshEvery: 25 },
 };
 
@@ -170,9 +171,9 @@ async function runPhase(
 /** Workspaces start the way each workload expects: the review phase needs a git repository with a commit. */
 function setUpWorkspace(phase: Phase, dir: string): void {
   if (phase === 'review' || phase === 'mcp') {
-    for (let i = 0; i < 12; i++) {
+    for (let i = 0; i < 30; i++) {
       fs.mkdirSync(path.join(dir, 'src'), { recursive: true });
-      fs.writeFileSync(path.join(dir, 'src', `m${i}.txt`), Array.from({ length: 40 }, (_, j) => `module ${i} line ${j}\n`).join(''));
+      fs.writeFileSync(path.join(dir, 'src', `m${i}.txt`), Array.from({ length: 40 + 40 * i }, (_, j) => `module ${i} line ${j}\n`).join(''));
     }
   }
   if (phase === 'review') {

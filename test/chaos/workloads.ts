@@ -36,8 +36,8 @@ export interface WorkloadContext {
 const say = (line: string) => process.stdout.write(line + '\n');
 
 /** Text with lines a review can cut into several hunks. */
-function textFile(rng: Prng, tag: string): string {
-  return Array.from({ length: 20 + rng.int(40) }, (_, i) => `${tag} line ${i} ${rng.int(1000)}\n`).join('');
+function textFile(rng: Prng, tag: string, lines = 20 + rng.int(40)): string {
+  return Array.from({ length: lines }, (_, i) => `${tag} line ${i} ${rng.int(1000)}\n`).join('');
 }
 
 /** Changes a few scattered lines, adds one and drops one: several hunks. */
@@ -183,9 +183,10 @@ async function review(c: WorkloadContext): Promise<void> {
     c.say(`ack task ${taskId} ${tag}-task`);
     const s = await engine.startStep({ taskId, title: 'edit', idempotencyKey: `${tag}-s` });
     c.say(`ack key ${taskId} ${tag}-s`);
-    // The agent edits text files (several hunks each), adds some and deletes some.
+    // The agent edits text files (several hunks each), adds some and deletes some: enough
+    // files that the apply's writes take long enough for kills to land among them.
     const existing = Object.keys(diskTree(workspace)).filter((p) => p.endsWith('.txt'));
-    for (let n = 2 + rng.int(6); n > 0; n--) {
+    for (let n = 6 + rng.int(24); n > 0; n--) {
       const r = rng.next();
       if (r < 0.6 && existing.length) {
         const p = rng.pick(existing);
@@ -194,7 +195,7 @@ async function review(c: WorkloadContext): Promise<void> {
       } else if (r < 0.85 || !existing.length) {
         const abs = path.join(workspace, 'src', `new-${tag}-${n}.txt`);
         fs.mkdirSync(path.dirname(abs), { recursive: true });
-        fs.writeFileSync(abs, textFile(rng, tag));
+        fs.writeFileSync(abs, textFile(rng, tag, 50 + rng.int(2000)));
       } else {
         fs.rmSync(path.join(workspace, rng.pick(existing)), { force: true });
       }
