@@ -230,6 +230,25 @@ describe('review: apply with the git command', function () {
     assert.deepEqual(engine.recoveryNotes, []);
   });
 
+  it('a file only staged, then deleted by the agent: approving the deletion does not fail the commit (found by npm run chaos)', async () => {
+    write('staged.txt', 'staged, never committed\n');
+    git(ws.dir, 'add', 'staged.txt');
+    const { taskId } = await engine.startTask({ goal: 'Remove a file', plan: [{ id: 's1', title: 'Edit' }] });
+    await engine.startStep({ taskId, stepId: 's1' });
+    fs.rmSync(path.join(ws.dir, 'staged.txt'));
+    write('b.txt', 'agent rewrote b\n');
+    await engine.completeStep({ taskId, stepId: 's1' });
+    const r = await applyReview(
+      engine,
+      { taskId, message: 'm', decisions: [{ path: 'staged.txt', action: 'approve' }, { path: 'b.txt', action: 'approve' }] },
+      new GitCliCommitter(ws.dir),
+    );
+    assert.ok(r.commit.sha);
+    assert.deepEqual(git(ws.dir, 'show', '--name-status', '--format=', 'HEAD').trim().split('\n'), ['M\tb.txt']);
+    assert.equal(git(ws.dir, 'ls-files', '--', 'staged.txt').trim(), '');
+    assert.equal(engine.task(taskId).state, 'completed');
+  });
+
   it('refuses a path that leaves the workspace', async () => {
     const taskId = await agentTask();
     await assert.rejects(applyReview(engine, { taskId, message: 'm', decisions: [{ path: '../evil', action: 'reject' }] }, new GitCliCommitter(ws.dir)));
