@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import fc from 'fast-check';
@@ -9,6 +9,7 @@ import { applyReview } from '../../src/core/review/applyReview';
 import { GitCliCommitter } from '../../src/core/review/gitCli';
 import { computeHunks } from '../../src/core/review/hunks';
 import { fileHunks, loadReview } from '../../src/core/review/reviewModel';
+import { bundleScript } from '../support/bundle';
 import { openEngine, tmpDir } from '../support/tmp';
 
 /** Runs a plan against an in-memory workspace (path → bytes). */
@@ -183,6 +184,68 @@ describe('review: apply with the git command', function () {
     assert.match('reason' in r.commit ? r.commit.reason : '', /not a git repository/);
     assert.equal(read('b.txt'), 'keep me\n');
     assert.equal(read('new.txt'), null);
+    assert.equal(engine.task(taskId).state, 'completed');
+  });
+
+  it('a crash mid-apply is finished on the next open, and open says so', async () => {
+    const taskId = await agentTask();
+    await engine.close();
+    const child = spawn(process.execPath, [bundleScript(path.join(__dirname, '..', 'support', 'reviewApplyChild.ts')), ws.dir, taskId, JSON.stringify([
+      { path: 'a.txt', action: 'hunks', approved: [0], hunkCount: 2 },
+      { path: 'b.txt', action: 'reject' },
+      { path: 'new.txt', action: 'reject' },
+    ])], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    const signal = await new Promise((r) => child.on('exit', (_code, sig) => r(sig)));
+    assert.equal(signal, 'SIGKILL', `the child should have died where the commit begins: ${err}`);
+    // As if the kill had landed between two file writes: b.txt not yet reverted.
+    write('b.txt', 'agent rewrote b\n');
+    engine = await openEngine(ws.dir);
+    assert.equal(engine.recoveryNotes.length, 1);
+    assert.match(engine.recoveryNotes[0]!, /review apply .* was interrupted; it was finished on open/);
+    assert.equal(read('a.txt'), '1\nTWO\n3\n4\n5\n6\n7\n8\n9\n10\n');
+    assert.equal(read('b.txt'), 'keep me\n');
+    assert.equal(read('new.txt'), null);
+    assert.equal(engine.task(taskId).state, 'waiting_review', 'no commit was recorded, so the review is still open');
+    assert.ok((await engine.verify()).ok);
+    assert.deepEqual(fs.readdirSync(ws.dir).filter((n) => n.includes('tmp')), []);
+    // Reviewing again commits what the person approved; nothing is "recovered" twice.
+    const r = await applyReview(engine, { taskId, message: 'm', decisions: [{ path: 'a.txt', action: 'approve' }] }, new GitCliCommitter(ws.dir));
+    assert.ok(r.commit.sha);
+    assert.equal(engine.task(taskId).state, 'completed');
+    await engine.close();
+    engine = await openEngine(ws.dir);
+    assert.deepEqual(engine.recoveryNotes, []);
+  });
+
+  it('a failed commit is recorded, leaves the decisions applied and the review open, and is not "recovered" later', async () => {
+    const taskId = await agentTask();
+    const failing = { commit: async (): Promise<never> => Promise.reject(new Error('hook said no')) };
+    await assert.rejects(applyReview(engine, { taskId, message: 'm', decisions: [{ path: 'b.txt', action: 'reject' }] }, failing), /hook said no/);
+    assert.equal(read('b.txt'), 'keep me\n');
+    assert.equal(engine.task(taskId).state, 'waiting_review');
+    await engine.close();
+    engine = await openEngine(ws.dir);
+    assert.deepEqual(engine.recoveryNotes, []);
+  });
+
+  it('a file only staged, then deleted by the agent: approving the deletion does not fail the commit (found by npm run chaos)', async () => {
+    write('staged.txt', 'staged, never committed\n');
+    git(ws.dir, 'add', 'staged.txt');
+    const { taskId } = await engine.startTask({ goal: 'Remove a file', plan: [{ id: 's1', title: 'Edit' }] });
+    await engine.startStep({ taskId, stepId: 's1' });
+    fs.rmSync(path.join(ws.dir, 'staged.txt'));
+    write('b.txt', 'agent rewrote b\n');
+    await engine.completeStep({ taskId, stepId: 's1' });
+    const r = await applyReview(
+      engine,
+      { taskId, message: 'm', decisions: [{ path: 'staged.txt', action: 'approve' }, { path: 'b.txt', action: 'approve' }] },
+      new GitCliCommitter(ws.dir),
+    );
+    assert.ok(r.commit.sha);
+    assert.deepEqual(git(ws.dir, 'show', '--name-status', '--format=', 'HEAD').trim().split('\n'), ['M\tb.txt']);
+    assert.equal(git(ws.dir, 'ls-files', '--', 'staged.txt').trim(), '');
     assert.equal(engine.task(taskId).state, 'completed');
   });
 

@@ -1,132 +1,29 @@
 import * as assert from 'node:assert/strict';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { spawn } from 'node:child_process';
-import { Engine } from '../../src/core/engine/engine';
-import { bundleScript } from '../support/bundle';
-import { tmpDir } from '../support/tmp';
+import { randomInt } from 'node:crypto';
+import { runChaos } from '../chaos/driver';
 
 /**
- * Crash tests: a child process drives the engine and prints every acknowledged
- * call; it is SIGKILLed at a random moment — mid-append, mid-fdatasync, mid-export,
- * mid-rotation. After each kill the store must open, hold every acknowledged event,
- * equal a rebuild of its projections, and leave no temp files behind.
+ * Crash tests of the event store: the crash matrix's event-flood phase
+ * (test/chaos) — a child drives the engine with explicit idempotency keys and
+ * prints every acknowledged call; it is SIGKILLed at a random moment (mid-append,
+ * mid-fdatasync, mid-export, mid-rotation). After each kill the store must open,
+ * hold every acknowledged event, equal a rebuild of its projections, keep every
+ * blob its checkpoints refer to, and leave no temp files behind.
  *
  * WAYPOINT_CRASH_KILLS sets the number of kills (default 220 here; `npm run stress`
- * runs 2,000). The seed-free randomness is in the kill timing; a failure prints
- * the kill number and the last acknowledged lines.
+ * runs 2,000); WAYPOINT_CRASH_SEED replays a seed (printed on failure).
  */
 const KILLS = Number(process.env.WAYPOINT_CRASH_KILLS ?? 220);
 
-interface Acks {
-  tasks: Map<string, string>; // key → taskId
-  keys: Set<string>; // idempotency keys of acknowledged calls
-  effects: { taskId: string; key: string }[];
-  lines: string[];
-}
-
-/**
- * Kills the child after a random number of acknowledged calls plus a random few
- * milliseconds, so kills land mid-work however loaded the machine is.
- */
-function runChild(script: string, workspace: string, runId: string, killAfterAcks: number, acks: Acks): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script, workspace, runId, String(4096 + Math.floor(Math.random() * 32768))], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let buf = '';
-    let stderr = '';
-    let timer: NodeJS.Timeout | undefined;
-    let seen = 0;
-    const arm = () => {
-      timer ??= setTimeout(() => child.kill('SIGKILL'), Math.floor(Math.random() * 15));
-    };
-    child.stdout.on('data', (d: Buffer) => {
-      buf += d.toString();
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (line === 'ready') {
-          if (killAfterAcks === 0) arm();
-          continue;
-        }
-        if (++seen >= killAfterAcks) arm();
-        const [, kind, taskId, key] = line.split(' ');
-        acks.lines.push(line);
-        if (kind === 'task') {
-          acks.tasks.set(key, taskId);
-          acks.keys.add(key);
-        } else if (kind === 'step') acks.keys.add(key);
-        else if (kind === 'effect') acks.effects.push({ taskId, key });
-      }
-    });
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      if (signal === 'SIGKILL') resolve();
-      else reject(new Error(`child exited by itself (code ${code}): ${stderr}`));
-    });
-  });
-}
-
 describe('crash safety (SIGKILL during appends, exports and rotations)', function () {
   this.timeout(0);
-  let script: string;
-  let ws: ReturnType<typeof tmpDir>;
-  before(() => {
-    script = bundleScript(path.join(__dirname, '..', 'support', 'crashChild.ts'));
-  });
-  beforeEach(() => (ws = tmpDir('wp-crash-')));
-  afterEach(() => ws.cleanup());
 
   it(`keeps every acknowledged event across ${KILLS} random kills`, async () => {
-    let acks: Acks = { tasks: new Map(), keys: new Set(), effects: [], lines: [] };
-    let checks = 0;
-    let acknowledged = 0;
-    let checkedCheckpoints = new Set<string>();
-    for (let k = 0; k < KILLS; k++) {
-      // A fresh store every 40 kills keeps each check's cost bounded (the checks replay everything).
-      if (k > 0 && k % 40 === 0) {
-        ws.cleanup();
-        ws = tmpDir('wp-crash-');
-        acknowledged += acks.keys.size;
-        acks = { tasks: new Map(), keys: new Set(), effects: [], lines: [] };
-        checkedCheckpoints = new Set();
-      }
-      await runChild(script, ws.dir, `r${k}`, Math.floor(Math.random() * 30), acks);
-      const engine = await Engine.open({ workspace: ws.dir, store: { lock: { waitMs: 5_000 } } });
-      try {
-        const ctx = `after kill ${k + 1}; last acks: ${acks.lines.slice(-3).join(' | ')}`;
-        for (const key of acks.keys) {
-          assert.ok(engine.queries.idempotent(key), `acknowledged call ${key} is missing ${ctx}`);
-          checks++;
-        }
-        for (const [key, taskId] of acks.tasks) {
-          assert.ok(engine.queries.findTask(taskId), `acknowledged task ${taskId} (${key}) is missing ${ctx}`);
-          checks++;
-        }
-        for (const e of acks.effects) {
-          assert.ok(engine.queries.sideEffect(e.taskId, e.key), `acknowledged side-effect intent ${e.key} is missing ${ctx}`);
-          checks++;
-        }
-        // Every blob a checkpoint refers to exists and hashes right (its manifest loads and each file blob verifies).
-        for (const c of engine.queries.checkpoints()) {
-          if (!c.manifestRef || checkedCheckpoints.has(c.id)) continue;
-          checkedCheckpoints.add(c.id);
-          const m = await engine.workspaceSnapshots!.load(c);
-          for (const e of m.values()) if (e.type === 'file') assert.ok(await engine.workspaceSnapshots!.blobs.verify(e.hash), `blob ${e.hash} of ${c.id} is missing or corrupt ${ctx}`);
-          checks++;
-        }
-        const v = await engine.verify();
-        assert.deepEqual(v.differences, [], `projections differ from a rebuild ${ctx}`);
-        const leftovers = fs.readdirSync(path.join(ws.dir, '.waypoint')).filter((n) => n.includes('.wp-tmp-'));
-        assert.deepEqual(leftovers, [], `temp files left ${ctx}`);
-        checks += 2;
-      } finally {
-        await engine.close();
-      }
-    }
-    acknowledged += acks.keys.size;
-    assert.ok(acknowledged > KILLS, `the workload acknowledged too little to prove anything (${acknowledged} calls)`);
-    process.stdout.write(`      ${KILLS} kills, ${acknowledged} acknowledged calls, ${checks} invariant checks, 0 violations\n`);
+    const seed = Number(process.env.WAYPOINT_CRASH_SEED ?? randomInt(0, 2 ** 31));
+    const r = await runChaos({ seed, phases: ['events'], killsPerPhase: KILLS });
+    const p = r.phases[0]!;
+    assert.equal(r.first, null, r.first ? `kill ${r.first.kill}: ${r.first.message} (replay: WAYPOINT_CRASH_SEED=${seed} WAYPOINT_CRASH_KILLS=${r.first.kill})` : '');
+    assert.ok(p.acked > KILLS, `the workload acknowledged too little to prove anything (${p.acked} calls)`);
+    process.stdout.write(`      seed ${seed}: ${p.kills} kills, ${p.acked} acknowledged calls, ${p.checks} invariant checks, 0 violations\n`);
   });
 });

@@ -34,6 +34,7 @@ import { Queries } from './queries';
 import { buildResumeContext, type DriftInfo, type ResumeContext } from './resumeContext';
 import { metadataOnlySnapshotter, type Snapshotter } from './snapshotter';
 import { WorkspaceSnapshots } from './workspaceSnapshots';
+import { editedManifest, type WorkspaceEdit } from './reviewEdits';
 import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
 
 export interface EngineOptions {
@@ -76,6 +77,15 @@ export interface RollbackResult {
   filesWritten: number;
   filesRemoved: number;
   abandonedSteps: string[];
+}
+
+export interface ReviewApplyResult<C> {
+  applyId: string;
+  /** Rolling back to it undoes the apply. */
+  preApplyCheckpointId: string;
+  written: string[];
+  removed: string[];
+  commit: C;
 }
 
 export interface StorageReport {
@@ -148,7 +158,7 @@ export class Engine {
     const engine = new Engine(store, workspace, opts);
     try {
       await engine.workspaceSnapshots?.blobs.sweepTemp();
-      engine.recoveryNotes = await engine.recoverRollbacks();
+      engine.recoveryNotes = [...(await engine.recoverRollbacks()), ...(await engine.recoverReviewApplies())];
       await engine.sweep();
     } catch (e) {
       await store.close();
@@ -986,6 +996,140 @@ export class Engine {
     return notes;
   }
 
+  /**
+   * Writes a review's decisions into the workspace the way a rollback writes: in
+   * the serialized runner, a pre-apply checkpoint (rolling back to it undoes the
+   * apply) and the exact plan are durable before any file changes; the plan is
+   * applied (temp + rename, idempotent); then `commit` makes the person's reviewed
+   * commit, and its outcome and the task's completion are recorded together. A
+   * crash after the plan is durable is finished on the next open
+   * (`recoverReviewApplies`), so the workspace is never left half-reverted.
+   * Refused before anything changes: a task not waiting for review, an edit whose
+   * path changed since it was reviewed, or one that would overwrite or delete
+   * content no checkpoint can hold (a file over the snapshot size limit).
+   */
+  async applyReviewEdits<C extends { sha: string | null }>(
+    input: { taskId: string; edits: readonly WorkspaceEdit[]; idempotencyKey?: string },
+    commit: () => Promise<C>,
+  ): Promise<ReviewApplyResult<C>> {
+    const ws = this.snapshots();
+    const key = input.idempotencyKey ?? `review.apply:${randomUUID()}`;
+    const { result, durable } = await this.exclusive(async () => {
+      const seen = this.queries.idempotent(key);
+      if (seen) return { result: seen.result as ReviewApplyResult<C>, durable: this.store.waitDurable(seen.seq) };
+      const task = this.requireTask(input.taskId);
+      assertTaskTransition(task.id, task.state, 'completed', 'apply its review');
+      // 1. The before state becomes a checkpoint; the plan and any new content are durable with it.
+      const { event: preEvent, checkpoint: pre } = await this.captureCheckpoint(task, 'manual', null, 'before review apply');
+      const current = await ws.load(pre);
+      const target = await editedManifest(current, input.edits, ws.blobs);
+      const paths = input.edits.map((e) => e.path);
+      const plan = paths.length ? await ws.plan(current, target, paths) : { writes: [], removes: [], kept: [], unchanged: 0 };
+      if (plan.kept.length) {
+        const k = plan.kept[0]!;
+        throw new WaypointError(
+          'invalid_input',
+          `${k.path} cannot be reverted safely (${k.reason.replace(/_/g, ' ')}): Waypoint holds no copy of its current content, so the change could not be undone. Approve it, or revert it by hand.`,
+          { path: k.path, reason: k.reason },
+        );
+      }
+      const planRef = await ws.savePlan(plan);
+      const applyId = newId('a');
+      await this.store.commit([
+        { ...preEvent, key: `${key}#pre` },
+        this.ev('review.apply_started', task, null, { applyId, preApplyCheckpointId: pre.id, planRef, paths }, `${key}#start`),
+      ]).durable;
+      // 2. Apply (idempotent: a crash here is finished on the next open).
+      const applied = await ws.apply(plan);
+      for (const c of applied.conflicts) this.log.warn(`[review] ${c.path}: ${c.reason}`, task.correlationId);
+      const done = (outcome: { commit: string | null; note: string | null }) =>
+        this.ev(
+          'review.apply_done',
+          task,
+          null,
+          { applyId, outcome: 'applied', filesWritten: applied.written.length, filesRemoved: applied.removed.length, recovered: false, ...outcome },
+          key,
+        );
+      // 3. The reviewed commit; the workspace is already in its final state, so a failure only records why.
+      let made: C;
+      try {
+        made = await commit();
+      } catch (e) {
+        await this.store.commit([done({ commit: null, note: `the commit failed: ${(e as Error).message}` })]).durable;
+        throw e;
+      }
+      const result: ReviewApplyResult<C> = { applyId, preApplyCheckpointId: pre.id, written: applied.written, removed: applied.removed, commit: made };
+      const recorded = this.store.commit([
+        { ...done({ commit: made.sha, note: null }), op: 'review.apply', result },
+        this.ev('task.completed', task, null, { summary: null, commit: made.sha }, `${key}#complete`),
+      ]);
+      this.log.info(`review of task ${task.id} applied: ${applied.written.length} written, ${applied.removed.length} removed, commit ${made.sha ?? 'none'}`, task.correlationId);
+      return { result, durable: recorded.durable };
+    });
+    await durable;
+    return result;
+  }
+
+  /**
+   * Review applies whose plan is durable but whose outcome is not recorded: a crash
+   * cut them short. Their tasks are still waiting for review (only the outcome's
+   * batch completes a task), so only those tasks' events are read, through the
+   * per-task index: open stays fast on a large log.
+   */
+  unfinishedReviewApplies(): { key: string; taskId: string; data: EventDataOf<'review.apply_started'> }[] {
+    return this.store.db
+      .all<{ key: string; task_id: string; data: string }>(
+        `SELECT s.key, s.task_id, s.data FROM tasks t JOIN events s ON s.task_id = t.id
+         WHERE t.state = 'waiting_review' AND s.type = 'review.apply_started' AND NOT EXISTS (
+           SELECT 1 FROM events d WHERE d.task_id = s.task_id AND d.type = 'review.apply_done' AND json_extract(d.data, '$.applyId') = json_extract(s.data, '$.applyId'))`,
+      )
+      .map((r) => ({ key: r.key, taskId: r.task_id, data: JSON.parse(r.data) as EventDataOf<'review.apply_started'> }));
+  }
+
+  /**
+   * Finishes review applies that a crash interrupted after their plan was durable:
+   * the plan is applied again (it converges), so the workspace holds exactly the
+   * person's decisions. The commit is not made here (it is the person's to make);
+   * the task stays waiting for review, and the note says so.
+   */
+  async recoverReviewApplies(): Promise<string[]> {
+    if (!this.workspaceSnapshots) return [];
+    const ws = this.workspaceSnapshots;
+    const notes: string[] = [];
+    for (const r of this.unfinishedReviewApplies()) {
+      const started = r.data;
+      await this.exclusive(async () => {
+        const task = this.queries.findTask(r.taskId);
+        let outcome: 'applied' | 'failed' = 'applied';
+        let note: string;
+        let written = 0;
+        let removed = 0;
+        try {
+          const applied = await ws.apply(await ws.loadPlan(started.planRef));
+          written = applied.written.length;
+          removed = applied.removed.length;
+          note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted; it was finished on open, so the workspace holds your decisions (rejected changes reverted), but no commit was recorded: check git, and apply the review again to commit. Roll back to checkpoint ${started.preApplyCheckpointId} to undo it.`;
+        } catch (e) {
+          outcome = 'failed';
+          note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly reverted. Roll back to checkpoint ${started.preApplyCheckpointId} to return to the state before it.`;
+        }
+        await this.store.commit([
+          {
+            type: 'review.apply_done',
+            taskId: r.taskId,
+            corr: task?.correlationId ?? null,
+            by: null,
+            key: `${r.key.replace(/#start$/, '')}#recovered`,
+            data: { applyId: started.applyId, outcome, filesWritten: written, filesRemoved: removed, recovered: true, commit: null, note },
+          },
+        ]).durable;
+        notes.push(note);
+        this.log.warn(note, task?.correlationId);
+      });
+    }
+    return notes;
+  }
+
   /** Bytes per task (unique to it, and shared with others) and in total, deduplicated. */
   async storage(): Promise<StorageReport> {
     const ws = this.snapshots();
@@ -1093,6 +1237,7 @@ export class Engine {
         for (const e of (await ws.manifests.load(c.manifestRef)).values()) if (e.type === 'file') live.add(e.hash);
       }
       for (const r of this.store.db.all<{ p: string | null }>("SELECT plan_ref AS p FROM rollbacks WHERE state = 'started'")) if (r.p) live.add(r.p);
+      for (const r of this.unfinishedReviewApplies()) live.add(r.data.planRef);
       let deleted = 0;
       let bytes = 0;
       const doomed: string[] = [];

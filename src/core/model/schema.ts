@@ -268,6 +268,26 @@ export const EventData = {
     conflicts: z.array(z.string()),
     note: z.string().nullable(),
   }),
+  /**
+   * A review's decisions are about to be written into the workspace (rejected hunks
+   * and files reverted). Durable before any file changes, with the exact plan, so an
+   * apply a crash interrupts is finished on the next open.
+   */
+  'review.apply_started': z.strictObject({
+    applyId: z.string(),
+    preApplyCheckpointId: z.string(),
+    planRef: z.string(),
+    paths: z.array(z.string()),
+  }),
+  'review.apply_done': z.strictObject({
+    applyId: z.string(),
+    outcome: z.enum(['applied', 'failed']),
+    filesWritten: z.number().int().nonnegative(),
+    filesRemoved: z.number().int().nonnegative(),
+    recovered: z.boolean(),
+    commit: z.string().nullable(),
+    note: z.string().nullable(),
+  }),
 } as const;
 
 export type EventType = keyof typeof EventData;

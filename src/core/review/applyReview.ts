@@ -1,8 +1,7 @@
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import type { Engine } from '../engine/engine';
+import type { WorkspaceEdit } from '../engine/reviewEdits';
 import { WaypointError } from '../model/errors';
-import { resolveInsideSync } from '../snapshot';
+import { resolveInsideSync, sha256Hex } from '../snapshot';
 import { planApply, StaleDecisionError, type FileDecision, type PlanInput } from './applyPlan';
 import type { CommitOutcome, Committer } from './gitCli';
 import { baseContent, fingerprint, readWorkspaceFile, requireBase } from './reviewModel';
@@ -24,10 +23,11 @@ export interface ApplyReviewResult {
  * Turns a review into workspace changes and a commit:
  *  1. the task is moved to waiting_review (refused here, before anything changes,
  *     if it cannot be: e.g. a step still in progress);
- *  2. a pre-apply checkpoint, so rolling back to it undoes all of this;
- *  3. rejected hunks and files are reverted to the base checkpoint's content;
- *  4. exactly the approved paths are committed (the committer decides how);
- *  5. the task completes, recording the commit hash.
+ *  2. the engine takes a pre-apply checkpoint (rolling back to it undoes all of
+ *     this) and makes the plan durable, then reverts rejected hunks and files to
+ *     the base checkpoint's content (finished on the next open if a crash cuts in);
+ *  3. exactly the approved paths are committed (the committer decides how);
+ *  4. the task completes, recording the commit hash.
  * Files without a decision are left alone and are not committed (drift, by default).
  */
 export async function applyReview(engine: Engine, input: ApplyReviewInput, committer: Committer): Promise<ApplyReviewResult> {
@@ -56,28 +56,24 @@ export async function applyReview(engine: Engine, input: ApplyReviewInput, commi
     await engine.requestReview({ taskId: task.id, summary: undefined });
     task = engine.task(task.id);
   }
-  const pre = await engine.checkpoint({ taskId: task.id, kind: 'manual', label: 'before review apply' });
   const manifest = await engine.workspaceSnapshots!.load(base);
+  const current = new Map(inputs.map((i) => [i.path, i.current]));
+  const edits: WorkspaceEdit[] = [];
   for (const a of plan.actions) {
     if (a.kind === 'unchanged') continue;
-    const abs = resolveInsideSync(engine.workspace, a.path);
+    const seenBytes = current.get(a.path) ?? null;
+    const expect = seenBytes ? sha256Hex(seenBytes) : null;
     if (a.kind === 'delete') {
-      fs.rmSync(abs, { force: true });
+      edits.push({ path: a.path, expect, to: { kind: 'absent' } });
       continue;
     }
-    const entry = manifest.get(a.path);
-    fs.mkdirSync(path.dirname(abs), { recursive: true });
-    if (a.restored && entry?.type === 'symlink') {
-      fs.rmSync(abs, { force: true });
-      fs.symlinkSync(entry.target, abs);
-      continue;
-    }
-    // Temp + rename: a crash leaves the old file or the new one, never half of one.
-    const tmp = `${abs}.waypoint-review-${process.pid}`;
-    fs.writeFileSync(tmp, a.content, { mode: entry?.type === 'file' ? entry.mode : undefined });
-    fs.renameSync(tmp, abs);
+    const entry = a.restored ? manifest.get(a.path) : undefined;
+    if (entry?.type === 'symlink') edits.push({ path: a.path, expect, to: { kind: 'symlink', target: entry.target } });
+    else edits.push({ path: a.path, expect, to: { kind: 'file', content: a.content, mode: entry?.type === 'file' ? entry.mode : undefined } });
   }
-  const commit = await committer.commit(plan.commitPaths, input.message);
-  await engine.completeTask({ taskId: task.id, commit: commit.sha ?? undefined });
-  return { preApplyCheckpointId: pre.checkpointId, committed: commit.sha ? plan.commitPaths : [], reverted: plan.reverted, commit };
+  // The engine writes through its serialized runner with a durable plan, so a crash
+  // mid-apply is finished on the next open instead of leaving a half-reverted workspace.
+  const r = await engine.applyReviewEdits({ taskId: task.id, edits }, () => committer.commit(plan.commitPaths, input.message));
+  const commit = r.commit;
+  return { preApplyCheckpointId: r.preApplyCheckpointId, committed: commit.sha ? plan.commitPaths : [], reverted: plan.reverted, commit };
 }

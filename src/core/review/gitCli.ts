@@ -69,7 +69,14 @@ export class GitCliCommitter implements Committer {
     if (commitPaths.length === 0) return { sha: null, reason: 'Nothing to commit: the approved files match what git already has.' };
     const add = await git(cwd, ['add', '-A', '--', ...commitPaths]);
     if (add.code !== 0) throw new Error(`git add failed: ${add.stderr.trim()}`);
-    const r = await git(cwd, ['commit', '--only', '--no-edit', '-F', '-', '--', ...commitPaths], message);
+    // A file that was only staged (never committed) and is now deleted leaves git's
+    // knowledge with that add; `commit --only` would refuse the whole commit over it.
+    const staged = await git(cwd, ['ls-files', '-z', '--full-name', '--cached', '--', ...commitPaths]);
+    const inHead = new Set(`${head.code === 0 ? head.stdout : ''}`.split('\0').filter(Boolean).map(strip));
+    const stillKnown = new Set([...inHead, ...staged.stdout.split('\0').filter(Boolean).map(strip)]);
+    const toCommit = commitPaths.filter((p) => stillKnown.has(p));
+    if (toCommit.length === 0) return { sha: null, reason: 'Nothing to commit: the approved files match what git already has.' };
+    const r = await git(cwd, ['commit', '--only', '--no-edit', '-F', '-', '--', ...toCommit], message);
     if (r.code !== 0) {
       const out = `${r.stdout}\n${r.stderr}`;
       if (/nothing (added )?to commit|no changes added/i.test(out)) return { sha: null, reason: 'Nothing to commit: the approved files match the last commit.' };

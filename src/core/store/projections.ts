@@ -210,6 +210,10 @@ const handlers: Handlers = {
       if (r && e.taskId) db.run('UPDATE tasks SET last_checkpoint_id = ? WHERE id = ?', [r.t, e.taskId]);
     }
   },
+  // The events are the record of review applies (open recovery reads them); the
+  // task's own state changes come from its task.* events in the same batches.
+  'review.apply_started': () => undefined,
+  'review.apply_done': () => undefined,
 };
 
 export function project(db: Db, e: WaypointEvent): void {
