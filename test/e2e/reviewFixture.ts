@@ -14,10 +14,8 @@ export const git = (cwd: string, ...args: string[]): string => {
 
 const lines = (n: number, tag: string) => Array.from({ length: n }, (_, i) => `line ${i + 1} ${tag}`).join('\n') + '\n';
 
-/** A git repository with a task waiting for review: a.js has two separate changes, b.js one, c.js is new. */
-export function reviewFixture(folder: string): string {
-  fs.writeFileSync(path.join(folder, 'a.js'), lines(40, 'a'));
-  fs.writeFileSync(path.join(folder, 'b.js'), lines(5, 'b'));
+/** Makes `folder` (its files already written) a git repository with one base commit, ignoring Waypoint's and VS Code's folders. */
+export function initRepo(folder: string): void {
   fs.writeFileSync(path.join(folder, '.gitignore'), '.waypoint/\n.vscode/\n');
   git(folder, 'init', '-q', '-b', 'main');
   // The person's identity, as any real repository has it (the hermetic HOME has none).
@@ -25,6 +23,13 @@ export function reviewFixture(folder: string): string {
   git(folder, 'config', 'user.email', 'e2e@waypoint.invalid');
   git(folder, 'add', '-A');
   git(folder, 'commit', '-q', '-m', 'base');
+}
+
+/** A git repository with a task waiting for review: a.js has two separate changes, b.js one, c.js is new. */
+export function reviewFixture(folder: string): string {
+  fs.writeFileSync(path.join(folder, 'a.js'), lines(40, 'a'));
+  fs.writeFileSync(path.join(folder, 'b.js'), lines(5, 'b'));
+  initRepo(folder);
   const { taskId } = cli(folder, 'task', 'start', '--goal', 'Polish the modules', '--agent', 'e2e-agent') as { taskId: string };
   cli(folder, 'step', 'start', '--task', taskId, '--title', 'edit the modules');
   const a = lines(40, 'a').split('\n');

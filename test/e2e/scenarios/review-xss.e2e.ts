@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Dialog } from 'playwright-core';
 import { current } from '../hooks';
+import { initRepo } from '../reviewFixture';
 import { cli, openWorkbench, screenshotPath } from '../session';
 import { runCommand } from '../workbench';
 
@@ -16,12 +16,6 @@ import { runCommand } from '../workbench';
  * exists in the page, no payload ran (no dialog, no marker attribute), and the live
  * page's Content-Security-Policy is the strict one.
  */
-
-const git = (cwd: string, ...args: string[]) => {
-  const r = spawnSync('git', ['-c', 'user.name=E2E', '-c', 'user.email=e2e@waypoint.invalid', ...args], { cwd, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`git ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-};
 
 // Each payload, if it ever ran, would both alert and leave a marker on the page's <html>.
 const run = (n: number) => `document.documentElement.setAttribute('data-pwned','${n}');alert(${n})`;
@@ -36,12 +30,7 @@ const EFFECT = `POST <svg/onload=${run(7)}> to the wiki`;
 
 function hostileFixture(folder: string): string {
   fs.writeFileSync(path.join(folder, 'README.md'), '# project\n');
-  fs.writeFileSync(path.join(folder, '.gitignore'), '.waypoint/\n.vscode/\n');
-  git(folder, 'init', '-q', '-b', 'main');
-  git(folder, 'config', 'user.name', 'E2E Person');
-  git(folder, 'config', 'user.email', 'e2e@waypoint.invalid');
-  git(folder, 'add', '-A');
-  git(folder, 'commit', '-q', '-m', 'base');
+  initRepo(folder);
   const { taskId } = cli(folder, 'task', 'start', '--goal', GOAL, '--agent', 'e2e-agent') as { taskId: string };
   cli(folder, 'step', 'start', '--task', taskId, '--title', 'write the hostile files');
   fs.writeFileSync(path.join(folder, IMG_NAME), `${SCRIPT_LINE}\n${BOLD_LINE}\n`);
