@@ -446,11 +446,16 @@ function commandWords(argv: string[]): number[] {
   return words;
 }
 
+/** Own properties only: a command word such as `__proto__` or `constructor` must not find Object.prototype. */
+function commandNamed(name: string): Command | undefined {
+  return Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+}
+
 function resolveCommand(argv: string[]): { name: string; rest: string[] } | null {
   const words = commandWords(argv);
   const pick = (idx: number[]) => ({ name: idx.map((i) => argv[i]).join(' '), rest: argv.filter((_, i) => !idx.includes(i)) });
-  if (words.length === 2 && words[1] === words[0] + 1 && COMMANDS[`${argv[words[0]]} ${argv[words[1]]}`]) return pick(words);
-  if (words.length >= 1 && COMMANDS[argv[words[0]]]) return pick([words[0]]);
+  if (words.length === 2 && words[1] === words[0] + 1 && commandNamed(`${argv[words[0]]} ${argv[words[1]]}`)) return pick(words);
+  if (words.length >= 1 && commandNamed(argv[words[0]])) return pick([words[0]]);
   return null;
 }
 
@@ -465,7 +470,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
   let api: EngineApi | undefined;
   try {
     if (!found) throw new UsageError(`Unknown command '${commandWords(argv).map((i) => argv[i]).join(' ')}'. Run 'waypoint --help'.`);
-    const cmd = COMMANDS[found.name];
+    const cmd = commandNamed(found.name)!;
     const values = parse(found.rest, cmd.options);
     if (values.help) {
       io.stdout.write(`${cmd.usage}\n\n${cmd.summary}\n`);
@@ -505,7 +510,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     const code = usage ? 'usage' : isWaypointError(e) ? e.code : 'internal';
     const message = errorMessage(e);
     io.stderr.write(`waypoint: ${message}\n`);
-    if (usage && found) io.stderr.write(`usage: ${COMMANDS[found.name].usage}\n`);
+    if (usage && found) io.stderr.write(`usage: ${commandNamed(found.name)!.usage}\n`);
     if (wantsJson) io.stdout.write(JSON.stringify({ error: { code, message } }) + '\n');
     return usage ? 2 : 1;
   } finally {

@@ -78,6 +78,18 @@ describe('fuzz: CLI arguments (in-process dispatcher, real store)', function () 
   const anyWords: fc.Arbitrary<string[]> = fc.array(word, { maxLength: 8 });
   const argv: fc.Arbitrary<string[]> = fc.tuple(fc.oneof({ weight: 3, arbitrary: wellFormed }, { weight: 1, arbitrary: anyWords }), fc.boolean()).map(([words, json]) => [...words, ...(json ? ['--json'] : [])]);
 
+  it('a command word naming an Object.prototype property is an unknown command, not a crash', async () => {
+    // Found by the property below (seed -345784769): `waypoint __proto__` reached `cmd.run is not a function`.
+    for (const w of ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'task __proto__', '__proto__ start']) {
+      const out = new Capture();
+      const err = new Capture();
+      const code = await main(['--workspace', ws, ...w.split(' '), '--json'], { stdout: out as never, stderr: err as never });
+      assert.equal(code, 2, `${w}: ${err.text}`);
+      assert.match(err.text, /^waypoint: Unknown command/, w);
+      assert.equal((JSON.parse(out.text.trim()) as { error: { code: string } }).error.code, 'usage', w);
+    }
+  });
+
   it('every argv: a clear exit code and message, never a stack trace or an internal error, nothing written outside', async () => {
     const outsideBefore = listingOutside(sandbox.dir, ws);
     const codes = new Map<number, number>();
