@@ -77,6 +77,9 @@ async function main(): Promise<void> {
     await engine.rollback({ taskId: id, checkpointId: edited.checkpointId, reason: 'scratch file was a mistake' });
     tick();
     await engine.undoRollback({ taskId: id });
+    // A second generation: the first becomes waypoint.db.prev (and, from database v3 on,
+    // the events before it stay only in the journal's segments).
+    await engine.store.exportNow();
     // The agent goes away: its lease expires and the sweep interrupts the task mid-step.
     tick(120_000);
     await engine.sweep();
@@ -91,6 +94,8 @@ async function main(): Promise<void> {
     await engine.requestReview({ taskId: id, summary: 'greet is polite', owner: { id: 'recorder-2' } });
     tick();
     await engine.completeTask({ taskId: id, summary: 'approved', commit: '0123456789abcdef0123456789abcdef01234567' });
+    // A third: the segment only the first generation needed moves to archive/ (database v3 on).
+    await engine.store.exportNow();
     // Task 2: an unrecoverable failure. Task 3: abandoned. Task 4: suspended. Task 5: deleted.
     const t2 = await engine.startTask({ goal: 'Migrate the database', plan: [{ id: 'm', title: 'Migrate' }] });
     await engine.startStep({ taskId: t2.taskId, stepId: 'm' });
@@ -119,6 +124,7 @@ async function main(): Promise<void> {
     fs.mkdirSync(path.join(out, 'store'), { recursive: true });
     const storeDir = path.join(ws, '.waypoint');
     for (const n of fs.readdirSync(storeDir)) if (/^waypoint\.db(\.prev)?$|^journal-\d+\.wal$/.test(n)) fs.copyFileSync(path.join(storeDir, n), path.join(out, 'store', n));
+    if (fs.existsSync(path.join(storeDir, 'archive'))) fs.cpSync(path.join(storeDir, 'archive'), path.join(out, 'store', 'archive'), { recursive: true });
     let commit = 'unknown';
     try {
       commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: __dirname, encoding: 'utf8' }).trim();

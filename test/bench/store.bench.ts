@@ -155,6 +155,14 @@ export async function main(opts: { quick?: boolean } = {}): Promise<Row[]> {
       target: '≤ 300 ms',
       ok: open.ms <= 300,
     });
+    // The history stays whole: every event is read back from the journal's segments.
+    const s = await EventStore.open({ dir });
+    const t0 = performance.now();
+    const all = s.events().length;
+    const readMs = performance.now() - t0;
+    await s.close();
+    if (all !== EVENTS) throw new Error(`read back ${all} events, expected ${EVENTS}`);
+    rows.push({ measure: `read all ${EVENTS / 1000}k events back (segments + table)`, waypoint: fmtMs(readMs), baseline: '-', ratio: '-', target: '(info)', ok: null });
     rows.push(await exportRow(dir));
   } finally {
     b.cleanup();

@@ -55,8 +55,9 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
   }
   const fail = (m: string) => violations.push(m);
   try {
-    const db = engine.store.db;
-    const hasEvent = (type: string, field: string, value: string) => !!db.get(`SELECT 1 AS x FROM events WHERE type = ? AND json_extract(data, '$.${field}') = ?`, [type, value]);
+    // Through the store's reader: events before the last export live in the journal's segments.
+    const events = engine.store.events();
+    const hasEvent = (type: string, field: string, value: string) => events.some((e) => e.type === type && (e.data as Record<string, unknown>)[field] === value);
     for (const a of state.acks) {
       checks++;
       if (a.kind === 'task' && !(engine.queries.findTask(a.taskId) && engine.queries.idempotent(a.id))) fail(`acknowledged task ${a.taskId} (${a.id}) is missing`);
@@ -65,7 +66,7 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
       else if (a.kind === 'checkpoint' && !hasEvent('checkpoint.created', 'checkpointId', a.id)) fail(`acknowledged checkpoint ${a.id} of ${a.taskId} is missing`);
       else if (a.kind === 'completed') {
         const t = engine.queries.findTask(a.taskId);
-        const done = db.get("SELECT 1 AS x FROM events WHERE type = 'review.apply_done' AND task_id = ? AND json_extract(data, '$.recovered') = 0", [a.taskId]);
+        const done = events.some((e) => e.type === 'review.apply_done' && e.taskId === a.taskId && (e.data as { recovered: boolean }).recovered === false);
         if (t?.state !== 'completed' || !done) fail(`acknowledged review apply of ${a.taskId} is missing (task ${t?.state ?? 'gone'})`);
       }
     }
@@ -108,7 +109,7 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
       if (d && treeDiff(now, open.before)) fail(`after a kill during ${open.op}, the workspace is neither the before nor the after state: vs after, ${d}; notes: ${engine.recoveryNotes.join(' ') || 'none'}`);
     }
     checks++;
-    const unfinished = db.get<{ n: number }>("SELECT COUNT(*) AS n FROM rollbacks WHERE state = 'started'")!.n;
+    const unfinished = engine.store.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM rollbacks WHERE state = 'started'")!.n;
     const openApplies = engine.unfinishedReviewApplies().length;
     if (unfinished || openApplies) fail(`open left ${unfinished} rollback(s) and ${openApplies} review apply(s) unfinished`);
 

@@ -30,6 +30,19 @@ const fixtureDirs = fs
 
 const read = <T>(dir: string, file: string): T => JSON.parse(fs.readFileSync(path.join(FIXTURES, dir, file), 'utf8')) as T;
 /** Events as plain JSON (what the store returns has the same fields; key order does not matter). */
+/**
+ * The live projections restricted to what the fixture recorded: a later migration may
+ * add a projection table or column (filled by its rebuild), which the recording
+ * version could not have; every table and column it did record must match exactly.
+ */
+function asRecorded(live: Record<string, string[]>, recorded: Record<string, string[]>): Record<string, string[]> {
+  return Object.fromEntries(
+    Object.entries(recorded).map(([table, rows]) => {
+      const cols = rows.length ? Object.keys(JSON.parse(rows[0]) as object) : [];
+      return [table, (live[table] ?? []).map((r) => (cols.length ? JSON.stringify(Object.fromEntries(cols.map((c) => [c, (JSON.parse(r) as Record<string, unknown>)[c]]))) : r))];
+    }),
+  );
+}
 const canon = (v: unknown): unknown => JSON.parse(JSON.stringify(v, (_k, x) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b))) : x)));
 
 describe('replay conformance (stores recorded by every released schema version)', function () {
@@ -61,7 +74,7 @@ describe('replay conformance (stores recorded by every released schema version)'
         try {
           assert.equal(store.report.migratedFrom, meta.dbVersion < DB_VERSION ? meta.dbVersion : null, 'migrated from the fixture’s database version');
           assert.deepEqual(canon(store.events()), canon(events), 'the same events, in order');
-          assert.deepEqual(dumpProjections(store.db), projections, 'the projections the recording version produced');
+          assert.deepEqual(asRecorded(dumpProjections(store.db), projections), projections, 'the projections the recording version produced');
           const v = await store.verify();
           assert.ok(v.ok, `live projections equal a rebuild from the events: ${JSON.stringify(v.differences)}`);
         } finally {
@@ -71,7 +84,7 @@ describe('replay conformance (stores recorded by every released schema version)'
         const again = await EventStore.open({ dir, lock: { waitMs: 200 } });
         try {
           assert.equal(again.report.migratedFrom, null);
-          assert.deepEqual(dumpProjections(again.db), projections);
+          assert.deepEqual(asRecorded(dumpProjections(again.db), projections), projections);
         } finally {
           await again.close();
         }

@@ -88,6 +88,68 @@ describe('store', () => {
     await s.close();
   });
 
+  it('keeps no events from before an export in the database: they are read from the segments, older ones from archive/', async () => {
+    let s = await EventStore.open({ dir, exportThresholdBytes: 1 << 30 });
+    const all: number[] = [];
+    for (let g = 0; g < 4; g++) {
+      await append(s, g * 100 + 1, 100);
+      all.push(...Array.from({ length: 100 }, (_, i) => g * 100 + i + 1));
+      await s.exportNow();
+    }
+    await append(s, 401, 20); // the tail since the last export, in memory and in the live segment
+    assert.equal(s.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM events')?.n, 20, 'the table holds only the events since the export');
+    const seqs = (f?: Parameters<EventStore['events']>[0]) => s.events(f).map((e) => e.seq);
+    assert.deepEqual(seqs(), [...all, ...Array.from({ length: 20 }, (_, i) => 401 + i)]);
+    assert.deepEqual(seqs({ afterSeq: 95, limit: 10 }), [96, 97, 98, 99, 100, 101, 102, 103, 104, 105], 'a page across a segment boundary');
+    assert.deepEqual(seqs({ afterSeq: 410 }), Array.from({ length: 10 }, (_, i) => 411 + i));
+    assert.deepEqual(seqs({ taskId: 't150' }), [150]);
+    assert.deepEqual(seqs({ taskId: 't415' }), [415]);
+    // Segments no generation replays went to the archive; the ones back to the previous generation stay.
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'archive')).sort(), ['journal-000000000001.wal', 'journal-000000000101.wal', 'journal-000000000201.wal']);
+    assert.deepEqual(listSegments(dir).map((f) => path.basename(f)), ['journal-000000000301.wal', 'journal-000000000401.wal']);
+    // The file on disk holds projections only.
+    const SQL = await loadSqlJs();
+    const onDisk = new Db(new SQL.Database(fs.readFileSync(path.join(dir, 'waypoint.db'))));
+    assert.equal(onDisk.get<{ n: number }>('SELECT COUNT(*) AS n FROM events')?.n, 0);
+    assert.equal(onDisk.get<{ n: number }>('SELECT COUNT(*) AS n FROM tasks')?.n, 400);
+    onDisk.close();
+    assert.ok((await s.verify()).ok);
+    await s.simulateCrash();
+    s = await EventStore.open({ dir });
+    assert.equal(s.report.replayed, 20);
+    assert.equal(s.lastSeq, 420);
+    assert.equal(s.events().length, 420);
+    s.rebuild();
+    const v = await s.verify();
+    assert.ok(v.ok && v.events === 420, JSON.stringify(v));
+    await s.close();
+  });
+
+  it('a database that holds events no segment has (written before v3) archives them before an export drops them', async () => {
+    const SQL = await loadSqlJs();
+    const db = new Db(new SQL.Database());
+    migrate(db, 2);
+    db.run("INSERT INTO meta (k, v) VALUES ('storeId', 'legacy-store')");
+    for (let i = 1; i <= 30; i++) insertEvent(db, parseEvent({ ...started(i), seq: i, ts: 1000 + i, v: 1 }));
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'waypoint.db'), db.export());
+    db.close();
+    let s = await EventStore.open({ dir });
+    assert.equal(s.report.migratedFrom, 2);
+    assert.equal(s.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM tasks')?.n, 30, 'projections rebuilt from the table');
+    await append(s, 31, 5);
+    await s.close();
+    assert.ok(fs.existsSync(path.join(dir, 'archive', 'journal-000000000001.wal')), 'the table-only events were written to an archive segment');
+    s = await EventStore.open({ dir });
+    assert.equal(s.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM events')?.n, 0);
+    assert.deepEqual(
+      s.events().map((e) => e.key),
+      Array.from({ length: 35 }, (_, i) => `k${i + 1}`),
+    );
+    assert.ok((await s.verify()).ok);
+    await s.close();
+  });
+
   it('group-commits concurrent appends (fewer flushes than records)', async () => {
     const s = await EventStore.open({ dir });
     const ps: Promise<void>[] = [];

@@ -958,7 +958,9 @@ export class Engine {
     for (const r of open) {
       await this.exclusive(async () => {
         const task = this.queries.findTask(r.task_id);
-        const startKey = this.store.db.get<{ key: string }>("SELECT key FROM events WHERE type = 'rollback.started' AND json_extract(data, '$.rollbackId') = ?", [r.id])?.key ?? `rollback:${r.id}#start`;
+        // Read from the task's events (the export may have moved them to the segments): recovery is rare.
+        const startKey =
+          this.store.events({ taskId: r.task_id }).find((e) => e.type === 'rollback.started' && (e.data as EventDataOf<'rollback.started'>).rollbackId === r.id)?.key ?? `rollback:${r.id}#start`;
         const key = startKey.replace(/#start$/, '');
         let outcome: 'applied' | 'failed' = 'applied';
         let note: string;
@@ -1073,15 +1075,14 @@ export class Engine {
   /**
    * Review applies whose plan is durable but whose outcome is not recorded: a crash
    * cut them short. Their tasks are still waiting for review (only the outcome's
-   * batch completes a task), so only those tasks' events are read, through the
-   * per-task index: open stays fast on a large log.
+   * batch completes a task). Read from the review_applies projection, so open stays
+   * fast on a long history (and finds an apply whose events an export archived).
    */
   unfinishedReviewApplies(): { key: string; taskId: string; data: EventDataOf<'review.apply_started'> }[] {
     return this.store.db
       .all<{ key: string; task_id: string; data: string }>(
-        `SELECT s.key, s.task_id, s.data FROM tasks t JOIN events s ON s.task_id = t.id
-         WHERE t.state = 'waiting_review' AND s.type = 'review.apply_started' AND NOT EXISTS (
-           SELECT 1 FROM events d WHERE d.task_id = s.task_id AND d.type = 'review.apply_done' AND json_extract(d.data, '$.applyId') = json_extract(s.data, '$.applyId'))`,
+        `SELECT a.start_key AS key, a.task_id, a.data FROM review_applies a JOIN tasks t ON t.id = a.task_id
+         WHERE t.state = 'waiting_review' AND a.done = 0 ORDER BY a.rowid`,
       )
       .map((r) => ({ key: r.key, taskId: r.task_id, data: JSON.parse(r.data) as EventDataOf<'review.apply_started'> }));
   }

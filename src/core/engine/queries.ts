@@ -154,11 +154,4 @@ export class Queries {
     const r = this.db().get<{ op: string; seq: number; result: string | null }>('SELECT op, seq, result FROM idempotency WHERE key = ?', [key]);
     return r ? { op: r.op, seq: Number(r.seq), result: r.result == null ? null : JSON.parse(r.result) } : null;
   }
-
-  eventCount(taskId?: string): number {
-    const r = taskId
-      ? this.db().get<{ n: number }>('SELECT COUNT(*) AS n FROM events WHERE task_id = ?', [taskId])
-      : this.db().get<{ n: number }>('SELECT COUNT(*) AS n FROM events');
-    return Number(r?.n ?? 0);
-  }
 }

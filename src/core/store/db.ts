@@ -101,6 +101,21 @@ export class Db {
     return want;
   }
 
+  /**
+   * VACUUMs when the free pages exceed `maxFreeBytes` — after an export has dropped
+   * the events a long history left in the table — so the file, read whole on every
+   * open and held whole in memory, shrinks back to what it holds. Below that, free
+   * pages are kept: new rows reuse them without growing the file.
+   */
+  compact(maxFreeBytes: number): boolean {
+    const pageSize = Number(this.get<{ page_size: number }>('PRAGMA page_size')?.page_size ?? 4096);
+    const free = Number(this.get<{ freelist_count: number }>('PRAGMA freelist_count')?.freelist_count ?? 0);
+    if (free * pageSize <= maxFreeBytes) return false;
+    this.dropStatements();
+    this.raw.exec('VACUUM');
+    return true;
+  }
+
   export(): Uint8Array {
     this.dropStatements();
     const bytes = this.raw.export();

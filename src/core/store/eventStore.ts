@@ -7,8 +7,8 @@ import { WaypointError, errorMessage } from '../model/errors';
 import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType, type EventDataOf } from '../model/schema';
 import { Logger, silentLogger } from '../log';
 import { Db } from './db';
-import { fsyncDir, sweepTempFiles } from './fsutil';
-import { JournalWriter, decodeSegment, encodeRecord, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
+import { fsyncDir, sweepTempFiles, writeFileAtomic } from './fsutil';
+import { ARCHIVE_DIR, JournalWriter, decodeSegment, encodeRecord, listAllSegments, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
 import { DB_VERSION, dbVersion, migrate } from './migrations';
 import { OwnerLock, type AcquireOptions } from './ownerLock';
 import { clearProjections, dumpProjections, insertEvent, project } from './projections';
@@ -18,9 +18,10 @@ import { upcast } from './upcast';
 /**
  * The event store: one per workspace, in `.waypoint/`.
  *
- *   waypoint.db           sql.js database: events + projections (the newest generation)
+ *   waypoint.db           sql.js database: projections (the newest generation)
  *   waypoint.db.prev      the previous generation, a fallback if the newest will not open
  *   journal-N.wal         journal segments holding every event since the previous generation
+ *   archive/journal-N.wal older segments: the rest of the history
  *   owner.lock            which process owns the store
  *
  * A commit applies its events to the in-memory database synchronously (so the
@@ -28,7 +29,14 @@ import { upcast } from './upcast';
  * fdatasync'd; only then is the caller answered. The database is exported
  * atomically when the journal passes a threshold and on close. Segments are kept
  * back to the previous generation, so falling back to `waypoint.db.prev` loses
- * nothing.
+ * nothing; older ones move to `archive/`.
+ *
+ * The events table holds only the events since the last export: an export drops
+ * the rest, which are durable in the segments (seed 004's snapshot + deltas: the
+ * database is the snapshot, the journal the deltas). So the database, which sql.js
+ * keeps whole in memory and reads whole on open, grows with the projections and
+ * not with the history, and opening reads only the projections and the journal
+ * tail. `events()` reads older events from the segments.
  */
 export interface NewEvent<T extends EventType = EventType> {
   type: T;
@@ -76,6 +84,11 @@ export class EventStore {
   /** The database on disk is of an older schema (migrated in memory on open): write it back on close. */
   private migratedInMemory = false;
   private listeners = new Set<(events: readonly WaypointEvent[]) => void>();
+  /**
+   * Events an export has just dropped from the table, held until the rotation has
+   * made them readable in their (now closed, durable) segment.
+   */
+  private spilled: WaypointEvent[] | null = null;
   /** Counters for tests and the benchmark: how many fdatasyncs carried how many records. */
   readonly stats = { flushes: 0, records: 0, exports: 0 };
   readonly clock: () => number;
@@ -111,15 +124,15 @@ export class EventStore {
     ensureStoreDir(dir);
     const lock = await OwnerLock.acquire(dir, opts.lock);
     try {
-      const swept = sweepTempFiles(dir);
+      const swept = [...sweepTempFiles(dir), ...sweepTempFiles(path.join(dir, ARCHIVE_DIR))];
       if (swept.length) log.info(`removed ${swept.length} temp file(s) left by an interrupted write`);
       const SQL = await loadSqlJs();
       const warnings: string[] = [];
       const loaded = await loadGenerations(SQL, dir, warnings, log);
       const { db, storeId, source, generationSeq } = loaded;
       const mig = migrate(db);
-      if (mig.rebuild) rebuildInPlace(db);
-      let seq = Number(db.get<{ m: number | null }>('SELECT MAX(seq) AS m FROM events')?.m ?? 0);
+      let seq = dbLastSeq(db);
+      if (mig.rebuild) rebuildInPlace(db, [...readSegmentEvents(dir, 0, tableFromSeq(db, seq) - 1), ...tableEvents(db, 0)]);
       // Rebuilt from a journal whose early segments are gone: start where it starts (warned above).
       if (source === 'journal' && loaded.journalEvents.length) seq = Math.max(seq, loaded.journalEvents[0].seq - 1);
       let replayed = 0;
@@ -230,12 +243,27 @@ export class EventStore {
     if (pending) await pending[1];
   }
 
+  /**
+   * Events in seq order: those since the last export from memory, older ones from
+   * the journal's segments (archived or live), read and checked record by record.
+   */
   events(filter: { taskId?: string; afterSeq?: number; limit?: number } = {}): WaypointEvent[] {
+    const after = filter.afterSeq ?? 0;
+    const limit = filter.limit !== undefined && filter.limit >= 0 ? filter.limit : Infinity;
+    const memFrom = this.spilled?.length ? this.spilled[0].seq : tableFromSeq(this.db, this.seq);
+    const out: WaypointEvent[] = after + 1 < memFrom ? readSegmentEvents(this.dir, after, memFrom - 1, filter.taskId, limit) : [];
+    const wanted = (e: WaypointEvent) => e.seq > after && (!filter.taskId || e.taskId === filter.taskId);
+    for (const e of this.spilled ?? []) {
+      if (out.length >= limit) return out;
+      if (wanted(e)) out.push(e);
+    }
+    if (out.length >= limit) return out;
     const rows = this.db.all<Record<string, unknown>>(
       `SELECT * FROM events WHERE seq > ? ${filter.taskId ? 'AND task_id = ?' : ''} ORDER BY seq LIMIT ?`,
-      filter.taskId ? [filter.afterSeq ?? 0, filter.taskId, filter.limit ?? -1] : [filter.afterSeq ?? 0, filter.limit ?? -1],
+      filter.taskId ? [after, filter.taskId, limit === Infinity ? -1 : limit - out.length] : [after, limit === Infinity ? -1 : limit - out.length],
     );
-    return rows.map(rowToEvent);
+    for (const r of rows) out.push(rowToEvent(r));
+    return out;
   }
 
   private maybeExport(): void {
@@ -257,13 +285,22 @@ export class EventStore {
   private async doExport(): Promise<void> {
     this.assertWritable();
     const t0 = performance.now();
+    await this.archiveUncoveredRows();
     // Synchronous from here to the rotation: the bytes hold exactly events 1..seq,
     // every one of which has already been handed to the old segment's writer, and
     // every later event goes to the new segment (commit chains on `rotating`).
     // Closing the old writer waits for its records to be durable, and the database
     // file is written only after that, so it never holds an unacknowledgeable event.
     const seq = this.seq;
+    // Every event up to seq is in a segment (handed to the old writer, durable once the
+    // rotation below has closed it; the file is written only after that): the table
+    // keeps none of them. Until the rotation completes they are served from memory.
+    const spilled = tableEvents(this.db, 0, seq);
+    this.db.run('DELETE FROM events WHERE seq <= ?', [seq]);
+    if (spilled.length) this.spilled = [...(this.spilled ?? []), ...spilled];
+    this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['exportedSeq', String(seq)]);
     this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['prevGenerationSeq', String(this.diskGenerationSeq)]);
+    this.db.compact(2 * reserveBytesFor(this.db, this.exportThreshold));
     // Room for the journal tail a crash can leave (up to the export threshold) and
     // for new events, so neither the replay nor the next appends grow the file.
     this.db.reserveFreePages(reserveBytesFor(this.db, this.exportThreshold));
@@ -283,6 +320,8 @@ export class EventStore {
     } finally {
       this.rotating = null;
     }
+    // The old segment is closed and durable: its events are readable from it now.
+    this.spilled = null;
     const dbFile = path.join(this.dir, DB_FILE);
     const tmp = path.join(this.dir, `${DB_FILE}.wp-tmp-export`);
     const fh = await fs.promises.open(tmp, 'w', 0o600);
@@ -298,25 +337,52 @@ export class EventStore {
     const prevSeq = this.diskGenerationSeq;
     this.diskGenerationSeq = seq;
     this.migratedInMemory = false;
-    // Keep every segment holding events after the previous generation (now waypoint.db.prev).
+    // Keep every segment holding events after the previous generation (now waypoint.db.prev)
+    // beside the database; older ones, which no generation replays, go to the archive.
     const segs = listSegments(this.dir);
-    let removed = 0;
+    const archive = path.join(this.dir, ARCHIVE_DIR);
+    let archived = 0;
     for (let i = 0; i + 1 < segs.length; i++) {
       const nextBase = segmentBase(path.basename(segs[i + 1]));
       if (nextBase - 1 <= prevSeq) {
-        await fs.promises.rm(segs[i], { force: true });
-        removed++;
+        await fs.promises.mkdir(archive, { recursive: true, mode: 0o700 });
+        await fs.promises.rename(segs[i], path.join(archive, path.basename(segs[i])));
+        archived++;
       }
     }
-    if (removed) await fsyncDir(this.dir);
+    if (archived) {
+      await fsyncDir(archive);
+      await fsyncDir(this.dir);
+    }
     this.stats.exports++;
-    this.log.info(`exported ${bytes.length} bytes at seq ${seq} in ${(performance.now() - t0).toFixed(1)} ms; removed ${removed} old segment(s)`);
+    this.log.info(`exported ${bytes.length} bytes at seq ${seq} in ${(performance.now() - t0).toFixed(1)} ms; archived ${archived} old segment(s)`);
+  }
+
+  /**
+   * Events in the table that no segment holds — a database written before segments
+   * were kept (they were deleted once exported) — are written to an archive segment,
+   * durably, before an export drops them from the table.
+   */
+  private async archiveUncoveredRows(): Promise<void> {
+    const segs = listAllSegments(this.dir);
+    const firstBase = segs.length ? segmentBase(path.basename(segs[0])) : this.seq + 1;
+    const rows = tableEvents(this.db, 0, firstBase - 1);
+    if (!rows.length) return;
+    const parts: Buffer[] = [encodeRecord({ kind: 'header', storeId: this.storeId, baseSeq: rows[0].seq, v: SCHEMA_VERSION } satisfies SegmentHeader)];
+    for (let i = 0; i < rows.length; i += 500) {
+      const events = rows.slice(i, i + 500);
+      parts.push(encodeRecord({ kind: 'batch', last: events[events.length - 1].seq, events }));
+    }
+    const archive = path.join(this.dir, ARCHIVE_DIR);
+    await fs.promises.mkdir(archive, { recursive: true, mode: 0o700 });
+    await writeFileAtomic(path.join(archive, segmentName(rows[0].seq)), Buffer.concat(parts), 0o600);
+    this.log.info(`archived ${rows.length} event(s) the journal no longer held (${rows[0].seq}..${rows[rows.length - 1].seq})`);
   }
 
   /** Rebuilds every projection from the events alone, in place. */
   rebuild(): void {
     this.assertWritable();
-    rebuildInPlace(this.db);
+    rebuildInPlace(this.db, this.events());
   }
 
   /**
@@ -434,12 +500,94 @@ function ensureStoreDir(dir: string): void {
   if (!fs.existsSync(gi)) fs.writeFileSync(gi, '*\n');
 }
 
-function rebuildInPlace(db: Db): void {
+function rebuildInPlace(db: Db, events: readonly WaypointEvent[]): void {
   db.transaction(() => {
     clearProjections(db);
-    const rows = db.all<Record<string, unknown>>('SELECT * FROM events ORDER BY seq');
-    for (const r of rows) project(db, rowToEvent(r));
+    for (const e of events) project(db, e);
   });
+}
+
+/** The last event a database holds or has exported (its table keeps only the events since its export). */
+function dbLastSeq(db: Db): number {
+  const inTable = Number(db.get<{ m: number | null }>('SELECT MAX(seq) AS m FROM events')?.m ?? 0);
+  const exported = Number(db.get<{ v: string }>("SELECT v FROM meta WHERE k = 'exportedSeq'")?.v ?? 0);
+  return Math.max(inTable, exported);
+}
+
+/** The first seq the table holds (lastSeq + 1 when it holds none). */
+function tableFromSeq(db: Db, lastSeq: number): number {
+  const m = db.get<{ m: number | null }>('SELECT MIN(seq) AS m FROM events')?.m;
+  return m == null ? lastSeq + 1 : Number(m);
+}
+
+function tableEvents(db: Db, afterSeq: number, upTo = Number.MAX_SAFE_INTEGER): WaypointEvent[] {
+  return db.all<Record<string, unknown>>('SELECT * FROM events WHERE seq > ? AND seq <= ? ORDER BY seq', [afterSeq, upTo]).map(rowToEvent);
+}
+
+/**
+ * Events afterSeq < seq ≤ upTo from the store's segments, archived or live, each
+ * record's checksum verified and each event upcast and validated as on replay. A
+ * segment archived while this runs (a rename by a concurrent export) is read from
+ * its new place.
+ */
+function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?: string, limit = Infinity): WaypointEvent[] {
+  const segs = listAllSegments(dir);
+  const out: WaypointEvent[] = [];
+  let expect = afterSeq + 1;
+  for (let i = 0; i < segs.length && out.length < limit; i++) {
+    const base = segmentBase(path.basename(segs[i]));
+    const end = i + 1 < segs.length ? segmentBase(path.basename(segs[i + 1])) - 1 : Infinity;
+    if (end <= afterSeq) continue;
+    if (base > upTo) break;
+    let file = segs[i];
+    let buf: Buffer;
+    try {
+      buf = fs.readFileSync(file);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      file = path.join(dir, ARCHIVE_DIR, path.basename(file));
+      buf = fs.readFileSync(file);
+    }
+    let seg: DecodedSegment;
+    try {
+      seg = decodeSegment(file, buf, i === segs.length - 1, afterSeq);
+    } catch (err) {
+      // Damage in a closed segment is damage to acknowledged history: say which, and that the state is intact.
+      throw new WaypointError(
+        'corrupt',
+        `The store's history is damaged: ${errorMessage(err).replace(/ Move the file aside.*$/, '')} Its events from ${base} on cannot be read; ` +
+          `the current tasks, steps and checkpoints (the database) are intact.`,
+        { file },
+      );
+    }
+    // In seq order, as replay takes them (a record written twice counts once).
+    const inRange: WaypointEvent[] = [];
+    for (const b of seg.batches) {
+      for (const raw of b.events) {
+        const rawSeq = Number((raw as { seq?: unknown })?.seq);
+        if (!(rawSeq > afterSeq) || rawSeq > upTo) continue;
+        try {
+          inRange.push(parseEvent(upcast(raw)));
+        } catch (err) {
+          throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} holds an invalid event: ${errorMessage(err)}`);
+        }
+      }
+    }
+    inRange.sort((a, b) => a.seq - b.seq);
+    for (const e of inRange) {
+      if (e.seq < expect) continue;
+      if (e.seq !== expect) {
+        throw new WaypointError('corrupt', `The journal's segments are missing events ${expect}..${e.seq - 1}.`, { from: expect, to: e.seq - 1 });
+      }
+      expect = e.seq + 1;
+      if (!taskId || e.taskId === taskId) out.push(e);
+      if (out.length >= limit) return out;
+    }
+  }
+  if (expect <= upTo && out.length < limit) {
+    throw new WaypointError('corrupt', `The journal's segments end at event ${expect - 1}; events ${expect}..${upTo} are not in the store.`, { from: expect, to: upTo });
+  }
+  return out;
 }
 
 interface Loaded {
@@ -464,7 +612,8 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
   // while this thread decodes the journal's newest segment, which after a normal
   // export holds exactly the events the database lacks: the two overlap on 2 cores.
   const dbBytes = fs.promises.readFile(dbFile).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? null : e));
-  const segFiles = listSegments(dir);
+  // Archived segments too: a fallback generation or a rebuild may need older events than the live ones hold.
+  const segFiles = listAllSegments(dir);
   let journalStoreId: string | null = null;
   /** Segment headers by base seq: the one at lastSeq+1 holds the checksum of the generation ending at lastSeq. */
   const headers = new Map<number, SegmentHeader>();
@@ -547,7 +696,7 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
         throw new WaypointError('corrupt', `${path.basename(file)} was written by a newer Waypoint (database version ${version}; this one knows ${DB_VERSION}). Update Waypoint.`);
       }
       const storeId = db.get<{ v: string }>("SELECT v FROM meta WHERE k = 'storeId'")?.v ?? null;
-      const lastSeq = Number(db.get<{ m: number | null }>('SELECT MAX(seq) AS m FROM events')?.m ?? 0);
+      const lastSeq = dbLastSeq(db);
       const expectedCrc = headers.get(lastSeq + 1)?.dbCrc;
       if (expectedCrc !== undefined && crc32(bytes) !== expectedCrc) {
         db.close();

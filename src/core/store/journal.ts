@@ -164,11 +164,31 @@ export function segmentBase(name: string): number {
 }
 
 export function listSegments(dir: string): string[] {
-  return fs
-    .readdirSync(dir)
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  return names
     .filter((n) => SEGMENT_RE.test(n))
     .sort((a, b) => segmentBase(a) - segmentBase(b))
     .map((n) => path.join(dir, n));
+}
+
+/**
+ * Where segments go once no database generation needs them for replay: the
+ * store's history. The database keeps only projections (and the events since its
+ * last export), so its size — and the memory sql.js holds it in — follows the
+ * projections, not the length of the history; the events themselves stay here,
+ * checksummed record by record, readable by `EventStore.events()`.
+ */
+export const ARCHIVE_DIR = 'archive';
+
+/** Every segment of the store, archived and live, in seq order. */
+export function listAllSegments(storeDir: string): string[] {
+  return [...listSegments(path.join(storeDir, ARCHIVE_DIR)), ...listSegments(storeDir)].sort((a, b) => segmentBase(path.basename(a)) - segmentBase(path.basename(b)));
 }
 
 /** Flush strategy (measured by `npm run bench`): synchronous write+fdatasync vs libuv's async pair. */

@@ -73,6 +73,18 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 3,
+    description: 'review applies as a projection: the events table keeps only the events since the last export',
+    rebuildProjections: true,
+    up: `
+      CREATE TABLE review_applies (
+        apply_id TEXT PRIMARY KEY, task_id TEXT NOT NULL, start_key TEXT NOT NULL, data TEXT NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0, recovered INTEGER
+      );
+      CREATE INDEX review_applies_task ON review_applies (task_id);
+    `,
+  },
 ];
 
 export const DB_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
@@ -97,4 +109,4 @@ export function migrate(db: Db, upTo = DB_VERSION): { from: number; to: number; 
 }
 
 /** The projection tables: everything but the events themselves and store metadata. */
-export const PROJECTION_TABLES = ['tasks', 'steps', 'checkpoints', 'side_effects', 'leases', 'idempotency', 'rollbacks'] as const;
+export const PROJECTION_TABLES = ['tasks', 'steps', 'checkpoints', 'side_effects', 'leases', 'idempotency', 'rollbacks', 'review_applies'] as const;

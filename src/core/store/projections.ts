@@ -210,10 +210,14 @@ const handlers: Handlers = {
       if (r && e.taskId) db.run('UPDATE tasks SET last_checkpoint_id = ? WHERE id = ?', [r.t, e.taskId]);
     }
   },
-  // The events are the record of review applies (open recovery reads them); the
-  // task's own state changes come from its task.* events in the same batches.
-  'review.apply_started': () => undefined,
-  'review.apply_done': () => undefined,
+  // Open recovery finds unfinished applies here; the task's own state changes come
+  // from its task.* events in the same batches.
+  'review.apply_started': (db, e, d) => {
+    db.run('INSERT INTO review_applies (apply_id, task_id, start_key, data) VALUES (?,?,?,?)', [d.applyId, e.taskId, e.key, JSON.stringify(d)]);
+  },
+  'review.apply_done': (db, _e, d) => {
+    db.run('UPDATE review_applies SET done = 1, recovered = ? WHERE apply_id = ?', [d.recovered ? 1 : 0, d.applyId]);
+  },
 };
 
 export function project(db: Db, e: WaypointEvent): void {
