@@ -17,7 +17,9 @@
 // since its last export (older ones stay in the journal's segments, see
 // eventStore.ts), so it saw-tooths between exports instead of growing with the
 // history, and RSS must level off: the run fails if RSS still climbs over the last
-// half (more than 0.5 MB per 10,000 events), or if the history cannot be read back whole.
+// half (more than 1 MB per 10,000 events, under half of what the database alone added
+// when it held the history; the export saw-tooth makes the slope noisy on a loaded
+// machine), or if the history cannot be read back whole.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -256,8 +258,8 @@ async function main(): Promise<void> {
   out.push(`| every event read back (EventStore.events) | ${readBack === finalEvents ? 'yes' : `NO: ${readBack}`} (${readMs.toFixed(0)} ms) |`);
   out.push(`| projections equal a rebuild | ${verify.ok ? 'yes' : `NO: ${JSON.stringify(verify.differences)}`} |`);
   const rssLastHalf = per10k((x) => x.rss, last);
-  const levels = rssLastHalf <= 0.5;
-  out.push(`| RSS levels off (last-half slope ≤ 0.5 MB per 10,000 events) | ${levels ? 'yes' : 'NO'} (${rssLastHalf.toFixed(2)}) |`);
+  const levels = rssLastHalf <= 1.0;
+  out.push(`| RSS levels off (last-half slope ≤ 1 MB per 10,000 events) | ${levels ? 'yes' : 'NO'} (${rssLastHalf.toFixed(2)}) |`);
   process.stdout.write(out.join('\n') + '\n');
   if (!args.keep) fs.rmSync(ws, { recursive: true, force: true });
   else process.stdout.write(`\nkept the workspace at ${ws}\n`);
