@@ -534,6 +534,8 @@ function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?:
   const segs = listAllSegments(dir);
   const out: WaypointEvent[] = [];
   let expect = afterSeq + 1;
+  // Task ids are unique random strings: a batch whose bytes never name the task is skipped unparsed.
+  const needle = taskId ? Buffer.from(JSON.stringify(taskId), 'utf8') : undefined;
   for (let i = 0; i < segs.length && out.length < limit; i++) {
     const base = segmentBase(path.basename(segs[i]));
     const end = i + 1 < segs.length ? segmentBase(path.basename(segs[i + 1])) - 1 : Infinity;
@@ -550,7 +552,7 @@ function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?:
     }
     let seg: DecodedSegment;
     try {
-      seg = decodeSegment(file, buf, i === segs.length - 1, afterSeq);
+      seg = decodeSegment(file, buf, i === segs.length - 1, afterSeq, needle);
     } catch (err) {
       // Damage in a closed segment is damage to acknowledged history: say which, and that the state is intact.
       throw new WaypointError(
@@ -574,7 +576,10 @@ function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?:
       }
     }
     inRange.sort((a, b) => a.seq - b.seq);
+    // Batches skipped for not naming the task still account for their seqs (their CRC was checked).
+    const skippedUpTo = Math.max(0, ...seg.batches.filter((b) => b.skipped && b.last !== undefined).map((b) => Math.min(b.last!, upTo)));
     for (const e of inRange) {
+      if (skippedUpTo >= expect && e.seq > expect) expect = Math.min(e.seq, skippedUpTo + 1);
       if (e.seq < expect) continue;
       if (e.seq !== expect) {
         throw new WaypointError('corrupt', `The journal's segments are missing events ${expect}..${e.seq - 1}.`, { from: expect, to: e.seq - 1 });
@@ -583,6 +588,7 @@ function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?:
       if (!taskId || e.taskId === taskId) out.push(e);
       if (out.length >= limit) return out;
     }
+    if (skippedUpTo >= expect) expect = skippedUpTo + 1;
   }
   if (expect <= upTo && out.length < limit) {
     throw new WaypointError('corrupt', `The journal's segments end at event ${expect - 1}; events ${expect}..${upTo} are not in the store.`, { from: expect, to: upTo });

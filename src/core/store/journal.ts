@@ -45,6 +45,8 @@ export interface JournalBatch {
   /** The highest seq in the batch (written first, so open can skip covered batches unparsed). */
   last?: number;
   events: unknown[];
+  /** Checked but not parsed: its events were not wanted (see decodeSegment). */
+  skipped?: boolean;
 }
 
 export function encodeRecord(payload: unknown): Buffer {
@@ -76,7 +78,7 @@ const BATCH_LAST_RE = /^\{"kind":"batch","last":(\d+),/;
  * returned as `skipped` without parsing its JSON — opening a store then costs only
  * the events the database lacks.
  */
-function decodeAt(buf: Buffer, offset: number, skipUpTo = 0): { payload: unknown; next: number } | null {
+function decodeAt(buf: Buffer, offset: number, skipUpTo = 0, mustContain?: Buffer): { payload: unknown; next: number } | null {
   if (offset + HEADER_BYTES > buf.length) return null;
   if (buf.readUInt32LE(offset) !== RECORD_MAGIC) return null;
   const len = buf.readUInt32LE(offset + 4);
@@ -84,9 +86,11 @@ function decodeAt(buf: Buffer, offset: number, skipUpTo = 0): { payload: unknown
   const body = buf.subarray(offset + HEADER_BYTES, offset + HEADER_BYTES + len);
   if (crc32(body) !== buf.readUInt32LE(offset + 8)) return null;
   const next = offset + HEADER_BYTES + len;
-  if (skipUpTo > 0) {
+  if (skipUpTo > 0 || mustContain) {
     const m = BATCH_LAST_RE.exec(body.toString('latin1', 0, Math.min(64, body.length)));
-    if (m && Number(m[1]) <= skipUpTo) return { payload: { kind: 'batch', events: [], skipped: true }, next };
+    if (m && Number(m[1]) <= skipUpTo) return { payload: { kind: 'batch', last: Number(m[1]), events: [], skipped: true }, next };
+    // A batch that does not even contain the bytes looked for holds no event wanted: checked, not parsed.
+    if (m && mustContain && body.indexOf(mustContain) < 0) return { payload: { kind: 'batch', last: Number(m[1]), events: [], skipped: true }, next };
   }
   try {
     return { payload: JSON.parse(body.toString('utf8')), next };
@@ -125,13 +129,18 @@ function hasValidRecordAfter(buf: Buffer, from: number): boolean {
   return false;
 }
 
-export function decodeSegment(file: string, buf: Buffer, isLast: boolean, skipUpTo = 0): DecodedSegment {
+/**
+ * With `mustContain`, batch records whose bytes lack it come back empty (`skipped`,
+ * with their `last`), unparsed: a reader after one task's events parses only the
+ * batches that mention it.
+ */
+export function decodeSegment(file: string, buf: Buffer, isLast: boolean, skipUpTo = 0, mustContain?: Buffer): DecodedSegment {
   const baseSeq = segmentBase(path.basename(file));
   const batches: JournalBatch[] = [];
   let header: SegmentHeader | null = null;
   let offset = 0;
   while (offset < buf.length) {
-    const rec = decodeAt(buf, offset, skipUpTo);
+    const rec = decodeAt(buf, offset, skipUpTo, mustContain);
     if (!rec) break;
     const p = rec.payload as { kind?: unknown };
     if (p && p.kind === 'header' && offset === 0) header = p as SegmentHeader;
