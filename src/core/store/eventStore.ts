@@ -84,11 +84,6 @@ export class EventStore {
   /** The database on disk is of an older schema (migrated in memory on open): write it back on close. */
   private migratedInMemory = false;
   private listeners = new Set<(events: readonly WaypointEvent[]) => void>();
-  /**
-   * Events an export has just dropped from the table, held until the rotation has
-   * made them readable in their (now closed, durable) segment.
-   */
-  private spilled: WaypointEvent[] | null = null;
   /** Counters for tests and the benchmark: how many fdatasyncs carried how many records. */
   readonly stats = { flushes: 0, records: 0, exports: 0 };
   readonly clock: () => number;
@@ -250,13 +245,8 @@ export class EventStore {
   events(filter: { taskId?: string; afterSeq?: number; limit?: number } = {}): WaypointEvent[] {
     const after = filter.afterSeq ?? 0;
     const limit = filter.limit !== undefined && filter.limit >= 0 ? filter.limit : Infinity;
-    const memFrom = this.spilled?.length ? this.spilled[0].seq : tableFromSeq(this.db, this.seq);
+    const memFrom = tableFromSeq(this.db, this.seq);
     const out: WaypointEvent[] = after + 1 < memFrom ? readSegmentEvents(this.dir, after, memFrom - 1, filter.taskId, limit) : [];
-    const wanted = (e: WaypointEvent) => e.seq > after && (!filter.taskId || e.taskId === filter.taskId);
-    for (const e of this.spilled ?? []) {
-      if (out.length >= limit) return out;
-      if (wanted(e)) out.push(e);
-    }
     if (out.length >= limit) return out;
     const rows = this.db.all<Record<string, unknown>>(
       `SELECT * FROM events WHERE seq > ? ${filter.taskId ? 'AND task_id = ?' : ''} ORDER BY seq LIMIT ?`,
@@ -286,18 +276,19 @@ export class EventStore {
     this.assertWritable();
     const t0 = performance.now();
     await this.archiveUncoveredRows();
+    // Events durable by now are readable from their segment, so the table can let them go.
+    const durableUpTo = this.seq;
+    await this.waitDurable(durableUpTo);
     // Synchronous from here to the rotation: the bytes hold exactly events 1..seq,
     // every one of which has already been handed to the old segment's writer, and
     // every later event goes to the new segment (commit chains on `rotating`).
     // Closing the old writer waits for its records to be durable, and the database
     // file is written only after that, so it never holds an unacknowledgeable event.
     const seq = this.seq;
-    // Every event up to seq is in a segment (handed to the old writer, durable once the
-    // rotation below has closed it; the file is written only after that): the table
-    // keeps none of them. Until the rotation completes they are served from memory.
-    const spilled = tableEvents(this.db, 0, seq);
-    this.db.run('DELETE FROM events WHERE seq <= ?', [seq]);
-    if (spilled.length) this.spilled = [...(this.spilled ?? []), ...spilled];
+    // The table drops what its segment already holds durably; the few events committed
+    // since (up to seq) stay in it, and in this export, which is written only once the
+    // rotation below has made them durable too.
+    this.db.run('DELETE FROM events WHERE seq <= ?', [durableUpTo]);
     this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['exportedSeq', String(seq)]);
     this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['prevGenerationSeq', String(this.diskGenerationSeq)]);
     this.db.compact(2 * reserveBytesFor(this.db, this.exportThreshold));
@@ -320,8 +311,6 @@ export class EventStore {
     } finally {
       this.rotating = null;
     }
-    // The old segment is closed and durable: its events are readable from it now.
-    this.spilled = null;
     const dbFile = path.join(this.dir, DB_FILE);
     const tmp = path.join(this.dir, `${DB_FILE}.wp-tmp-export`);
     const fh = await fs.promises.open(tmp, 'w', 0o600);
