@@ -9,7 +9,7 @@
  * one pack file instead (`<dir>/pack/`, see packFile.ts), made durable and named
  * before `flush` resolves. Either way nothing can refer to a blob a crash could lose.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import crypto, { createHash, randomBytes } from 'node:crypto';
 import fss from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -33,8 +33,11 @@ export class CorruptBlobError extends Error {
   }
 }
 
+/** One-shot `crypto.hash` (Node ≥ 20.12) is about twice as fast as a Hash object for source-sized input. */
+const oneShot = (crypto as { hash?: (alg: string, data: Uint8Array, enc: 'hex') => string }).hash;
+
 export function sha256Hex(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
+  return oneShot ? oneShot('sha256', bytes, 'hex') : createHash('sha256').update(bytes).digest('hex');
 }
 
 export function assertHash(hash: string): void {
@@ -125,7 +128,7 @@ export class BlobStore {
    * and it saves a directory stat per new blob in a bulk checkpoint.
    */
   private sizeOfSync(hash: string, recheck = true): number | null {
-    const file = this.pathOf(hash);
+    assertHash(hash);
     const p = this.pending.get(hash);
     if (p) return p.entry.length;
     if (!recheck && this.packDirMtime === -1) this.refreshPacks();
@@ -137,7 +140,7 @@ export class BlobStore {
     // instance at worst gets a duplicate in a pack).
     if (!recheck && !this.looseFanouts().has(hash.slice(0, 2))) return null;
     // stat is metadata-only: sync avoids a thread-pool round trip per blob.
-    return fss.statSync(file, { throwIfNoEntry: false })?.size ?? null;
+    return fss.statSync(this.pathOf(hash), { throwIfNoEntry: false })?.size ?? null;
   }
 
   private looseFanoutNames: Set<string> | null = null;

@@ -235,12 +235,15 @@ export class ManifestStore {
         const parent = await this.loadShared(parentRef);
         const set: Record<string, ManifestEntry> = {};
         const del: string[] = [];
-        for (const [k, v] of manifest) {
+        let kept = 0;
+        manifest.forEach((v, k) => {
           const before = parent.get(k);
           // Stat fields count: a loaded manifest must be usable as the next scan's `previous`.
-          if (!before || !entriesEqual(before, v)) set[k] = v;
-        }
-        for (const k of parent.keys()) if (!manifest.has(k)) del.push(k);
+          if (before === undefined || !entriesEqual(before, v)) set[k] = v;
+          else kept++;
+        });
+        // Every key of the parent still here was counted in `kept`: only look for deletions when some are missing.
+        if (kept + Object.keys(set).length - countNew(set, parent) !== parent.size) for (const k of parent.keys()) if (!manifest.has(k)) del.push(k);
         del.sort();
         obj = { v: 1, full: false, parent: parentRef, depth, set, del };
       }
@@ -369,8 +372,18 @@ export class ManifestStore {
 
 /** Entries are immutable values: freezing them in place (no copy) keeps the cache safe from callers. */
 function freezeCopy(m: Manifest): Manifest {
-  for (const v of m.values()) Object.freeze(v);
+  // Entries reused from a cached manifest are frozen already; freezing is a no-op for them but not free.
+  m.forEach((v) => {
+    if (!Object.isFrozen(v)) Object.freeze(v);
+  });
   return new Map(m);
+}
+
+/** Keys of `set` that `parent` does not have. */
+function countNew(set: Record<string, ManifestEntry>, parent: Manifest): number {
+  let n = 0;
+  for (const k in set) if (!parent.has(k)) n++;
+  return n;
 }
 
 /** Field-wise equality, stat fields included (what a delta must preserve). */
