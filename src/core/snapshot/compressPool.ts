@@ -124,6 +124,8 @@ interface Slot {
 
 /** A message carries blobs until it holds this many bytes (or the event loop turns): one postMessage per blob cost ~20 µs each. */
 const BATCH_BYTES = 256 * 1024;
+/** Arenas kept for reuse: fresh memory costs a page fault per 4 KiB on first write (~22k for 90 MB). Bounds what a pool holds. */
+const SPARE_ARENAS = 32;
 
 /**
  * Worker threads that encode blob bodies. Blobs are sent in batches to the worker
@@ -149,7 +151,7 @@ export class CompressPool {
     for (let i = 0; i < size; i++) {
       const slot: Slot = { worker: new Worker(WORKER_SOURCE, { eval: true, execArgv: [] }), jobs: new Map(), queuedBytes: 0 };
       slot.worker.on('message', ({ buf, input, results }: { buf: ArrayBuffer; input: ArrayBuffer; results: { id: number; header?: number; at?: number; len?: number; error?: string }[] }) => {
-        if (this.spare.length < 4 && input.byteLength >= BATCH_BYTES * 2) this.spare.push(Buffer.from(input));
+        if (this.spare.length < SPARE_ARENAS && input.byteLength >= BATCH_BYTES * 2) this.spare.push(Buffer.from(input));
         for (const m of results) {
           const job = slot.jobs.get(m.id);
           if (!job) continue;

@@ -286,7 +286,9 @@ export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blo
       }
     }
     const dir = path.dirname(file);
-    if (!madeDirs.has(dir)) {
+    // Something at the path (being replaced) means its directory exists: no mkdir.
+    if (st) madeDirs.add(dir);
+    else if (!madeDirs.has(dir)) {
       try {
         fss.mkdirSync(dir, { recursive: true });
         madeDirs.add(dir);

@@ -19,7 +19,7 @@ const SYNC_READ_BELOW = 64 * 1024;
 /** New content past this much in one scan goes to a worker pool for compression. */
 const POOL_AFTER_BYTES = 4 * 1024 * 1024;
 /** Read-but-not-yet-stored bytes the walk may run ahead by (memory bound). */
-const MAX_INFLIGHT_BYTES = 32 * 1024 * 1024;
+const MAX_INFLIGHT_BYTES = 8 * 1024 * 1024;
 
 /**
  * Linux: an open directory is reachable as /proc/self/fd/N, so a directory opened
