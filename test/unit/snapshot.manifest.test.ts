@@ -106,4 +106,26 @@ describe('snapshot manifests and diff', () => {
     // Nothing above changed the files on disk besides the objects we put.
     assert.ok((await fs.readdir(blobs.dir)).length > 0);
   });
+  it('canonicalJson writes manifest entries exactly as the generic sorted-key encoding', () => {
+    const reference = (v: unknown): string => {
+      if (v === null || typeof v !== 'object') return JSON.stringify(v);
+      if (Array.isArray(v)) return `[${v.map(reference).join(',')}]`;
+      const o = v as Record<string, unknown>;
+      const keys = Object.keys(o).filter((k) => o[k] !== undefined).sort();
+      return `{${keys.map((k) => `${JSON.stringify(k)}:${reference(o[k])}`).join(',')}}`;
+    };
+    const samples: unknown[] = [
+      { type: 'file', hash: 'a'.repeat(64), size: 12, mode: 0o644, mtimeMs: 1700000000123.456, ino: 42 },
+      { type: 'file', hash: 'b'.repeat(64), size: 0, mode: 0o755, mtimeMs: 0, ino: 0, racy: true },
+      { type: 'file', hash: 'c'.repeat(64), size: 1, mode: 0o644, mtimeMs: -0, ino: 7, racy: undefined },
+      { type: 'file', hash: 'd'.repeat(64), size: 1, mode: 0o644, mtimeMs: 1, ino: 7, extra: 'kept by the generic path' },
+      { type: 'file', hash: 'e'.repeat(64), size: 1, mode: 0o644, mtimeMs: 1 },
+      { type: 'symlink', target: '../a "quoted" \u2028 target', mtimeMs: 5.5, ino: 9 },
+      { type: 'skipped', size: 99, mtimeMs: 3, reason: 'too_large' },
+      { type: 'other', size: 1 },
+      { v: 1, full: false, parent: 'f'.repeat(64), depth: 2, set: { 'a/b': { type: 'symlink', target: 'x', mtimeMs: 1, ino: 2 } }, del: ['z', 'y'] },
+    ];
+    for (const s of samples) assert.equal(canonicalJson(s), reference(s), JSON.stringify(s));
+    assert.throws(() => canonicalJson({ type: 'file', hash: 'a', size: 1, mode: 0o644, mtimeMs: Number.NaN, ino: 1 }), /non-finite/);
+  });
 });

@@ -2,29 +2,22 @@
  * Content-addressed blob store: `<dir>/ab/cdef…` where `abcdef…` is the SHA-256
  * hex of the raw content. Each object file starts with a 1-byte header saying how
  * the rest is encoded, so compression can be decided per blob:
- *   0x00 raw, 0x01 raw-deflate.
+ *   0x00 raw, 0x01 raw-deflate (written by earlier versions), 0x02 brotli
+ * (see compressPool.ts).
  * Objects are written to a temp file in `<dir>`, renamed into place, and made
  * durable before `put` resolves. In deferred mode a batch of new objects goes into
  * one pack file instead (`<dir>/pack/`, see packFile.ts), made durable and named
  * before `flush` resolves. Either way nothing can refer to a blob a crash could lose.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import crypto, { createHash, randomBytes } from 'node:crypto';
 import fss from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
-import zlib from 'node:zlib';
+import { DEFAULT_QUALITY, decodeObject, encodeBody, type CompressPool, type Encoded } from './compressPool.js';
 import { MAX_PACK_BYTES, PACK_RE, PACK_TEMP_PREFIX, PackWriter, readPackIndex, readPackObject, type PackEntry } from './packFile.js';
 
-const deflateRaw = promisify(zlib.deflateRaw);
-const inflateRaw = promisify(zlib.inflateRaw);
-
-const HEADER_RAW = 0x00;
-const HEADER_DEFLATE = 0x01;
 const HASH_RE = /^[0-9a-f]{64}$/;
 const TEMP_PREFIX = 'tmp-';
-/** Blobs smaller than this are stored raw: compression cannot pay for its header. */
-const MIN_COMPRESS_BYTES = 64;
 
 export class BlobNotFoundError extends Error {
   constructor(readonly hash: string) {
@@ -40,8 +33,11 @@ export class CorruptBlobError extends Error {
   }
 }
 
+/** One-shot `crypto.hash` (Node ≥ 20.12) is about twice as fast as a Hash object for source-sized input. */
+const oneShot = (crypto as { hash?: (alg: string, data: Uint8Array, enc: 'hex') => string }).hash;
+
 export function sha256Hex(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
+  return oneShot ? oneShot('sha256', bytes, 'hex') : createHash('sha256').update(bytes).digest('hex');
 }
 
 export function assertHash(hash: string): void {
@@ -71,7 +67,7 @@ export interface BlobStoreOptions {
    * (`scan` and `ManifestStore.save` do).
    */
   durability?: 'immediate' | 'deferred';
-  /** zlib level; 1 is fast and within a few % of the default's ratio on source code. */
+  /** Brotli quality; 1 is fast and as small as deflate level 1 on source code (see compressPool.ts). */
   compressionLevel?: number;
 }
 
@@ -102,12 +98,14 @@ export class BlobStore {
   /** Named packs whose index would not read (damage); their blobs count as missing. */
   readonly damagedPacks: { name: string; reason: string }[] = [];
   private dirReady = false;
+  /** Bodies being encoded on a pool, by hash: a second put of the same content waits instead of encoding it again. */
+  private readonly encoding = new Map<string, Promise<Encoded>>();
   private flushing: Promise<void> = Promise.resolve();
 
   constructor(dir: string, opts: BlobStoreOptions = {}) {
     this.dir = path.resolve(dir);
     this.durability = opts.durability ?? 'immediate';
-    this.level = opts.compressionLevel ?? 1;
+    this.level = opts.compressionLevel ?? DEFAULT_QUALITY;
   }
 
   pathOf(hash: string): string {
@@ -130,14 +128,34 @@ export class BlobStore {
    * and it saves a directory stat per new blob in a bulk checkpoint.
    */
   private sizeOfSync(hash: string, recheck = true): number | null {
-    const file = this.pathOf(hash);
+    assertHash(hash);
     const p = this.pending.get(hash);
     if (p) return p.entry.length;
     if (!recheck && this.packDirMtime === -1) this.refreshPacks();
     const inPack = recheck ? this.packedEntry(hash) : this.packed.get(hash);
     if (inPack) return inPack.entry.length;
+    // Dedup in a bulk put: stores written in deferred mode have no loose objects; a
+    // stat per new blob (13k in a first checkpoint) is skipped when the fan-out
+    // directory is not there (listed once; a loose object added since by another
+    // instance at worst gets a duplicate in a pack).
+    if (!recheck && !this.looseFanouts().has(hash.slice(0, 2))) return null;
     // stat is metadata-only: sync avoids a thread-pool round trip per blob.
-    return fss.statSync(file, { throwIfNoEntry: false })?.size ?? null;
+    return fss.statSync(this.pathOf(hash), { throwIfNoEntry: false })?.size ?? null;
+  }
+
+  private looseFanoutNames: Set<string> | null = null;
+
+  private looseFanouts(): Set<string> {
+    if (!this.looseFanoutNames) {
+      let names: string[] = [];
+      try {
+        names = fss.readdirSync(this.dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+      this.looseFanoutNames = new Set(names.filter((n) => /^[0-9a-f]{2}$/.test(n)));
+    }
+    return this.looseFanoutNames;
   }
 
   /** Where a named packed blob lives; re-reads the pack directory if it changed since the last look. */
@@ -185,31 +203,48 @@ export class BlobStore {
   }
 
   /**
-   * Stores `bytes` under their SHA-256. `inline` compresses on the calling thread:
-   * faster for a handful of blobs (no thread-pool round trip), slower for a bulk
-   * scan, where pool compression overlaps with hashing on another core.
+   * Stores `bytes` under their SHA-256. The body is encoded on `pool`'s worker
+   * threads when one is given (bulk scans), else on the calling
+   * thread, which for a handful of blobs beats any hand-off. `transient`: the caller
+   * reuses the memory of `bytes` once this returns its promise. `inline` is accepted
+   * for callers written against the earlier thread-pool path; encoding is inline
+   * either way without a pool.
    */
-  async put(bytes: Uint8Array, opts: { inline?: boolean } = {}): Promise<PutResult> {
+  async put(bytes: Uint8Array, opts: { inline?: boolean; pool?: CompressPool; transient?: boolean } = {}): Promise<PutResult> {
     const hash = sha256Hex(bytes);
     const existing = this.sizeOfSync(hash, false);
     // Existing objects are never rewritten: content addressing makes them identical.
     if (existing !== null) return { hash, storedBytes: existing, isNew: false };
-
-    let body: Uint8Array = bytes;
-    let header = HEADER_RAW;
-    if (bytes.length >= MIN_COMPRESS_BYTES) {
-      const deflated = opts.inline ? zlib.deflateRawSync(bytes, { level: this.level }) : await deflateRaw(bytes, { level: this.level });
-      // Only keep compression when it saves at least ~10 %: incompressible content
-      // (images, archives) is stored as is and reads back without inflating.
-      if (deflated.length <= bytes.length * 0.9) {
-        body = deflated;
-        header = HEADER_DEFLATE;
-      }
+    // The same content being encoded for another put (a copied file in a bulk scan).
+    const encoding = this.encoding.get(hash);
+    // `transient` bytes are only valid until this call returns its promise: keep a
+    // copy if they are needed after an await (deferred mode otherwise consumes them
+    // synchronously: the pool copies them into its message, a pack appends them).
+    if (opts.transient && (encoding || this.durability !== 'deferred')) bytes = Buffer.from(bytes);
+    if (encoding) {
+      await encoding;
+      const size = this.sizeOfSync(hash, false);
+      if (size !== null) return { hash, storedBytes: size, isNew: false };
     }
+
+    let enc: Encoded;
+    if (opts.pool) {
+      const p = opts.pool.encode(bytes);
+      this.encoding.set(hash, p);
+      try {
+        enc = await p;
+      } finally {
+        this.encoding.delete(hash);
+      }
+    } else {
+      enc = encodeBody(bytes, this.level);
+    }
+    const body = enc.body;
+    const header = enc.header;
     // Another put of the same content may have finished while we compressed.
     if (this.pending.has(hash)) return { hash, storedBytes: this.pending.get(hash)!.entry.length, isNew: false };
     if (!this.dirReady) {
-      await fs.mkdir(this.dir, { recursive: true });
+      fss.mkdirSync(this.dir, { recursive: true });
       this.dirReady = true;
     }
     const storedBytes = body.length + 1;
@@ -232,6 +267,7 @@ export class BlobStore {
     await fh.close();
     const target = this.pathOf(hash);
     await this.ensureFanout(path.dirname(target), true);
+    this.looseFanoutNames?.add(hash.slice(0, 2));
     await fs.rename(tmp, target);
     await fsyncDir(path.dirname(target));
     return { hash, storedBytes, isNew: true };
@@ -266,35 +302,22 @@ export class BlobStore {
   }
 
   async get(hash: string): Promise<Buffer> {
-    const raw = this.readRaw(hash);
-    if (raw.length === 0) throw new CorruptBlobError(hash, 'empty object file');
-    const header = raw[0];
-    const body = raw.subarray(1);
-    if (header === HEADER_RAW) return body;
-    if (header === HEADER_DEFLATE) {
-      try {
-        return await inflateRaw(body);
-      } catch (err) {
-        throw new CorruptBlobError(hash, `cannot inflate (${(err as Error).message})`);
-      }
-    }
-    throw new CorruptBlobError(hash, `unknown header byte ${header}`);
+    return this.getSync(hash);
   }
 
-  /** Synchronous `get`, for restore's tight loop (small files; avoids thread-pool round trips). */
+  /**
+   * Synchronous `get`: blobs are source-sized, and a thread-pool round trip per blob
+   * costs more than the inflate (restore's tight loop, diff, verify).
+   */
   getSync(hash: string): Buffer {
     const raw = this.readRaw(hash);
     if (raw.length === 0) throw new CorruptBlobError(hash, 'empty object file');
-    const header = raw[0];
-    if (header === HEADER_RAW) return raw.subarray(1);
-    if (header === HEADER_DEFLATE) {
-      try {
-        return zlib.inflateRawSync(raw.subarray(1));
-      } catch (err) {
-        throw new CorruptBlobError(hash, `cannot inflate (${(err as Error).message})`);
-      }
+    try {
+      return decodeObject(raw);
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      throw new CorruptBlobError(hash, e.code === 'EBADHEADER' ? e.message : `cannot decompress (${e.message})`);
     }
-    throw new CorruptBlobError(hash, `unknown header byte ${header}`);
   }
 
   hasSync(hash: string): boolean {
@@ -442,7 +465,9 @@ export class BlobStore {
         this.pending.delete(entry.hash);
       }
     }
-    await fsyncDir(packDir);
+    // Sync like the pack's fdatasync above: three thread-pool round trips (open, fsync,
+    // close) cost more than the wait they would free the event loop for.
+    fsyncDirSync(packDir);
   }
 
   /** The pack this instance is filling, started (in its own durable directory) when needed. */

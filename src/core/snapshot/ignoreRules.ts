@@ -48,6 +48,9 @@ export class IgnoreRules {
 // that is itself synchronous for metadata (see scanner.ts).
 function readText(file: string): string | null {
   try {
+    // Most directories have no such file: a stat that returns undefined is far cheaper
+    // than the ENOENT exception readFileSync would build (a stack trace each).
+    if (!fss.statSync(file, { throwIfNoEntry: false })) return null;
     return fss.readFileSync(file, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;

@@ -120,6 +120,38 @@ export function canonicalJson(value: unknown): string {
     if (typeof value === 'number' && !Number.isFinite(value)) throw new Error('cannot encode a non-finite number');
     return JSON.stringify(value);
   }
+  // Manifest entries are most of what is encoded (13k+ per full manifest): their
+  // fixed shapes are written directly, with the keys in the same sorted order.
+  const entry = entryJson(value as Record<string, unknown>);
+  return entry ?? genericJson(value);
+}
+
+function num(n: unknown): string {
+  if (typeof n !== 'number') return canonicalJson(n);
+  if (!Number.isFinite(n)) throw new Error('cannot encode a non-finite number');
+  return JSON.stringify(n);
+}
+
+/** `canonicalJson` of a manifest entry with exactly its known keys, or null for anything else. */
+function entryJson(v: Record<string, unknown>): string | null {
+  const t = v.type;
+  if (t !== 'file' && t !== 'symlink' && t !== 'skipped') return null;
+  let n = 0;
+  for (const k in v) if (v[k] !== undefined) n++;
+  if (t === 'file') {
+    const racy = v.racy !== undefined;
+    if (n !== (racy ? 7 : 6) || v.hash === undefined || v.ino === undefined || v.mode === undefined || v.mtimeMs === undefined || v.size === undefined) return null;
+    return `{"hash":${canonicalJson(v.hash)},"ino":${num(v.ino)},"mode":${num(v.mode)},"mtimeMs":${num(v.mtimeMs)},${racy ? `"racy":${canonicalJson(v.racy)},` : ''}"size":${num(v.size)},"type":"file"}`;
+  }
+  if (t === 'symlink') {
+    if (n !== 4 || v.ino === undefined || v.mtimeMs === undefined || v.target === undefined) return null;
+    return `{"ino":${num(v.ino)},"mtimeMs":${num(v.mtimeMs)},"target":${canonicalJson(v.target)},"type":"symlink"}`;
+  }
+  if (n !== 4 || v.mtimeMs === undefined || v.reason === undefined || v.size === undefined) return null;
+  return `{"mtimeMs":${num(v.mtimeMs)},"reason":${canonicalJson(v.reason)},"size":${num(v.size)},"type":"skipped"}`;
+}
+
+function genericJson(value: object): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   const keys = Object.keys(value as object)
     .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
@@ -235,12 +267,15 @@ export class ManifestStore {
         const parent = await this.loadShared(parentRef);
         const set: Record<string, ManifestEntry> = {};
         const del: string[] = [];
-        for (const [k, v] of manifest) {
+        let kept = 0;
+        manifest.forEach((v, k) => {
           const before = parent.get(k);
           // Stat fields count: a loaded manifest must be usable as the next scan's `previous`.
-          if (!before || !entriesEqual(before, v)) set[k] = v;
-        }
-        for (const k of parent.keys()) if (!manifest.has(k)) del.push(k);
+          if (before === undefined || !entriesEqual(before, v)) set[k] = v;
+          else kept++;
+        });
+        // Every key of the parent still here was counted in `kept`: only look for deletions when some are missing.
+        if (kept + Object.keys(set).length - countNew(set, parent) !== parent.size) for (const k of parent.keys()) if (!manifest.has(k)) del.push(k);
         del.sort();
         obj = { v: 1, full: false, parent: parentRef, depth, set, del };
       }
@@ -369,8 +404,18 @@ export class ManifestStore {
 
 /** Entries are immutable values: freezing them in place (no copy) keeps the cache safe from callers. */
 function freezeCopy(m: Manifest): Manifest {
-  for (const v of m.values()) Object.freeze(v);
+  // Entries reused from a cached manifest are frozen already; freezing is a no-op for them but not free.
+  m.forEach((v) => {
+    if (!Object.isFrozen(v)) Object.freeze(v);
+  });
   return new Map(m);
+}
+
+/** Keys of `set` that `parent` does not have. */
+function countNew(set: Record<string, ManifestEntry>, parent: Manifest): number {
+  let n = 0;
+  for (const k in set) if (!parent.has(k)) n++;
+  return n;
 }
 
 /** Field-wise equality, stat fields included (what a delta must preserve). */

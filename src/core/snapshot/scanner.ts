@@ -6,15 +6,40 @@
  * paths are re-examined, so the cost is O(changes).
  */
 import fss, { type Dirent, type Stats } from 'node:fs';
-import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { BlobStore } from './blobStore.js';
+import { CompressPool } from './compressPool.js';
 import { IgnoreRules, levelsForDir } from './ignoreRules.js';
 import { compareEntries, summarize, type ChangeSummary, type FileChange, type FileEntry, type Manifest, type ManifestEntry } from './manifest.js';
 import { RESERVED_DIRS, RESTORE_TEMP_SUFFIX, checkRoots, childKeyProblem, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
 
 export const DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024;
+/** Smaller files are read synchronously during the walk; larger ones on the thread pool. */
 const SYNC_READ_BELOW = 64 * 1024;
+/** New content past this much in one scan goes to a worker pool for compression. */
+const POOL_AFTER_BYTES = 4 * 1024 * 1024;
+/** Read-but-not-yet-stored bytes the walk may run ahead by (memory bound). */
+const MAX_INFLIGHT_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Linux: an open directory is reachable as /proc/self/fd/N, so a directory opened
+ * once can be listed, and its entries opened, by that name: the kernel resolves it to
+ * the very directory opened, whatever happens to the path since (openat without
+ * openat). Elsewhere the walk falls back to checking real paths.
+ */
+const PROC_FD = process.platform === 'linux' && fss.existsSync('/proc/self/fd') ? '/proc/self/fd' : null;
+const O_DIR = fss.constants.O_RDONLY | (fss.constants.O_DIRECTORY ?? 0) | (fss.constants.O_NOFOLLOW ?? 0);
+const O_FILE = fss.constants.O_RDONLY | (fss.constants.O_NOFOLLOW ?? 0);
+
+/** A directory being walked: `io` is the name to reach it (and its entries) by. */
+interface OpenDir {
+  io: string;
+  fd: number;
+}
+
+function closeDir(d: OpenDir | null): void {
+  if (d && d.fd >= 0) fss.closeSync(d.fd);
+}
 
 export interface ScanOptions {
   roots: SnapshotRoot[];
@@ -40,7 +65,7 @@ export interface ScanOptions {
 export interface ScanHooks {
   /** Called just before a directory is listed. */
   beforeList?(abs: string, relDir: string): void | Promise<void>;
-  /** Called between a file's lstat and the read of its content. */
+  /** Called just before a file is opened to read its content (after its lstat, when it has one). */
   beforeRead?(abs: string, key: string): void | Promise<void>;
 }
 
@@ -59,7 +84,8 @@ export interface ScanResult {
 }
 
 function isReserved(name: string): boolean {
-  return RESERVED_DIRS.has(name.toLowerCase());
+  // Every reserved name starts with a dot: most names are decided without lowercasing.
+  return name.charCodeAt(0) === 46 && RESERVED_DIRS.has(name.toLowerCase());
 }
 
 /** A tiny semaphore: bounds open files and memory held by in-flight reads. */
@@ -67,21 +93,67 @@ class Limiter {
   private active = 0;
   private readonly queue: (() => void)[] = [];
   constructor(private readonly limit: number) {}
-  async run<T>(fn: () => Promise<T>): Promise<T> {
+  /** Resolves once a slot is held; pair with `release`. */
+  async acquire(): Promise<void> {
     if (this.active >= this.limit) await new Promise<void>((r) => this.queue.push(r));
     this.active++;
-    try {
-      return await fn();
-    } finally {
-      this.active--;
-      this.queue.shift()?.();
-    }
+  }
+  release(): void {
+    this.active--;
+    this.queue.shift()?.();
   }
 }
 
-function errInfo(err: unknown): { code: string; message: string } {
+function errInfo(err: unknown, io?: string, abs?: string): { code: string; message: string } {
   const e = err as NodeJS.ErrnoException;
-  return { code: e.code ?? 'EUNKNOWN', message: e.message ?? String(err) };
+  let message = e.message ?? String(err);
+  // Errors name the /proc path the call used; people want the file's own path.
+  if (io && abs && io !== abs) message = message.split(io).join(abs);
+  return { code: e.code ?? 'EUNKNOWN', message };
+}
+
+const READ_ERRORS = new Set(['EACCES', 'EPERM', 'ENOENT', 'EISDIR', 'ENOTDIR', 'EBUSY', 'ELOOP', 'ESYMLINK', 'ENOTREG']);
+
+/** Reads up to `size` bytes (fewer if the file shrank) into `scratch`, which must hold them; returns the view read. */
+function readSyncInto(fd: number, size: number, scratch: Buffer): Buffer {
+  let got = 0;
+  while (got < size) {
+    const n = fss.readSync(fd, scratch, got, size - got, got);
+    if (n === 0) break;
+    got += n;
+  }
+  return scratch.subarray(0, got);
+}
+
+function readAsync(fd: number, buf: Buffer, at: number): Promise<number> {
+  return new Promise((resolve, reject) => fss.read(fd, buf, at, buf.length - at, at, (err, n) => (err ? reject(err) : resolve(n))));
+}
+
+/** Reads a file to its end (it may have grown since its fstat), on the thread pool. */
+async function readAllAsync(fd: number, sizeHint: number): Promise<Buffer> {
+  let buf = Buffer.allocUnsafeSlow(Math.max(sizeHint, 1));
+  let got = 0;
+  for (;;) {
+    const n = await readAsync(fd, buf, got);
+    if (n === 0) break;
+    got += n;
+    if (got === buf.length) {
+      // Full: one small probe read tells whether the file grew, without copying.
+      const probe = Buffer.allocUnsafe(64 * 1024);
+      const more = await new Promise<number>((resolve, reject) => fss.read(fd, probe, 0, probe.length, got, (err, k) => (err ? reject(err) : resolve(k))));
+      if (more === 0) break;
+      const bigger = Buffer.allocUnsafeSlow(buf.length * 2 + more);
+      buf.copy(bigger, 0, 0, got);
+      probe.copy(bigger, got, 0, more);
+      buf = bigger;
+      got += more;
+    }
+  }
+  return got === buf.length ? buf : buf.subarray(0, got);
+}
+
+function notRegular(rel: string): Error {
+  return Object.assign(new Error(`${rel} is no longer a regular file`), { code: 'ENOTREG' });
 }
 
 class Scan {
@@ -94,12 +166,22 @@ class Scan {
   bytesStoredNew = 0;
   private readonly startMs = Date.now();
   private sinceYield = 0;
-  /** Set for small dirty-hint scans: compress inline rather than via the thread pool. */
-  fewFiles = false;
   private readonly rulesMemo = new Map<string, IgnoreRules | null>();
+  /** Bounds large files open or being read at once. */
   private readonly io: Limiter;
   private readonly maxFileBytes: number;
   private readonly baseRules: IgnoreRules;
+  /** Content read but not yet in the store (being compressed): the walk waits past MAX_INFLIGHT_BYTES. */
+  private inflightBytes = 0;
+  private readonly inflightWaiters: (() => void)[] = [];
+  /** Bytes of new content seen; past POOL_AFTER_BYTES the compression pool starts. */
+  private bytesToStore = 0;
+  pool: CompressPool | null = null;
+  /** Set by scan(): whether this scan may start a compression pool (bulk scans). */
+  mayPool = true;
+  readonly pending: Promise<void>[] = [];
+  /** Where small files are read (see examine). */
+  private readonly scratch = Buffer.allocUnsafeSlow(SYNC_READ_BELOW);
 
   /** realpath of each root: what every listed directory and read file must resolve under. */
   private readonly realRoots = new Map<string, string>();
@@ -124,49 +206,131 @@ class Scan {
 
   /** Rules in force for entries of directory `relDir` of `root`, loading every ancestor's files. */
   async rulesFor(root: SnapshotRoot, relDir: string): Promise<IgnoreRules | null> {
+    return this.rulesForSync(root, relDir);
+  }
+
+  /** Memoized per directory, each built on its parent's: dirty files in sibling directories share their ancestors' lookups. */
+  private rulesForSync(root: SnapshotRoot, relDir: string): IgnoreRules | null {
     const memoKey = `${root.dir}\0${relDir}`;
-    if (this.rulesMemo.has(memoKey)) return this.rulesMemo.get(memoKey)!;
-    const rules = this.computeRulesFor(root, relDir);
+    const memo = this.rulesMemo.get(memoKey);
+    if (memo !== undefined) return memo;
+    let rules: IgnoreRules | null;
+    if (relDir === '') {
+      rules = this.baseRules;
+      for (const level of levelsForDir(root.dir, '', null, null)) rules = rules.with(level);
+    } else {
+      const cut = relDir.lastIndexOf('/');
+      rules = this.rulesForSync(root, cut < 0 ? '' : relDir.slice(0, cut));
+      // An ignored or reserved ancestor hides everything below it.
+      if (rules !== null && (isReserved(relDir.slice(cut + 1)) || rules.ignores(relDir, true))) rules = null;
+      if (rules !== null) for (const level of levelsForDir(path.join(root.dir, ...relDir.split('/')), relDir, null, null)) rules = rules.with(level);
+    }
     this.rulesMemo.set(memoKey, rules);
     return rules;
   }
 
-  private computeRulesFor(root: SnapshotRoot, relDir: string): IgnoreRules | null {
-    let rules = this.baseRules;
-    const segs = relDir === '' ? [] : relDir.split('/');
-    for (let i = 0; i <= segs.length; i++) {
-      const rel = segs.slice(0, i).join('/');
-      if (i > 0) {
-        // An ignored or reserved ancestor hides everything below it.
-        if (isReserved(segs[i - 1]!) || rules.ignores(rel, true)) return null;
-      }
-      for (const level of levelsForDir(path.join(root.dir, ...segs.slice(0, i)), rel, null, null)) {
-        rules = rules.with(level);
-      }
+  /** A directory that turned into a symlink (or something else) after it was listed from its parent. */
+  private swapped(abs: string, rel: string, err: unknown): Error {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOTDIR' && code !== 'ELOOP') return err as Error;
+    let target: string | null = null;
+    try {
+      if (fss.lstatSync(abs).isSymbolicLink()) target = fss.readlinkSync(abs);
+    } catch {
+      return err as Error;
     }
-    return rules;
+    if (target === null) return err as Error;
+    return Object.assign(new Error(`${rel} changed into a symlink during the scan (it leads to ${target}); not followed`), { code: 'ESYMLINK' });
   }
 
   /**
-   * Directory listing and lstat are synchronous on purpose: they are metadata-only
-   * syscalls of a few microseconds, while each async call costs a thread-pool round
-   * trip that dominated full rescans (7,000 files: ~400 ms async vs ~40 ms sync).
-   * The walk yields to the event loop every few hundred entries so a host process
-   * stays responsive. Reading and hashing content stays async and concurrent.
+   * Opens directory `relDir` of `root` without following a symlink anywhere below the
+   * root: relative to its already-open parent, or segment by segment from the root.
+   * Without /proc, returns its path (checked by real path after listing instead).
    */
-  async walkDir(root: SnapshotRoot, prefix: string, relDir: string, parentRules: IgnoreRules, pending: Promise<void>[] = []): Promise<Promise<void>[]> {
-    const abs = path.join(root.dir, ...(relDir === '' ? [] : relDir.split('/')));
+  private openDir(root: SnapshotRoot, relDir: string, abs: string, parent: OpenDir | null): OpenDir {
+    if (!PROC_FD) return { io: abs, fd: -1 };
+    const segs = relDir === '' ? [] : relDir.split('/');
+    let fd: number;
+    let from = 0;
+    if (parent && segs.length > 0) {
+      from = segs.length - 1;
+      fd = parent.fd;
+    } else {
+      // The root itself may be reached through symlinks (the person's own path to it).
+      fd = fss.openSync(root.dir, fss.constants.O_RDONLY | (fss.constants.O_DIRECTORY ?? 0));
+    }
+    for (let i = from; i < segs.length; i++) {
+      let next: number;
+      try {
+        next = fss.openSync(`${PROC_FD}/${fd}/${segs[i]}`, O_DIR);
+      } catch (err) {
+        if (fd !== parent?.fd) fss.closeSync(fd);
+        throw this.swapped(path.join(root.dir, ...segs.slice(0, i + 1)), segs.slice(0, i + 1).join('/'), err);
+      }
+      if (fd !== parent?.fd) fss.closeSync(fd);
+      fd = next;
+    }
+    return { io: `${PROC_FD}/${fd}`, fd };
+  }
+
+  /**
+   * Work still running when the walk moves on (compression, large reads); awaited
+   * whole at the end. Marked handled now so a failure before then is not an
+   * unhandled rejection; Promise.all still sees it.
+   */
+  private track(p: Promise<void>): void {
+    p.catch(() => undefined);
+    this.pending.push(p);
+  }
+
+  /** Waits while too much read content is still on its way into the store. */
+  private async roomToRead(): Promise<void> {
+    while (this.inflightBytes > MAX_INFLIGHT_BYTES) await new Promise<void>((r) => this.inflightWaiters.push(r));
+  }
+
+  private settled(bytes: number): void {
+    this.inflightBytes -= bytes;
+    if (this.inflightBytes <= MAX_INFLIGHT_BYTES) for (const w of this.inflightWaiters.splice(0)) w();
+  }
+
+  /**
+   * Directory listing, lstat and small-file reads are synchronous on purpose: they
+   * are syscalls of a few microseconds, while each async call costs a thread-pool
+   * round trip that dominated scans (first checkpoint of 13.6k files: async
+   * open + fstat + close alone took ~1.3 s of main-thread time). The walk yields to
+   * the event loop every few hundred entries so a host process stays responsive;
+   * large files are read on the thread pool and compression runs on worker threads.
+   *
+   * Each directory is opened once (O_NOFOLLOW, relative to its parent) and listed
+   * and read through that descriptor, so a directory swapped for a symlink after
+   * its parent was listed is never followed: nothing outside the root is listed or
+   * read, at the cost of one open and close per directory (no realpath per
+   * directory or file).
+   */
+  async walkDir(root: SnapshotRoot, prefix: string, relDir: string, parentRules: IgnoreRules, parent: OpenDir | null = null): Promise<void> {
+    const abs = relDir === '' ? root.dir : path.join(root.dir, ...relDir.split('/'));
+    let dir: OpenDir | null = null;
     let dirents: Dirent[];
     try {
       await this.opts.hooks?.beforeList?.(abs, relDir);
-      dirents = fss.readdirSync(abs, { withFileTypes: true });
-      // A directory swapped for a symlink after its parent was listed would be followed
-      // by readdir: what was listed must still be this very directory inside the root.
-      if (relDir !== '') this.assertInside(root, abs, relDir);
+      dir = this.openDir(root, relDir, abs, parent);
+      dirents = fss.readdirSync(dir.io, { withFileTypes: true });
+      // Without /proc: what was listed must still be this very directory inside the root.
+      if (!PROC_FD && relDir !== '') this.assertInside(root, abs, relDir);
     } catch (err) {
-      this.unreadable.push({ path: prefix + relDir, ...errInfo(err) });
-      return pending;
+      closeDir(dir);
+      this.unreadable.push({ path: prefix + relDir, ...errInfo(err, dir?.io, abs) });
+      return;
     }
+    try {
+      await this.walkEntries(root, prefix, relDir, abs, dir, dirents, parentRules);
+    } finally {
+      closeDir(dir);
+    }
+  }
+
+  private async walkEntries(root: SnapshotRoot, prefix: string, relDir: string, abs: string, dir: OpenDir, dirents: Dirent[], parentRules: IgnoreRules): Promise<void> {
     let hasGitignore = false;
     let hasDotGit = false;
     for (const d of dirents) {
@@ -175,13 +339,17 @@ class Scan {
     }
     let rules = parentRules;
     if (hasGitignore || hasDotGit) for (const level of levelsForDir(abs, relDir, hasGitignore, hasDotGit)) rules = rules.with(level);
+    const relBase = relDir === '' ? '' : `${relDir}/`;
+    const absBase = abs + path.sep;
+    const ioBase = `${dir.io}/`;
     for (const d of dirents) {
-      if (isReserved(d.name) || d.name.endsWith(RESTORE_TEMP_SUFFIX)) continue;
-      const rel = relDir === '' ? d.name : `${relDir}/${d.name}`;
+      const name = d.name;
+      if (isReserved(name) || name.endsWith(RESTORE_TEMP_SUFFIX)) continue;
+      const rel = relBase + name;
       const isDir = d.isDirectory();
       if (rules.ignores(rel, isDir)) continue;
       const key = prefix + rel;
-      const problem = childKeyProblem(key, d.name);
+      const problem = childKeyProblem(key, name);
       if (problem) {
         this.unreadable.push({ path: key, code: 'EUNSAFEPATH', message: `cannot be recorded safely: ${problem}` });
         continue;
@@ -191,11 +359,22 @@ class Scan {
         await new Promise<void>((r) => setImmediate(r));
       }
       if (isDir) {
-        await this.walkDir(root, prefix, rel, rules, pending);
+        await this.walkDir(root, prefix, rel, rules, dir);
         continue;
       }
       // Plain concatenation: path.join's normalisation showed up in rescan profiles.
-      const file = abs + path.sep + d.name;
+      const file = absBase + name;
+      const io = ioBase + name;
+      // A regular file the stat cache cannot vouch for is read anyway: no lstat, its
+      // descriptor's fstat serves (a first checkpoint: 4 syscalls per file, not 5).
+      const prev = this.opts.previous?.get(key);
+      if (prev === undefined && d.isFile()) {
+        this.filesSeen++;
+        await this.read(root, key, rel, file, io, null);
+        continue;
+      }
+      // lstat by the plain path (cheaper than through /proc): it only decides whether
+      // the stat cache holds; content is read through the directory's descriptor.
       let st: Stats | undefined;
       try {
         st = fss.lstatSync(file);
@@ -206,13 +385,11 @@ class Scan {
       }
       // A directory that replaced the entry between readdir and lstat.
       if (st.isDirectory()) {
-        await this.walkDir(root, prefix, rel, rules, pending);
+        await this.walkDir(root, prefix, rel, rules, dir);
         continue;
       }
-      const p = this.examine(root, key, file, st);
-      if (p) pending.push(p);
+      if (!this.examineMeta(key, file, io, st, prev)) await this.read(root, key, rel, file, io, st);
     }
-    return pending;
   }
 
   /** Throws (code ESYMLINK) unless `abs` — `rel` under `root` — resolves to exactly that place under the real root. */
@@ -224,94 +401,176 @@ class Scan {
   }
 
   /**
-   * Reads a file's content without following a symlink anywhere on its path: the
-   * last component by O_NOFOLLOW, the parents by checking what the open descriptor
-   * really is (a parent directory swapped for a symlink after it was listed would
-   * otherwise lead the read outside the workspace).
+   * Opens a file for reading without following a symlink anywhere on its path: the
+   * last component by O_NOFOLLOW, the parents by opening it through its directory's
+   * descriptor (`io`, see walkDir). Without /proc, the real path of the file is
+   * checked instead. The descriptor must be a regular file.
    */
-  private async readInside(root: SnapshotRoot, abs: string, rel: string, size: number): Promise<Buffer> {
-    const flags = fss.constants.O_RDONLY | (fss.constants.O_NOFOLLOW ?? 0);
-    const fh = await fs.open(abs, flags);
+  private openInside(root: SnapshotRoot, abs: string, rel: string, io: string): { fd: number; st: Stats } {
+    const fd = fss.openSync(io, O_FILE);
     try {
-      if (!(await fh.stat()).isFile()) throw Object.assign(new Error(`${rel} is no longer a regular file`), { code: 'ENOTREG' });
-      let real: string | null = null;
-      try {
-        real = fss.readlinkSync(`/proc/self/fd/${fh.fd}`);
-      } catch {
-        // no /proc (macOS): checked below by the path as it resolves now
-      }
-      if (real?.endsWith(' (deleted)')) throw Object.assign(new Error(`${rel} was deleted while it was read`), { code: 'ENOENT' });
-      real ??= fss.realpathSync.native(abs);
-      this.assertInside(root, abs, rel, real);
-      // Small files: one sync read beats the thread-pool round trips.
-      return size < SYNC_READ_BELOW ? fss.readFileSync(fh.fd) : await fh.readFile();
-    } finally {
-      await fh.close();
+      const st = fss.fstatSync(fd);
+      if (!st.isFile()) throw notRegular(rel);
+      if (!PROC_FD) this.assertInside(root, abs, rel);
+      return { fd, st };
+    } catch (err) {
+      fss.closeSync(fd);
+      throw err;
     }
   }
 
-  /** Records one non-directory path; returns a promise only when content must be read. */
-  examine(root: SnapshotRoot, key: string, abs: string, st: Stats): Promise<void> | null {
+  /**
+   * Records one non-directory path without reading it when it can (symlinks,
+   * specials, too-large files, stat-cache hits: the whole of a rescan but a few
+   * files). Returns false when the content must be read (`read`).
+   */
+  examineMeta(key: string, abs: string, io: string, st: Stats, prev = this.opts.previous?.get(key)): boolean {
     this.filesSeen++;
     if (st.isSymbolicLink()) {
       try {
-        const target = fss.readlinkSync(abs);
+        const target = fss.readlinkSync(io);
         this.manifest.set(key, { type: 'symlink', target, mtimeMs: st.mtimeMs, ino: st.ino });
       } catch (err) {
-        this.unreadable.push({ path: key, ...errInfo(err) });
+        this.unreadable.push({ path: key, ...errInfo(err, io, abs) });
       }
-      return null;
+      return true;
     }
     if (!st.isFile()) {
       // FIFOs, sockets, devices: opening them could block or have side effects.
       this.unreadable.push({ path: key, code: 'ENOTREG', message: 'not a regular file, directory or symlink' });
-      return null;
+      return true;
     }
     if (st.size > this.maxFileBytes) {
       this.manifest.set(key, { type: 'skipped', size: st.size, mtimeMs: st.mtimeMs, reason: 'too_large' });
       this.skipped.push({ path: key, size: st.size, reason: 'too_large' });
-      return null;
+      return true;
     }
-    const mode: 0o755 | 0o644 = st.mode & 0o111 ? 0o755 : 0o644;
-    const prev = this.opts.previous?.get(key);
     if (prev && prev.type === 'file' && !prev.racy && prev.size === st.size && prev.mtimeMs === st.mtimeMs && prev.ino === st.ino) {
+      const mode: 0o755 | 0o644 = st.mode & 0o111 ? 0o755 : 0o644;
       this.manifest.set(key, prev.mode === mode ? prev : { ...prev, mode });
-      return null;
+      return true;
     }
-    return this.io.run(async () => {
-      try {
-        await this.opts.hooks?.beforeRead?.(abs, key);
-        const bytes = await this.readInside(root, abs, key.slice(keyPrefixFor(this.opts.roots, root).length), st.size);
-        const put = await this.opts.blobs.put(bytes, { inline: this.fewFiles });
-        this.filesHashed++;
-        this.bytesHashed += bytes.length;
-        if (put.isNew) this.bytesStoredNew += put.storedBytes;
-        if (bytes.length > this.maxFileBytes) {
-          this.manifest.set(key, { type: 'skipped', size: bytes.length, mtimeMs: st.mtimeMs, reason: 'too_large' });
-          this.skipped.push({ path: key, size: bytes.length, reason: 'too_large' });
-          return;
-        }
-        const entry: FileEntry = { type: 'file', hash: put.hash, size: bytes.length, mode, mtimeMs: st.mtimeMs, ino: st.ino };
-        // Changed while we read it, or too recent to trust: rehash next time.
-        if (bytes.length !== st.size || this.isRacy(st.mtimeMs)) entry.racy = true;
-        this.manifest.set(key, entry);
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        // Read failures (permissions, vanished, replaced by a dir) are reported; store failures are fatal.
-        if (code === 'EACCES' || code === 'EPERM' || code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR' || code === 'EBUSY' || code === 'ELOOP' || code === 'ESYMLINK' || code === 'ENOTREG') {
-          this.unreadable.push({ path: key, ...errInfo(err) });
-          return;
-        }
-        throw err;
+    return false;
+  }
+
+  /** Records one non-directory path (see examineMeta), reading it if needed. */
+  async examine(root: SnapshotRoot, key: string, rel: string, abs: string, io: string, st: Stats): Promise<void> {
+    if (!this.examineMeta(key, abs, io, st)) await this.read(root, key, rel, abs, io, st);
+  }
+
+  /**
+   * Reads and stores one regular file. Small files are read before this returns
+   * (and, without a pool, stored); the promise is for the walk to wait on when too
+   * much content is in flight. `io` reaches the file through its open directory.
+   */
+  async read(root: SnapshotRoot, key: string, rel: string, abs: string, io: string, listed: Stats | null): Promise<void> {
+    let large = listed !== null && listed.size >= SYNC_READ_BELOW;
+    if (large) await this.io.acquire();
+    let opened: { fd: number; st: Stats };
+    try {
+      const hook = this.opts.hooks?.beforeRead?.(abs, key);
+      if (hook) await hook;
+      opened = this.openInside(root, abs, rel, io);
+    } catch (err) {
+      if (large) this.io.release();
+      if (!READ_ERRORS.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+      this.unreadable.push({ path: key, ...errInfo(err, io, abs) });
+      return;
+    }
+    const { fd, st: fst } = opened;
+    const st = listed ?? fst;
+    if (!listed) {
+      // Not lstat'ed first (see walkEntries): the descriptor's fstat decides.
+      if (fst.size > this.maxFileBytes) {
+        fss.closeSync(fd);
+        this.manifest.set(key, { type: 'skipped', size: fst.size, mtimeMs: fst.mtimeMs, reason: 'too_large' });
+        this.skipped.push({ path: key, size: fst.size, reason: 'too_large' });
+        return;
       }
-    });
+      if (fst.size >= SYNC_READ_BELOW) {
+        large = true;
+        await this.io.acquire();
+      }
+    }
+    if (!large) {
+      let bytes: Buffer;
+      try {
+        // Small files go through one reused buffer: the store copies or consumes them
+        // before put returns its promise (no allocation per file).
+        bytes = readSyncInto(fd, fst.size, fst.size <= this.scratch.length ? this.scratch : Buffer.allocUnsafe(fst.size));
+      } catch (err) {
+        if (!READ_ERRORS.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+        this.unreadable.push({ path: key, ...errInfo(err, io, abs) });
+        return;
+      } finally {
+        fss.closeSync(fd);
+      }
+      this.track(this.store(key, st, fst, bytes, bytes.buffer === this.scratch.buffer));
+      await this.roomToRead();
+      return;
+    }
+    // Large: read on the thread pool, holding the descriptor opened above.
+    this.track(
+      (async () => {
+        let bytes: Buffer;
+        try {
+          bytes = await readAllAsync(fd, fst.size);
+        } catch (err) {
+          if (!READ_ERRORS.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+          this.unreadable.push({ path: key, ...errInfo(err, io, abs) });
+          return;
+        } finally {
+          fss.closeSync(fd);
+          this.io.release();
+        }
+        await this.store(key, st, fst, bytes);
+      })(),
+    );
+  }
+
+  /**
+   * Stores content read for `key` and records its entry. The entry's stat fields are
+   * those of the descriptor read (`fst`), so the stat cache describes the content
+   * stored. Returns a promise only while the content is being compressed on the pool.
+   */
+  private store(key: string, st: Stats, fst: Stats, bytes: Buffer, transient = false): Promise<void> {
+    const length = bytes.length;
+    const record = (hash: string, storedBytes: number, isNew: boolean) => {
+      this.filesHashed++;
+      this.bytesHashed += length;
+      if (isNew) this.bytesStoredNew += storedBytes;
+      if (length > this.maxFileBytes) {
+        this.manifest.set(key, { type: 'skipped', size: length, mtimeMs: fst.mtimeMs, reason: 'too_large' });
+        this.skipped.push({ path: key, size: length, reason: 'too_large' });
+        return;
+      }
+      const entry: FileEntry = { type: 'file', hash, size: length, mode: fst.mode & 0o111 ? 0o755 : 0o644, mtimeMs: fst.mtimeMs, ino: fst.ino };
+      // Changed while we read it (or since its lstat), or too recent to trust: rehash next time.
+      if (length !== fst.size || fst.size !== st.size || fst.mtimeMs !== st.mtimeMs || fst.ino !== st.ino || this.isRacy(fst.mtimeMs)) entry.racy = true;
+      this.manifest.set(key, entry);
+    };
+    if (this.mayPool && !this.pool && length >= 64) {
+      this.bytesToStore += length;
+      if (this.bytesToStore > POOL_AFTER_BYTES) this.pool = new CompressPool();
+    }
+    const put = this.opts.blobs.put(bytes, { transient, ...(this.pool ? { pool: this.pool } : {}) });
+    this.inflightBytes += length;
+    return put.then(
+      (r) => {
+        this.settled(length);
+        record(r.hash, r.storedBytes, r.isNew);
+      },
+      (err) => {
+        this.settled(length);
+        throw err;
+      },
+    );
   }
 
   async full(): Promise<void> {
     const { roots } = this.opts;
-    const pending: Promise<void>[] = [];
-    for (const root of roots) await this.walkDir(root, keyPrefixFor(roots, root), '', this.baseRules, pending);
-    await Promise.all(pending);
+    for (const root of roots) await this.walkDir(root, keyPrefixFor(roots, root), '', this.baseRules);
+    await Promise.all(this.pending);
   }
 
   /**
@@ -399,7 +658,8 @@ class Scan {
         if (!st || ignored) return;
         if (isDir) {
           const before = new Set(this.manifest.keys());
-          await Promise.all(await this.walkDir(root, prefix, rel, rel === '' ? this.baseRules : rules!));
+          await this.walkDir(root, prefix, rel, rel === '' ? this.baseRules : rules!);
+          await Promise.all(this.pending);
           for (const k of this.manifest.keys()) if (!before.has(k)) touched.add(k);
         } else {
           const problem = pathKeyProblem(key);
@@ -407,8 +667,21 @@ class Scan {
             this.unreadable.push({ path: key, code: 'EUNSAFEPATH', message: `cannot be recorded safely: ${problem}` });
             return;
           }
-          await this.examine(root, key, abs, st);
           touched.add(key);
+          const name = rel.slice(rel.lastIndexOf('/') + 1);
+          const absDir = path.dirname(abs);
+          let dir: OpenDir;
+          try {
+            dir = this.openDir(root, relDir, absDir, null);
+          } catch (err) {
+            this.unreadable.push({ path: key, ...errInfo(err) });
+            return;
+          }
+          try {
+            await this.examine(root, key, rel, abs, dir.fd >= 0 ? `${dir.io}/${name}` : abs, st);
+          } finally {
+            closeDir(dir);
+          }
         }
       }),
     );
@@ -461,11 +734,13 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
   const t0 = performance.now();
   const s = new Scan(opts);
   let touched: Set<string> | null = null;
-  if (opts.dirty && opts.previous) {
-    s.fewFiles = opts.dirty.length <= 200;
-    touched = await s.incremental(opts.previous, opts.dirty);
+  try {
+    if (opts.dirty && opts.previous) touched = await s.incremental(opts.previous, opts.dirty);
+    else await s.full();
+    await Promise.all(s.pending);
+  } finally {
+    await s.pool?.close();
   }
-  else await s.full();
   if (opts.flush !== false) await opts.blobs.flush();
   // Map order is not meaningful (the walk interleaves); encodings sort their keys.
   return {
