@@ -207,7 +207,8 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
       settle();
       const [h, hr] = await time(async () => {
         const r = await scan({ roots, blobs: store, previous: hintPrev, dirty: changed, flush: false });
-        const [sv, ref] = await time(() => manifests.save(r.manifest, hintRef));
+        // As WorkspaceSnapshots.capture does: the scan's previous is the parent, so only its touched keys can differ.
+        const [sv, ref] = await time(() => manifests.save(r.manifest, hintRef, undefined, r.touched ?? undefined));
         return { r, sv, ref };
       });
       settle();

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
+import fc from 'fast-check';
 import { CorruptManifestError, ManifestStore, canonicalJson, diffCheckpoint, diffManifests, lineCounts, manifestsEqual, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
 import { TempDirs, newStore } from './snapshot.helpers.js';
 
@@ -79,6 +80,31 @@ describe('snapshot manifests and diff', () => {
     assert.deepEqual({ full: delta.full, parent: delta.parent, del: delta.del, set: Object.keys(delta.set) }, { full: false, parent: r1, del: ['a'], set: [] });
     // Equal manifest + equal parent = equal bytes = equal ref (canonical JSON).
     assert.equal(await store.save(new Map([...m1].reverse()), r0), r1);
+  });
+
+  it('property: a delta saved from the touched keys alone equals the one computed over every entry', async () => {
+    const blobs = await newStore(tmp);
+    const keys = fc.constantFrom(...Array.from({ length: 24 }, (_, i) => `d${i % 3}/f${i}`));
+    const entry = fc.tuple(fc.constantFrom('1', '2', '3'), fc.constantFrom(0o644 as const, 0o755 as const), fc.nat(3)).map(([c, m, t]) => file(h(c), m, t));
+    const edit = fc.oneof(fc.tuple(fc.constant('set' as const), keys, entry), fc.tuple(fc.constant('del' as const), keys, fc.constant(null)));
+    await fc.assert(
+      fc.asyncProperty(fc.dictionary(keys, entry, { minKeys: 1 }), fc.array(edit, { maxLength: 12 }), fc.array(keys, { maxLength: 4 }), async (base, edits, extra) => {
+        const parent: Manifest = new Map(Object.entries(base));
+        const child = new Map(parent);
+        const touched = new Set<string>(extra); // a scan may re-examine keys that end up unchanged
+        for (const [op, k, v] of edits) {
+          touched.add(k);
+          if (op === 'set') child.set(k, v!);
+          else child.delete(k);
+        }
+        const a = new ManifestStore(blobs, { fullEvery: 50 });
+        const b = new ManifestStore(blobs, { fullEvery: 50 });
+        const parentRef = await a.save(parent, null);
+        await b.save(parent, null);
+        assert.equal(await a.save(new Map(child), parentRef, undefined, touched), await b.save(new Map(child), parentRef));
+      }),
+      { numRuns: 60 },
+    );
   });
 
   it('refuses corrupt or hostile manifest objects', async () => {

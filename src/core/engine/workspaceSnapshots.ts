@@ -80,7 +80,9 @@ export class WorkspaceSnapshots implements Snapshotter {
     for (const u of r.unreadable) this.opts.log?.warn(`[snapshot] unreadable: ${u.path} (${u.code})`);
     if (r.skipped.length) this.opts.log?.info(`[snapshot] ${r.skipped.length} file(s) over the size limit recorded without content`);
     const parentRef = req.parent?.manifestRef ?? null;
-    const ref = await this.manifests.save(r.manifest, parentRef);
+    // The scan's previous manifest is the parent's: only the keys it touched can differ.
+    const touched = r.touched && parentRef !== null && parentRef === req.previous?.manifestRef ? r.touched : undefined;
+    const ref = await this.manifests.save(r.manifest, parentRef, undefined, touched);
     let filesChanged: number;
     if (parentRef === (req.previous?.manifestRef ?? null)) {
       filesChanged = r.changed.changes.length;

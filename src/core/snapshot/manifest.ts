@@ -249,9 +249,12 @@ export class ManifestStore {
   /**
    * Saves `manifest` as a child of `parentRef` (null for a root checkpoint) and
    * returns its ref. `depthSinceFull` is the parent's depth (0 when the parent is
-   * full); when omitted it is read from the parent object.
+   * full); when omitted it is read from the parent object. `touched`, when the caller
+   * knows it (a dirty-hint scan whose previous manifest is the parent), holds every key
+   * whose entry may differ from the parent's; the delta then looks at those keys only,
+   * not at every entry of a large workspace.
    */
-  async save(manifest: Manifest, parentRef: string | null, depthSinceFull?: number): Promise<string> {
+  async save(manifest: Manifest, parentRef: string | null, depthSinceFull?: number, touched?: ReadonlySet<string>): Promise<string> {
     let obj: ManifestObject;
     let depth = 0;
     if (parentRef === null) {
@@ -267,15 +270,25 @@ export class ManifestStore {
         const parent = await this.loadShared(parentRef);
         const set: Record<string, ManifestEntry> = {};
         const del: string[] = [];
-        let kept = 0;
-        manifest.forEach((v, k) => {
-          const before = parent.get(k);
-          // Stat fields count: a loaded manifest must be usable as the next scan's `previous`.
-          if (before === undefined || !entriesEqual(before, v)) set[k] = v;
-          else kept++;
-        });
-        // Every key of the parent still here was counted in `kept`: only look for deletions when some are missing.
-        if (kept + Object.keys(set).length - countNew(set, parent) !== parent.size) for (const k of parent.keys()) if (!manifest.has(k)) del.push(k);
+        if (touched) {
+          for (const k of touched) {
+            const v = manifest.get(k);
+            const before = parent.get(k);
+            if (v === undefined) {
+              if (before !== undefined) del.push(k);
+            } else if (before === undefined || !entriesEqual(before, v)) set[k] = v;
+          }
+        } else {
+          let kept = 0;
+          manifest.forEach((v, k) => {
+            const before = parent.get(k);
+            // Stat fields count: a loaded manifest must be usable as the next scan's `previous`.
+            if (before === undefined || !entriesEqual(before, v)) set[k] = v;
+            else kept++;
+          });
+          // Every key of the parent still here was counted in `kept`: only look for deletions when some are missing.
+          if (kept + Object.keys(set).length - countNew(set, parent) !== parent.size) for (const k of parent.keys()) if (!manifest.has(k)) del.push(k);
+        }
         del.sort();
         obj = { v: 1, full: false, parent: parentRef, depth, set, del };
       }
@@ -291,7 +304,7 @@ export class ManifestStore {
     // The ref is about to be recorded by the caller, so it must be durable now.
     await this.blobs.flush();
     this.depthCache.set(hash, depth);
-    this.remember(hash, freezeCopy(manifest));
+    this.remember(hash, freezeCopy(manifest, touched));
     return hash;
   }
 
@@ -403,11 +416,19 @@ export class ManifestStore {
 }
 
 /** Entries are immutable values: freezing them in place (no copy) keeps the cache safe from callers. */
-function freezeCopy(m: Manifest): Manifest {
+function freezeCopy(m: Manifest, touched?: ReadonlySet<string>): Manifest {
   // Entries reused from a cached manifest are frozen already; freezing is a no-op for them but not free.
-  m.forEach((v) => {
-    if (!Object.isFrozen(v)) Object.freeze(v);
-  });
+  // With `touched`, every other entry came from the (cached, frozen) parent.
+  if (touched) {
+    for (const k of touched) {
+      const v = m.get(k);
+      if (v && !Object.isFrozen(v)) Object.freeze(v);
+    }
+  } else {
+    m.forEach((v) => {
+      if (!Object.isFrozen(v)) Object.freeze(v);
+    });
+  }
   return new Map(m);
 }
 

@@ -77,6 +77,11 @@ export interface ScanProblem {
 
 export interface ScanResult {
   manifest: Manifest;
+  /**
+   * After a dirty-hint scan, every key whose entry may differ from `previous` (all
+   * others are `previous`'s own entries); null after a full walk.
+   */
+  touched: ReadonlySet<string> | null;
   changed: ChangeSummary;
   skipped: { path: string; size: number; reason: 'too_large' }[];
   unreadable: ScanProblem[];
@@ -745,6 +750,7 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
   // Map order is not meaningful (the walk interleaves); encodings sort their keys.
   return {
     manifest: s.manifest,
+    touched,
     changed: summarize(s.changes(opts.previous, touched)),
     skipped: s.skipped,
     unreadable: s.unreadable,
