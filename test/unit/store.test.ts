@@ -105,7 +105,8 @@ describe('store', () => {
     assert.deepEqual(seqs({ taskId: 't150' }), [150]);
     assert.deepEqual(seqs({ taskId: 't415' }), [415]);
     // Segments no generation replays went to the archive; the ones back to the previous generation stay.
-    assert.deepEqual(fs.readdirSync(path.join(dir, 'archive')).sort(), ['journal-000000000001.wal', 'journal-000000000101.wal', 'journal-000000000201.wal']);
+    // Small segments are folded into one archive segment (up to ~1 MB).
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'archive')), ['journal-000000000001.wal']);
     assert.deepEqual(listSegments(dir).map((f) => path.basename(f)), ['journal-000000000301.wal', 'journal-000000000401.wal']);
     // The file on disk holds projections only.
     const SQL = await loadSqlJs();
@@ -123,6 +124,36 @@ describe('store', () => {
     const v = await s.verify();
     assert.ok(v.ok && v.events === 420, JSON.stringify(v));
     await s.close();
+  });
+
+  it('folds the small segments of one-call-per-process use into ~1 MB archive segments; a crash mid-fold loses and doubles nothing', async () => {
+    // Each open/commit/close exports and rotates, as a CLI call that owns the store does.
+    for (let i = 1; i <= 12; i++) {
+      const s = await EventStore.open({ dir });
+      await append(s, i * 10, 3);
+      await s.close();
+    }
+    const archived = fs.readdirSync(path.join(dir, 'archive'));
+    assert.equal(archived.length, 1, `one archive segment, not one per call: ${archived.join(', ')}`);
+    // A crash after a merged file replaced the archive segment but before the live one was
+    // removed leaves both: keep copies of the live segments, fold them, then put them back.
+    const saved = listSegments(dir).map((f) => [f, fs.readFileSync(f)] as const);
+    for (let i = 13; i <= 15; i++) {
+      const s = await EventStore.open({ dir });
+      await append(s, i * 10, 3);
+      await s.close();
+    }
+    const restored = saved.filter(([f]) => !fs.existsSync(f));
+    assert.ok(restored.length >= 2, 'some live segments were folded into the archive');
+    for (const [f, bytes] of restored) fs.writeFileSync(f, bytes);
+    const s = await EventStore.open({ dir });
+    try {
+      const keys = s.events().map((e) => e.key);
+      assert.deepEqual(keys, Array.from({ length: 15 }, (_, i) => [0, 1, 2].map((k) => `k${(i + 1) * 10 + k}`)).flat());
+      assert.ok((await s.verify()).ok);
+    } finally {
+      await s.close();
+    }
   });
 
   it('a database that holds events no segment has (written before v3) archives them before an export drops them', async () => {

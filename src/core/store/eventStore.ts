@@ -8,7 +8,7 @@ import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType, type Ev
 import { Logger, silentLogger } from '../log';
 import { Db } from './db';
 import { fsyncDir, sweepTempFiles, writeFileAtomic } from './fsutil';
-import { ARCHIVE_DIR, JournalWriter, decodeSegment, encodeRecord, listAllSegments, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
+import { ARCHIVE_DIR, RECORD_MAGIC, JournalWriter, decodeSegment, encodeRecord, listAllSegments, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
 import { DB_VERSION, dbVersion, migrate } from './migrations';
 import { OwnerLock, type AcquireOptions } from './ownerLock';
 import { clearProjections, dumpProjections, insertEvent, project } from './projections';
@@ -246,7 +246,7 @@ export class EventStore {
     const after = filter.afterSeq ?? 0;
     const limit = filter.limit !== undefined && filter.limit >= 0 ? filter.limit : Infinity;
     const memFrom = tableFromSeq(this.db, this.seq);
-    const out: WaypointEvent[] = after + 1 < memFrom ? readSegmentEvents(this.dir, after, memFrom - 1, filter.taskId, limit) : [];
+    const out: WaypointEvent[] = after + 1 < memFrom ? readSegmentEvents(this.dir, after, memFrom - 1, filter.taskId, limit, this.storeId) : [];
     if (out.length >= limit) return out;
     const rows = this.db.all<Record<string, unknown>>(
       `SELECT * FROM events WHERE seq > ? ${filter.taskId ? 'AND task_id = ?' : ''} ORDER BY seq LIMIT ?`,
@@ -335,7 +335,7 @@ export class EventStore {
       const nextBase = segmentBase(path.basename(segs[i + 1]));
       if (nextBase - 1 <= prevSeq) {
         await fs.promises.mkdir(archive, { recursive: true, mode: 0o700 });
-        await fs.promises.rename(segs[i], path.join(archive, path.basename(segs[i])));
+        if (!(await appendToNewestArchive(archive, segs[i]))) await fs.promises.rename(segs[i], path.join(archive, path.basename(segs[i])));
         archived++;
       }
     }
@@ -489,6 +489,31 @@ function ensureStoreDir(dir: string): void {
   if (!fs.existsSync(gi)) fs.writeFileSync(gi, '*\n');
 }
 
+/** Archive segments grow to about this size by taking in the small segments after them. */
+const ARCHIVE_SEGMENT_BYTES = 1024 * 1024;
+
+/**
+ * Folds a small segment into the newest archive segment when both are small — a
+ * store driven by one CLI call after another exports (and so rotates) on every call,
+ * and the archive would otherwise gain a file per call. The merged file replaces the
+ * archive segment atomically (temp, fsync, rename) before the live segment is
+ * removed; a crash between leaves both, and readers take a record held twice once.
+ * Returns false when the segment should be moved as it is.
+ */
+async function appendToNewestArchive(archive: string, seg: string): Promise<boolean> {
+  const newest = listSegments(archive).pop();
+  if (!newest) return false;
+  const [a, b] = await Promise.all([fs.promises.readFile(newest), fs.promises.readFile(seg)]);
+  if (a.length + b.length > ARCHIVE_SEGMENT_BYTES) return false;
+  // Drop the segment's own header record (the merged file keeps the archive segment's).
+  if (b.length < 12 || b.readUInt32LE(0) !== RECORD_MAGIC) return false;
+  const headerEnd = 12 + b.readUInt32LE(4);
+  if (headerEnd > b.length) return false;
+  await writeFileAtomic(newest, Buffer.concat([a, b.subarray(headerEnd)]), 0o600);
+  await fs.promises.rm(seg);
+  return true;
+}
+
 function rebuildInPlace(db: Db, events: readonly WaypointEvent[]): void {
   db.transaction(() => {
     clearProjections(db);
@@ -519,7 +544,7 @@ function tableEvents(db: Db, afterSeq: number, upTo = Number.MAX_SAFE_INTEGER): 
  * segment archived while this runs (a rename by a concurrent export) is read from
  * its new place.
  */
-function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?: string, limit = Infinity): WaypointEvent[] {
+function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?: string, limit = Infinity, storeId?: string): WaypointEvent[] {
   const segs = listAllSegments(dir);
   const out: WaypointEvent[] = [];
   let expect = afterSeq + 1;
@@ -550,6 +575,9 @@ function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?:
           `the current tasks, steps and checkpoints (the database) are intact.`,
         { file },
       );
+    }
+    if (storeId && seg.header && seg.header.storeId !== storeId) {
+      throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} belongs to another store (${seg.header.storeId}).`, { file });
     }
     // In seq order, as replay takes them (a record written twice counts once).
     const inRange: WaypointEvent[] = [];
@@ -613,7 +641,10 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
   /** Segment headers by base seq: the one at lastSeq+1 holds the checksum of the generation ending at lastSeq. */
   const headers = new Map<number, SegmentHeader>();
   // Headers first (a few bytes each): enough to match a database generation to the journal.
-  for (const file of segFiles) {
+  // Only the live segments' (archived ones are checked when read): the archive may hold
+  // many small segments — one per CLI call that owned the store — and open must not read them all.
+  const live = listSegments(dir);
+  for (const file of live.length ? live : segFiles.slice(0, 1)) {
     const h = readSegmentHeader(file);
     if (!h) continue;
     headers.set(segmentBase(path.basename(file)), h);
@@ -647,10 +678,9 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
     let tornBytes = 0;
     segFiles.forEach((file, i) => {
       const isLast = i === segFiles.length - 1;
-      const base = segmentBase(path.basename(file));
       const nextBase = isLast ? Infinity : segmentBase(path.basename(segFiles[i + 1]));
       if (!isLast && nextBase - 1 <= lastSeq) {
-        segments.push({ file, baseSeq: base, validBytes: fs.statSync(file).size });
+        // Covered by the database; only the newest segment's size matters (the writer appends to it).
         return;
       }
       if (isLast && speculative?.file === file) {
