@@ -593,19 +593,30 @@ function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?:
       }
     }
     inRange.sort((a, b) => a.seq - b.seq);
-    // Batches skipped for not naming the task still account for their seqs (their CRC was checked).
-    const skippedUpTo = Math.max(0, ...seg.batches.filter((b) => b.skipped && b.last !== undefined).map((b) => Math.min(b.last!, upTo)));
+    if (needle) {
+      // A per-task read: every record's CRC was checked, but batches not naming the task
+      // were not parsed, so contiguity is a full read's (verify's) to prove. Advance past
+      // everything this segment holds, parsed or not.
+      let highest = expect - 1;
+      for (const b of seg.batches) if (b.skipped && b.last !== undefined && b.last > highest) highest = Math.min(b.last, upTo);
+      for (const e of inRange) {
+        if (e.seq < expect) continue; // a record written twice
+        expect = e.seq + 1;
+        if (e.taskId === taskId) out.push(e);
+        if (out.length >= limit) return out;
+      }
+      expect = Math.max(expect, highest + 1);
+      continue;
+    }
     for (const e of inRange) {
-      if (skippedUpTo >= expect && e.seq > expect) expect = Math.min(e.seq, skippedUpTo + 1);
-      if (e.seq < expect) continue;
+      if (e.seq < expect) continue; // a record written twice: the first copy counts, as on replay
       if (e.seq !== expect) {
         throw new WaypointError('corrupt', `The journal's segments are missing events ${expect}..${e.seq - 1}.`, { from: expect, to: e.seq - 1 });
       }
       expect = e.seq + 1;
-      if (!taskId || e.taskId === taskId) out.push(e);
+      out.push(e);
       if (out.length >= limit) return out;
     }
-    if (skippedUpTo >= expect) expect = skippedUpTo + 1;
   }
   if (expect <= upTo && out.length < limit) {
     throw new WaypointError('corrupt', `The journal's segments end at event ${expect - 1}; events ${expect}..${upTo} are not in the store.`, { from: expect, to: upTo });
