@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import fc from 'fast-check';
-import { diffManifests, scan, type Manifest } from '../../src/core/snapshot/index.js';
+import { BlobStore, diffManifests, scan, type Manifest } from '../../src/core/snapshot/index.js';
 import { TempDirs, ageTree, newStore, writeTree } from './snapshot.helpers.js';
 
 const keys = (m: Manifest) => [...m.keys()].sort();
@@ -54,6 +54,31 @@ describe('snapshot scanner', () => {
     assert.deepEqual(r.unreadable, []);
     // The nested repository's .git is read for its excludes, never recorded or touched.
     assert.equal(await fs.readFile(path.join(ws, 'vendor/lib/.git/HEAD'), 'utf8'), 'nested repo internals');
+  });
+
+  it('a bulk first scan (past the 4 MB at which compression moves to worker threads) stores every file byte for byte', async () => {
+    const ws = await tmp.make();
+    const files: Record<string, string | Buffer> = {};
+    let bytes = 0;
+    for (let i = 0; bytes < 6 * 1024 * 1024; i++) {
+      // Source-like text (compressible), some incompressible bytes, and duplicates across directories.
+      const body = i % 7 === 0 ? Buffer.from(Array.from({ length: 40_000 }, (_, k) => (k * 2654435761 + i) & 0xff)) : `// file ${i}\n${`export const v${i} = ${i} * 2; // padding\n`.repeat(1500)}`;
+      files[`d${i % 5}/f${i}.${i % 7 === 0 ? 'bin' : 'ts'}`] = body;
+      if (i % 11 === 0) files[`copies/f${i}.ts`] = body;
+      bytes += body.length;
+    }
+    await writeTree(ws, files);
+    const blobs = await newStore(tmp);
+    const r = await scan({ roots: [{ name: 'ws', dir: ws }], blobs });
+    assert.equal(r.manifest.size, Object.keys(files).length);
+    assert.ok(r.stats.bytesStoredNew < bytes / 2, `compressed and deduplicated: ${r.stats.bytesStoredNew} of ${bytes} bytes`);
+    // Read back through a fresh store, as the next process would.
+    const cold = new BlobStore(blobs.dir, { durability: 'deferred' });
+    for (const [rel, body] of Object.entries(files)) {
+      const e = r.manifest.get(rel);
+      assert.ok(e && e.type === 'file', rel);
+      assert.ok((await cold.get(e.hash)).equals(Buffer.from(body)), `${rel} reads back byte for byte`);
+    }
   });
 
   it('records symlinks without following them, keeps the exec bit, skips large files', async () => {
