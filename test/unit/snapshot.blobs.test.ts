@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import fss from 'node:fs';
 import { BlobNotFoundError, BlobStore, sha256Hex } from '../../src/core/snapshot/index.js';
+import { CompressPool, decodeObject } from '../../src/core/snapshot/compressPool.js';
 import { TempDirs } from './snapshot.helpers.js';
 
 describe('snapshot blob store', () => {
@@ -23,6 +26,38 @@ describe('snapshot blob store', () => {
     assert.deepEqual(await blobs.get(a.hash), text);
     assert.equal(await blobs.verify(a.hash), true);
     assert.deepEqual([...(await collect(blobs.list()))], [a.hash]);
+  });
+
+  it('a pool worker reads a file through its directory descriptor: hashed, encoded, never through a symlink or into a FIFO', async function () {
+    if (process.platform !== 'linux') this.skip(); // /proc/self/fd
+    const dir = await tmp.make();
+    const text = 'export const x = 1;\n'.repeat(500);
+    await fs.writeFile(path.join(dir, 'a.ts'), text);
+    await fs.writeFile(path.join(dir, 'big.bin'), Buffer.alloc(5000, 1));
+    await fs.symlink('a.ts', path.join(dir, 'link'));
+    execFileSync('mkfifo', [path.join(dir, 'fifo')]);
+    const fd = fss.openSync(dir, fss.constants.O_RDONLY | fss.constants.O_DIRECTORY);
+    const pool = new CompressPool(1, 1);
+    try {
+      const io = (name: string) => `/proc/self/fd/${fd}/${name}`;
+      const a = await pool.readFile(io('a.ts'), 4096 * 4);
+      assert.ok(a.kind === 'read');
+      assert.equal(a.hash, sha256Hex(Buffer.from(text)));
+      assert.equal(a.length, text.length);
+      assert.ok(a.encoded.body.length < text.length / 4, 'compressed');
+      assert.equal(decodeObject(Buffer.concat([Buffer.of(a.encoded.header), a.encoded.body])).toString(), text);
+      const big = await pool.readFile(io('big.bin'), 4096);
+      assert.deepEqual({ kind: big.kind, size: big.kind === 'skipped' ? big.size : -1 }, { kind: 'skipped', size: 5000 });
+      const link = await pool.readFile(io('link'), 1 << 20);
+      assert.deepEqual(link.kind === 'error' && link.code, 'ELOOP');
+      const fifo = await pool.readFile(io('fifo'), 1 << 20); // O_NONBLOCK: returns, does not hang
+      assert.deepEqual(fifo.kind === 'error' && fifo.code, 'ENOTREG');
+      const gone = await pool.readFile(io('missing'), 1 << 20);
+      assert.deepEqual(gone.kind === 'error' && gone.code, 'ENOENT');
+    } finally {
+      await pool.close();
+      fss.closeSync(fd);
+    }
   });
 
   it('stores incompressible content raw (1-byte header only)', async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import fc from 'fast-check';
-import { CorruptManifestError, ManifestStore, canonicalJson, diffCheckpoint, diffManifests, lineCounts, manifestsEqual, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
+import { CorruptManifestError, ManifestStore, canonicalJson, fullManifestJson, diffCheckpoint, diffManifests, lineCounts, manifestsEqual, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
 import { TempDirs, newStore } from './snapshot.helpers.js';
 
 const h = (c: string) => c.repeat(64);
@@ -132,6 +132,22 @@ describe('snapshot manifests and diff', () => {
     // Nothing above changed the files on disk besides the objects we put.
     assert.ok((await fs.readdir(blobs.dir)).length > 0);
   });
+  it('property: a full manifest is encoded straight from its map exactly as canonicalJson encodes the object', () => {
+    const key = fc.oneof(fc.stringMatching(/^[a-z0-9/._ -]{1,8}$/), fc.constantFrom('10', '2', '0', '__proto__x', 'ü', 'a"b', 'Z'));
+    const entry = fc.oneof(
+      fc.record({ type: fc.constant('file' as const), hash: fc.constantFrom('a'.repeat(64), 'b'.repeat(64)), size: fc.nat(), mode: fc.constantFrom(0o644 as const, 0o755 as const), mtimeMs: fc.double({ noNaN: true, noDefaultInfinity: true }), ino: fc.nat() }),
+      fc.record({ type: fc.constant('symlink' as const), target: fc.string({ minLength: 1 }), mtimeMs: fc.nat(), ino: fc.nat() }),
+      fc.record({ type: fc.constant('skipped' as const), size: fc.nat(), mtimeMs: fc.nat(), reason: fc.constant('too_large' as const) }),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.tuple(key, entry), { maxLength: 30 }), (pairs) => {
+        const m: Manifest = new Map(pairs as [string, ManifestEntry][]);
+        assert.equal(fullManifestJson(m), canonicalJson({ v: 1, full: true, entries: Object.fromEntries(m) }));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
   it('canonicalJson writes manifest entries exactly as the generic sorted-key encoding', () => {
     const reference = (v: unknown): string => {
       if (v === null || typeof v !== 'object') return JSON.stringify(v);

@@ -46,6 +46,27 @@ describe('snapshot paths', () => {
     }
   });
 
+  it('property: the plain-ASCII fast path of pathKeyProblem refuses exactly what the full rule list refuses', () => {
+    // The full rule list, written out independently of the implementation's shortcuts.
+    const reference = (key: string): boolean => {
+      if (key.length === 0 || key.length > 4096 || key.includes('\0') || /[\u0001-\u001f\u007f-\u009f]/.test(key) || key.includes('\\')) return false;
+      if (key.startsWith('/') || /^[A-Za-z]:/.test(key) || key.normalize('NFC') !== key) return false;
+      const segs = key.split('/');
+      return segs.every((s) => s !== '' && s !== '.' && s !== '..' && s.length <= 255 && s.toLowerCase() !== '.git' && s.toLowerCase() !== '.waypoint');
+    };
+    const seg = fc.oneof(
+      fc.stringMatching(/^[A-Za-z0-9_.:\\ -]{0,6}$/),
+      fc.constantFrom('.', '..', '.git', '.GIT', '.Waypoint', 'c:', 'C:x', 'x'.repeat(256), '', 'é', 'e\u0301'),
+    );
+    fc.assert(
+      fc.property(fc.array(seg, { minLength: 1, maxLength: 5 }), fc.boolean(), (segs, lead) => {
+        const key = (lead ? '/' : '') + segs.join('/');
+        assert.equal(pathKeyProblem(key) === null, reference(key), JSON.stringify(key));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
   it('property: the scanner\'s fast per-name check agrees with the full check', () => {
     const name = fc.oneof(
       fc.string({ maxLength: 12 }),

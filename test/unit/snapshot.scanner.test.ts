@@ -81,6 +81,49 @@ describe('snapshot scanner', () => {
     }
   });
 
+  it('a first scan past 256 new files reads them on worker threads, with the same manifest as the walk on the main thread', async () => {
+    const ws = await tmp.make();
+    const files: Record<string, string | Buffer> = {};
+    for (let i = 0; i < 700; i++) {
+      const body = i % 50 === 0 ? Buffer.from(Array.from({ length: 200_000 }, (_, k) => (k * 2654435761 + i) & 0xff)) : `// ${i}\n${'line of source\n'.repeat(i % 40)}`;
+      files[`d${i % 9}/sub${i % 4}/f${i}.txt`] = body;
+      if (i % 97 === 0) files[`dup/f${i}.txt`] = body; // same content twice: stored once
+    }
+    files['empty.txt'] = '';
+    files['big/too-large.bin'] = Buffer.alloc(300_000, 7);
+    await writeTree(ws, files);
+    await fs.chmod(path.join(ws, 'd1/sub1/f1.txt'), 0o755);
+    await fs.symlink('d0', path.join(ws, 'link-to-dir'));
+    execFileSync('mkfifo', [path.join(ws, 'd2/pipe')]);
+    const maxFileBytes = 250_000;
+
+    const blobs = await newStore(tmp);
+    const onWorkers = await scan({ roots: [{ name: 'ws', dir: ws }], blobs, maxFileBytes });
+    assert.ok(onWorkers.stats.filesReadOnWorkers > 400, `files read on workers: ${onWorkers.stats.filesReadOnWorkers}`);
+    // Test hooks keep every read on this thread: the reference walk.
+    const reference = await scan({ roots: [{ name: 'ws', dir: ws }], blobs: await newStore(tmp), maxFileBytes, hooks: {} });
+    assert.equal(reference.stats.filesReadOnWorkers, 0);
+
+    assert.deepEqual(keys(onWorkers.manifest), keys(reference.manifest));
+    const content = (e: unknown) => {
+      const { mtimeMs: _m, ino: _i, racy: _r, ...rest } = e as Record<string, unknown>;
+      return rest;
+    };
+    for (const [k, e] of reference.manifest) assert.deepEqual(content(onWorkers.manifest.get(k)), content(e), k);
+    assert.equal((onWorkers.manifest.get('d1/sub1/f1.txt') as { mode: number }).mode, 0o755);
+    assert.equal(onWorkers.manifest.get('big/too-large.bin')?.type, 'skipped');
+    assert.deepEqual(onWorkers.skipped, [{ path: 'big/too-large.bin', size: 300_000, reason: 'too_large' }]);
+    assert.deepEqual(onWorkers.unreadable.map((u) => [u.path, u.code]), [['d2/pipe', 'ENOTREG']]);
+    // Every blob reads back byte for byte through a fresh store, as the next process would.
+    const cold = new BlobStore(blobs.dir, { durability: 'deferred' });
+    for (const [rel, body] of Object.entries(files)) {
+      const e = onWorkers.manifest.get(rel);
+      if (rel === 'big/too-large.bin') continue;
+      assert.ok(e && e.type === 'file', rel);
+      assert.ok((await cold.get(e.hash)).equals(Buffer.from(body)), `${rel} reads back byte for byte`);
+    }
+  });
+
   it('records symlinks without following them, keeps the exec bit, skips large files', async () => {
     const ws = await tmp.make();
     const outside = await tmp.make('wp-outside-');

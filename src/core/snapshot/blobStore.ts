@@ -239,6 +239,21 @@ export class BlobStore {
     } else {
       enc = encodeBody(bytes, this.level);
     }
+    return this.storeEncoded(hash, enc);
+  }
+
+  /**
+   * Stores content already hashed and encoded elsewhere (a scan worker read, hashed
+   * and compressed the file). `hash` must be the SHA-256 of the decoded content: the
+   * caller computed it from the bytes it encoded. Deduplicates like `put`.
+   */
+  async putEncoded(hash: string, enc: Encoded): Promise<PutResult> {
+    const existing = this.sizeOfSync(hash, false);
+    if (existing !== null) return { hash, storedBytes: existing, isNew: false };
+    return this.storeEncoded(hash, enc);
+  }
+
+  private async storeEncoded(hash: string, enc: Encoded): Promise<PutResult> {
     const body = enc.body;
     const header = enc.header;
     // Another put of the same content may have finished while we compressed.

@@ -63,8 +63,21 @@ export function decodeObject(raw: Buffer): Buffer {
   throw Object.assign(new Error(`unknown header byte ${header}`), { code: 'EBADHEADER' });
 }
 
+/** A message carries blobs until it holds this many bytes (or the event loop turns): one postMessage per blob cost ~20 µs each. */
+const BATCH_BYTES = 256 * 1024;
+/** File jobs per message: a few dozen files amortize a message without starving the other worker. */
+const FILE_BATCH = 24;
+/** A worker reads files up to this size into one reused buffer (larger ones get their own). */
+const FILE_SCRATCH_BYTES = 1024 * 1024;
+/** Weight of one queued file job when picking the least-loaded worker (a typical source file). */
+const FILE_JOB_WEIGHT = 8 * 1024;
+/** Arenas kept for reuse: fresh memory costs a page fault per 4 KiB on first write (~22k for 90 MB). Bounds what a pool holds. */
+const SPARE_ARENAS = 32;
+
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
+const fs = require('node:fs');
+const crypto = require('node:crypto');
 const zlib = require('node:zlib');
 const brotli = (bytes, quality) => zlib.brotliCompressSync(bytes, { params: {
   [zlib.constants.BROTLI_PARAM_QUALITY]: quality, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length } });
@@ -78,42 +91,113 @@ function encode(bytes, quality) {
   const out = brotli(bytes, quality);
   return out.length <= bytes.length * ${KEEP_RATIO} ? out : null;
 }
-// One message per batch: the inputs arrive in one ArrayBuffer (job i is bytes
-// [at_i, at_i + len_i)), and the outputs go back in one, with their encodings.
-parentPort.on('message', (m) => {
-  const input = new Uint8Array(m.buf);
-  const outs = [];
-  let total = 0;
-  for (const job of m.jobs) {
-    const bytes = input.subarray(job.at, job.at + job.len);
-    let out = null;
-    try {
-      out = encode(bytes, m.quality);
-    } catch (err) {
-      outs.push({ id: job.id, error: String((err && err.message) || err) });
-      continue;
-    }
-    outs.push({ id: job.id, header: out === null ? ${HEADER_RAW} : ${HEADER_BROTLI}, body: out === null ? bytes : out });
-    total += out === null ? bytes.length : out.length;
+const sha256 = crypto.hash ? (b) => crypto.hash('sha256', b, 'hex') : (b) => crypto.createHash('sha256').update(b).digest('hex');
+// O_NOFOLLOW: a file swapped for a symlink is not followed; O_NONBLOCK: a file swapped
+// for a FIFO cannot block the open (fstat then refuses it).
+const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | (fs.constants.O_NONBLOCK || 0);
+let scratch = Buffer.allocUnsafeSlow(${FILE_SCRATCH_BYTES});
+/** The batch's output: bodies appended as they are produced (a raw body is a view of scratch). */
+let out = Buffer.allocUnsafeSlow(${BATCH_BYTES} * 2);
+let outAt = 0;
+function emit(body) {
+  if (outAt + body.length > out.length) {
+    const bigger = Buffer.allocUnsafeSlow(Math.max(out.length * 2, outAt + body.length));
+    out.copy(bigger, 0, 0, outAt);
+    out = bigger;
   }
-  const buf = new Uint8Array(total);
-  let at = 0;
-  const results = outs.map((o) => {
-    if (o.error !== undefined) return o;
-    buf.set(o.body, at);
-    const r = { id: o.id, header: o.header, at, len: o.body.length };
-    at += o.body.length;
-    return r;
-  });
-  // The input buffer goes back too, to be reused for a later batch (fresh memory costs page faults).
-  parentPort.postMessage({ buf: buf.buffer, input: m.buf, results }, [buf.buffer, m.buf]);
+  out.set(body, outAt);
+  outAt += body.length;
+  return outAt - body.length;
+}
+function readOne(job, quality, maxBytes) {
+  let fd;
+  try {
+    fd = fs.openSync(job.io, O_READ);
+  } catch (err) {
+    return { id: job.id, code: err.code || 'EUNKNOWN', message: String(err.message || err) };
+  }
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) return { id: job.id, code: 'ENOTREG', message: 'no longer a regular file' };
+    const r = { id: job.id, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, exec: (st.mode & 0o111) !== 0 };
+    if (st.size > maxBytes) return Object.assign(r, { skipped: true });
+    const buf = st.size <= scratch.length ? scratch : Buffer.allocUnsafeSlow(st.size);
+    let got = 0;
+    while (got < st.size) {
+      const n = fs.readSync(fd, buf, got, st.size - got, got);
+      if (n === 0) break;
+      got += n;
+    }
+    const bytes = buf.subarray(0, got);
+    const hash = sha256(bytes);
+    const enc = encode(bytes, quality);
+    const body = enc === null ? bytes : enc;
+    return Object.assign(r, { length: got, hash, header: enc === null ? ${HEADER_RAW} : ${HEADER_BROTLI}, at: emit(body), len: body.length });
+  } catch (err) {
+    return { id: job.id, code: err.code || 'EUNKNOWN', message: String(err.message || err) };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+// One message per batch: encode jobs' inputs arrive in one ArrayBuffer (job i is
+// bytes [at_i, at_i + len_i)); file jobs name a file to read, hash and encode here.
+// Outputs go back in one ArrayBuffer, with their encodings.
+parentPort.on('message', (m) => {
+  outAt = 0;
+  const results = [];
+  if (m.files) {
+    for (const job of m.files) results.push(readOne(job, m.quality, m.maxBytes));
+  } else {
+    const input = new Uint8Array(m.buf);
+    for (const job of m.jobs) {
+      const bytes = input.subarray(job.at, job.at + job.len);
+      let enc = null;
+      try {
+        enc = encode(bytes, m.quality);
+      } catch (err) {
+        results.push({ id: job.id, error: String((err && err.message) || err) });
+        continue;
+      }
+      const body = enc === null ? bytes : enc;
+      results.push({ id: job.id, header: enc === null ? ${HEADER_RAW} : ${HEADER_BROTLI}, at: emit(body), len: body.length });
+    }
+  }
+  // The output is copied out once (transferring the growable arena would leave this
+  // thread a fresh one to fault in per batch); the input buffer goes back for reuse.
+  const buf = new Uint8Array(outAt);
+  buf.set(out.subarray(0, outAt));
+  const transfer = m.buf ? [buf.buffer, m.buf] : [buf.buffer];
+  parentPort.postMessage({ buf: buf.buffer, input: m.buf, results }, transfer);
 });
 `;
 
+/** What a worker found reading one file (see `CompressPool.readFile`). */
+export type FileRead =
+  | { kind: 'error'; code: string; message: string }
+  | { kind: 'skipped'; size: number; mtimeMs: number; ino: number; exec: boolean }
+  | { kind: 'read'; size: number; mtimeMs: number; ino: number; exec: boolean; length: number; hash: string; encoded: Encoded };
+
+interface WorkerResult {
+  id: number;
+  error?: string;
+  code?: string;
+  message?: string;
+  header?: number;
+  at?: number;
+  len?: number;
+  size?: number;
+  mtimeMs?: number;
+  ino?: number;
+  exec?: boolean;
+  skipped?: boolean;
+  length?: number;
+  hash?: string;
+}
+
 interface Job {
-  resolve: (e: Encoded) => void;
-  reject: (err: Error) => void;
-  bytes: number;
+  settle: (m: WorkerResult, buf: ArrayBuffer) => void;
+  fail: (err: Error) => void;
+  weight: number;
 }
 
 interface Slot {
@@ -122,21 +206,21 @@ interface Slot {
   queuedBytes: number;
 }
 
-/** A message carries blobs until it holds this many bytes (or the event loop turns): one postMessage per blob cost ~20 µs each. */
-const BATCH_BYTES = 256 * 1024;
-/** Arenas kept for reuse: fresh memory costs a page fault per 4 KiB on first write (~22k for 90 MB). Bounds what a pool holds. */
-const SPARE_ARENAS = 32;
-
 /**
- * Worker threads that encode blob bodies. Blobs are sent in batches to the worker
- * with the fewest queued bytes. `close()` terminates them; a pool is meant to live
- * for one bulk scan.
+ * Worker threads for bulk checkpoints. Two kinds of work, each sent in batches to
+ * the worker with the least queued:
+ * - `encode(bytes)`: compress content the main thread has read (a rescan's changed files);
+ * - `readFile(io)`: open, fstat, read, hash and compress a whole file on the worker
+ *   (a first checkpoint: the per-file syscalls, SHA-256 and brotli all leave the
+ *   main thread, which only walks directories and appends results to the pack).
+ * `close()` terminates them; a pool is meant to live for one bulk scan.
  */
 export class CompressPool {
   private readonly slots: Slot[] = [];
   private nextId = 0;
   private failed: Error | null = null;
   private batch: { id: number; at: number; len: number; job: Job }[] = [];
+  private fileBatch: { id: number; io: string; job: Job }[] = [];
   /** The next message's input bytes [0, batchBytes). */
   private arena: Buffer = Buffer.allocUnsafeSlow(BATCH_BYTES * 2);
   /** Arenas back from the workers, for reuse. */
@@ -150,20 +234,19 @@ export class CompressPool {
   ) {
     for (let i = 0; i < size; i++) {
       const slot: Slot = { worker: new Worker(WORKER_SOURCE, { eval: true, execArgv: [] }), jobs: new Map(), queuedBytes: 0 };
-      slot.worker.on('message', ({ buf, input, results }: { buf: ArrayBuffer; input: ArrayBuffer; results: { id: number; header?: number; at?: number; len?: number; error?: string }[] }) => {
-        if (this.spare.length < SPARE_ARENAS && input.byteLength >= BATCH_BYTES * 2) this.spare.push(Buffer.from(input));
+      slot.worker.on('message', ({ buf, input, results }: { buf: ArrayBuffer; input?: ArrayBuffer; results: WorkerResult[] }) => {
+        if (input && this.spare.length < SPARE_ARENAS && input.byteLength >= BATCH_BYTES * 2) this.spare.push(Buffer.from(input));
         for (const m of results) {
           const job = slot.jobs.get(m.id);
           if (!job) continue;
           slot.jobs.delete(m.id);
-          slot.queuedBytes -= job.bytes;
-          if (m.error !== undefined) job.reject(new Error(`[snapshot] compression worker: ${m.error}`));
-          else job.resolve({ header: m.header!, body: Buffer.from(buf, m.at!, m.len!) });
+          slot.queuedBytes -= job.weight;
+          job.settle(m, buf);
         }
       });
       const fail = (err: Error) => {
         this.failed ??= err;
-        for (const job of slot.jobs.values()) job.reject(err);
+        for (const job of slot.jobs.values()) job.fail(err);
         slot.jobs.clear();
         slot.queuedBytes = 0;
       };
@@ -175,9 +258,9 @@ export class CompressPool {
     }
   }
 
-  /** Bytes sent to workers (or batched for them) and not yet returned. */
+  /** Bytes sent to workers (or batched for them) and not yet returned; a file job counts as FILE_JOB_WEIGHT. */
   get queuedBytes(): number {
-    let n = this.batchBytes;
+    let n = this.batchBytes + this.fileBatch.length * FILE_JOB_WEIGHT;
     for (const s of this.slots) n += s.queuedBytes;
     return n;
   }
@@ -198,16 +281,84 @@ export class CompressPool {
     const at = this.batchBytes;
     this.batchBytes += bytes.length;
     return new Promise<Encoded>((resolve, reject) => {
-      this.batch.push({ id: this.nextId++, at, len: bytes.length, job: { resolve, reject, bytes: bytes.length } });
+      const job: Job = {
+        weight: bytes.length,
+        fail: reject,
+        settle: (m, buf) => {
+          if (m.error !== undefined) reject(new Error(`[snapshot] compression worker: ${m.error}`));
+          else resolve({ header: m.header!, body: Buffer.from(buf, m.at!, m.len!) });
+        },
+      };
+      this.batch.push({ id: this.nextId++, at, len: bytes.length, job });
       if (this.batchBytes >= BATCH_BYTES) this.send();
-      else if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        setImmediate(() => {
-          this.flushScheduled = false;
-          this.send();
-        });
-      }
+      else this.scheduleSend();
     });
+  }
+
+  /**
+   * Reads the regular file at `io` on a worker (opened with O_NOFOLLOW | O_NONBLOCK,
+   * so `io` must reach it through a trusted directory, e.g. /proc/self/fd/N/name),
+   * hashes it and encodes it for the blob store. Files over `maxBytes` are not read.
+   * Errors opening or reading come back as `kind: 'error'` with the errno code.
+   */
+  readFile(io: string, maxBytes: number): Promise<FileRead> {
+    if (this.failed) return Promise.reject(this.failed);
+    return new Promise<FileRead>((resolve, reject) => {
+      const job: Job = {
+        weight: FILE_JOB_WEIGHT,
+        fail: reject,
+        settle: (m, buf) => {
+          if (m.code !== undefined) resolve({ kind: 'error', code: m.code, message: m.message ?? m.code });
+          else if (m.skipped) resolve({ kind: 'skipped', size: m.size!, mtimeMs: m.mtimeMs!, ino: m.ino!, exec: m.exec! });
+          else {
+            resolve({
+              kind: 'read',
+              size: m.size!,
+              mtimeMs: m.mtimeMs!,
+              ino: m.ino!,
+              exec: m.exec!,
+              length: m.length!,
+              hash: m.hash!,
+              encoded: { header: m.header!, body: Buffer.from(buf, m.at!, m.len!) },
+            });
+          }
+        },
+      };
+      this.fileBatch.push({ id: this.nextId++, io, job });
+      if (this.fileBatch.length >= FILE_BATCH) this.sendFiles(maxBytes);
+      else this.scheduleSend(maxBytes);
+    });
+  }
+
+  private maxBytes = 0;
+
+  private scheduleSend(maxBytes?: number): void {
+    if (maxBytes !== undefined) this.maxBytes = maxBytes;
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.send();
+      this.sendFiles(this.maxBytes);
+    });
+  }
+
+  private leastLoaded(): Slot {
+    let slot = this.slots[0]!;
+    for (const s of this.slots) if (s.queuedBytes < slot.queuedBytes) slot = s;
+    return slot;
+  }
+
+  private sendFiles(maxBytes: number): void {
+    if (this.fileBatch.length === 0) return;
+    const batch = this.fileBatch;
+    this.fileBatch = [];
+    const slot = this.leastLoaded();
+    for (const b of batch) {
+      slot.jobs.set(b.id, b.job);
+      slot.queuedBytes += b.job.weight;
+    }
+    slot.worker.postMessage({ quality: this.quality, maxBytes, files: batch.map((b) => ({ id: b.id, io: b.io })) });
   }
 
   private send(): void {
@@ -218,11 +369,10 @@ export class CompressPool {
     this.arena = this.spare.pop() ?? Buffer.allocUnsafeSlow(BATCH_BYTES * 2);
     this.batch = [];
     this.batchBytes = 0;
-    let slot = this.slots[0]!;
-    for (const s of this.slots) if (s.queuedBytes < slot.queuedBytes) slot = s;
+    const slot = this.leastLoaded();
     for (const b of batch) {
       slot.jobs.set(b.id, b.job);
-      slot.queuedBytes += b.job.bytes;
+      slot.queuedBytes += b.job.weight;
     }
     slot.worker.postMessage({ quality: this.quality, buf, jobs: batch.map((b) => ({ id: b.id, at: b.at, len: b.len })) }, [buf]);
   }

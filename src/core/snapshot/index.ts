@@ -32,6 +32,7 @@ export {
   sameContent,
   summarize,
   canonicalJson,
+  fullManifestJson,
   manifestsEqual,
   entriesEqual,
   type Manifest,

@@ -214,10 +214,16 @@ export class CorruptManifestError extends WaypointError {
   }
 }
 
-function entriesToObject(m: Manifest): Record<string, ManifestEntry> {
-  const o: Record<string, ManifestEntry> = {};
-  for (const [k, v] of m) o[k] = v;
-  return o;
+/**
+ * `canonicalJson({ v: 1, full: true, entries })` for the entries of `m`, byte for
+ * byte (refs of equal manifests must not depend on how they were encoded), without
+ * building the object: keys sorted as `Array.prototype.sort` sorts them there.
+ */
+export function fullManifestJson(m: Manifest): string {
+  const keys = [...m.keys()].sort();
+  const parts = new Array<string>(keys.length);
+  for (let i = 0; i < keys.length; i++) parts[i] = `${JSON.stringify(keys[i])}:${canonicalJson(m.get(keys[i]!))}`;
+  return `{"entries":{${parts.join(',')}},"full":true,"v":1}`;
 }
 
 export interface ManifestStoreOptions {
@@ -255,17 +261,18 @@ export class ManifestStore {
    * not at every entry of a large workspace.
    */
   async save(manifest: Manifest, parentRef: string | null, depthSinceFull?: number, touched?: ReadonlySet<string>): Promise<string> {
-    let obj: ManifestObject;
+    // A full manifest is encoded straight from the map (no intermediate object of 13k+ keys).
+    let obj: ManifestObject | 'full';
     let depth = 0;
     if (parentRef === null) {
-      obj = { v: 1, full: true, entries: entriesToObject(manifest) };
+      obj = 'full';
     } else {
       assertHash(parentRef);
       const parentDepth = depthSinceFull ?? (await this.depthOf(parentRef));
       depth = parentDepth + 1;
       if (depth >= this.fullEvery) {
         depth = 0;
-        obj = { v: 1, full: true, entries: entriesToObject(manifest) };
+        obj = 'full';
       } else {
         const parent = await this.loadShared(parentRef);
         const set: Record<string, ManifestEntry> = {};
@@ -295,11 +302,11 @@ export class ManifestStore {
     }
     // Validate what this object adds (a delta's unchanged keys were checked when its
     // parent was saved or loaded); a full manifest is checked whole.
-    for (const key of obj.full ? Object.keys(obj.entries) : [...Object.keys(obj.set), ...obj.del]) {
+    for (const key of obj === 'full' ? manifest.keys() : [...Object.keys(obj.set), ...obj.del]) {
       const problem = pathKeyProblem(key);
       if (problem) throw new Error(`refusing to save a manifest with unsafe path ${JSON.stringify(key)}: ${problem}`);
     }
-    const bytes = Buffer.from(canonicalJson(obj), 'utf8');
+    const bytes = Buffer.from(obj === 'full' ? fullManifestJson(manifest) : canonicalJson(obj), 'utf8');
     const { hash } = await this.blobs.put(bytes);
     // The ref is about to be recorded by the caller, so it must be durable now.
     await this.blobs.flush();

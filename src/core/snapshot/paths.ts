@@ -37,11 +37,19 @@ export const RESTORE_TEMP_SUFFIX = '.waypoint-tmp';
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARS = /[\u0001-\u001f\u007f-\u009f]/;
 
+/**
+ * Printable ASCII without `\`, `:` or control characters: such a key is NFC, has no
+ * NUL, no drive prefix and no Windows separator, so only its segments need checking
+ * (a full manifest validates 13k+ keys; the Unicode checks were most of that).
+ */
+const PLAIN_KEY = /^[A-Za-z0-9_@+=,~#$%&()[\]{}'!^. /-]+$/;
+
 /** Returns the rule a path key breaks, or null when it is safe. */
 export function pathKeyProblem(key: string): string | null {
   if (typeof key !== 'string') return 'not a string';
   if (key.length === 0) return 'empty path';
   if (key.length > MAX_PATH_LENGTH) return `longer than ${MAX_PATH_LENGTH} characters`;
+  if (PLAIN_KEY.test(key)) return segmentsProblem(key);
   if (key.includes('\0')) return 'contains a NUL character';
   if (CONTROL_CHARS.test(key)) return 'contains a control character';
   if (key.includes('\\')) return 'contains a backslash (Windows separator)';
@@ -49,6 +57,11 @@ export function pathKeyProblem(key: string): string | null {
   // `C:foo` and `C:/foo` are drive-relative / absolute on Windows.
   if (/^[A-Za-z]:/.test(key)) return 'Windows drive path';
   if (key.normalize('NFC') !== key) return 'not Unicode NFC-normalized';
+  return segmentsProblem(key);
+}
+
+function segmentsProblem(key: string): string | null {
+  if (key.startsWith('/')) return 'absolute path';
   const segments = key.split('/');
   for (const seg of segments) {
     if (seg === '') return 'empty segment (leading, trailing or doubled "/")';

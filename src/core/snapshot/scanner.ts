@@ -20,6 +20,14 @@ const SYNC_READ_BELOW = 64 * 1024;
 const POOL_AFTER_BYTES = 4 * 1024 * 1024;
 /** Read-but-not-yet-stored bytes the walk may run ahead by (memory bound). */
 const MAX_INFLIGHT_BYTES = 8 * 1024 * 1024;
+/**
+ * New files (no previous entry) one scan reads on the main thread before it hands
+ * the rest to worker threads that open, read, hash and compress them (a first
+ * checkpoint). A few hundred files are quicker read here than a pool is started.
+ */
+const WORKER_READS_AFTER_FILES = 256;
+/** Files handed to workers and not yet back: bounds descriptors held and results queued. */
+const MAX_WORKER_FILES = 2048;
 
 /**
  * Linux: an open directory is reachable as /proc/self/fd/N, so a directory opened
@@ -35,10 +43,18 @@ const O_FILE = fss.constants.O_RDONLY | (fss.constants.O_NOFOLLOW ?? 0);
 interface OpenDir {
   io: string;
   fd: number;
+  /** Holders of `fd`: the walk, plus each of its files a worker is still reading through it. */
+  refs?: number;
 }
 
 function closeDir(d: OpenDir | null): void {
   if (d && d.fd >= 0) fss.closeSync(d.fd);
+}
+
+/** Drops one hold on a directory's descriptor; the last one closes it. */
+function releaseDir(d: OpenDir): void {
+  if (d.refs !== undefined && --d.refs > 0) return;
+  closeDir(d);
 }
 
 export interface ScanOptions {
@@ -85,7 +101,8 @@ export interface ScanResult {
   changed: ChangeSummary;
   skipped: { path: string; size: number; reason: 'too_large' }[];
   unreadable: ScanProblem[];
-  stats: { filesSeen: number; filesHashed: number; bytesHashed: number; bytesStoredNew: number; ms: number };
+  /** `filesReadOnWorkers`: new files a bulk scan handed to worker threads (read, hashed and compressed there). */
+  stats: { filesSeen: number; filesHashed: number; bytesHashed: number; bytesStoredNew: number; filesReadOnWorkers: number; ms: number };
 }
 
 function isReserved(name: string): boolean {
@@ -184,6 +201,11 @@ class Scan {
   pool: CompressPool | null = null;
   /** Set by scan(): whether this scan may start a compression pool (bulk scans). */
   mayPool = true;
+  /** New files met so far (see WORKER_READS_AFTER_FILES). */
+  private newFiles = 0;
+  /** Files a worker is reading (see MAX_WORKER_FILES). */
+  private workerFiles = 0;
+  filesReadOnWorkers = 0;
   readonly pending: Promise<void>[] = [];
   /** Where small files are read (see examine). */
   private readonly scratch = Buffer.allocUnsafeSlow(SYNC_READ_BELOW);
@@ -328,10 +350,11 @@ class Scan {
       this.unreadable.push({ path: prefix + relDir, ...errInfo(err, dir?.io, abs) });
       return;
     }
+    dir.refs = 1;
     try {
       await this.walkEntries(root, prefix, relDir, abs, dir, dirents, parentRules);
     } finally {
-      closeDir(dir);
+      releaseDir(dir);
     }
   }
 
@@ -375,7 +398,8 @@ class Scan {
       const prev = this.opts.previous?.get(key);
       if (prev === undefined && d.isFile()) {
         this.filesSeen++;
-        await this.read(root, key, rel, file, io, null);
+        if (this.workersRead(dir)) await this.readOnWorker(key, file, io, dir);
+        else await this.read(root, key, rel, file, io, null);
         continue;
       }
       // lstat by the plain path (cheaper than through /proc): it only decides whether
@@ -395,6 +419,69 @@ class Scan {
       }
       if (!this.examineMeta(key, file, io, st, prev)) await this.read(root, key, rel, file, io, st);
     }
+  }
+
+  /**
+   * Whether this new file goes to a worker: only in a bulk scan (past
+   * WORKER_READS_AFTER_FILES new files), only where the worker can open it through
+   * its directory's descriptor (/proc: the same no-symlink guarantee as `openInside`),
+   * and never with test hooks (they run on this thread, before each read).
+   */
+  private workersRead(dir: OpenDir): boolean {
+    if (!this.mayPool || !PROC_FD || dir.fd < 0 || this.opts.hooks) return false;
+    if (this.pool) return true;
+    if (++this.newFiles <= WORKER_READS_AFTER_FILES) return false;
+    this.pool = new CompressPool();
+    return true;
+  }
+
+  /**
+   * Hands one new file to a worker, which opens it through `io` (its directory's
+   * descriptor, held until the worker is done), fstats, reads, hashes and encodes it;
+   * the result is stored and recorded here, as `read` + `store` would.
+   */
+  private async readOnWorker(key: string, abs: string, io: string, dir: OpenDir): Promise<void> {
+    while (this.workerFiles >= MAX_WORKER_FILES) await new Promise<void>((r) => this.inflightWaiters.push(r));
+    this.workerFiles++;
+    this.filesReadOnWorkers++;
+    dir.refs!++;
+    const done = () => {
+      this.workerFiles--;
+      releaseDir(dir);
+      if (this.workerFiles < MAX_WORKER_FILES) for (const w of this.inflightWaiters.splice(0)) w();
+    };
+    this.track(
+      this.pool!.readFile(io, this.maxFileBytes).then(
+        async (r) => {
+          try {
+            if (r.kind === 'error') {
+              if (!READ_ERRORS.has(r.code)) throw Object.assign(new Error(r.message.split(io).join(abs)), { code: r.code });
+              this.unreadable.push({ path: key, code: r.code, message: r.message.split(io).join(abs) });
+              return;
+            }
+            if (r.kind === 'skipped') {
+              this.manifest.set(key, { type: 'skipped', size: r.size, mtimeMs: r.mtimeMs, reason: 'too_large' });
+              this.skipped.push({ path: key, size: r.size, reason: 'too_large' });
+              return;
+            }
+            const put = await this.opts.blobs.putEncoded(r.hash, r.encoded);
+            this.filesHashed++;
+            this.bytesHashed += r.length;
+            if (put.isNew) this.bytesStoredNew += put.storedBytes;
+            const entry: FileEntry = { type: 'file', hash: r.hash, size: r.length, mode: r.exec ? 0o755 : 0o644, mtimeMs: r.mtimeMs, ino: r.ino };
+            // Changed while the worker read it, or too recent to trust: rehash next time.
+            if (r.length !== r.size || this.isRacy(r.mtimeMs)) entry.racy = true;
+            this.manifest.set(key, entry);
+          } finally {
+            done();
+          }
+        },
+        (err: unknown) => {
+          done();
+          throw err;
+        },
+      ),
+    );
   }
 
   /** Throws (code ESYMLINK) unless `abs` — `rel` under `root` — resolves to exactly that place under the real root. */
@@ -754,6 +841,6 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
     changed: summarize(s.changes(opts.previous, touched)),
     skipped: s.skipped,
     unreadable: s.unreadable,
-    stats: { filesSeen: s.filesSeen, filesHashed: s.filesHashed, bytesHashed: s.bytesHashed, bytesStoredNew: s.bytesStoredNew, ms: performance.now() - t0 },
+    stats: { filesSeen: s.filesSeen, filesHashed: s.filesHashed, bytesHashed: s.bytesHashed, bytesStoredNew: s.bytesStoredNew, filesReadOnWorkers: s.filesReadOnWorkers, ms: performance.now() - t0 },
   };
 }
