@@ -17,7 +17,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { BlobStore, ManifestStore, applyRestore, planRestore, scan, type Manifest, type SnapshotRoot } from '../../src/core/snapshot/index.js';
+import { BlobStore, ListingCache, ManifestStore, applyRestore, planRestore, scan, type Manifest, type SnapshotRoot } from '../../src/core/snapshot/index.js';
 
 const MIN_FILES = 7000;
 const MIN_BYTES = 90 * 1024 * 1024;
@@ -157,7 +157,11 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
     let first!: Manifest;
     let firstRef = '';
     let shadow = '';
+    // What the engine keeps between scans of one workspace (WorkspaceSnapshots): the
+    // full-rescan side reuses the listings its first checkpoint took.
+    let listings = new ListingCache();
     for (let i = 0; i < firstRuns; i++) {
+      listings = new ListingCache();
       const sdir = path.join(base, `shadow${i}`);
       git(sdir, ws, 'init', '-q');
       settle();
@@ -169,7 +173,7 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
       const ms = new ManifestStore(s);
       // As WorkspaceSnapshots.capture does: one durability barrier (in save) for the new blobs and the manifest.
       const [w, res] = await time(async () => {
-        const r = await scan({ roots, blobs: s, flush: false });
+        const r = await scan({ roots, blobs: s, flush: false, listings });
         const [b, ref] = await time(() => ms.save(r.manifest, null));
         return { r, b, ref };
       });
@@ -214,7 +218,7 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
       });
       settle();
       const [f, fr] = await time(async () => {
-        const r = await scan({ roots, blobs: fullStore, previous: fullPrev, flush: false });
+        const r = await scan({ roots, blobs: fullStore, previous: fullPrev, flush: false, listings });
         const [sv, ref] = await time(() => fullManifests.save(r.manifest, fullRef));
         return { r, sv, ref };
       });

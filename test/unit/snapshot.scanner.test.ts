@@ -4,6 +4,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import fc from 'fast-check';
 import { BlobStore, diffManifests, scan, type Manifest } from '../../src/core/snapshot/index.js';
+import { ListingCache } from '../../src/core/snapshot/scanner.js';
 import { TempDirs, ageTree, newStore, writeTree } from './snapshot.helpers.js';
 
 const keys = (m: Manifest) => [...m.keys()].sort();
@@ -124,6 +125,44 @@ describe('snapshot scanner', () => {
     }
   });
 
+  it('listing cache: an unchanged directory is not listed again; edits in place, new entries and a directory swapped for a symlink are all seen', async function () {
+    if (process.platform !== 'linux') this.skip(); // the cache is used where directories are read through /proc
+    const ws = await tmp.make();
+    const outside = await tmp.make('wp-outside-');
+    await writeTree(ws, { 'a/one.txt': '1', 'a/deep/two.txt': '2', 'b/three.txt': '3' });
+    await writeTree(outside, { 'one.txt': 'outside: never read', 'deep/two.txt': 'outside' });
+    const roots = [{ name: 'w', dir: ws }];
+    const blobs = await newStore(tmp);
+    const listings = new ListingCache();
+    await new Promise((r) => setTimeout(r, 60)); // past the racy window: listings are kept
+    const listedDirs: string[] = [];
+    const hooks = { beforeList: (_abs: string, rel: string) => void listedDirs.push(rel) };
+    const first = await scan({ roots, blobs, listings });
+    assert.deepEqual([...listings.dirs.keys()].map((k) => k.split('\0')[1]).sort(), ['', 'a', 'a/deep', 'b']);
+
+    // In place: no directory changes, the file does.
+    await fs.appendFile(path.join(ws, 'a/deep/two.txt'), ' more');
+    await new Promise((r) => setTimeout(r, 60));
+    const second = await scan({ roots, blobs, previous: first.manifest, listings, hooks });
+    assert.deepEqual(second.changed.changes.map((c) => [c.path, c.status]), [['a/deep/two.txt', 'modified']]);
+    const e = second.manifest.get('a/deep/two.txt');
+    assert.ok(e?.type === 'file' && (await blobs.get(e.hash)).toString() === '2 more');
+    assert.equal(listedDirs.length, 4, 'beforeList runs for every directory, cached or not');
+
+    // A new entry changes its directory: relisted. A directory swapped for a symlink to outside: recorded as a link, not followed.
+    await fs.writeFile(path.join(ws, 'b/new.txt'), 'new');
+    await fs.rename(path.join(ws, 'a'), path.join(outside, 'moved-a'));
+    await fs.symlink(path.join(outside, 'moved-a'), path.join(ws, 'a'));
+    await fs.appendFile(path.join(outside, 'moved-a/one.txt'), ' changed outside');
+    await new Promise((r) => setTimeout(r, 60));
+    const third = await scan({ roots, blobs, previous: second.manifest, listings });
+    const fresh = await scan({ roots, blobs: await newStore(tmp) });
+    assert.deepEqual(keys(third.manifest), ['a', 'b/new.txt', 'b/three.txt']);
+    assert.deepEqual(diffManifests(fresh.manifest, third.manifest), []);
+    assert.equal(third.manifest.get('a')?.type, 'symlink');
+    assert.deepEqual([...listings.dirs.keys()].map((k) => k.split('\0')[1]).sort(), ['', 'b'], 'listings of directories gone are dropped');
+  });
+
   it('records symlinks without following them, keeps the exec bit, skips large files', async () => {
     const ws = await tmp.make();
     const outside = await tmp.make('wp-outside-');
@@ -218,11 +257,13 @@ describe('snapshot scanner', () => {
     assert.deepEqual(keys(d.manifest), ['src/.gitignore', 'src/a.ts']);
   });
 
-  it('property: incremental, dirty-hint and fresh scans agree over random edit sequences', async function () {
+  it('property: incremental, dirty-hint, listing-cache and fresh scans agree over random edit sequences', async function () {
     this.timeout(120_000);
     const names = ['a.txt', 'b.ts', 'd1/c.txt', 'd1/e.log', 'd1/d2/f.txt', 'd2/g.txt'];
     const op = fc.oneof(
       fc.record({ k: fc.constant('write' as const), p: fc.constantFrom(...names), c: fc.string({ maxLength: 6 }) }),
+      // In place: the directory's listing (and mtime) stay as they were, only the file changes.
+      fc.record({ k: fc.constant('append' as const), p: fc.constantFrom(...names), c: fc.string({ minLength: 1, maxLength: 6 }) }),
       fc.record({ k: fc.constant('rm' as const), p: fc.constantFrom(...names, 'd1', 'd2', 'd1/d2') }),
       fc.record({ k: fc.constant('chmod' as const), p: fc.constantFrom(...names), x: fc.boolean() }),
       fc.record({ k: fc.constant('link' as const), p: fc.constantFrom('l1', 'd1/l2'), t: fc.constantFrom('a.txt', '../x', '/etc') }),
@@ -236,8 +277,10 @@ describe('snapshot scanner', () => {
         await fs.rm(ws, { recursive: true, force: true });
         await fs.mkdir(ws);
         await writeTree(ws, { 'a.txt': 'a', 'd1/c.txt': 'c', 'd1/e.log': 'e', 'd2/g.txt': 'g' });
-        let prevFull = (await scan({ roots, blobs })).manifest;
+        const listings = new ListingCache();
+        let prevFull = (await scan({ roots, blobs, listings })).manifest;
         let prevDirty = prevFull;
+        let prevCached = prevFull;
         for (const ops of rounds) {
           const dirty: string[] = [];
           for (const o of ops) {
@@ -247,6 +290,8 @@ describe('snapshot scanner', () => {
               await fs.rm(abs, { recursive: true, force: true });
               await fs.mkdir(path.dirname(abs), { recursive: true }).catch(() => {});
               await fs.writeFile(abs, o.c).catch(() => {}); // parent may be a file: the edit just fails
+            } else if (o.k === 'append') {
+              await fs.appendFile(abs, o.c).catch(() => {}); // creates it if missing; fails if a directory
             } else if (o.k === 'rm') {
               await fs.rm(abs, { recursive: true, force: true });
             } else if (o.k === 'chmod') {
@@ -257,7 +302,13 @@ describe('snapshot scanner', () => {
               await fs.symlink(o.t, abs).catch(() => {});
             }
           }
+          // Past the racy window, so the listings of directories edited this round are kept for the next.
+          await new Promise((r) => setTimeout(r, 60));
           const fresh = (await scan({ roots, blobs })).manifest;
+          const cached = (await scan({ roots, blobs, previous: prevCached, listings })).manifest;
+          assert.deepEqual(keys(cached), keys(fresh));
+          assert.deepEqual(diffManifests(fresh, cached), []);
+          prevCached = cached;
           const incremental = (await scan({ roots, blobs, previous: prevFull })).manifest;
           const hinted = (await scan({ roots, blobs, previous: prevDirty, dirty })).manifest;
           assert.deepEqual(keys(incremental), keys(fresh));

@@ -6,6 +6,7 @@ import type { Logger } from '../log';
 import {
   BlobStore,
   ManifestStore,
+  ListingCache,
   UnsafePathError,
   applyRestore,
   checkRestorePaths,
@@ -44,6 +45,8 @@ export class WorkspaceSnapshots implements Snapshotter {
   readonly blobs: BlobStore;
   readonly manifests: ManifestStore;
   readonly roots: SnapshotRoot[];
+  /** Directory listings kept between this workspace's scans: a full rescan lists only directories that changed. */
+  private readonly listings = new ListingCache();
 
   constructor(private readonly opts: WorkspaceSnapshotOptions) {
     this.roots = opts.roots;
@@ -61,6 +64,7 @@ export class WorkspaceSnapshots implements Snapshotter {
       previous: prev,
       dirty: prev && dirty ? [...dirty] : undefined,
       blobs: this.blobs,
+      listings: this.listings,
     });
     for (const u of r.unreadable) this.opts.log?.warn(`[snapshot] unreadable: ${u.path} (${u.code})`);
     return r.manifest;
@@ -75,6 +79,7 @@ export class WorkspaceSnapshots implements Snapshotter {
       previous: prev,
       dirty: prev && req.dirty ? [...req.dirty] : undefined,
       blobs: this.blobs,
+      listings: this.listings,
       flush: false, // ManifestStore.save flushes the new blobs and the manifest together
     });
     for (const u of r.unreadable) this.opts.log?.warn(`[snapshot] unreadable: ${u.path} (${u.code})`);

@@ -45,7 +45,7 @@ export {
   type ChangeSummary,
   type ManifestStoreOptions,
 } from './manifest.js';
-export { scan, DEFAULT_MAX_FILE_BYTES, type ScanOptions, type ScanHooks, type ScanResult, type ScanProblem } from './scanner.js';
+export { scan, ListingCache, DEFAULT_MAX_FILE_BYTES, type ScanOptions, type ScanHooks, type ScanResult, type ScanProblem } from './scanner.js';
 export { lineCounts, isBinary, diffCheckpoint, type LineCounts, type FileChangeWithLines } from './diff.js';
 export {
   planRestore,
