@@ -125,7 +125,7 @@ describe('snapshot scanner', () => {
     }
   });
 
-  it('listing cache: an unchanged directory is not listed again; edits in place, new entries and a directory swapped for a symlink are all seen', async function () {
+  for (const [label, statWorkersFrom] of [['lstat here', Infinity], ['lstat on stat workers', 0]] as const) it(`listing cache (${label}): an unchanged directory is not listed again; edits in place, new entries and a directory swapped for a symlink are all seen`, async function () {
     if (process.platform !== 'linux') this.skip(); // the cache is used where directories are read through /proc
     const ws = await tmp.make();
     const outside = await tmp.make('wp-outside-');
@@ -133,7 +133,8 @@ describe('snapshot scanner', () => {
     await writeTree(outside, { 'one.txt': 'outside: never read', 'deep/two.txt': 'outside' });
     const roots = [{ name: 'w', dir: ws }];
     const blobs = await newStore(tmp);
-    const listings = new ListingCache();
+    const listings = new ListingCache(statWorkersFrom);
+    after(() => listings.close());
     await new Promise((r) => setTimeout(r, 60)); // past the racy window: listings are kept
     const listedDirs: string[] = [];
     const hooks = { beforeList: (_abs: string, rel: string) => void listedDirs.push(rel) };
@@ -277,7 +278,8 @@ describe('snapshot scanner', () => {
         await fs.rm(ws, { recursive: true, force: true });
         await fs.mkdir(ws);
         await writeTree(ws, { 'a.txt': 'a', 'd1/c.txt': 'c', 'd1/e.log': 'e', 'd2/g.txt': 'g' });
-        const listings = new ListingCache();
+        // 0: every rescan lstats its files on the stat workers, whatever the workspace's size.
+        const listings = new ListingCache(0);
         let prevFull = (await scan({ roots, blobs, listings })).manifest;
         let prevDirty = prevFull;
         let prevCached = prevFull;
@@ -318,6 +320,7 @@ describe('snapshot scanner', () => {
           prevFull = incremental;
           prevDirty = hinted;
         }
+        await listings.close();
       }),
       { numRuns: 40 },
     );

@@ -10,6 +10,7 @@ import path from 'node:path';
 import type { BlobStore } from './blobStore.js';
 import { CompressPool } from './compressPool.js';
 import { IgnoreRules, levelsForDir } from './ignoreRules.js';
+import { KIND_DIR, KIND_ERROR, KIND_FILE, KIND_SYMLINK, STAT_FIELDS, StatPool, type StatBatch } from './statPool.js';
 import { compareEntries, summarize, type ChangeSummary, type FileChange, type FileEntry, type Manifest, type ManifestEntry } from './manifest.js';
 import { RESERVED_DIRS, RESTORE_TEMP_SUFFIX, checkRoots, childKeyProblem, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
 
@@ -28,6 +29,8 @@ const MAX_INFLIGHT_BYTES = 8 * 1024 * 1024;
 const WORKER_READS_AFTER_FILES = 256;
 /** Files handed to workers and not yet back: bounds descriptors held and results queued. */
 const MAX_WORKER_FILES = 2048;
+/** Directories whose files may be out with the stat workers at once (each may hold its descriptor). */
+const MAX_STAT_BATCHES = 64;
 
 /**
  * Linux: an open directory is reachable as /proc/self/fd/N, so a directory opened
@@ -72,6 +75,48 @@ function releaseDir(d: OpenDir): void {
 export class ListingCache {
   /** `${root dir}\0${relDir}` → the listing and the directory's stat taken before it. */
   readonly dirs = new Map<string, { ino: number; mtimeMs: number; ctimeMs: number; dirents: Dirent[] }>();
+  private pool: StatPool | null = null;
+
+  /**
+   * @param statWorkersFrom a full rescan lstats its files on worker threads (see
+   *   statPool.ts) when the previous manifest has at least this many entries;
+   *   smaller workspaces are quicker done on the calling thread.
+   */
+  constructor(readonly statWorkersFrom = 4000) {}
+
+  /** The workers this workspace's rescans lstat on, started on first use. */
+  statPool(): StatPool {
+    this.pool ??= new StatPool();
+    return this.pool;
+  }
+
+  /** Ends the stat workers (they also end by themselves after a minute idle). */
+  async close(): Promise<void> {
+    await this.pool?.close();
+  }
+}
+
+/** What the walk needs of an lstat: a fs.Stats, or the same fields from a stat worker. */
+type StatLike = Pick<Stats, 'size' | 'mtimeMs' | 'ino' | 'mode' | 'isFile' | 'isDirectory' | 'isSymbolicLink'>;
+
+/** A stat worker's answer for one path, shaped as the walk reads a Stats. */
+class PooledStat implements StatLike {
+  constructor(
+    private readonly kind: number,
+    readonly size: number,
+    readonly mtimeMs: number,
+    readonly ino: number,
+    readonly mode: number,
+  ) {}
+  isFile(): boolean {
+    return this.kind === KIND_FILE;
+  }
+  isDirectory(): boolean {
+    return this.kind === KIND_DIR;
+  }
+  isSymbolicLink(): boolean {
+    return this.kind === KIND_SYMLINK;
+  }
 }
 
 export interface ScanOptions {
@@ -220,6 +265,11 @@ class Scan {
   pool: CompressPool | null = null;
   /** Set by scan(): whether this scan may start a compression pool (bulk scans). */
   mayPool = true;
+  /** Set for a full rescan of a large workspace (see ListingCache.statWorkersFrom). */
+  statPool: StatPool | null = null;
+  /** Directories whose files are out with the stat workers: bounds descriptors held (a listed directory keeps its own open). */
+  private statBatchesOut = 0;
+  private readonly statWaiters: (() => void)[] = [];
   /** Listing-cache keys a full walk met (the rest are pruned after it); null when there is no cache. */
   listed: Set<string> | null = null;
   /** New files met so far (see WORKER_READS_AFTER_FILES). */
@@ -411,6 +461,9 @@ class Scan {
     const absBase = abs + path.sep;
     /** Where an entry is opened: through this directory's descriptor, opened now if it came from the listing cache. */
     const ioOf = (name: string) => `${this.ensureOpen(dir).io}/${name}`;
+    // With stat workers: files are collected and lstat'ed as one batch, subdirectories walked meanwhile.
+    const deferred: { name: string; rel: string; key: string; file: string; prev: ManifestEntry | undefined }[] | null = this.statPool ? [] : null;
+    const subdirs: string[] | null = deferred ? [] : null;
     for (const d of dirents) {
       const name = d.name;
       if (isReserved(name) || name.endsWith(RESTORE_TEMP_SUFFIX)) continue;
@@ -428,7 +481,8 @@ class Scan {
         await new Promise<void>((r) => setImmediate(r));
       }
       if (isDir) {
-        await this.walkDir(root, prefix, rel, rules, dir);
+        if (subdirs) subdirs.push(rel);
+        else await this.walkDir(root, prefix, rel, rules, dir);
         continue;
       }
       // Plain concatenation: path.join's normalisation showed up in rescan profiles.
@@ -449,6 +503,10 @@ class Scan {
         else await this.read(root, key, rel, file, io, null);
         continue;
       }
+      if (deferred) {
+        deferred.push({ name, rel, key, file, prev });
+        continue;
+      }
       // lstat by the plain path (cheaper than through /proc): it only decides whether
       // the stat cache holds; content is read through the directory's descriptor.
       let st: Stats | undefined;
@@ -459,26 +517,63 @@ class Scan {
         this.unreadable.push({ path: key, ...errInfo(err) });
         continue;
       }
-      // A directory that replaced the entry between readdir and lstat.
-      if (st.isDirectory()) {
-        await this.walkDir(root, prefix, rel, rules, dir);
-        continue;
-      }
-      let io = '';
-      try {
-        // Only a symlink (readlink) or a file the stat cache cannot vouch for (read) needs the descriptor.
-        if (st.isSymbolicLink() || (st.isFile() && st.size <= this.maxFileBytes && !this.statCacheHolds(st, prev))) io = ioOf(name);
-      } catch (err) {
-        this.filesSeen++;
-        this.unreadable.push({ path: key, ...errInfo(err) });
-        continue;
-      }
-      if (!this.examineMeta(key, file, io, st, prev)) await this.read(root, key, rel, file, io, st);
+      await this.listedEntry(root, prefix, rules, dir, ioOf, name, rel, key, file, prev, st);
     }
+    if (!deferred) return;
+    if (deferred.length > 0) {
+      // This directory's files are lstat'ed on a worker while the walk goes on (its
+      // subdirectories, then what follows); the answer is examined when it arrives.
+      while (this.statBatchesOut >= MAX_STAT_BATCHES) await new Promise<void>((r) => this.statWaiters.push(r));
+      this.statBatchesOut++;
+      dir.refs!++; // the directory's descriptor may be needed to read a changed file
+      const examine = async ({ values, errors }: StatBatch) => {
+        for (let i = 0; i < deferred.length; i++) {
+          const e = deferred[i]!;
+          const failed = errors.get(i);
+          const at = i * STAT_FIELDS;
+          if (failed || values[at] === KIND_ERROR) {
+            this.filesSeen++;
+            this.unreadable.push({ path: e.key, code: failed?.code ?? 'EUNKNOWN', message: failed?.message ?? 'lstat failed' });
+            continue;
+          }
+          const st = new PooledStat(values[at]!, values[at + 1]!, values[at + 2]!, values[at + 3]!, values[at + 4]!);
+          await this.listedEntry(root, prefix, rules, dir, ioOf, e.name, e.rel, e.key, e.file, e.prev, st);
+        }
+      };
+      this.track(
+        this.statPool!.lstatMany(deferred.map((e) => e.file))
+          .then(examine)
+          .finally(() => {
+            releaseDir(dir);
+            this.statBatchesOut--;
+            this.statWaiters.shift()?.();
+          }),
+      );
+    }
+    for (const sub of subdirs!) await this.walkDir(root, prefix, sub, rules, dir);
+  }
+
+  /** One listed non-new entry, given its lstat: a directory that replaced it is walked, anything else examined (and read if changed). */
+  private async listedEntry(root: SnapshotRoot, prefix: string, rules: IgnoreRules, dir: OpenDir, ioOf: (name: string) => string, name: string, rel: string, key: string, file: string, prev: ManifestEntry | undefined, st: StatLike): Promise<void> {
+    // A directory that replaced the entry between readdir and lstat.
+    if (st.isDirectory()) {
+      await this.walkDir(root, prefix, rel, rules, dir);
+      return;
+    }
+    let io = '';
+    try {
+      // Only a symlink (readlink) or a file the stat cache cannot vouch for (read) needs the descriptor.
+      if (st.isSymbolicLink() || (st.isFile() && st.size <= this.maxFileBytes && !this.statCacheHolds(st, prev))) io = ioOf(name);
+    } catch (err) {
+      this.filesSeen++;
+      this.unreadable.push({ path: key, ...errInfo(err) });
+      return;
+    }
+    if (!this.examineMeta(key, file, io, st, prev)) await this.read(root, key, rel, file, io, st);
   }
 
   /** Whether `st` matches `prev` so that the entry is reused without reading (see examineMeta). */
-  private statCacheHolds(st: Stats, prev: ManifestEntry | undefined): boolean {
+  private statCacheHolds(st: StatLike, prev: ManifestEntry | undefined): boolean {
     return prev !== undefined && prev.type === 'file' && !prev.racy && prev.size === st.size && prev.mtimeMs === st.mtimeMs && prev.ino === st.ino;
   }
 
@@ -591,7 +686,7 @@ class Scan {
    * specials, too-large files, stat-cache hits: the whole of a rescan but a few
    * files). Returns false when the content must be read (`read`).
    */
-  examineMeta(key: string, abs: string, io: string, st: Stats, prev = this.opts.previous?.get(key)): boolean {
+  examineMeta(key: string, abs: string, io: string, st: StatLike, prev = this.opts.previous?.get(key)): boolean {
     this.filesSeen++;
     if (st.isSymbolicLink()) {
       try {
@@ -621,7 +716,7 @@ class Scan {
   }
 
   /** Records one non-directory path (see examineMeta), reading it if needed. */
-  async examine(root: SnapshotRoot, key: string, rel: string, abs: string, io: string, st: Stats): Promise<void> {
+  async examine(root: SnapshotRoot, key: string, rel: string, abs: string, io: string, st: StatLike): Promise<void> {
     if (!this.examineMeta(key, abs, io, st)) await this.read(root, key, rel, abs, io, st);
   }
 
@@ -630,7 +725,7 @@ class Scan {
    * (and, without a pool, stored); the promise is for the walk to wait on when too
    * much content is in flight. `io` reaches the file through its open directory.
    */
-  async read(root: SnapshotRoot, key: string, rel: string, abs: string, io: string, listed: Stats | null): Promise<void> {
+  async read(root: SnapshotRoot, key: string, rel: string, abs: string, io: string, listed: StatLike | null): Promise<void> {
     let large = listed !== null && listed.size >= SYNC_READ_BELOW;
     if (large) await this.io.acquire();
     let opened: { fd: number; st: Stats };
@@ -700,7 +795,7 @@ class Scan {
    * those of the descriptor read (`fst`), so the stat cache describes the content
    * stored. Returns a promise only while the content is being compressed on the pool.
    */
-  private store(key: string, st: Stats, fst: Stats, bytes: Buffer, transient = false): Promise<void> {
+  private store(key: string, st: StatLike, fst: Stats, bytes: Buffer, transient = false): Promise<void> {
     const length = bytes.length;
     const record = (hash: string, storedBytes: number, isNew: boolean) => {
       this.filesHashed++;
@@ -734,11 +829,23 @@ class Scan {
     );
   }
 
+  /** Waits for all tracked work, including work that tracked work starts (a stat batch reading a changed file). */
+  async drain(): Promise<void> {
+    for (let done = 0; done < this.pending.length; ) {
+      const upto = this.pending.length;
+      await Promise.all(this.pending.slice(done, upto));
+      done = upto;
+    }
+  }
+
   async full(): Promise<void> {
     const { roots } = this.opts;
-    if (this.opts.listings) this.listed = new Set();
+    const listings = this.opts.listings;
+    if (listings) this.listed = new Set();
+    // Test hooks run per entry on this thread, in walk order: no stat workers with them.
+    if (listings && PROC_FD && !this.opts.hooks && (this.opts.previous?.size ?? 0) >= listings.statWorkersFrom) this.statPool = listings.statPool();
     for (const root of roots) await this.walkDir(root, keyPrefixFor(roots, root), '', this.baseRules);
-    await Promise.all(this.pending);
+    await this.drain();
     // Directories gone (or now ignored) since: their listings would only take memory.
     const listed = this.listed;
     if (listed) for (const k of this.opts.listings!.dirs.keys()) if (!listed.has(k)) this.opts.listings!.dirs.delete(k);
@@ -830,7 +937,7 @@ class Scan {
         if (isDir) {
           const before = new Set(this.manifest.keys());
           await this.walkDir(root, prefix, rel, rel === '' ? this.baseRules : rules!);
-          await Promise.all(this.pending);
+          await this.drain();
           for (const k of this.manifest.keys()) if (!before.has(k)) touched.add(k);
         } else {
           const problem = pathKeyProblem(key);
@@ -908,7 +1015,7 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
   try {
     if (opts.dirty && opts.previous) touched = await s.incremental(opts.previous, opts.dirty);
     else await s.full();
-    await Promise.all(s.pending);
+    await s.drain();
   } finally {
     await s.pool?.close();
   }
