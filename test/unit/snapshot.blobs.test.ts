@@ -157,6 +157,73 @@ describe('snapshot blob store', () => {
     assert.equal((await collect(new BlobStore(dir).list())).length, 9);
   });
 
+  it('an instance that knew several packs finds every blob after another instance GC rewrote them all', async () => {
+    const dir = path.join(await tmp.make(), 'objects');
+    const gc = new BlobStore(dir, { durability: 'deferred' });
+    const contents = Array.from({ length: 30 }, () => randomBytes(1500));
+    const hashes = [];
+    for (let i = 0; i < 30; i++) {
+      hashes.push((await gc.put(contents[i]!)).hash);
+      if (i % 10 === 9) await gc.flush(); // three packs
+    }
+    const reader = new BlobStore(dir);
+    for (let i = 0; i < 30; i += 10) assert.deepEqual(reader.getSync(hashes[i]!), contents[i]);
+    await gc.deleteMany([hashes[5]!, hashes[15]!, hashes[25]!]); // every pack rewritten under a new name
+    // The first miss finds all three new packs while the other two old ones are still mapped:
+    // those must not shadow the new packs' blobs.
+    for (let i = 0; i < 30; i++) {
+      if (i % 10 === 5) assert.equal(reader.hasSync(hashes[i]!), false);
+      else assert.deepEqual(reader.getSync(hashes[i]!), contents[i], `blob ${i}`);
+    }
+  });
+
+  it('a batch reader opens each pack once and still reads right after GC rewrites the pack under it', async () => {
+    const dir = path.join(await tmp.make(), 'objects');
+    const blobs = new BlobStore(dir, { durability: 'deferred' });
+    const contents = Array.from({ length: 40 }, (_, i) => (i % 2 ? randomBytes(3000) : Buffer.from(`export const v${i} = ${'"y", '.repeat(200 + i)};\n`)));
+    const hashes: string[] = [];
+    for (const c of contents.slice(0, 20)) hashes.push((await blobs.put(c)).hash);
+    await blobs.flush();
+    for (const c of contents.slice(20)) hashes.push((await blobs.put(c)).hash);
+    await blobs.flush(); // two packs
+    const packDir = path.join(dir, 'pack');
+    const openPacks = async () => {
+      let n = 0;
+      for (const fd of await fs.readdir('/proc/self/fd').catch(() => [] as string[])) {
+        const to = await fs.readlink(`/proc/self/fd/${fd}`).catch(() => '');
+        if (to.startsWith(packDir)) n++;
+      }
+      return n;
+    };
+    const other = new BlobStore(dir); // another instance: it knows the packs as they are now
+    const r1 = other.batchReader();
+    for (let i = 0; i < 40; i += 3) assert.deepEqual(r1.get(hashes[i]!), contents[i]);
+    if (process.platform === 'linux') assert.equal(await openPacks(), 2, 'one descriptor per pack, kept for the batch');
+    // GC through the first instance rewrites both packs under new names and removes the old ones.
+    await blobs.deleteMany([hashes[1]!, hashes[21]!]);
+    assert.equal((await fs.readdir(packDir)).length, 2);
+    // Through the kept descriptors of the removed packs: read before or not, every blob is still right.
+    for (let i = 0; i < 40; i++) {
+      if (i === 1 || i === 21) continue;
+      assert.deepEqual(r1.get(hashes[i]!), contents[i], `blob ${i} through a reader opened before the GC`);
+    }
+    r1.close();
+    if (process.platform === 'linux') assert.equal(await openPacks(), 0, 'close releases every pack');
+    // A new batch of the same instance: its index still names the removed packs, so it finds where the blobs went.
+    const r3 = other.batchReader();
+    for (let i = 0; i < 40; i += 2) assert.deepEqual(r3.get(hashes[i]!), contents[i], `blob ${i} after its pack was rewritten`);
+    if (process.platform === 'linux') assert.equal(await openPacks(), 2, 'the two rewritten packs');
+    r3.close();
+    const r2 = blobs.batchReader();
+    try {
+      assert.throws(() => r2.get(hashes[1]!), BlobNotFoundError);
+      assert.deepEqual(r2.get(hashes[2]!), contents[2]);
+      assert.deepEqual(r2.get(hashes[2]!), blobs.getSync(hashes[2]!));
+    } finally {
+      r2.close();
+    }
+  });
+
   it('a damaged pack is reported and its blobs read as missing; a crash before the flush leaves only a temp pack, swept later', async () => {
     const dir = path.join(await tmp.make(), 'objects');
     const a = new BlobStore(dir, { durability: 'deferred' });

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
+import fss from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import fc from 'fast-check';
-import { UnsafePathError, applyRestore, planRestore, scan, sweepRestoreTemps, type BlobStore, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
+import { RESTORE_TEMP_SUFFIX, UnsafePathError, applyRestore, planRestore, sameContent, scan, sweepRestoreTemps, type BlobStore, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
 import { TempDirs, newStore, readTree, writeTree } from './snapshot.helpers.js';
 
 describe('snapshot restore', () => {
@@ -150,6 +151,70 @@ describe('snapshot restore', () => {
         assert.deepEqual(await readTree(outside), outBefore);
       }),
       { numRuns: 150 },
+    );
+  });
+
+  it('a write failing mid-way leaves the files before it replaced (their renames were under way), no temp behind, and a re-run finishes', async () => {
+    const { ws, blobs, roots } = await workspace();
+    const names = Array.from({ length: 30 }, (_, i) => `f${String(i).padStart(2, '0')}.txt`);
+    await writeTree(ws, Object.fromEntries(names.map((n) => [n, `old ${n}\n`.repeat(50)])));
+    const current = (await scan({ roots, blobs })).manifest;
+    await writeTree(ws, Object.fromEntries(names.map((n) => [n, `new ${n}\n`.repeat(60)])));
+    const target = (await scan({ roots, blobs })).manifest;
+    await writeTree(ws, Object.fromEntries(names.map((n) => [n, `old ${n}\n`.repeat(50)])));
+    // The last file's temp name is taken by a non-empty directory: its write throws.
+    await writeTree(ws, { [`f29.txt${RESTORE_TEMP_SUFFIX}/blocker`]: 'x' });
+    await assert.rejects(applyRestore(planRestore(current, target), roots, blobs), /EISDIR|ENOTEMPTY|EEXIST|directory/i);
+    // Every earlier file is in place (applyRestore settles the renames it handed out before it throws), no temp left.
+    for (const n of names.slice(0, 29)) {
+      assert.equal(fss.readFileSync(path.join(ws, n), 'utf8'), `new ${n}\n`.repeat(60), n);
+      assert.equal(fss.existsSync(path.join(ws, `${n}${RESTORE_TEMP_SUFFIX}`)), false, `${n} temp`);
+    }
+    assert.equal(fss.readFileSync(path.join(ws, 'f29.txt'), 'utf8'), 'old f29.txt\n'.repeat(50));
+    // Once the way is clear the same plan finishes.
+    await fs.rm(path.join(ws, `f29.txt${RESTORE_TEMP_SUFFIX}`), { recursive: true });
+    const res = await applyRestore(planRestore(current, target), roots, blobs);
+    assert.equal(res.written.length, 30);
+    assert.equal(fss.readFileSync(path.join(ws, 'f29.txt'), 'utf8'), 'new f29.txt\n'.repeat(60));
+  });
+
+  it('property: planRestore matches a plain two-pass reference on any pair of manifests', () => {
+    const reference = (current: Manifest, target: Manifest, paths: string[] | undefined, isHeld: (h: string) => boolean) => {
+      const sel = (k: string) => !paths || paths.some((p) => p === '' || k === p || k.startsWith(`${p}/`));
+      const plan = { writes: [] as unknown[], removes: [] as unknown[], kept: [] as unknown[], unchanged: 0 };
+      for (const [key, want] of target) {
+        if (!sel(key)) continue;
+        const have = current.get(key);
+        if (have && sameContent(have, want)) plan.unchanged++;
+        else if (want.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_target' });
+        else if (have?.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_current' });
+        else plan.writes.push({ path: key, entry: want, expectAbsent: !have });
+      }
+      for (const [key, have] of current) {
+        if (target.has(key) || !sel(key)) continue;
+        if (have.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_current' });
+        else if (have.type === 'symlink') plan.removes.push({ path: key, target: have.target });
+        else if (isHeld(have.hash)) plan.removes.push({ path: key, hash: have.hash });
+        else plan.kept.push({ path: key, reason: 'content_not_held' });
+      }
+      const byPath = (a: unknown, b: unknown) => ((a as { path: string }).path < (b as { path: string }).path ? -1 : 1);
+      plan.writes.sort(byPath);
+      plan.removes.sort(byPath);
+      plan.kept.sort(byPath);
+      return plan;
+    };
+    const entry: fc.Arbitrary<ManifestEntry> = fc.oneof(
+      fc.record({ type: fc.constant('file' as const), hash: fc.constantFrom('a'.repeat(64), 'b'.repeat(64)), size: fc.constant(1), mode: fc.constantFrom(0o644, 0o755), mtimeMs: fc.constant(1), ino: fc.constant(1) }),
+      fc.record({ type: fc.constant('symlink' as const), target: fc.constantFrom('x', 'y'), mtimeMs: fc.constant(1), ino: fc.constant(1) }),
+      fc.record({ type: fc.constant('skipped' as const), size: fc.constantFrom(1, 2), mtimeMs: fc.constant(1), ino: fc.constant(1), reason: fc.constant('too_large') }) as unknown as fc.Arbitrary<ManifestEntry>,
+    );
+    const manifest = fc.dictionary(fc.constantFrom('a', 'b', 'd/a', 'd/b', 'd/e/f', 'g'), entry).map((o) => new Map(Object.entries(o)) as Manifest);
+    fc.assert(
+      fc.property(manifest, manifest, fc.option(fc.subarray(['a', 'd', 'd/e', 'g', 'zz']), { nil: undefined }), (current, target, paths) => {
+        const isHeld = (h: string) => h.startsWith('a');
+        assert.deepEqual(planRestore(current, target, { paths, isHeld }), reference(current, target, paths, isHeld));
+      }),
+      { numRuns: 500 },
     );
   });
 

@@ -153,7 +153,23 @@ export function readPackIndex(file: string): PackEntry[] {
   }
 }
 
-export function readPackObject(file: string, entry: PackEntry): Buffer {
+/**
+ * Reads one object of a named pack. With `fds` (a batch of reads, see
+ * `BlobStore.batchReader`), the pack is opened once and its descriptor kept there
+ * for the caller to close: an open and a close per object were a third of reading
+ * a restore's blobs. A kept descriptor stays valid if the pack is removed meanwhile
+ * (GC rewrites packs under new names, never in place), and `entry` came from that
+ * same pack's index, so what it reads is still that object.
+ */
+export function readPackObject(file: string, entry: PackEntry, fds?: Map<string, number>): Buffer {
+  if (fds) {
+    let fd = fds.get(file);
+    if (fd === undefined) {
+      fd = fss.openSync(file, 'r');
+      fds.set(file, fd);
+    }
+    return preadExact(fd, entry.offset, entry.length);
+  }
   const fd = fss.openSync(file, 'r');
   try {
     return preadExact(fd, entry.offset, entry.length);

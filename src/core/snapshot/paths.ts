@@ -49,18 +49,20 @@ export function pathKeyProblem(key: string): string | null {
   if (typeof key !== 'string') return 'not a string';
   if (key.length === 0) return 'empty path';
   if (key.length > MAX_PATH_LENGTH) return `longer than ${MAX_PATH_LENGTH} characters`;
-  if (PLAIN_KEY.test(key)) return segmentsProblem(key);
+  if (PLAIN_KEY.test(key)) return segmentsProblem(key, true);
   if (key.includes('\0')) return 'contains a NUL character';
   if (CONTROL_CHARS.test(key)) return 'contains a control character';
   if (key.includes('\\')) return 'contains a backslash (Windows separator)';
   if (key.startsWith('/')) return 'absolute path';
   // `C:foo` and `C:/foo` are drive-relative / absolute on Windows.
   if (/^[A-Za-z]:/.test(key)) return 'Windows drive path';
-  if (key.normalize('NFC') !== key) return 'not Unicode NFC-normalized';
-  return segmentsProblem(key);
+  // ASCII is always NFC: normalize (ICU) only the rest (a restore checks every path twice).
+  const ascii = ASCII.test(key);
+  if (!ascii && key.normalize('NFC') !== key) return 'not Unicode NFC-normalized';
+  return segmentsProblem(key, ascii);
 }
 
-function segmentsProblem(key: string): string | null {
+function segmentsProblem(key: string, ascii: boolean): string | null {
   if (key.startsWith('/')) return 'absolute path';
   const segments = key.split('/');
   for (const seg of segments) {
@@ -70,12 +72,18 @@ function segmentsProblem(key: string): string | null {
     if (seg.length > MAX_SEGMENT_LENGTH) return `segment longer than ${MAX_SEGMENT_LENGTH} characters`;
   }
   for (const seg of segments) {
+    // Lower-casing ASCII keeps the length: only segments as long as a reserved name can be one.
+    if (ascii && !RESERVED_LENGTHS.has(seg.length)) continue;
     // Case-folded so `.GIT` on a case-insensitive file system is caught too.
     const folded = seg.toLowerCase();
     if (RESERVED_DIRS.has(folded)) return `inside or naming a reserved directory (${folded})`;
   }
   return null;
 }
+
+// eslint-disable-next-line no-control-regex
+const ASCII = /^[\u0000-\u007f]*$/;
+const RESERVED_LENGTHS: ReadonlySet<number> = new Set([...RESERVED_DIRS].map((d) => d.length));
 
 const PLAIN_SEGMENT = /^[A-Za-z0-9_@+=,~#$%&()[\]{}'!^ -]+$|^[A-Za-z0-9_@+=,~#$%&()[\]{}'!^ -][A-Za-z0-9_@+=,~#$%&()[\]{}'!^. -]*$/;
 
@@ -101,6 +109,12 @@ export function assertSafePathKey(key: string): void {
 }
 
 function isInside(root: string, candidate: string): boolean {
+  // A prefix match with no '..' after it is inside (callers pass realpath / path.join
+  // results). Anything else (a drive root, a case difference on Windows, a name with
+  // '..' in it) takes the full check.
+  if (candidate.length > root.length + 1 && candidate.startsWith(root) && candidate[root.length] === path.sep && !root.endsWith(path.sep) && candidate.indexOf('..', root.length) === -1) {
+    return true;
+  }
   const rel = path.relative(root, candidate);
   return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel) && rel.split(path.sep)[0] !== '..');
 }
