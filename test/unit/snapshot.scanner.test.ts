@@ -307,9 +307,18 @@ describe('snapshot scanner', () => {
           // Past the racy window, so the listings of directories edited this round are kept for the next.
           await new Promise((r) => setTimeout(r, 60));
           const fresh = (await scan({ roots, blobs })).manifest;
-          const cached = (await scan({ roots, blobs, previous: prevCached, listings })).manifest;
+          const cachedScan = await scan({ roots, blobs, previous: prevCached, listings });
+          const cached = cachedScan.manifest;
           assert.deepEqual(keys(cached), keys(fresh));
           assert.deepEqual(diffManifests(fresh, cached), []);
+          // What ManifestStore.save relies on: every key outside `touched` holds the previous entry itself.
+          const touched = cachedScan.touched;
+          assert.ok(touched, 'a rescan on stat workers reports the keys it touched');
+          for (const k of new Set([...prevCached.keys(), ...cached.keys()])) if (!touched.has(k)) assert.equal(cached.get(k), prevCached.get(k), k);
+          assert.deepEqual(
+            cachedScan.changed.changes.map((c) => [c.path, c.status]),
+            diffManifests(prevCached, cached).map((c) => [c.path, c.status]),
+          );
           prevCached = cached;
           const incremental = (await scan({ roots, blobs, previous: prevFull })).manifest;
           const hinted = (await scan({ roots, blobs, previous: prevDirty, dirty })).manifest;

@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { BlobStore } from './blobStore.js';
 import { CompressPool } from './compressPool.js';
 import { IgnoreRules, levelsForDir } from './ignoreRules.js';
-import { KIND_DIR, KIND_ERROR, KIND_FILE, KIND_SYMLINK, STAT_FIELDS, StatPool, type StatBatch } from './statPool.js';
+import { KIND_DIR, KIND_FILE, KIND_SYMLINK, PREV_CACHEABLE, STAT_FIELDS, StatPool, type StatCheck } from './statPool.js';
 import { compareEntries, summarize, type ChangeSummary, type FileChange, type FileEntry, type Manifest, type ManifestEntry } from './manifest.js';
 import { RESERVED_DIRS, RESTORE_TEMP_SUFFIX, checkRoots, childKeyProblem, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
 
@@ -158,15 +158,16 @@ export interface ScanProblem {
 export interface ScanResult {
   manifest: Manifest;
   /**
-   * After a dirty-hint scan, every key whose entry may differ from `previous` (all
-   * others are `previous`'s own entries); null after a full walk.
+   * After a dirty-hint scan, or a full rescan on stat workers, every key whose entry
+   * may differ from `previous` (all others are `previous`'s own entries); null when
+   * the walk built the manifest afresh.
    */
   touched: ReadonlySet<string> | null;
   changed: ChangeSummary;
   skipped: { path: string; size: number; reason: 'too_large' }[];
   unreadable: ScanProblem[];
   /** `filesReadOnWorkers`: new files a bulk scan handed to worker threads (read, hashed and compressed there). */
-  stats: { filesSeen: number; filesHashed: number; bytesHashed: number; bytesStoredNew: number; filesReadOnWorkers: number; ms: number };
+  stats: { filesSeen: number; filesHashed: number; bytesHashed: number; bytesStoredNew: number; filesReadOnWorkers: number; dirsListed: number; dirsFromCache: number; ms: number };
 }
 
 function isReserved(name: string): boolean {
@@ -267,7 +268,14 @@ class Scan {
   mayPool = true;
   /** Set for a full rescan of a large workspace (see ListingCache.statWorkersFrom). */
   statPool: StatPool | null = null;
-  /** Directories whose files are out with the stat workers: bounds descriptors held (a listed directory keeps its own open). */
+  /**
+   * With stat workers: the manifest starts as a copy of the previous one; keys of the
+   * previous manifest met by the walk (any missing at the end are deleted), and every
+   * key whose entry may differ from the previous one (the scan's `touched`).
+   */
+  seenPrev: string[] | null = null;
+  fullTouched: Set<string> | null = null;
+  /** Directories holding a descriptor whose files are out with the stat workers (bounds descriptors held). */
   private statBatchesOut = 0;
   private readonly statWaiters: (() => void)[] = [];
   /** Listing-cache keys a full walk met (the rest are pruned after it); null when there is no cache. */
@@ -277,6 +285,8 @@ class Scan {
   /** Files a worker is reading (see MAX_WORKER_FILES). */
   private workerFiles = 0;
   filesReadOnWorkers = 0;
+  dirsListed = 0;
+  dirsFromCache = 0;
   readonly pending: Promise<void>[] = [];
   /** Where small files are read (see examine). */
   private readonly scratch = Buffer.allocUnsafeSlow(SYNC_READ_BELOW);
@@ -423,11 +433,13 @@ class Scan {
       if (hit && now?.isDirectory() && now.ino === hit.ino && now.mtimeMs === hit.mtimeMs && now.ctimeMs === hit.ctimeMs) {
         dir = { io: '', fd: -1, lazy: { root, relDir, abs } };
         dirents = hit.dirents;
+        this.dirsFromCache++;
       } else {
         dir = this.openDir(root, relDir, abs, parent);
         // Stat before listing: an entry added after the listing moves the mtime past what is cached.
         const st = listings ? fss.fstatSync(dir.fd) : null;
         dirents = fss.readdirSync(dir.io, { withFileTypes: true });
+        this.dirsListed++;
         if (listings && st) {
           if (this.isRacy(st.mtimeMs) || this.isRacy(st.ctimeMs)) listings.dirs.delete(memo);
           else listings.dirs.set(memo, { ino: st.ino, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, dirents });
@@ -462,7 +474,11 @@ class Scan {
     /** Where an entry is opened: through this directory's descriptor, opened now if it came from the listing cache. */
     const ioOf = (name: string) => `${this.ensureOpen(dir).io}/${name}`;
     // With stat workers: files are collected and lstat'ed as one batch, subdirectories walked meanwhile.
-    const deferred: { name: string; rel: string; key: string; file: string; prev: ManifestEntry | undefined }[] | null = this.statPool ? [] : null;
+    // Parallel arrays, not an object per entry: a rescan's garbage is mostly per-entry objects.
+    const deferred: string[] | null = this.statPool ? [] : null;
+    const deferredKeys: string[] = [];
+    const deferredPrev: (ManifestEntry | undefined)[] = [];
+    const prevNums: number[] | null = deferred ? [] : null;
     const subdirs: string[] | null = deferred ? [] : null;
     for (const d of dirents) {
       const name = d.name;
@@ -481,8 +497,11 @@ class Scan {
         await new Promise<void>((r) => setImmediate(r));
       }
       if (isDir) {
-        if (subdirs) subdirs.push(rel);
-        else await this.walkDir(root, prefix, rel, rules, dir);
+        if (subdirs) {
+          // A file of the previous manifest that is a directory now: its entry goes.
+          if (this.seenPrev && this.manifest.delete(key)) this.fullTouched!.add(key);
+          subdirs.push(rel);
+        } else await this.walkDir(root, prefix, rel, rules, dir);
         continue;
       }
       // Plain concatenation: path.join's normalisation showed up in rescan profiles.
@@ -490,8 +509,10 @@ class Scan {
       // A regular file the stat cache cannot vouch for is read anyway: no lstat, its
       // descriptor's fstat serves (a first checkpoint: 4 syscalls per file, not 5).
       const prev = this.opts.previous?.get(key);
+      if (prev !== undefined) this.seenPrev?.push(key);
       if (prev === undefined && d.isFile()) {
         this.filesSeen++;
+        this.fullTouched?.add(key);
         let io: string;
         try {
           io = ioOf(name);
@@ -504,7 +525,11 @@ class Scan {
         continue;
       }
       if (deferred) {
-        deferred.push({ name, rel, key, file, prev });
+        deferred.push(name);
+        deferredKeys.push(key);
+        deferredPrev.push(prev);
+        if (prev !== undefined && prev.type === 'file' && !prev.racy) prevNums!.push(PREV_CACHEABLE, prev.size, prev.mtimeMs, prev.ino, prev.mode === 0o755 ? 1 : 0);
+        else prevNums!.push(0, 0, 0, 0, 0);
         continue;
       }
       // lstat by the plain path (cheaper than through /proc): it only decides whether
@@ -521,30 +546,41 @@ class Scan {
     }
     if (!deferred) return;
     if (deferred.length > 0) {
-      // This directory's files are lstat'ed on a worker while the walk goes on (its
-      // subdirectories, then what follows); the answer is examined when it arrives.
-      while (this.statBatchesOut >= MAX_STAT_BATCHES) await new Promise<void>((r) => this.statWaiters.push(r));
-      this.statBatchesOut++;
+      // This directory's files are checked against the stat cache on a worker while
+      // the walk goes on (its subdirectories, then what follows). Unchanged files are
+      // already in the manifest (a copy of the previous one); the ones that differ
+      // come back and are examined (and read) here when the answer arrives.
+      // Bounded only where a descriptor is held: a directory listed from the cache holds none until it is needed.
+      const holds = dir.fd >= 0;
+      if (holds) while (this.statBatchesOut >= MAX_STAT_BATCHES) await new Promise<void>((r) => this.statWaiters.push(r));
+      if (holds) this.statBatchesOut++;
       dir.refs!++; // the directory's descriptor may be needed to read a changed file
-      const examine = async ({ values, errors }: StatBatch) => {
-        for (let i = 0; i < deferred.length; i++) {
-          const e = deferred[i]!;
-          const failed = errors.get(i);
-          const at = i * STAT_FIELDS;
-          if (failed || values[at] === KIND_ERROR) {
-            this.filesSeen++;
-            this.unreadable.push({ path: e.key, code: failed?.code ?? 'EUNKNOWN', message: failed?.message ?? 'lstat failed' });
-            continue;
-          }
+      const examine = async ({ idx, values, errors }: StatCheck) => {
+        this.filesSeen += deferred.length - idx.length - errors.size;
+        for (const [i, failed] of errors) {
+          const key = deferredKeys[i]!;
+          this.filesSeen++;
+          if (this.manifest.delete(key)) this.fullTouched!.add(key);
+          this.unreadable.push({ path: key, code: failed.code, message: failed.message });
+        }
+        for (let j = 0; j < idx.length; j++) {
+          const i = idx[j]!;
+          const name = deferred[i]!;
+          const key = deferredKeys[i]!;
+          const at = j * STAT_FIELDS;
+          // Re-derived from scratch: listedEntry records it again unless it is gone or unreadable now.
+          this.manifest.delete(key);
+          this.fullTouched!.add(key);
           const st = new PooledStat(values[at]!, values[at + 1]!, values[at + 2]!, values[at + 3]!, values[at + 4]!);
-          await this.listedEntry(root, prefix, rules, dir, ioOf, e.name, e.rel, e.key, e.file, e.prev, st);
+          await this.listedEntry(root, prefix, rules, dir, ioOf, name, relBase + name, key, absBase + name, deferredPrev[i], st);
         }
       };
       this.track(
-        this.statPool!.lstatMany(deferred.map((e) => e.file))
+        this.statPool!.check(absBase, deferred, prevNums!, this.maxFileBytes)
           .then(examine)
           .finally(() => {
             releaseDir(dir);
+            if (!holds) return;
             this.statBatchesOut--;
             this.statWaiters.shift()?.();
           }),
@@ -843,9 +879,21 @@ class Scan {
     const listings = this.opts.listings;
     if (listings) this.listed = new Set();
     // Test hooks run per entry on this thread, in walk order: no stat workers with them.
-    if (listings && PROC_FD && !this.opts.hooks && (this.opts.previous?.size ?? 0) >= listings.statWorkersFrom) this.statPool = listings.statPool();
+    const previous = this.opts.previous;
+    if (listings && PROC_FD && previous && !this.opts.hooks && previous.size >= listings.statWorkersFrom) {
+      this.statPool = listings.statPool();
+      // Copying the Map whole is several times faster than re-inserting 10k+ entries one by one.
+      this.manifest = new Map(previous);
+      this.seenPrev = [];
+      this.fullTouched = new Set();
+    }
     for (const root of roots) await this.walkDir(root, keyPrefixFor(roots, root), '', this.baseRules);
     await this.drain();
+    if (previous && this.seenPrev && this.seenPrev.length !== previous.size) {
+      // Some previous entries were not met: deleted, now ignored, or under a directory gone.
+      const seen = new Set(this.seenPrev);
+      for (const k of previous.keys()) if (!seen.has(k) && this.manifest.delete(k)) this.fullTouched!.add(k);
+    }
     // Directories gone (or now ignored) since: their listings would only take memory.
     const listed = this.listed;
     if (listed) for (const k of this.opts.listings!.dirs.keys()) if (!listed.has(k)) this.opts.listings!.dirs.delete(k);
@@ -1014,7 +1062,10 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
   let touched: Set<string> | null = null;
   try {
     if (opts.dirty && opts.previous) touched = await s.incremental(opts.previous, opts.dirty);
-    else await s.full();
+    else {
+      await s.full();
+      touched = s.fullTouched;
+    }
     await s.drain();
   } finally {
     await s.pool?.close();
@@ -1027,6 +1078,6 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
     changed: summarize(s.changes(opts.previous, touched)),
     skipped: s.skipped,
     unreadable: s.unreadable,
-    stats: { filesSeen: s.filesSeen, filesHashed: s.filesHashed, bytesHashed: s.bytesHashed, bytesStoredNew: s.bytesStoredNew, filesReadOnWorkers: s.filesReadOnWorkers, ms: performance.now() - t0 },
+    stats: { filesSeen: s.filesSeen, filesHashed: s.filesHashed, bytesHashed: s.bytesHashed, bytesStoredNew: s.bytesStoredNew, filesReadOnWorkers: s.filesReadOnWorkers, dirsListed: s.dirsListed, dirsFromCache: s.dirsFromCache, ms: performance.now() - t0 },
   };
 }

@@ -1,11 +1,11 @@
 /**
- * lstat on worker threads, for full rescans of large workspaces. A rescan is mostly
- * one lstat per file (13.6k on the bench workspace, ~5 µs each here) plus a few
- * microseconds of JavaScript per file to compare the result with the previous
- * manifest. Async fs.lstat does not help: its per-call overhead on the main thread
- * equals the syscall. A worker takes a directory's files as one message and answers
- * with one Float64Array, so the main thread compares one directory's files (and
- * walks on) while the workers lstat the next.
+ * Stat-cache checks on worker threads, for full rescans of large workspaces. A
+ * rescan is mostly one lstat per file (13.6k on the bench workspace, ~5 µs each
+ * here) and a comparison with the previous manifest's entry. Async fs.lstat does not
+ * help: its per-call overhead on the main thread equals the syscall. A worker takes
+ * directories' files (with what the previous manifest says of each) as one message,
+ * lstats and compares them, and answers with only the entries that differ, so the
+ * main thread walks on and touches nothing for an unchanged file.
  *
  * The pool outlives a scan (a worker costs ~30 ms to start): it belongs to the
  * ListingCache of the workspace, keeps its threads referenced only while a batch is
@@ -21,54 +21,79 @@ export const KIND_FILE = 1;
 export const KIND_DIR = 2;
 export const KIND_SYMLINK = 3;
 
+/** Per entry of a check: PREV_FIELDS numbers describing what the previous manifest holds. */
+export const PREV_FIELDS = 5;
+/** prev[0]: the previous entry is a file the stat cache may vouch for (else the entry always needs attention). */
+export const PREV_CACHEABLE = 1;
+
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const fs = require('node:fs');
-parentPort.on('message', ({ id, joined }) => {
-  const paths = joined.split('\\0');
-  const out = new Float64Array(paths.length * ${STAT_FIELDS});
+// lstat each entry and compare it with what the previous manifest holds (cacheable,
+// size, mtimeMs, ino, exec bit): only entries that differ come back, with their stat.
+parentPort.on('message', ({ id, bases, counts, names, prev, maxBytes }) => {
+  const list = names.split('\\0');
+  const prevs = new Float64Array(prev);
+  const idx = [];
+  const vals = [];
   const errors = [];
-  for (let i = 0; i < paths.length; i++) {
-    let st;
-    try {
-      st = fs.lstatSync(paths[i]);
-    } catch (err) {
-      errors.push({ i, code: err.code || 'EUNKNOWN', message: String(err.message || err) });
-      continue;
+  let i = 0;
+  for (let d = 0; d < bases.length; d++) {
+    const base = bases[d];
+    for (const end = i + counts[d]; i < end; i++) {
+      let st;
+      try {
+        st = fs.lstatSync(base + list[i]);
+      } catch (err) {
+        errors.push({ i, code: err.code || 'EUNKNOWN', message: String(err.message || err) });
+        continue;
+      }
+      const p = i * ${PREV_FIELDS};
+      const file = st.isFile();
+      if (prevs[p] === ${PREV_CACHEABLE} && file && st.size <= maxBytes && st.size === prevs[p + 1] && st.mtimeMs === prevs[p + 2] && st.ino === prevs[p + 3] && ((st.mode & 0o111) !== 0 ? 1 : 0) === prevs[p + 4]) continue;
+      idx.push(i);
+      vals.push(file ? ${KIND_FILE} : st.isDirectory() ? ${KIND_DIR} : st.isSymbolicLink() ? ${KIND_SYMLINK} : 4, st.size, st.mtimeMs, st.ino, st.mode);
     }
-    const at = i * ${STAT_FIELDS};
-    out[at] = st.isFile() ? ${KIND_FILE} : st.isDirectory() ? ${KIND_DIR} : st.isSymbolicLink() ? ${KIND_SYMLINK} : 4;
-    out[at + 1] = st.size;
-    out[at + 2] = st.mtimeMs;
-    out[at + 3] = st.ino;
-    out[at + 4] = st.mode;
   }
-  parentPort.postMessage({ id, out: out.buffer, errors }, [out.buffer]);
+  const at = new Int32Array(idx);
+  const out = new Float64Array(vals);
+  parentPort.postMessage({ id, idx: at.buffer, out: out.buffer, errors }, [at.buffer, out.buffer]);
 });
 `;
 
 const IDLE_MS = 60_000;
 
-export interface StatBatch {
-  /** STAT_FIELDS numbers per path, in the order asked. */
+/** What a check found: the entries that need attention, by index, with their lstat. */
+export interface StatCheck {
+  /** Indexes (into the names asked) whose lstat differs from the previous entry, or that had no cacheable one; ascending. */
+  idx: Int32Array;
+  /** STAT_FIELDS numbers (kind, size, mtimeMs, ino, mode) per index in `idx`. */
   values: Float64Array;
-  /** Paths whose lstat failed, by index. */
+  /** Entries whose lstat failed, by index. */
   errors: Map<number, { code: string; message: string }>;
 }
 
+interface Message {
+  bases: string[];
+  counts: number[];
+  names: string;
+  prev: ArrayBuffer;
+  maxBytes: number;
+}
+
 interface Pending {
-  resolve: (b: StatBatch) => void;
+  resolve: (b: StatCheck) => void;
   reject: (err: Error) => void;
   worker: Worker;
 }
 
-/** Paths gathered into one message: a message per directory (7 files on average) cost more than the lstats. */
-const GROUP_PATHS = 512;
+/** Entries gathered into one message: a message per directory (7 files on average) cost more than the lstats. */
+const GROUP_ENTRIES = 512;
 
 interface Part {
   from: number;
   count: number;
-  resolve: (b: StatBatch) => void;
+  resolve: (b: StatCheck) => void;
   reject: (err: Error) => void;
 }
 
@@ -78,22 +103,32 @@ export class StatPool {
   private nextId = 0;
   private turn = 0;
   private idleTimer: NodeJS.Timeout | null = null;
+  private bases: string[] = [];
+  private counts: number[] = [];
+  private names: string[] = [];
+  private prev: number[] = [];
+  private parts: Part[] = [];
+  private maxBytes = 0;
+  private flushScheduled = false;
 
   constructor(private readonly size = Math.max(1, Math.min(2, os.availableParallelism?.() ?? os.cpus().length))) {}
 
-  private group: string[] = [];
-  private parts: Part[] = [];
-  private flushScheduled = false;
-
   /**
-   * lstat of each path (not following a final symlink), on a worker. Calls in the
-   * same turn of the event loop share a message (up to GROUP_PATHS paths).
+   * lstats `base + name` for each name (not following a final symlink) on a worker
+   * and compares it with `prev` (PREV_FIELDS numbers per name: PREV_CACHEABLE or 0,
+   * size, mtimeMs, ino, exec bit 0/1); answers with the entries that differ. Files
+   * over `maxBytes` always differ. Calls in the same turn of the event loop share a
+   * message (up to GROUP_ENTRIES entries).
    */
-  lstatMany(paths: readonly string[]): Promise<StatBatch> {
-    return new Promise<StatBatch>((resolve, reject) => {
-      this.parts.push({ from: this.group.length, count: paths.length, resolve, reject });
-      for (const p of paths) this.group.push(p);
-      if (this.group.length >= GROUP_PATHS) this.flush();
+  check(base: string, names: readonly string[], prev: readonly number[], maxBytes: number): Promise<StatCheck> {
+    return new Promise<StatCheck>((resolve, reject) => {
+      this.parts.push({ from: this.names.length, count: names.length, resolve, reject });
+      this.bases.push(base);
+      this.counts.push(names.length);
+      for (const n of names) this.names.push(n);
+      for (const v of prev) this.prev.push(v);
+      this.maxBytes = maxBytes;
+      if (this.names.length >= GROUP_ENTRIES) this.flush();
       else if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(() => {
@@ -107,15 +142,26 @@ export class StatPool {
   private flush(): void {
     if (this.parts.length === 0) return;
     const parts = this.parts;
-    const group = this.group;
+    // Names as one string: cloning it is a copy, cloning an array of strings is per element. NUL cannot be in a name.
+    const msg: Message = { bases: this.bases, counts: this.counts, names: this.names.join('\0'), prev: new Float64Array(this.prev).buffer, maxBytes: this.maxBytes };
     this.parts = [];
-    this.group = [];
-    this.send(group).then(
-      ({ values, errors }) => {
+    this.bases = [];
+    this.counts = [];
+    this.names = [];
+    this.prev = [];
+    this.send(msg).then(
+      ({ idx, values, errors }) => {
+        // Split the group's answer back into its parts (idx is ascending).
+        let k = 0;
         for (const part of parts) {
+          const end = part.from + part.count;
+          const start = k;
+          while (k < idx.length && idx[k]! < end) k++;
           const mine = new Map<number, { code: string; message: string }>();
-          for (const [i, e] of errors) if (i >= part.from && i < part.from + part.count) mine.set(i - part.from, e);
-          part.resolve({ values: values.subarray(part.from * STAT_FIELDS, (part.from + part.count) * STAT_FIELDS), errors: mine });
+          for (const [i, e] of errors) if (i >= part.from && i < end) mine.set(i - part.from, e);
+          const partIdx = idx.slice(start, k);
+          for (let j = 0; j < partIdx.length; j++) partIdx[j] = partIdx[j]! - part.from;
+          part.resolve({ idx: partIdx, values: values.subarray(start * STAT_FIELDS, k * STAT_FIELDS), errors: mine });
         }
       },
       (err: Error) => {
@@ -124,7 +170,7 @@ export class StatPool {
     );
   }
 
-  private send(paths: readonly string[]): Promise<StatBatch> {
+  private send(msg: Message): Promise<StatCheck> {
     if (this.workers.length === 0) this.start();
     if (this.idleTimer) {
       clearTimeout(this.idleTimer);
@@ -134,21 +180,20 @@ export class StatPool {
     const id = this.nextId++;
     // Held while a batch is out: an unreferenced worker would let the process exit under an await.
     if (this.pending.size === 0) for (const w of this.workers) w.ref();
-    return new Promise<StatBatch>((resolve, reject) => {
+    return new Promise<StatCheck>((resolve, reject) => {
       this.pending.set(id, { resolve, reject, worker });
-      // One string: cloning it is a copy, cloning an array of strings is per element. NUL cannot be in a path.
-      worker.postMessage({ id, joined: paths.join('\0') });
+      worker.postMessage({ id, ...msg }, [msg.prev]);
     });
   }
 
   private start(): void {
     for (let i = 0; i < this.size; i++) {
       const w = new Worker(WORKER_SOURCE, { eval: true, execArgv: [] });
-      w.on('message', ({ id, out, errors }: { id: number; out: ArrayBuffer; errors: { i: number; code: string; message: string }[] }) => {
+      w.on('message', ({ id, idx, out, errors }: { id: number; idx: ArrayBuffer; out: ArrayBuffer; errors: { i: number; code: string; message: string }[] }) => {
         const p = this.pending.get(id);
         if (!p) return;
         this.settled(id);
-        p.resolve({ values: new Float64Array(out), errors: new Map(errors.map((e) => [e.i, { code: e.code, message: e.message }])) });
+        p.resolve({ idx: new Int32Array(idx), values: new Float64Array(out), errors: new Map(errors.map((e) => [e.i, { code: e.code, message: e.message }])) });
       });
       const fail = (err: Error) => {
         for (const [id, p] of [...this.pending]) {
