@@ -74,7 +74,7 @@ function releaseDir(d: OpenDir): void {
  */
 export class ListingCache {
   /** `${root dir}\0${relDir}` → the listing and the directory's stat taken before it. */
-  readonly dirs = new Map<string, { ino: number; mtimeMs: number; ctimeMs: number; dirents: Dirent[] }>();
+  readonly dirs = new Map<string, { ino: number; mtimeMs: number; ctimeMs: number; dirents: Dirent[]; rels?: string[] }>();
   private pool: StatPool | null = null;
 
   /**
@@ -420,6 +420,8 @@ class Scan {
     const abs = relDir === '' ? root.dir : path.join(root.dir, ...relDir.split('/'));
     let dir: OpenDir | null = null;
     let dirents: Dirent[];
+    /** With a cached listing, its entries' root-relative paths: the same strings each scan (no garbage; their hashes stay cached). */
+    let rels: string[] | undefined;
     try {
       await this.opts.hooks?.beforeList?.(abs, relDir);
       const listings = PROC_FD ? this.opts.listings : undefined;
@@ -433,6 +435,8 @@ class Scan {
       if (hit && now?.isDirectory() && now.ino === hit.ino && now.mtimeMs === hit.mtimeMs && now.ctimeMs === hit.ctimeMs) {
         dir = { io: '', fd: -1, lazy: { root, relDir, abs } };
         dirents = hit.dirents;
+        const relBase = relDir === '' ? '' : `${relDir}/`;
+        rels = hit.rels ??= dirents.map((d) => relBase + d.name);
         this.dirsFromCache++;
       } else {
         dir = this.openDir(root, relDir, abs, parent);
@@ -454,13 +458,13 @@ class Scan {
     }
     dir.refs = 1;
     try {
-      await this.walkEntries(root, prefix, relDir, abs, dir, dirents, parentRules);
+      await this.walkEntries(root, prefix, relDir, abs, dir, dirents, parentRules, rels);
     } finally {
       releaseDir(dir);
     }
   }
 
-  private async walkEntries(root: SnapshotRoot, prefix: string, relDir: string, abs: string, dir: OpenDir, dirents: Dirent[], parentRules: IgnoreRules): Promise<void> {
+  private async walkEntries(root: SnapshotRoot, prefix: string, relDir: string, abs: string, dir: OpenDir, dirents: Dirent[], parentRules: IgnoreRules, rels?: string[]): Promise<void> {
     let hasGitignore = false;
     let hasDotGit = false;
     for (const d of dirents) {
@@ -480,10 +484,11 @@ class Scan {
     const deferredPrev: (ManifestEntry | undefined)[] = [];
     const prevNums: number[] | null = deferred ? [] : null;
     const subdirs: string[] | null = deferred ? [] : null;
-    for (const d of dirents) {
+    for (let di = 0; di < dirents.length; di++) {
+      const d = dirents[di]!;
       const name = d.name;
       if (isReserved(name) || name.endsWith(RESTORE_TEMP_SUFFIX)) continue;
-      const rel = relBase + name;
+      const rel = rels ? rels[di]! : relBase + name;
       const isDir = d.isDirectory();
       if (rules.ignores(rel, isDir)) continue;
       const key = prefix + rel;
