@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import fss from 'node:fs';
 import { BlobNotFoundError, BlobStore, sha256Hex } from '../../src/core/snapshot/index.js';
 import { CompressPool, decodeObject } from '../../src/core/snapshot/compressPool.js';
+import { KIND_DIR, KIND_FILE, KIND_SYMLINK, PREV_CACHEABLE, STAT_FIELDS, StatPool } from '../../src/core/snapshot/statPool.js';
 import { TempDirs } from './snapshot.helpers.js';
 
 describe('snapshot blob store', () => {
@@ -57,6 +58,47 @@ describe('snapshot blob store', () => {
     } finally {
       await pool.close();
       fss.closeSync(fd);
+    }
+  });
+
+  it('stat workers answer each directory with exactly the entries whose lstat differs from the previous entry', async () => {
+    const dir = await tmp.make();
+    await fs.mkdir(path.join(dir, 'a'));
+    await fs.mkdir(path.join(dir, 'b'));
+    for (const n of ['same.txt', 'grown.txt', 'exec.sh', 'big.bin', 'new.txt']) await fs.writeFile(path.join(dir, 'a', n), 'x'.repeat(n === 'big.bin' ? 50 : 10));
+    await fs.writeFile(path.join(dir, 'b', 'kept.txt'), 'kept');
+    await fs.symlink('kept.txt', path.join(dir, 'b', 'link'));
+    const prevOf = (rel: string, over: Partial<{ size: number; exec: number }> = {}) => {
+      const st = fss.lstatSync(path.join(dir, rel));
+      return [PREV_CACHEABLE, over.size ?? st.size, st.mtimeMs, st.ino, over.exec ?? (st.mode & 0o111 ? 1 : 0)];
+    };
+    const pool = new StatPool(2);
+    try {
+      // Three calls in one turn share a message; each gets its own answer back.
+      const [a, b, c] = await Promise.all([
+        pool.check(`${dir}/a/`, ['same.txt', 'grown.txt', 'exec.sh', 'big.bin', 'new.txt', 'gone.txt'], [
+          ...prevOf('a/same.txt'),
+          ...prevOf('a/grown.txt', { size: 3 }),
+          ...prevOf('a/exec.sh', { exec: 1 }),
+          ...prevOf('a/big.bin'),
+          0, 0, 0, 0, 0, // no previous entry: always reported
+          PREV_CACHEABLE, 1, 1, 1, 0,
+        ], 20),
+        pool.check(`${dir}/b/`, ['kept.txt', 'link'], [...prevOf('b/kept.txt'), 0, 0, 0, 0, 0], 20),
+        pool.check(`${dir}/`, ['a'], [0, 0, 0, 0, 0], 20),
+      ]);
+      assert.deepEqual([...a.idx], [1, 2, 3, 4], 'grown, exec bit, over the size limit, new; not the unchanged one');
+      assert.equal(a.values[0], KIND_FILE);
+      assert.equal(a.values[1], 10, 'the current size comes back');
+      assert.deepEqual([...a.errors].map(([i, e]) => [i, e.code]), [[5, 'ENOENT']]);
+      assert.deepEqual([...b.idx], [1]);
+      assert.equal(b.values[0], KIND_SYMLINK, 'lstat: the link itself');
+      assert.equal(b.errors.size, 0);
+      assert.deepEqual([...c.idx], [0]);
+      assert.equal(c.values[0], KIND_DIR);
+      assert.equal(c.values.length, STAT_FIELDS);
+    } finally {
+      await pool.close();
     }
   });
 

@@ -894,6 +894,8 @@ class Scan {
     }
     for (const root of roots) await this.walkDir(root, keyPrefixFor(roots, root), '', this.baseRules);
     await this.drain();
+    // A large workspace walked without the stat workers (a first checkpoint): start them now, so its next rescan finds them ready.
+    if (listings && PROC_FD && !this.statPool && !this.opts.hooks && this.manifest.size >= listings.statWorkersFrom) listings.statPool().warm();
     if (previous && this.seenPrev && this.seenPrev.length !== previous.size) {
       // Some previous entries were not met: deleted, now ignored, or under a directory gone.
       const seen = new Set(this.seenPrev);

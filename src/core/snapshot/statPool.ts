@@ -139,6 +139,14 @@ export class StatPool {
     });
   }
 
+  /** Starts the workers ahead of a first check (a worker takes ~30 ms to start); they idle unreferenced. */
+  warm(): void {
+    if (this.workers.length > 0) return;
+    this.start();
+    this.idleTimer = setTimeout(() => void this.close(), IDLE_MS);
+    this.idleTimer.unref();
+  }
+
   private flush(): void {
     if (this.parts.length === 0) return;
     const parts = this.parts;
