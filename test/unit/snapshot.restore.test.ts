@@ -218,6 +218,27 @@ describe('snapshot restore', () => {
     );
   });
 
+  it('replaces and removes past the cap of files held for freeing; every held descriptor is closed after', async function () {
+    if (process.platform !== 'linux') this.skip(); // counts /proc/self/fd
+    const { ws, blobs, roots } = await workspace();
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 300; i++) files[`d/${i}.txt`] = `before ${i}\n`;
+    await writeTree(ws, files);
+    const before = (await scan({ roots, blobs })).manifest;
+    for (let i = 0; i < 300; i++) await fs.writeFile(path.join(ws, `d/${i}.txt`), `after ${i}\n`);
+    for (let i = 0; i < 20; i++) await fs.writeFile(path.join(ws, `d/new-${i}.txt`), `new ${i}\n`); // removed by the restore
+    const after = (await scan({ roots, blobs, previous: before })).manifest;
+    const fds = () => fss.readdirSync('/proc/self/fd').length;
+    const baseline = fds();
+    // Back to `before`: 300 files replaced (past the cap of 256 held), 20 removed.
+    const r = await applyRestore(planRestore(after, before, { isHeld: () => true }), roots, blobs);
+    assert.equal(r.written.length, 300);
+    assert.equal(r.removed.length, 20);
+    assert.equal(fss.readFileSync(path.join(ws, 'd/299.txt'), 'utf8'), 'before 299\n');
+    for (let i = 0; i < 50 && fds() > baseline; i++) await new Promise((res) => setTimeout(res, 10));
+    assert.equal(fds(), baseline, 'the descriptors held for freeing are closed');
+  });
+
   it('refuses a plan whose blob is missing before writing anything', async () => {
     const { ws, blobs, roots } = await workspace();
     await writeTree(ws, { 'a.txt': 'a' });
