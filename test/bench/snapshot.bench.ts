@@ -217,14 +217,14 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
       const [h, hr] = await time(async () => {
         const r = await scan({ roots, blobs: store, previous: hintPrev, dirty: changed, flush: false });
         // As WorkspaceSnapshots.capture does: the scan's previous is the parent, so only its touched keys can differ.
-        const [sv, ref] = await time(() => manifests.save(r.manifest, hintRef, undefined, r.touched ?? undefined));
+        const [sv, ref] = await time(() => manifests.save(r.manifest, hintRef, undefined, r.touched ?? undefined, { adopt: true }));
         return { r, sv, ref };
       });
       settle();
       const [f, fr] = await time(async () => {
         const r = await scan({ roots, blobs: fullStore, previous: fullPrev, flush: false, listings });
         // As capture does: when the scan's previous is the parent, only its touched keys (if it reports them) can differ.
-        const [sv, ref] = await time(() => fullManifests.save(r.manifest, fullRef, undefined, r.touched ?? undefined));
+        const [sv, ref] = await time(() => fullManifests.save(r.manifest, fullRef, undefined, r.touched ?? undefined, { adopt: true }));
         return { r, sv, ref };
       });
       barrier.hint.push(hr.sv);

@@ -148,6 +148,19 @@ describe('snapshot manifests and diff', () => {
     );
   });
 
+  it('save with adopt keeps the caller\'s map (no copy); a later load is a copy of it', async () => {
+    const blobs = await newStore(tmp);
+    const store = new ManifestStore(blobs);
+    const m: Manifest = new Map([['a.txt', { type: 'file', hash: 'a'.repeat(64), size: 1, mode: 0o644, mtimeMs: 1, ino: 1 } as ManifestEntry]]);
+    const ref = await store.save(m, null, undefined, undefined, { adopt: true });
+    const loaded = await store.load(ref);
+    assert.notEqual(loaded, m, 'load hands out a copy');
+    assert.deepEqual([...loaded], [...m]);
+    assert.ok(Object.isFrozen(m.get('a.txt')), 'entries are frozen in place');
+    // A fresh store reads the same manifest from disk.
+    assert.deepEqual([...(await new ManifestStore(blobs).load(ref))], [...m]);
+  });
+
   it('canonicalJson writes manifest entries exactly as the generic sorted-key encoding', () => {
     const reference = (v: unknown): string => {
       if (v === null || typeof v !== 'object') return JSON.stringify(v);

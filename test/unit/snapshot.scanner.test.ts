@@ -212,6 +212,10 @@ describe('snapshot scanner', () => {
     const again = await scan({ roots: [{ name: 'w', dir: ws }], blobs, previous: first.manifest });
     assert.equal(again.stats.filesHashed, 0);
     assert.equal(again.changed.changes.length, 0);
+    // A dirty hint that names nothing examines nothing: the manifest is the previous one itself.
+    const nothing = await scan({ roots: [{ name: 'w', dir: ws }], blobs, previous: again.manifest, dirty: [] });
+    assert.equal(nothing.manifest, again.manifest);
+    assert.deepEqual([...(nothing.touched ?? ['not reported'])], []);
     await fs.writeFile(path.join(ws, 'b.txt'), 'bb');
     const third = await scan({ roots: [{ name: 'w', dir: ws }], blobs, previous: again.manifest });
     assert.equal(third.stats.filesHashed, 1);

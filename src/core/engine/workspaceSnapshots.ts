@@ -87,7 +87,8 @@ export class WorkspaceSnapshots implements Snapshotter {
     const parentRef = req.parent?.manifestRef ?? null;
     // The scan's previous manifest is the parent's: only the keys it touched can differ.
     const touched = r.touched && parentRef !== null && parentRef === req.previous?.manifestRef ? r.touched : undefined;
-    const ref = await this.manifests.save(r.manifest, parentRef, undefined, touched);
+    // Handed over: this scan's manifest is not used again but read below.
+    const ref = await this.manifests.save(r.manifest, parentRef, undefined, touched, { adopt: true });
     let filesChanged: number;
     if (parentRef === (req.previous?.manifestRef ?? null)) {
       filesChanged = r.changed.changes.length;

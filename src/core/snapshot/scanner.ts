@@ -156,6 +156,10 @@ export interface ScanProblem {
 }
 
 export interface ScanResult {
+  /**
+   * Read-only: with a dirty hint that names nothing it is `previous` itself, and
+   * ManifestStore.save may keep it (`adopt`).
+   */
   manifest: Manifest;
   /**
    * After a dirty-hint scan, or a full rescan on stat workers, every key whose entry
@@ -912,6 +916,11 @@ class Scan {
    */
   async incremental(previous: Manifest, dirty: readonly string[]): Promise<Set<string>> {
     const { roots } = this.opts;
+    // Nothing dirty: nothing to examine, and the manifest is `previous` itself (no copy of 10k+ entries).
+    if (dirty.length === 0) {
+      this.manifest = previous;
+      return new Set();
+    }
     // Copying the Map whole is several times faster than re-inserting 10k+ entries one by one.
     this.manifest = new Map(previous);
     const touched = new Set<string>();
