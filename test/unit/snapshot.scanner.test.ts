@@ -91,12 +91,15 @@ describe('snapshot scanner', () => {
       if (i % 97 === 0) files[`dup/f${i}.txt`] = body; // same content twice: stored once
     }
     files['empty.txt'] = '';
-    files['big/too-large.bin'] = Buffer.alloc(300_000, 7);
+    files['big/too-large.bin'] = Buffer.alloc(3_000_000, 7);
+    // Past the worker's 1 MB read buffer and its 512 KB output arena: raw (incompressible) and compressed.
+    files['zz/large-raw.bin'] = Buffer.from(Array.from({ length: 1_500_000 }, (_, k) => (k * 2654435761) >>> 24));
+    files['zz/large-text.ts'] = 'export const large = "source";\n'.repeat(60_000);
     await writeTree(ws, files);
     await fs.chmod(path.join(ws, 'd1/sub1/f1.txt'), 0o755);
     await fs.symlink('d0', path.join(ws, 'link-to-dir'));
     execFileSync('mkfifo', [path.join(ws, 'd2/pipe')]);
-    const maxFileBytes = 250_000;
+    const maxFileBytes = 2_500_000;
 
     const blobs = await newStore(tmp);
     const onWorkers = await scan({ roots: [{ name: 'ws', dir: ws }], blobs, maxFileBytes });
@@ -113,7 +116,7 @@ describe('snapshot scanner', () => {
     for (const [k, e] of reference.manifest) assert.deepEqual(content(onWorkers.manifest.get(k)), content(e), k);
     assert.equal((onWorkers.manifest.get('d1/sub1/f1.txt') as { mode: number }).mode, 0o755);
     assert.equal(onWorkers.manifest.get('big/too-large.bin')?.type, 'skipped');
-    assert.deepEqual(onWorkers.skipped, [{ path: 'big/too-large.bin', size: 300_000, reason: 'too_large' }]);
+    assert.deepEqual(onWorkers.skipped, [{ path: 'big/too-large.bin', size: 3_000_000, reason: 'too_large' }]);
     assert.deepEqual(onWorkers.unreadable.map((u) => [u.path, u.code]), [['d2/pipe', 'ENOTREG']]);
     // Every blob reads back byte for byte through a fresh store, as the next process would.
     const cold = new BlobStore(blobs.dir, { durability: 'deferred' });

@@ -7,7 +7,7 @@
  */
 import fss, { type Dirent, type Stats } from 'node:fs';
 import path from 'node:path';
-import type { BlobStore } from './blobStore.js';
+import type { BlobStore, PutResult } from './blobStore.js';
 import { CompressPool } from './compressPool.js';
 import { IgnoreRules, levelsForDir } from './ignoreRules.js';
 import { KIND_DIR, KIND_FILE, KIND_SYMLINK, PREV_CACHEABLE, STAT_FIELDS, StatPool, type StatCheck } from './statPool.js';
@@ -675,18 +675,12 @@ class Scan {
               return;
             }
             if (r.kind === 'skipped') {
-              this.manifest.set(key, { type: 'skipped', size: r.size, mtimeMs: r.mtimeMs, reason: 'too_large' });
-              this.skipped.push({ path: key, size: r.size, reason: 'too_large' });
+              this.recordSkipped(key, r.size, r.mtimeMs);
               return;
             }
             const put = await this.opts.blobs.putEncoded(r.hash, r.encoded);
-            this.filesHashed++;
-            this.bytesHashed += r.length;
-            if (put.isNew) this.bytesStoredNew += put.storedBytes;
-            const entry: FileEntry = { type: 'file', hash: r.hash, size: r.length, mode: r.exec ? 0o755 : 0o644, mtimeMs: r.mtimeMs, ino: r.ino };
-            // Changed while the worker read it, or too recent to trust: rehash next time.
-            if (r.length !== r.size || this.isRacy(r.mtimeMs)) entry.racy = true;
-            this.manifest.set(key, entry);
+            // Shorter than its fstat: it changed while the worker read it.
+            this.recordStored(key, put, r.length, r.exec, r.mtimeMs, r.ino, r.length !== r.size);
           } finally {
             done();
           }
@@ -748,8 +742,7 @@ class Scan {
       return true;
     }
     if (st.size > this.maxFileBytes) {
-      this.manifest.set(key, { type: 'skipped', size: st.size, mtimeMs: st.mtimeMs, reason: 'too_large' });
-      this.skipped.push({ path: key, size: st.size, reason: 'too_large' });
+      this.recordSkipped(key, st.size, st.mtimeMs);
       return true;
     }
     if (prev && prev.type === 'file' && !prev.racy && prev.size === st.size && prev.mtimeMs === st.mtimeMs && prev.ino === st.ino) {
@@ -790,8 +783,7 @@ class Scan {
       // Not lstat'ed first (see walkEntries): the descriptor's fstat decides.
       if (fst.size > this.maxFileBytes) {
         fss.closeSync(fd);
-        this.manifest.set(key, { type: 'skipped', size: fst.size, mtimeMs: fst.mtimeMs, reason: 'too_large' });
-        this.skipped.push({ path: key, size: fst.size, reason: 'too_large' });
+        this.recordSkipped(key, fst.size, fst.mtimeMs);
         return;
       }
       if (fst.size >= SYNC_READ_BELOW) {
@@ -835,6 +827,31 @@ class Scan {
     );
   }
 
+  /** Records a file over the size limit: its size and mtime, no content. */
+  private recordSkipped(key: string, size: number, mtimeMs: number): void {
+    this.manifest.set(key, { type: 'skipped', size, mtimeMs, reason: 'too_large' });
+    this.skipped.push({ path: key, size, reason: 'too_large' });
+  }
+
+  /**
+   * Records a file whose content is now in the store (read here or on a worker). The
+   * stat fields are those of the descriptor read, so the stat cache describes the
+   * content stored; `changedWhileRead` or a too-recent mtime marks it racy (rehashed
+   * next time).
+   */
+  private recordStored(key: string, put: PutResult, length: number, exec: boolean, mtimeMs: number, ino: number, changedWhileRead: boolean): void {
+    this.filesHashed++;
+    this.bytesHashed += length;
+    if (put.isNew) this.bytesStoredNew += put.storedBytes;
+    if (length > this.maxFileBytes) {
+      this.recordSkipped(key, length, mtimeMs); // grew past the limit while it was read
+      return;
+    }
+    const entry: FileEntry = { type: 'file', hash: put.hash, size: length, mode: exec ? 0o755 : 0o644, mtimeMs, ino };
+    if (changedWhileRead || this.isRacy(mtimeMs)) entry.racy = true;
+    this.manifest.set(key, entry);
+  }
+
   /**
    * Stores content read for `key` and records its entry. The entry's stat fields are
    * those of the descriptor read (`fst`), so the stat cache describes the content
@@ -842,20 +859,8 @@ class Scan {
    */
   private store(key: string, st: StatLike, fst: Stats, bytes: Buffer, transient = false): Promise<void> {
     const length = bytes.length;
-    const record = (hash: string, storedBytes: number, isNew: boolean) => {
-      this.filesHashed++;
-      this.bytesHashed += length;
-      if (isNew) this.bytesStoredNew += storedBytes;
-      if (length > this.maxFileBytes) {
-        this.manifest.set(key, { type: 'skipped', size: length, mtimeMs: fst.mtimeMs, reason: 'too_large' });
-        this.skipped.push({ path: key, size: length, reason: 'too_large' });
-        return;
-      }
-      const entry: FileEntry = { type: 'file', hash, size: length, mode: fst.mode & 0o111 ? 0o755 : 0o644, mtimeMs: fst.mtimeMs, ino: fst.ino };
-      // Changed while we read it (or since its lstat), or too recent to trust: rehash next time.
-      if (length !== fst.size || fst.size !== st.size || fst.mtimeMs !== st.mtimeMs || fst.ino !== st.ino || this.isRacy(fst.mtimeMs)) entry.racy = true;
-      this.manifest.set(key, entry);
-    };
+    // Changed while we read it, or since its lstat.
+    const changed = () => length !== fst.size || fst.size !== st.size || fst.mtimeMs !== st.mtimeMs || fst.ino !== st.ino;
     if (this.mayPool && !this.pool && length >= 64) {
       this.bytesToStore += length;
       if (this.bytesToStore > POOL_AFTER_BYTES) this.pool = new CompressPool();
@@ -865,7 +870,7 @@ class Scan {
     return put.then(
       (r) => {
         this.settled(length);
-        record(r.hash, r.storedBytes, r.isNew);
+        this.recordStored(key, r, length, (fst.mode & 0o111) !== 0, fst.mtimeMs, fst.ino, changed());
       },
       (err) => {
         this.settled(length);

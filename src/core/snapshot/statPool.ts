@@ -14,9 +14,8 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 
-/** Per path: kind (0 error, 1 file, 2 directory, 3 symlink, 4 other), size, mtimeMs, ino, mode. */
+/** Per entry answered: kind (1 file, 2 directory, 3 symlink, 4 other), size, mtimeMs, ino, mode. */
 export const STAT_FIELDS = 5;
-export const KIND_ERROR = 0;
 export const KIND_FILE = 1;
 export const KIND_DIR = 2;
 export const KIND_SYMLINK = 3;
