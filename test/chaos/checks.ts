@@ -113,6 +113,15 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
     const openApplies = engine.unfinishedReviewApplies().length;
     if (unfinished || openApplies) fail(`open left ${unfinished} rollback(s) and ${openApplies} review apply(s) unfinished`);
 
+    // The compaction an open resumes (raw content a killed bulk checkpoint left) is a
+    // live operation with its own temp pack: let it end, then nothing raw may remain.
+    const snaps = engine.workspaceSnapshots;
+    if (snaps) {
+      checks++;
+      await snaps.whenCompacted();
+      const raw = snaps.blobs.uncompactedPacks();
+      if (raw.length) fail(`raw packs left uncompressed after open: ${raw.join(', ')}`);
+    }
     checks++;
     const temps = tempFiles(workspace);
     if (temps.length) fail(`temp files left behind: ${temps.slice(0, 5).join(', ')}`);

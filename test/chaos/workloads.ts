@@ -118,6 +118,16 @@ async function events(c: WorkloadContext): Promise<void> {
 async function checkpoints(c: WorkloadContext): Promise<void> {
   const { engine, workspace, rng, runId } = c;
   const key = `${runId}-task`;
+  // A bulk first checkpoint (past 256 new files): workers write raw packs, which are
+  // compressed in the background after it, so kills land in both and in the
+  // compaction a next open resumes.
+  if (Object.keys(diskTree(workspace)).length < 300) {
+    for (let i = 0; i < 320; i++) {
+      const file = path.join(workspace, 'bulk', `d${i % 8}`, `f${i}.ts`);
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, textFile(rng, `bulk ${runId} ${i}`));
+    }
+  }
   const { taskId } = await engine.startTask({ goal: `checkpoints ${runId}`, idempotencyKey: key });
   c.say(`ack task ${taskId} ${key}`);
   for (let i = 0; ; i++) {

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { spawn } from 'node:child_process';
 import { Engine } from '../../src/core/engine/engine';
 import { WaypointError } from '../../src/core/model/errors';
-import { canonicalJson } from '../../src/core/snapshot';
+import { BlobStore, canonicalJson } from '../../src/core/snapshot';
 import { bundleScript } from '../support/bundle';
 import { tmpDir } from '../support/tmp';
 
@@ -188,6 +188,37 @@ describe('engine: workspace checkpoints and rollback', () => {
     assert.ok(after.tasks.every((t) => t.taskId !== a.taskId));
     // Task b still rolls back fine (its blobs survived).
     await engine.rollback({ taskId: b.taskId, checkpointId: b.baseCheckpointId });
+  });
+
+  it('a bulk task_base checkpoint is stored raw, compressed in the background (storage and close wait for it), and raw packs a crash left are compressed on open', async () => {
+    for (let i = 0; i < 400; i++) write(ws.dir, `bulk/d${i % 7}/f${i}.ts`, `export const v${i} = ${i};\n`.repeat(40 + (i % 30)));
+    const atStart = tree(ws.dir);
+    const packDir = path.join(ws.dir, '.waypoint', 'objects', 'pack');
+    const rawPacks = () => fs.readdirSync(packDir).filter((n) => n.endsWith('-u.pack'));
+    const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'bulk' });
+    const report = await engine.storage(); // waits for the compaction the checkpoint started
+    assert.deepEqual(rawPacks(), []);
+    const bulkBytes = Object.entries(atStart).filter(([k]) => k.startsWith('bulk')).reduce((n, [, v]) => n + Buffer.from(v, 'base64').length, 0);
+    assert.ok(report.totalBytes < bulkBytes / 4, `compressed: ${report.totalBytes} bytes on disk for ${bulkBytes} of source`);
+    // Edits, then back to the base: byte-identical, read from the compacted packs.
+    write(ws.dir, 'bulk/d0/f0.ts', 'changed\n');
+    fs.rmSync(path.join(ws.dir, 'bulk/d1'), { recursive: true });
+    await engine.rollback({ taskId, checkpointId: baseCheckpointId });
+    assert.deepEqual(tree(ws.dir), atStart);
+
+    // A process killed before its compaction ended leaves a raw pack: the next open compresses it.
+    await engine.close();
+    const left = new BlobStore(path.join(ws.dir, '.waypoint', 'objects'), { durability: 'deferred' });
+    const leftover = Buffer.from('left raw by a killed process\n'.repeat(200));
+    const { hash } = await left.put(leftover, { defer: true });
+    await left.flush();
+    assert.equal(rawPacks().length, 1);
+    engine = await Engine.open({ workspace: ws.dir, store: { lock: { waitMs: 500 } } });
+    await engine.workspaceSnapshots!.whenCompacted();
+    assert.deepEqual(rawPacks(), []);
+    assert.deepEqual(await engine.workspaceSnapshots!.blobs.get(hash), leftover);
+    assert.ok((await engine.workspaceSnapshots!.blobs.sizeOf(hash))! < leftover.length / 10);
+    assert.equal((await engine.verify()).ok, true);
   });
 
   it('retention keeps at most N checkpoints per task but never the base or the head', async () => {

@@ -42,7 +42,7 @@ describe('snapshot blob store', () => {
     try {
       const io = (name: string) => `/proc/self/fd/${fd}/${name}`;
       const a = await pool.readFile(io('a.ts'), 4096 * 4);
-      assert.ok(a.kind === 'read');
+      assert.ok(a.kind === 'read' && a.encoded);
       assert.equal(a.hash, sha256Hex(Buffer.from(text)));
       assert.equal(a.length, text.length);
       assert.ok(a.encoded.body.length < text.length / 4, 'compressed');
@@ -197,6 +197,58 @@ describe('snapshot blob store', () => {
     await blobs.delete(hashes[35]!);
     await blobs.delete(hashes[35]!);
     assert.equal((await collect(new BlobStore(dir).list())).length, 9);
+  });
+
+  it('content stored raw for later compression: readable at once, compressed by compact, crash-safe, kept raw through GC', async () => {
+    const dir = path.join(await tmp.make(), 'objects');
+    const blobs = new BlobStore(dir, { durability: 'deferred' });
+    const texts = Array.from({ length: 20 }, (_, i) => Buffer.from(`export const v${i} = ${i};\n`.repeat(300)));
+    const noise = randomBytes(50_000);
+    const tiny = Buffer.from('x');
+    const all = [...texts, noise, tiny];
+    const hashes: string[] = [];
+    for (const c of all) hashes.push((await blobs.put(c, { defer: true })).hash);
+    assert.deepEqual(blobs.getSync(hashes[0]!), texts[0], 'pending raw content reads back before the flush');
+    await blobs.flush();
+    const packDir = path.join(dir, 'pack');
+    const raw = blobs.uncompactedPacks();
+    assert.equal(raw.length, 1);
+    assert.match(raw[0]!, /^pack-[0-9a-f]{16}-u\.pack$/);
+    assert.equal(await blobs.sizeOf(hashes[0]!), texts[0]!.length + 1, 'stored raw');
+    const other = new BlobStore(dir); // another instance, which loaded the raw pack
+    assert.deepEqual(other.getSync(hashes[1]!), texts[1]);
+
+    // GC while raw: the rewritten pack keeps its objects raw, still to be compacted.
+    await blobs.deleteMany([hashes[19]!]);
+    assert.equal(blobs.uncompactedPacks().length, 1, 'the rewritten pack still awaits compaction');
+    await assert.rejects(blobs.get(hashes[19]!), BlobNotFoundError);
+
+    // A crash after the compressed pack is named, before the raw one is removed: put a copy back.
+    const rawName = blobs.uncompactedPacks()[0]!;
+    const saved = await fs.readFile(path.join(packDir, rawName));
+    const r = await blobs.compact();
+    assert.deepEqual([r.packs, r.objects], [1, 21]);
+    assert.ok(r.bytesAfter < r.bytesBefore / 3, JSON.stringify(r));
+    assert.deepEqual(blobs.uncompactedPacks(), []);
+    assert.ok((await blobs.sizeOf(hashes[0]!))! < texts[0]!.length / 10, 'compressed');
+    assert.equal(await blobs.sizeOf(hashes[20]!), noise.length + 1, 'incompressible content stays raw');
+    await fs.writeFile(path.join(packDir, rawName), saved);
+    const again = new BlobStore(dir, { durability: 'deferred' });
+    assert.deepEqual(again.uncompactedPacks(), [rawName]);
+    assert.deepEqual(await again.compact(), { packs: 1, objects: 0, bytesBefore: 0, bytesAfter: 0 }, 'its objects are already held compressed: the raw pack only goes');
+    assert.deepEqual((await fs.readdir(packDir)).filter((n) => n.endsWith('.pack')).length, 1);
+
+    for (const reader of [blobs, other, again, new BlobStore(dir)]) {
+      for (let i = 0; i < all.length; i++) {
+        if (i === 19) assert.equal(reader.hasSync(hashes[i]!), false);
+        else assert.deepEqual(reader.getSync(hashes[i]!), all[i], `blob ${i}`);
+      }
+    }
+    // Immediate mode never leaves raw content behind: it has no packs to compact.
+    const loose = new BlobStore(path.join(await tmp.make(), 'objects'));
+    const put = await loose.put(texts[0]!, { defer: true });
+    assert.ok(put.storedBytes < texts[0]!.length / 10);
+    assert.deepEqual(loose.uncompactedPacks(), []);
   });
 
   it('an instance that knew several packs finds every blob after another instance GC rewrote them all', async () => {

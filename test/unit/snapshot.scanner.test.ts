@@ -82,7 +82,7 @@ describe('snapshot scanner', () => {
     }
   });
 
-  it('a first scan past 256 new files reads them on worker threads, with the same manifest as the walk on the main thread', async () => {
+  for (const defer of [false, true]) it(`a first scan past 256 new files reads them on worker threads${defer ? ', which write raw packs that compaction compresses,' : ''} with the same manifest as the walk on the main thread`, async () => {
     const ws = await tmp.make();
     const files: Record<string, string | Buffer> = {};
     for (let i = 0; i < 700; i++) {
@@ -102,7 +102,7 @@ describe('snapshot scanner', () => {
     const maxFileBytes = 2_500_000;
 
     const blobs = await newStore(tmp);
-    const onWorkers = await scan({ roots: [{ name: 'ws', dir: ws }], blobs, maxFileBytes });
+    const onWorkers = await scan({ roots: [{ name: 'ws', dir: ws }], blobs, maxFileBytes, deferCompression: defer });
     assert.ok(onWorkers.stats.filesReadOnWorkers > 400, `files read on workers: ${onWorkers.stats.filesReadOnWorkers}`);
     // Test hooks keep every read on this thread: the reference walk.
     const reference = await scan({ roots: [{ name: 'ws', dir: ws }], blobs: await newStore(tmp), maxFileBytes, hooks: {} });
@@ -125,6 +125,26 @@ describe('snapshot scanner', () => {
       if (rel === 'big/too-large.bin') continue;
       assert.ok(e && e.type === 'file', rel);
       assert.ok((await cold.get(e.hash)).equals(Buffer.from(body)), `${rel} reads back byte for byte`);
+    }
+    if (!defer) {
+      assert.deepEqual(blobs.uncompactedPacks(), []);
+      return;
+    }
+    // The workers' packs (and the main thread's, once in bulk mode) hold raw content until compaction.
+    assert.ok(blobs.uncompactedPacks().length >= 2, `raw packs: ${blobs.uncompactedPacks().join(', ')}`);
+    const text = onWorkers.manifest.get('zz/large-text.ts') as { hash: string; size: number };
+    assert.equal(await blobs.sizeOf(text.hash), text.size + 1, 'stored raw before compaction');
+    const done = await blobs.compact();
+    assert.ok(done.packs >= 2 && done.bytesAfter < done.bytesBefore / 2, JSON.stringify(done));
+    assert.deepEqual(blobs.uncompactedPacks(), []);
+    assert.ok((await blobs.sizeOf(text.hash))! < text.size / 10, 'compressed by compaction');
+    assert.deepEqual(await blobs.compact(), { packs: 0, objects: 0, bytesBefore: 0, bytesAfter: 0 }, 'nothing left to compact');
+    const after = new BlobStore(blobs.dir, { durability: 'deferred' });
+    for (const [rel, body] of Object.entries(files)) {
+      const e = onWorkers.manifest.get(rel);
+      if (e?.type !== 'file') continue;
+      assert.ok((await after.get(e.hash)).equals(Buffer.from(body)), `${rel} reads back byte for byte after compaction`);
+      assert.ok((await blobs.get(e.hash)).equals(Buffer.from(body)), `${rel} reads back through the compacting instance`);
     }
   });
 

@@ -158,9 +158,12 @@ export class Engine {
     const engine = new Engine(store, workspace, opts);
     try {
       await engine.workspaceSnapshots?.blobs.sweepTemp();
+      // Raw content a bulk checkpoint left before it could be compressed (a crash, a killed process).
+      if (engine.workspaceSnapshots?.blobs.uncompactedPacks().length) engine.workspaceSnapshots.compactSoon();
       engine.recoveryNotes = [...(await engine.recoverRollbacks()), ...(await engine.recoverReviewApplies())];
       await engine.sweep();
     } catch (e) {
+      await engine.workspaceSnapshots?.close();
       await store.close();
       throw e;
     }
@@ -185,6 +188,7 @@ export class Engine {
   async close(): Promise<void> {
     clearInterval(this.sweepTimer);
     await this.runner.catch(() => undefined);
+    await this.workspaceSnapshots?.close();
     await this.store.close();
     this.listeners.clear();
   }
@@ -1134,6 +1138,8 @@ export class Engine {
   /** Bytes per task (unique to it, and shared with others) and in total, deduplicated. */
   async storage(): Promise<StorageReport> {
     const ws = this.snapshots();
+    // Sizes after the compression a bulk checkpoint started, not in the middle of it.
+    await ws.whenCompacted();
     return this.exclusive(async () => {
       const owners = new Map<string, Set<string>>(); // blob → tasks
       const perTask = new Map<string, { checkpoints: number; blobs: Set<string> }>();

@@ -47,6 +47,9 @@ export class WorkspaceSnapshots implements Snapshotter {
   readonly roots: SnapshotRoot[];
   /** Directory listings kept between this workspace's scans: a full rescan lists only directories that changed. */
   private readonly listings = new ListingCache();
+  /** The background compaction running, if any, and whether another pass was asked for meanwhile. */
+  private compacting: Promise<void> | null = null;
+  private compactAgain = false;
 
   constructor(private readonly opts: WorkspaceSnapshotOptions) {
     this.roots = opts.roots;
@@ -81,14 +84,19 @@ export class WorkspaceSnapshots implements Snapshotter {
       blobs: this.blobs,
       listings: this.listings,
       flush: false, // ManifestStore.save flushes the new blobs and the manifest together
+      // A bulk scan stores new content raw so the checkpoint is durable sooner; it is
+      // compressed right after, in the background (compactSoon).
+      deferCompression: true,
     });
+    const bulk = r.stats.filesReadOnWorkers > 0;
     for (const u of r.unreadable) this.opts.log?.warn(`[snapshot] unreadable: ${u.path} (${u.code})`);
     if (r.skipped.length) this.opts.log?.info(`[snapshot] ${r.skipped.length} file(s) over the size limit recorded without content`);
     const parentRef = req.parent?.manifestRef ?? null;
     // The scan's previous manifest is the parent's: only the keys it touched can differ.
     const touched = r.touched && parentRef !== null && parentRef === req.previous?.manifestRef ? r.touched : undefined;
     // Handed over: this scan's manifest is not used again but read below.
-    const ref = await this.manifests.save(r.manifest, parentRef, undefined, touched, { adopt: true });
+    const ref = await this.manifests.save(r.manifest, parentRef, undefined, touched, { adopt: true, deferCompression: bulk });
+    if (bulk) this.compactSoon();
     let filesChanged: number;
     if (parentRef === (req.previous?.manifestRef ?? null)) {
       filesChanged = r.changed.changes.length;
@@ -168,6 +176,43 @@ export class WorkspaceSnapshots implements Snapshotter {
     if (e.type === 'file') return this.blobs.get(e.hash);
     if (e.type === 'symlink') return Buffer.from(e.target, 'utf8');
     return null;
+  }
+
+  /**
+   * Compresses, in the background, what bulk checkpoints stored raw (see
+   * BlobStore.compact): on worker threads, one pass at a time, again if asked while
+   * one runs. Failures are logged; the raw packs stay valid and are retried next time.
+   */
+  compactSoon(): void {
+    if (this.compacting) {
+      this.compactAgain = true;
+      return;
+    }
+    this.compacting = (async () => {
+      do {
+        this.compactAgain = false;
+        const t0 = performance.now();
+        const r = await this.blobs.compact();
+        if (r.packs) {
+          const mb = (n: number) => (n / 1048576).toFixed(1);
+          this.opts.log?.info(`[snapshot] compressed ${r.objects} object(s) stored raw by a bulk checkpoint: ${mb(r.bytesBefore)} MB -> ${mb(r.bytesAfter)} MB in ${(performance.now() - t0).toFixed(0)} ms`);
+        }
+      } while (this.compactAgain);
+    })()
+      .catch((e: Error) => this.opts.log?.warn(`[snapshot] compression after a bulk checkpoint failed (the content stays stored raw and is retried later): ${e.message}`))
+      .finally(() => {
+        this.compacting = null;
+      });
+  }
+
+  /** Resolves once no background compaction is running. */
+  async whenCompacted(): Promise<void> {
+    while (this.compacting) await this.compacting;
+  }
+
+  /** Waits for background work on the store (compaction) to end. */
+  async close(): Promise<void> {
+    await this.whenCompacted();
   }
 
   /** Bytes of the objects directory on disk. */

@@ -2,8 +2,8 @@
  * Content-addressed blob store: `<dir>/ab/cdef…` where `abcdef…` is the SHA-256
  * hex of the raw content. Each object file starts with a 1-byte header saying how
  * the rest is encoded, so compression can be decided per blob:
- *   0x00 raw, 0x01 raw-deflate (written by earlier versions), 0x02 brotli
- * (see compressPool.ts).
+ *   0x00 raw, 0x01 raw-deflate (written by earlier versions), 0x02 brotli,
+ *   0x03 raw awaiting compaction (see compressPool.ts and `compact`).
  * Objects are written to a temp file in `<dir>`, renamed into place, and made
  * durable before `put` resolves. In deferred mode a batch of new objects goes into
  * one pack file instead (`<dir>/pack/`, see packFile.ts), made durable and named
@@ -14,13 +14,23 @@ import fss from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { DEFAULT_QUALITY, HEADER_BROTLI, decodeObject, encodeBody, type CompressPool, type Encoded } from './compressPool.js';
-import { MAX_PACK_BYTES, PACK_RE, PACK_TEMP_PREFIX, PackWriter, readPackIndex, readPackObject, type PackEntry } from './packFile.js';
+import { CompressPool, DEFAULT_QUALITY, HEADER_BROTLI, HEADER_PENDING, MIN_COMPRESS_BYTES, decodeObject, encodeBody, type Encoded } from './compressPool.js';
+import { MAX_PACK_BYTES, PACK_RE, PACK_TEMP_PREFIX, PackWriter, WorkerPack, isUncompactedPack, readPackIndex, readPackObject, type PackEntry, type PendingPack } from './packFile.js';
 
 const HASH_RE = /^[0-9a-f]{64}$/;
 /** Sizes above this are decoded in chunks as without a size (a manifest's size is a hint, not trusted for one allocation). */
 const MAX_SIZED_DECODE = 64 * 1024 * 1024;
 const TEMP_PREFIX = 'tmp-';
+/** Compaction keeps at most this many bytes on the compression workers at once. */
+const COMPACT_INFLIGHT_BYTES = 8 * 1024 * 1024;
+
+/** What one `compact()` did. */
+export interface CompactResult {
+  packs: number;
+  objects: number;
+  bytesBefore: number;
+  bytesAfter: number;
+}
 
 export class BlobNotFoundError extends Error {
   constructor(readonly hash: string) {
@@ -82,7 +92,7 @@ export interface BlobReader {
 }
 
 interface PendingBlob {
-  writer: PackWriter;
+  writer: PendingPack;
   entry: PackEntry;
 }
 
@@ -101,6 +111,8 @@ export class BlobStore {
   private readonly pending = new Map<string, PendingBlob>();
   /** Packs being written by this instance (one, unless a batch outgrows MAX_PACK_BYTES). */
   private writers: PackWriter[] = [];
+  /** Packs compression-pool workers write for this instance (see WorkerPack), until flushed or abandoned. */
+  private workerPacks: WorkerPack[] = [];
   /** Named packs' indexes, loaded lazily and refreshed when the pack directory changes. */
   private readonly packed = new Map<string, PackedBlob>();
   private readonly packsLoaded = new Set<string>();
@@ -111,6 +123,8 @@ export class BlobStore {
   /** Bodies being encoded on a pool, by hash: a second put of the same content waits instead of encoding it again. */
   private readonly encoding = new Map<string, Promise<Encoded>>();
   private flushing: Promise<void> = Promise.resolve();
+  /** Pack rewrites (compaction, deletion), one at a time: both replace a pack by a new one. */
+  private maintaining: Promise<unknown> = Promise.resolve();
 
   constructor(dir: string, opts: BlobStoreOptions = {}) {
     this.dir = path.resolve(dir);
@@ -216,7 +230,13 @@ export class BlobStore {
         this.damagedPacks.push({ name, reason: (err as Error).message });
         continue;
       }
-      for (const entry of entries) if (!this.packed.has(entry.hash)) this.packed.set(entry.hash, { pack: file, entry });
+      // A blob in a raw pack and in a compacted one (a crash between compaction's two
+      // steps) maps to the compacted copy: smaller to read, and compaction skips it.
+      const compacted = !isUncompactedPack(name);
+      for (const entry of entries) {
+        const known = this.packed.get(entry.hash);
+        if (!known || (compacted && isUncompactedPack(path.basename(known.pack)))) this.packed.set(entry.hash, { pack: file, entry });
+      }
       added = true;
     }
     return added;
@@ -228,9 +248,10 @@ export class BlobStore {
    * thread, which for a handful of blobs beats any hand-off. `transient`: the caller
    * reuses the memory of `bytes` once this returns its promise. `inline` is accepted
    * for callers written against the earlier thread-pool path; encoding is inline
-   * either way without a pool.
+   * either way without a pool. `defer` (deferred mode): stored raw, for `compact` to
+   * compress later (what a bulk checkpoint does, so it is durable sooner).
    */
-  async put(bytes: Uint8Array, opts: { inline?: boolean; pool?: CompressPool; transient?: boolean } = {}): Promise<PutResult> {
+  async put(bytes: Uint8Array, opts: { inline?: boolean; pool?: CompressPool; transient?: boolean; defer?: boolean } = {}): Promise<PutResult> {
     const hash = sha256Hex(bytes);
     const existing = this.sizeOfSync(hash, false);
     // Existing objects are never rewritten: content addressing makes them identical.
@@ -248,7 +269,9 @@ export class BlobStore {
     }
 
     let enc: Encoded;
-    if (opts.pool) {
+    if (opts.defer && this.durability === 'deferred' && bytes.length >= MIN_COMPRESS_BYTES) {
+      enc = { header: HEADER_PENDING, body: bytes };
+    } else if (opts.pool) {
       const p = opts.pool.encode(bytes);
       this.encoding.set(hash, p);
       try {
@@ -274,6 +297,8 @@ export class BlobStore {
   }
 
   private async storeEncoded(hash: string, enc: Encoded): Promise<PutResult> {
+    // Only packs are compacted: a loose object is encoded for good now.
+    if (enc.header === HEADER_PENDING && this.durability !== 'deferred') enc = encodeBody(enc.body, this.level);
     const body = enc.body;
     const header = enc.header;
     // Another put of the same content may have finished while we compressed.
@@ -286,6 +311,7 @@ export class BlobStore {
     if (this.durability === 'deferred') {
       // Appended synchronously to this batch's pack: no file creation per blob.
       const writer = this.packWriter(storedBytes);
+      if (header === HEADER_PENDING) writer.uncompacted = true;
       this.pending.set(hash, { writer, entry: writer.append(hash, header, body) });
       return { hash, storedBytes, isNew: true };
     }
@@ -306,6 +332,52 @@ export class BlobStore {
     await fs.rename(tmp, target);
     await fsyncDir(path.dirname(target));
     return { hash, storedBytes, isNew: true };
+  }
+
+  /** Whether new blobs go into packs made durable by `flush` (see BlobStoreOptions.durability). */
+  get deferred(): boolean {
+    return this.durability === 'deferred';
+  }
+
+  /** The pack directory, created (durably) if needed: where pool workers may write packs (`adoptWorkerPack`). Deferred mode only. */
+  packDirForWorkers(): string {
+    if (this.durability !== 'deferred') throw new Error('[snapshot] worker packs need a store in deferred mode');
+    return this.ensurePackDir();
+  }
+
+  /** Takes on a pack a pool worker is writing in `packDirForWorkers()`: its objects become pending blobs via `putPacked`, named by `flush` once sealed. */
+  adoptWorkerPack(tmp: string): WorkerPack {
+    if (path.dirname(tmp) !== path.join(this.dir, PACK_DIR) || !path.basename(tmp).startsWith(PACK_TEMP_PREFIX)) throw new Error(`[snapshot] ${tmp} is not a pack temp of this store`);
+    const pack = new WorkerPack(tmp);
+    this.workerPacks.push(pack);
+    return pack;
+  }
+
+  /**
+   * Records an object a worker wrote to `pack` as a pending blob (flushed with the
+   * rest). Content the store already holds, or that another pending pack holds, is
+   * not recorded twice: that copy is left out of the pack's index.
+   */
+  putPacked(hash: string, pack: WorkerPack, entry: PackEntry): PutResult {
+    // The worker computed it (a full assertHash per file is a regex run 13k times in a bulk scan).
+    if (hash.length !== 64) assertHash(hash);
+    const existing = this.sizeOfSync(hash, false);
+    if (existing !== null) return { hash, storedBytes: existing, isNew: false };
+    pack.add(entry);
+    this.pending.set(hash, { writer: pack, entry });
+    return { hash, storedBytes: entry.length, isNew: true };
+  }
+
+  /** Drops worker packs that will not be flushed (their scan failed): their pending blobs are forgotten and their files removed. */
+  abandonWorkerPacks(packs: Iterable<WorkerPack>): void {
+    const doomed = new Set(packs);
+    if (doomed.size === 0) return;
+    for (const [h, p] of this.pending) if (doomed.has(p.writer as WorkerPack)) this.pending.delete(h);
+    this.workerPacks = this.workerPacks.filter((w) => !doomed.has(w));
+    for (const w of doomed) {
+      w.close();
+      fss.rmSync(w.tmp, { force: true });
+    }
   }
 
   /** Reads and stores a file's content. */
@@ -405,7 +477,19 @@ export class BlobStore {
    * before the old one is removed, so a crash in between leaves a duplicate, never
    * a loss. Absent blobs are fine: deleting is idempotent.
    */
-  async deleteMany(hashes: Iterable<string>): Promise<void> {
+  deleteMany(hashes: Iterable<string>): Promise<void> {
+    const list = [...hashes];
+    return this.maintain(() => this.deleteManyNow(list));
+  }
+
+  /** Runs a pack rewrite after the ones before it. */
+  private maintain<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.maintaining.then(fn, fn);
+    this.maintaining = run.catch(() => undefined);
+    return run;
+  }
+
+  private async deleteManyNow(hashes: string[]): Promise<void> {
     const doomed = new Set<string>();
     for (const h of hashes) {
       assertHash(h);
@@ -427,6 +511,7 @@ export class BlobStore {
         for (const b of keep) {
           const raw = readPackObject(pack, b.entry);
           const writer = this.packWriter(raw.length);
+          if (raw[0] === HEADER_PENDING) writer.uncompacted = true;
           this.pending.set(b.entry.hash, { writer, entry: writer.append(b.entry.hash, raw[0]!, raw.subarray(1)) });
         }
         await this.flush();
@@ -477,7 +562,7 @@ export class BlobStore {
       await fs.rm(path.join(this.dir, name), { force: true });
       n++;
     }
-    const mine = new Set(this.writers.map((w) => path.basename(w.tmp)));
+    const mine = new Set([...this.writers, ...this.workerPacks].map((w) => path.basename(w.tmp)));
     const packDir = path.join(this.dir, PACK_DIR);
     for (const name of fss.existsSync(packDir) ? fss.readdirSync(packDir) : []) {
       if (!name.startsWith(PACK_TEMP_PREFIX) || mine.has(name)) continue;
@@ -485,6 +570,106 @@ export class BlobStore {
       n++;
     }
     return n;
+  }
+
+  /** Named packs holding objects that await compaction (HEADER_PENDING), by file name. */
+  uncompactedPacks(): string[] {
+    try {
+      return fss.readdirSync(path.join(this.dir, PACK_DIR)).filter((n) => PACK_RE.test(n) && isUncompactedPack(n));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+  }
+
+  /**
+   * Compresses what a bulk checkpoint stored raw (HEADER_PENDING): each `-u` pack is
+   * rewritten as a normal pack, its pending objects encoded (brotli where it pays, as
+   * `put` would) on `pool`'s workers or, without one, on a pool started for the
+   * call; other objects are copied as stored. The new pack is durable and named
+   * before the old one is removed, so a crash in between leaves both, and the next
+   * compaction only removes the old one (its objects are already held compressed).
+   * Readers holding the old pack keep reading it; others find the new pack as they
+   * would after GC. Serialized with `deleteMany`. `shouldStop` is asked between packs.
+   */
+  compact(opts: { pool?: CompressPool; shouldStop?: () => boolean } = {}): Promise<CompactResult> {
+    return this.maintain(() => this.compactNow(opts));
+  }
+
+  private async compactNow(opts: { pool?: CompressPool; shouldStop?: () => boolean }): Promise<CompactResult> {
+    const result: CompactResult = { packs: 0, objects: 0, bytesBefore: 0, bytesAfter: 0 };
+    const names = this.uncompactedPacks();
+    if (names.length === 0) return result;
+    this.refreshPacks();
+    const packDir = path.join(this.dir, PACK_DIR);
+    const pool = opts.pool ?? new CompressPool(this.level);
+    try {
+      for (const name of names) {
+        if (opts.shouldStop?.()) break;
+        const file = path.join(packDir, name);
+        let entries: PackEntry[];
+        try {
+          entries = readPackIndex(file);
+        } catch {
+          // Gone (another instance compacted it) or damaged (its blobs read as missing; verify reports it).
+          continue;
+        }
+        const writer = PackWriter.create(packDir, `${PACK_TEMP_PREFIX}${randomBytes(8).toString('hex')}.pack`);
+        const fds = new Map<string, number>();
+        let final: string | null = null;
+        try {
+          const inflight = new Set<Promise<void>>();
+          for (const e of entries) {
+            // Already held compressed (a crash after that pack was named, before this one went).
+            const other = this.packed.get(e.hash);
+            if (other && other.pack !== file && !isUncompactedPack(path.basename(other.pack))) continue;
+            const raw = readPackObject(file, e, fds);
+            result.bytesBefore += raw.length;
+            if (raw[0] !== HEADER_PENDING) {
+              writer.append(e.hash, raw[0]!, raw.subarray(1));
+              continue;
+            }
+            const p: Promise<void> = pool.encode(raw.subarray(1)).then((enc) => {
+              inflight.delete(p);
+              writer.append(e.hash, enc.header, enc.body);
+            });
+            inflight.add(p);
+            while (pool.queuedBytes > COMPACT_INFLIGHT_BYTES && inflight.size > 0) await Promise.race(inflight);
+          }
+          await Promise.all(inflight);
+          if (writer.entries.length > 0) {
+            final = path.join(packDir, `pack-${randomBytes(8).toString('hex')}.pack`);
+            writer.finish(final, () => true);
+            fsyncDirSync(packDir);
+          } else {
+            writer.close();
+            fss.rmSync(writer.tmp, { force: true });
+          }
+        } catch (err) {
+          writer.close();
+          fss.rmSync(writer.tmp, { force: true });
+          throw err;
+        } finally {
+          for (const fd of fds.values()) fss.closeSync(fd);
+        }
+        if (final) {
+          this.packsLoaded.add(path.basename(final));
+          for (const entry of writer.entries) {
+            this.packed.set(entry.hash, { pack: final, entry });
+            result.bytesAfter += entry.length;
+          }
+          result.objects += writer.entries.length;
+        }
+        fss.rmSync(file, { force: true });
+        for (const [h, b] of this.packed) if (b.pack === file) this.packed.delete(h);
+        this.packsLoaded.delete(name);
+        fsyncDirSync(packDir);
+        result.packs++;
+      }
+    } finally {
+      if (!opts.pool) await pool.close();
+    }
+    return result;
   }
 
   /** Blobs written but not yet flushed (deferred mode). */
@@ -506,12 +691,15 @@ export class BlobStore {
   }
 
   private async flushNow(): Promise<void> {
-    if (this.writers.length === 0) return;
-    const writers = this.writers;
+    if (this.writers.length === 0 && this.workerPacks.length === 0) return;
+    const unsealed = this.workerPacks.find((w) => !w.sealed);
+    if (unsealed) throw new Error(`[snapshot] cannot flush: pack ${path.basename(unsealed.tmp)} is still being written by a worker`);
+    const writers: PendingPack[] = [...this.writers, ...this.workerPacks];
     this.writers = [];
+    this.workerPacks = [];
     const packDir = path.join(this.dir, PACK_DIR);
     for (const w of writers) {
-      const final = path.join(packDir, `pack-${randomBytes(8).toString('hex')}.pack`);
+      const final = path.join(packDir, `pack-${randomBytes(8).toString('hex')}${w.uncompacted ? '-u' : ''}.pack`);
       let named: PackEntry[];
       try {
         named = w.finish(final, (e) => this.pending.get(e.hash)?.writer === w);
@@ -534,16 +722,20 @@ export class BlobStore {
   private packWriter(nextBytes: number): PackWriter {
     let w = this.writers[this.writers.length - 1];
     if (!w || w.bytes + nextBytes > MAX_PACK_BYTES) {
-      const packDir = path.join(this.dir, PACK_DIR);
-      if (!fss.existsSync(packDir)) {
-        fss.mkdirSync(packDir, { recursive: true });
-        // The pack directory's own entry must be durable before any pack named in it.
-        fsyncDirSync(this.dir);
-      }
-      w = PackWriter.create(packDir, `${PACK_TEMP_PREFIX}${randomBytes(8).toString('hex')}.pack`);
+      w = PackWriter.create(this.ensurePackDir(), `${PACK_TEMP_PREFIX}${randomBytes(8).toString('hex')}.pack`);
       this.writers.push(w);
     }
     return w;
+  }
+
+  private ensurePackDir(): string {
+    const packDir = path.join(this.dir, PACK_DIR);
+    if (!fss.existsSync(packDir)) {
+      fss.mkdirSync(packDir, { recursive: true });
+      // The pack directory's own entry must be durable before any pack named in it.
+      fsyncDirSync(this.dir);
+    }
+    return packDir;
   }
 
   /** Creates a fan-out directory if needed; returns true when it was created. */

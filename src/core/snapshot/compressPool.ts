@@ -7,17 +7,25 @@
  * transferred (not copied) both ways.
  *
  * Encoding (the object's 1-byte header): 0x00 raw, 0x01 raw deflate (older stores),
- * 0x02 brotli. Brotli quality 1 compresses source code about twice as fast as
+ * 0x02 brotli, 0x03 raw awaiting compaction. Brotli quality 1 compresses source code about twice as fast as
  * deflate level 1 at the same ratio (measured on the bench's node_modules corpus:
  * 616 ms vs 1,206 ms for 90 MB, ratio 0.287 vs 0.284).
  */
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import zlib from 'node:zlib';
+import { EARLY_SYNC_BYTES, MAX_PACK_BYTES, PACK_MAGIC, PACK_TEMP_PREFIX } from './packFile.js';
 
 export const HEADER_RAW = 0x00;
 export const HEADER_DEFLATE = 0x01;
 export const HEADER_BROTLI = 0x02;
+/**
+ * Raw, not yet looked at for compression: a bulk first checkpoint stores new content
+ * this way so that it is durable in read + hash + write time, and the blob store's
+ * `compact` encodes it afterwards (see BlobStore.compact). Only ever in packs named
+ * as awaiting compaction (packFile.ts).
+ */
+export const HEADER_PENDING = 0x03;
 /** Blobs smaller than this are stored raw: compression cannot pay for its header. */
 export const MIN_COMPRESS_BYTES = 64;
 /** Large blobs are sampled first: compressing a whole archive or image only to throw it away is the costly case. */
@@ -57,7 +65,7 @@ export function encodeBody(bytes: Uint8Array, quality: number): Encoded {
 export function decodeObject(raw: Buffer): Buffer {
   const header = raw[0];
   const body = raw.subarray(1);
-  if (header === HEADER_RAW) return body;
+  if (header === HEADER_RAW || header === HEADER_PENDING) return body;
   if (header === HEADER_BROTLI) return zlib.brotliDecompressSync(body);
   if (header === HEADER_DEFLATE) return zlib.inflateRawSync(body);
   throw Object.assign(new Error(`unknown header byte ${header}`), { code: 'EBADHEADER' });
@@ -109,7 +117,69 @@ function emit(body) {
   outAt += body.length;
   return outAt - body.length;
 }
-function readOne(job, quality, maxBytes) {
+// A pack this worker writes raw objects to (readFile with a pack directory): the
+// content never goes back to the main thread. Objects are appended through a 1 MB
+// buffer written out before each answer (so the main thread can read them back),
+// flushed early every ${EARLY_SYNC_BYTES} bytes on the thread pool, and made durable
+// by 'seal' at the end of the scan. Same content twice in one pack is stored once.
+let pack = null;
+const sealedPacks = [];
+function openPack(dir) {
+  const tmp = dir + '/${PACK_TEMP_PREFIX}' + crypto.randomBytes(8).toString('hex') + '.pack';
+  const fd = fs.openSync(tmp, 'wx', 0o644);
+  const head = Buffer.alloc(4);
+  head.writeUInt32LE(${PACK_MAGIC}, 0);
+  fs.writeSync(fd, head);
+  pack = { tmp, fd, size: 4, buf: Buffer.allocUnsafeSlow(1024 * 1024), buffered: 0, hashes: new Map(), syncedUpTo: 0, syncing: false, closeAfterSync: false };
+}
+function writeAll(fd, buf) {
+  let done = 0;
+  while (done < buf.length) done += fs.writeSync(fd, buf, done, buf.length - done);
+}
+function packWriteBuffered() {
+  if (!pack || pack.buffered === 0) return;
+  writeAll(pack.fd, pack.buf.subarray(0, pack.buffered));
+  pack.buffered = 0;
+  const p = pack;
+  if (!p.syncing && p.size - p.syncedUpTo >= ${EARLY_SYNC_BYTES}) {
+    p.syncing = true;
+    p.syncedUpTo = p.size;
+    fs.fdatasync(p.fd, () => {
+      p.syncing = false;
+      if (p.closeAfterSync) fs.close(p.fd, () => {});
+    });
+  }
+}
+function sealPack() {
+  if (!pack) return;
+  packWriteBuffered();
+  fs.fdatasyncSync(pack.fd);
+  // An early flush still running keeps the descriptor until it ends.
+  if (pack.syncing) pack.closeAfterSync = true;
+  else fs.closeSync(pack.fd);
+  sealedPacks.push({ tmp: pack.tmp, size: pack.size });
+  pack = null;
+}
+function packAppend(dir, hash, header, bytes) {
+  if (pack && pack.hashes.has(hash)) return pack.hashes.get(hash);
+  const length = bytes.length + 1;
+  if (pack && pack.size + length > ${MAX_PACK_BYTES}) sealPack();
+  if (!pack) openPack(dir);
+  const at = { offset: pack.size, length };
+  if (pack.buffered + length > pack.buf.length) packWriteBuffered();
+  if (length > pack.buf.length) {
+    writeAll(pack.fd, Buffer.of(header));
+    writeAll(pack.fd, bytes);
+  } else {
+    pack.buf[pack.buffered] = header;
+    pack.buf.set(bytes, pack.buffered + 1);
+    pack.buffered += length;
+  }
+  pack.size += length;
+  pack.hashes.set(hash, at);
+  return at;
+}
+function readOne(job, quality, maxBytes, defer, packDir) {
   let fd;
   try {
     fd = fs.openSync(job.io, O_READ);
@@ -130,9 +200,21 @@ function readOne(job, quality, maxBytes) {
     }
     const bytes = buf.subarray(0, got);
     const hash = sha256(bytes);
-    const enc = encode(bytes, quality);
+    if (packDir) {
+      const header = got >= ${MIN_COMPRESS_BYTES} ? ${HEADER_PENDING} : ${HEADER_RAW};
+      let at;
+      try {
+        at = packAppend(packDir, hash, header, bytes);
+      } catch (err) {
+        return { id: job.id, code: err.code || 'EUNKNOWN', message: 'writing the pack: ' + String(err.message || err), fatal: true };
+      }
+      return Object.assign(r, { length: got, hash, header, tmp: pack.tmp, offset: at.offset, len: at.length });
+    }
+    // defer: stored raw now, compressed by the store's compaction once the checkpoint is durable.
+    const enc = defer ? null : encode(bytes, quality);
     const body = enc === null ? bytes : enc;
-    return Object.assign(r, { length: got, hash, header: enc === null ? ${HEADER_RAW} : ${HEADER_BROTLI}, at: emit(body), len: body.length });
+    const header = enc !== null ? ${HEADER_BROTLI} : defer && got >= ${MIN_COMPRESS_BYTES} ? ${HEADER_PENDING} : ${HEADER_RAW};
+    return Object.assign(r, { length: got, hash, header, at: emit(body), len: body.length });
   } catch (err) {
     return { id: job.id, code: err.code || 'EUNKNOWN', message: String(err.message || err) };
   } finally {
@@ -143,10 +225,25 @@ function readOne(job, quality, maxBytes) {
 // bytes [at_i, at_i + len_i)); file jobs name a file to read, hash and encode here.
 // Outputs go back in one ArrayBuffer, with their encodings.
 parentPort.on('message', (m) => {
+  if (m.seal) {
+    let error;
+    try {
+      sealPack();
+    } catch (err) {
+      error = String((err && err.message) || err);
+    }
+    parentPort.postMessage({ sealed: sealedPacks.splice(0), error });
+    return;
+  }
   outAt = 0;
   const results = [];
   if (m.files) {
-    for (const job of m.files) results.push(readOne(job, m.quality, m.maxBytes));
+    for (const job of m.files) results.push(readOne(job, m.quality, m.maxBytes, m.defer, m.packDir));
+    try {
+      packWriteBuffered();
+    } catch (err) {
+      for (const r of results) if (r.tmp !== undefined) Object.assign(r, { code: err.code || 'EUNKNOWN', message: 'writing the pack: ' + String(err.message || err), fatal: true });
+    }
   } else {
     const input = new Uint8Array(m.buf);
     for (const job of m.jobs) {
@@ -175,7 +272,9 @@ parentPort.on('message', (m) => {
 export type FileRead =
   | { kind: 'error'; code: string; message: string }
   | { kind: 'skipped'; size: number; mtimeMs: number; ino: number; exec: boolean }
-  | { kind: 'read'; size: number; mtimeMs: number; ino: number; exec: boolean; length: number; hash: string; encoded: Encoded };
+  | { kind: 'read'; size: number; mtimeMs: number; ino: number; exec: boolean; length: number; hash: string; encoded: Encoded; packed?: undefined }
+  /** Stored by the worker in its pack (readFile with `packDir`): `tmp` is the pack's file, the object is at [offset, offset + length). */
+  | { kind: 'read'; size: number; mtimeMs: number; ino: number; exec: boolean; length: number; hash: string; encoded?: undefined; packed: { tmp: string; offset: number; length: number } };
 
 interface WorkerResult {
   id: number;
@@ -192,6 +291,9 @@ interface WorkerResult {
   skipped?: boolean;
   length?: number;
   hash?: string;
+  tmp?: string;
+  offset?: number;
+  fatal?: boolean;
 }
 
 interface Job {
@@ -204,6 +306,8 @@ interface Slot {
   worker: Worker;
   jobs: Map<number, Job>;
   queuedBytes: number;
+  /** Answers to `seal` messages, in order. */
+  sealWaiters: ((m: { sealed: { tmp: string; size: number }[]; error?: string }) => void)[];
 }
 
 /**
@@ -233,8 +337,13 @@ export class CompressPool {
     size = Math.max(1, Math.min(4, os.availableParallelism?.() ?? os.cpus().length)),
   ) {
     for (let i = 0; i < size; i++) {
-      const slot: Slot = { worker: new Worker(WORKER_SOURCE, { eval: true, execArgv: [] }), jobs: new Map(), queuedBytes: 0 };
-      slot.worker.on('message', ({ buf, input, results }: { buf: ArrayBuffer; input?: ArrayBuffer; results: WorkerResult[] }) => {
+      const slot: Slot = { worker: new Worker(WORKER_SOURCE, { eval: true, execArgv: [] }), jobs: new Map(), queuedBytes: 0, sealWaiters: [] };
+      slot.worker.on('message', (msg: { buf: ArrayBuffer; input?: ArrayBuffer; results: WorkerResult[] } | { sealed: { tmp: string; size: number }[]; error?: string }) => {
+        if ('sealed' in msg) {
+          slot.sealWaiters.shift()?.(msg);
+          return;
+        }
+        const { buf, input, results } = msg;
         if (input && this.spare.length < SPARE_ARENAS && input.byteLength >= BATCH_BYTES * 2) this.spare.push(Buffer.from(input));
         for (const m of results) {
           const job = slot.jobs.get(m.id);
@@ -300,17 +409,25 @@ export class CompressPool {
    * so `io` must reach it through a trusted directory, e.g. /proc/self/fd/N/name),
    * hashes it and encodes it for the blob store. Files over `maxBytes` are not read.
    * Errors opening or reading come back as `kind: 'error'` with the errno code.
+   * `defer`: no compression here; content comes back as HEADER_PENDING (raw) for
+   * the store to compact later. Applies to the whole batch the file goes in.
    */
-  readFile(io: string, maxBytes: number): Promise<FileRead> {
+  readFile(io: string, maxBytes: number, opts: { defer?: boolean; packDir?: string } = {}): Promise<FileRead> {
     if (this.failed) return Promise.reject(this.failed);
+    const defer = opts.defer === true;
+    const packDir = opts.packDir ?? null;
     return new Promise<FileRead>((resolve, reject) => {
       const job: Job = {
         weight: FILE_JOB_WEIGHT,
         fail: reject,
         settle: (m, buf) => {
-          if (m.code !== undefined) resolve({ kind: 'error', code: m.code, message: m.message ?? m.code });
+          if (m.fatal) reject(Object.assign(new Error(`[snapshot] compression worker: ${m.message}`), { code: m.code }));
+          else if (m.code !== undefined) resolve({ kind: 'error', code: m.code, message: m.message ?? m.code });
           else if (m.skipped) resolve({ kind: 'skipped', size: m.size!, mtimeMs: m.mtimeMs!, ino: m.ino!, exec: m.exec! });
-          else {
+          else if (m.tmp !== undefined) {
+            this.packsWritten.add(m.tmp);
+            resolve({ kind: 'read', size: m.size!, mtimeMs: m.mtimeMs!, ino: m.ino!, exec: m.exec!, length: m.length!, hash: m.hash!, packed: { tmp: m.tmp, offset: m.offset!, length: m.len! } });
+          } else {
             resolve({
               kind: 'read',
               size: m.size!,
@@ -324,6 +441,9 @@ export class CompressPool {
           }
         },
       };
+      if (this.fileBatch.length > 0 && (defer !== this.deferReads || packDir !== this.packDir)) this.sendFiles(this.maxBytes);
+      this.deferReads = defer;
+      this.packDir = packDir;
       this.fileBatch.push({ id: this.nextId++, io, job });
       if (this.fileBatch.length >= FILE_BATCH) this.sendFiles(maxBytes);
       else this.scheduleSend(maxBytes);
@@ -331,6 +451,12 @@ export class CompressPool {
   }
 
   private maxBytes = 0;
+  /** Whether the file batch being gathered is read without compression (see readFile). */
+  private deferReads = false;
+  /** Where the workers write the file batch being gathered (see readFile), or null. */
+  private packDir: string | null = null;
+  /** Temp packs workers have reported objects in. */
+  private readonly packsWritten = new Set<string>();
 
   private scheduleSend(maxBytes?: number): void {
     if (maxBytes !== undefined) this.maxBytes = maxBytes;
@@ -358,7 +484,7 @@ export class CompressPool {
       slot.jobs.set(b.id, b.job);
       slot.queuedBytes += b.job.weight;
     }
-    slot.worker.postMessage({ quality: this.quality, maxBytes, files: batch.map((b) => ({ id: b.id, io: b.io })) });
+    slot.worker.postMessage({ quality: this.quality, maxBytes, defer: this.deferReads, packDir: this.packDir, files: batch.map((b) => ({ id: b.id, io: b.io })) });
   }
 
   private send(): void {
@@ -375,6 +501,33 @@ export class CompressPool {
       slot.queuedBytes += b.job.weight;
     }
     slot.worker.postMessage({ quality: this.quality, buf, jobs: batch.map((b) => ({ id: b.id, at: b.at, len: b.len })) }, [buf]);
+  }
+
+  /**
+   * Ends the workers' packs (readFile with `packDir`): each worker writes out,
+   * fdatasyncs and closes its pack(s). Call once every readFile has settled. Returns
+   * each pack's temp file and the bytes of objects it holds.
+   */
+  async sealPacks(): Promise<{ tmp: string; size: number }[]> {
+    if (this.failed) throw this.failed;
+    if (this.packsWritten.size === 0) return [];
+    const replies = await Promise.all(
+      this.slots.map(
+        (slot) =>
+          new Promise<{ sealed: { tmp: string; size: number }[]; error?: string }>((resolve, reject) => {
+            const onExit = (code: number) => reject(new Error(`[snapshot] compression worker exited (code ${code}) while sealing its pack`));
+            slot.worker.once('exit', onExit);
+            slot.sealWaiters.push((m) => {
+              slot.worker.off('exit', onExit);
+              resolve(m);
+            });
+            slot.worker.postMessage({ seal: true });
+          }),
+      ),
+    );
+    const failed = replies.find((r) => r.error !== undefined);
+    if (failed) throw new Error(`[snapshot] compression worker could not seal its pack: ${failed.error}`);
+    return replies.flatMap((r) => r.sealed);
   }
 
   async close(): Promise<void> {

@@ -262,9 +262,10 @@ export class ManifestStore {
    * full); when omitted it is read from the parent object. `touched`, when the caller
    * knows it (a dirty-hint scan whose previous manifest is the parent), holds every key
    * whose entry may differ from the parent's; the delta then looks at those keys only,
-   * not at every entry of a large workspace.
+   * not at every entry of a large workspace. `deferCompression`: the manifest object
+   * is stored raw for `BlobStore.compact` (after a bulk scan that deferred its own).
    */
-  async save(manifest: Manifest, parentRef: string | null, depthSinceFull?: number, touched?: ReadonlySet<string>, opts: { adopt?: boolean } = {}): Promise<string> {
+  async save(manifest: Manifest, parentRef: string | null, depthSinceFull?: number, touched?: ReadonlySet<string>, opts: { adopt?: boolean; deferCompression?: boolean } = {}): Promise<string> {
     // A full manifest is encoded straight from the map (no intermediate object of 13k+ keys).
     let obj: ManifestObject | 'full';
     let depth = 0;
@@ -311,7 +312,7 @@ export class ManifestStore {
       if (problem) throw new Error(`refusing to save a manifest with unsafe path ${JSON.stringify(key)}: ${problem}`);
     }
     const bytes = Buffer.from(obj === 'full' ? fullManifestJson(manifest) : canonicalJson(obj), 'utf8');
-    const { hash } = await this.blobs.put(bytes);
+    const { hash } = await this.blobs.put(bytes, { defer: opts.deferCompression === true });
     // The ref is about to be recorded by the caller, so it must be durable now.
     await this.blobs.flush();
     this.depthCache.set(hash, depth);

@@ -17,14 +17,22 @@ import fss from 'node:fs';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
 
-const PACK_MAGIC = 0x314b_5057; // 'WPK1'
+export const PACK_MAGIC = 0x314b_5057; // 'WPK1'
 const TRAILER_MAGIC = 0x584b_5057; // 'WPKX'
 const ENTRY_BYTES = 40;
 const TRAILER_BYTES = 16;
 const WRITE_BUFFER_BYTES = 1024 * 1024;
+/**
+ * A pack flushes what it has written every this many bytes, on the thread pool, while
+ * objects are still being appended: the disk writes then overlap the scan, and the
+ * barrier in `finish` waits only for the tail (a raw first checkpoint is ~80 MB).
+ */
+export const EARLY_SYNC_BYTES = 8 * 1024 * 1024;
 /** Offsets are u32: a pack is closed before it reaches this size and a new one started. */
 export const MAX_PACK_BYTES = 0xf000_0000;
-export const PACK_RE = /^pack-[0-9a-f]{16}\.pack$/;
+/** A named pack: `pack-<id>.pack`, or `pack-<id>-u.pack` while it holds objects awaiting compaction (HEADER_PENDING). */
+export const PACK_RE = /^pack-[0-9a-f]{16}(-u)?\.pack$/;
+export const isUncompactedPack = (name: string): boolean => name.endsWith('-u.pack');
 export const PACK_TEMP_PREFIX = 'tmp-';
 
 export interface PackEntry {
@@ -33,17 +41,49 @@ export interface PackEntry {
   length: number;
 }
 
+/** A pack not yet named, whose objects are readable and which `finish` makes durable and names. */
+export interface PendingPack {
+  readonly tmp: string;
+  /** Holds objects awaiting compaction: named `-u`. */
+  readonly uncompacted: boolean;
+  read(entry: PackEntry): Buffer;
+  finish(final: string, keep: (e: PackEntry) => boolean): PackEntry[];
+  close(): void;
+}
+
+/** The index and trailer that end a pack whose objects fill [4, size). */
+function indexAndTrailer(live: PackEntry[], size: number): Buffer {
+  const out = Buffer.alloc(live.length * ENTRY_BYTES + TRAILER_BYTES);
+  live.forEach((e, i) => {
+    const at = i * ENTRY_BYTES;
+    out.write(e.hash, at, 32, 'hex');
+    out.writeUInt32LE(e.offset, at + 32);
+    out.writeUInt32LE(e.length, at + 36);
+  });
+  const t = live.length * ENTRY_BYTES;
+  out.writeUInt32LE(live.length, t);
+  out.writeUInt32LE(size, t + 4);
+  out.writeUInt32LE(crc32(out.subarray(0, t)), t + 8);
+  out.writeUInt32LE(TRAILER_MAGIC, t + 12);
+  return out;
+}
+
 /**
  * A pack being written: objects are appended synchronously into a write buffer that
  * goes to the file a megabyte at a time (a bulk checkpoint appends ~14k objects:
  * two write calls each cost more than the copies); `finish` makes it durable.
  */
-export class PackWriter {
+export class PackWriter implements PendingPack {
   readonly entries: PackEntry[] = [];
+  /** Holds an object awaiting compaction: named `-u` so `BlobStore.compact` finds it. Set by the store. */
+  uncompacted = false;
   private size = 4;
   /** Bytes appended but not yet written: the file holds [0, size - buffered). */
   private buf = Buffer.allocUnsafeSlow(WRITE_BUFFER_BYTES);
   private buffered = 0;
+  /** File bytes at the last early flush started; one flush in flight at a time. */
+  private syncedUpTo = 0;
+  private syncing = false;
 
   private constructor(
     readonly tmp: string,
@@ -84,7 +124,21 @@ export class PackWriter {
     if (this.buffered === 0) return;
     writeAll(this.fd, this.buf.subarray(0, this.buffered));
     this.buffered = 0;
+    const written = this.size;
+    if (!this.syncing && written - this.syncedUpTo >= EARLY_SYNC_BYTES) {
+      // Only an early start on the writeback: `finish` still fdatasyncs everything.
+      this.syncing = true;
+      this.syncedUpTo = written;
+      const fd = this.fd;
+      fss.fdatasync(fd, () => {
+        this.syncing = false;
+        if (this.fd === -1 && this.closeAfterSync) fss.close(fd, () => undefined);
+      });
+    }
   }
+
+  /** Set when `close` ran while an early flush still used the descriptor: the flush's callback closes it. */
+  private closeAfterSync = false;
 
   /** Reads back an object written to this (unfinished) pack. */
   read(entry: PackEntry): Buffer {
@@ -100,19 +154,7 @@ export class PackWriter {
   finish(final: string, keep: (e: PackEntry) => boolean): PackEntry[] {
     this.writeBuffered();
     const live = this.entries.filter(keep);
-    const index = Buffer.alloc(live.length * ENTRY_BYTES);
-    live.forEach((e, i) => {
-      const at = i * ENTRY_BYTES;
-      index.write(e.hash, at, 32, 'hex');
-      index.writeUInt32LE(e.offset, at + 32);
-      index.writeUInt32LE(e.length, at + 36);
-    });
-    const trailer = Buffer.alloc(TRAILER_BYTES);
-    trailer.writeUInt32LE(live.length, 0);
-    trailer.writeUInt32LE(this.size, 4);
-    trailer.writeUInt32LE(crc32(index), 8);
-    trailer.writeUInt32LE(TRAILER_MAGIC, 12);
-    writeAll(this.fd, Buffer.concat([index, trailer]));
+    writeAll(this.fd, indexAndTrailer(live, this.size));
     fss.fdatasyncSync(this.fd);
     this.close();
     fss.renameSync(this.tmp, final);
@@ -121,9 +163,73 @@ export class PackWriter {
 
   /** Closes without naming the pack (its temp is swept later). */
   close(): void {
-    if (this.fd >= 0) fss.closeSync(this.fd);
+    // A descriptor an early flush is using is closed by that flush (closing it under a
+    // running fdatasync could let the number be reused for another file meanwhile).
+    if (this.fd >= 0 && this.syncing) this.closeAfterSync = true;
+    else if (this.fd >= 0) fss.closeSync(this.fd);
     this.fd = -1;
     this.buffered = 0;
+  }
+}
+
+/**
+ * A pack whose objects a compression-pool worker writes (a bulk first checkpoint:
+ * the content never crosses to the main thread). The worker appends objects to the
+ * temp file, writes each batch out before answering, and at the end of the scan
+ * fdatasyncs and closes it (`seal`). The main thread records the entries the
+ * worker reports, reads pending objects back from the file, and `finish` appends
+ * the index (the objects are already durable: one more small fdatasync) and names it.
+ * Always `-u`: its objects are stored raw until compaction.
+ */
+export class WorkerPack implements PendingPack {
+  readonly entries: PackEntry[] = [];
+  readonly uncompacted = true;
+  /** Bytes of objects in the file once sealed; -1 while the worker still writes. */
+  private size = -1;
+  private fd = -1;
+
+  constructor(readonly tmp: string) {}
+
+  get sealed(): boolean {
+    return this.size >= 0;
+  }
+
+  /** The worker has written, fdatasync'd and closed the file: it holds `size` bytes of objects. */
+  seal(size: number): void {
+    this.size = size;
+  }
+
+  add(entry: PackEntry): void {
+    this.entries.push(entry);
+  }
+
+  read(entry: PackEntry): Buffer {
+    if (this.fd < 0) this.fd = fss.openSync(this.tmp, 'r');
+    return preadExact(this.fd, entry.offset, entry.length);
+  }
+
+  finish(final: string, keep: (e: PackEntry) => boolean): PackEntry[] {
+    if (!this.sealed) throw new Error(`[snapshot] pack ${path.basename(this.tmp)} is still being written by a worker`);
+    this.close();
+    const fd = fss.openSync(this.tmp, 'r+');
+    let live: PackEntry[];
+    try {
+      if (fss.fstatSync(fd).size !== this.size) throw new Error(`[snapshot] pack ${path.basename(this.tmp)} does not hold what its worker wrote`);
+      live = this.entries.filter(keep);
+      const tail = indexAndTrailer(live, this.size);
+      let done = 0;
+      while (done < tail.length) done += fss.writeSync(fd, tail, done, tail.length - done, this.size + done);
+      fss.fdatasyncSync(fd);
+    } finally {
+      fss.closeSync(fd);
+    }
+    fss.renameSync(this.tmp, final);
+    return live;
+  }
+
+  close(): void {
+    if (this.fd >= 0) fss.closeSync(this.fd);
+    this.fd = -1;
   }
 }
 

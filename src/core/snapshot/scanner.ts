@@ -10,6 +10,7 @@ import path from 'node:path';
 import type { BlobStore, PutResult } from './blobStore.js';
 import { CompressPool } from './compressPool.js';
 import { IgnoreRules, levelsForDir } from './ignoreRules.js';
+import type { WorkerPack } from './packFile.js';
 import { KIND_DIR, KIND_FILE, KIND_SYMLINK, PREV_CACHEABLE, STAT_FIELDS, StatPool, type StatCheck } from './statPool.js';
 import { compareEntries, summarize, type ChangeSummary, type FileChange, type FileEntry, type Manifest, type ManifestEntry } from './manifest.js';
 import { RESERVED_DIRS, RESTORE_TEMP_SUFFIX, checkRoots, childKeyProblem, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
@@ -138,6 +139,12 @@ export interface ScanOptions {
    * blobs and the manifest in one durability barrier.
    */
   flush?: boolean;
+  /**
+   * New files a bulk scan reads on worker threads are stored raw (HEADER_PENDING),
+   * not compressed, so the checkpoint is durable sooner; `BlobStore.compact` must
+   * compress them afterwards (WorkspaceSnapshots does, in the background). Default false.
+   */
+  deferCompression?: boolean;
   /** Test seams for workspaces that change under the scanner; never set in production. */
   hooks?: ScanHooks;
 }
@@ -289,6 +296,13 @@ class Scan {
   /** Files a worker is reading (see MAX_WORKER_FILES). */
   private workerFiles = 0;
   filesReadOnWorkers = 0;
+  /**
+   * With `deferCompression` on a deferred store: the pack directory the workers write
+   * new files' content to (it never comes back to this thread), and the packs they
+   * have reported, by temp file.
+   */
+  private workerPackDir: string | null = null;
+  private readonly workerPacks = new Map<string, WorkerPack>();
   dirsListed = 0;
   dirsFromCache = 0;
   readonly pending: Promise<void>[] = [];
@@ -647,6 +661,7 @@ class Scan {
     if (this.pool) return true;
     if (++this.newFiles <= WORKER_READS_AFTER_FILES) return false;
     this.pool = new CompressPool();
+    if (this.opts.deferCompression && this.opts.blobs.deferred) this.workerPackDir = this.opts.blobs.packDirForWorkers();
     return true;
   }
 
@@ -666,7 +681,7 @@ class Scan {
       if (this.workerFiles < MAX_WORKER_FILES) for (const w of this.inflightWaiters.splice(0)) w();
     };
     this.track(
-      this.pool!.readFile(io, this.maxFileBytes).then(
+      this.pool!.readFile(io, this.maxFileBytes, { defer: this.opts.deferCompression === true, ...(this.workerPackDir ? { packDir: this.workerPackDir } : {}) }).then(
         async (r) => {
           try {
             if (r.kind === 'error') {
@@ -678,7 +693,14 @@ class Scan {
               this.recordSkipped(key, r.size, r.mtimeMs);
               return;
             }
-            const put = await this.opts.blobs.putEncoded(r.hash, r.encoded);
+            let put: PutResult;
+            if (r.packed) {
+              let pack = this.workerPacks.get(r.packed.tmp);
+              if (!pack) this.workerPacks.set(r.packed.tmp, (pack = this.opts.blobs.adoptWorkerPack(r.packed.tmp)));
+              put = this.opts.blobs.putPacked(r.hash, pack, { hash: r.hash, offset: r.packed.offset, length: r.packed.length });
+            } else {
+              put = await this.opts.blobs.putEncoded(r.hash, r.encoded);
+            }
             // Shorter than its fstat: it changed while the worker read it.
             this.recordStored(key, put, r.length, r.exec, r.mtimeMs, r.ino, r.length !== r.size);
           } finally {
@@ -861,11 +883,13 @@ class Scan {
     const length = bytes.length;
     // Changed while we read it, or since its lstat.
     const changed = () => length !== fst.size || fst.size !== st.size || fst.mtimeMs !== st.mtimeMs || fst.ino !== st.ino;
+    // Once workers write raw packs (a bulk scan deferring compression), files read here are stored raw too.
+    const defer = this.workerPackDir !== null;
     if (this.mayPool && !this.pool && length >= 64) {
       this.bytesToStore += length;
       if (this.bytesToStore > POOL_AFTER_BYTES) this.pool = new CompressPool();
     }
-    const put = this.opts.blobs.put(bytes, { transient, ...(this.pool ? { pool: this.pool } : {}) });
+    const put = this.opts.blobs.put(bytes, { transient, ...(defer ? { defer } : this.pool ? { pool: this.pool } : {}) });
     this.inflightBytes += length;
     return put.then(
       (r) => {
@@ -880,6 +904,23 @@ class Scan {
   }
 
   /** Waits for all tracked work, including work that tracked work starts (a stat batch reading a changed file). */
+  /** After the walk: the workers make their packs durable; each becomes ready to be named by the store's flush. */
+  async sealWorkerPacks(): Promise<void> {
+    if (!this.pool || !this.workerPackDir) return;
+    for (const { tmp, size } of await this.pool.sealPacks()) {
+      const pack = this.workerPacks.get(tmp);
+      if (pack) pack.seal(size);
+      else fss.rmSync(tmp, { force: true }); // nothing in it was reported: no blob refers to it
+    }
+    for (const pack of this.workerPacks.values()) if (!pack.sealed) throw new Error(`[snapshot] a worker did not seal its pack ${path.basename(pack.tmp)}`);
+  }
+
+  /** The scan failed: its workers' packs are never named. */
+  abandonWorkerPacks(): void {
+    this.opts.blobs.abandonWorkerPacks(this.workerPacks.values());
+    this.workerPacks.clear();
+  }
+
   async drain(): Promise<void> {
     for (let done = 0; done < this.pending.length; ) {
       const upto = this.pending.length;
@@ -1088,6 +1129,13 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
       touched = s.fullTouched;
     }
     await s.drain();
+    await s.sealWorkerPacks();
+  } catch (err) {
+    // Workers may still be writing: let them stop before their files go.
+    await s.pool?.close();
+    s.pool = null;
+    s.abandonWorkerPacks();
+    throw err;
   } finally {
     await s.pool?.close();
   }
