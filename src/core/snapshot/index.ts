@@ -32,6 +32,7 @@ export {
   sameContent,
   summarize,
   canonicalJson,
+  fullManifestBytes,
   fullManifestJson,
   manifestsEqual,
   entriesEqual,

@@ -220,10 +220,37 @@ export class CorruptManifestError extends WaypointError {
  * building the object: keys sorted as `Array.prototype.sort` sorts them there.
  */
 export function fullManifestJson(m: Manifest): string {
+  return `${FULL_HEAD}${fullManifestParts(m).join(',')}${FULL_TAIL}`;
+}
+
+const FULL_HEAD = '{"entries":{';
+const FULL_TAIL = '},"full":true,"v":1}';
+
+function fullManifestParts(m: Manifest): string[] {
   const keys = [...m.keys()].sort();
   const parts = new Array<string>(keys.length);
   for (let i = 0; i < keys.length; i++) parts[i] = `${JSON.stringify(keys[i])}:${canonicalJson(m.get(keys[i]!))}`;
-  return `{"entries":{${parts.join(',')}},"full":true,"v":1}`;
+  return parts;
+}
+
+/**
+ * `fullManifestJson(m)` as UTF-8 bytes, written part by part into one buffer: the
+ * joined 2.6 MB string of a 13.6k-entry manifest took ~30 ms to flatten and encode,
+ * the parts ~12 ms.
+ */
+export function fullManifestBytes(m: Manifest): Buffer {
+  const parts = fullManifestParts(m);
+  let total = FULL_HEAD.length + FULL_TAIL.length + Math.max(0, parts.length - 1);
+  for (const p of parts) total += Buffer.byteLength(p, 'utf8');
+  const out = Buffer.allocUnsafe(total);
+  let at = out.write(FULL_HEAD, 0, 'latin1');
+  for (let i = 0; i < parts.length; i++) {
+    if (i > 0) out[at++] = 0x2c; // ','
+    at += out.write(parts[i]!, at, 'utf8');
+  }
+  at += out.write(FULL_TAIL, at, 'latin1');
+  if (at !== total) throw new Error(`[snapshot] manifest encoding wrote ${at} of ${total} bytes`);
+  return out;
 }
 
 export interface ManifestStoreOptions {
@@ -311,7 +338,7 @@ export class ManifestStore {
       const problem = pathKeyProblem(key);
       if (problem) throw new Error(`refusing to save a manifest with unsafe path ${JSON.stringify(key)}: ${problem}`);
     }
-    const bytes = Buffer.from(obj === 'full' ? fullManifestJson(manifest) : canonicalJson(obj), 'utf8');
+    const bytes = obj === 'full' ? fullManifestBytes(manifest) : Buffer.from(canonicalJson(obj), 'utf8');
     const { hash } = await this.blobs.put(bytes, { defer: opts.deferCompression === true });
     // The ref is about to be recorded by the caller, so it must be durable now.
     await this.blobs.flush();

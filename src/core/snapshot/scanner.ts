@@ -303,9 +303,17 @@ class Scan {
    */
   private workerPackDir: string | null = null;
   private readonly workerPacks = new Map<string, WorkerPack>();
+  private workerReadOpts: { defer: boolean; packDir?: string } = { defer: false };
   dirsListed = 0;
   dirsFromCache = 0;
-  readonly pending: Promise<void>[] = [];
+  /**
+   * Work started during the walk and not finished (reads, stores): counted, not kept —
+   * holding 13k settled promises to the end made each one survive every young-generation
+   * GC of a bulk scan. The first failure is kept for `drain` to throw.
+   */
+  private tracked = 0;
+  private trackFailure: { err: unknown } | null = null;
+  private readonly drainWaiters: (() => void)[] = [];
   /** Where small files are read (see examine). */
   private readonly scratch = Buffer.allocUnsafeSlow(SYNC_READ_BELOW);
 
@@ -406,8 +414,18 @@ class Scan {
    * unhandled rejection; Promise.all still sees it.
    */
   private track(p: Promise<void>): void {
-    p.catch(() => undefined);
-    this.pending.push(p);
+    this.tracked++;
+    p.then(
+      () => this.untrack(),
+      (err: unknown) => {
+        this.trackFailure ??= { err };
+        this.untrack();
+      },
+    );
+  }
+
+  private untrack(): void {
+    if (--this.tracked === 0) for (const w of this.drainWaiters.splice(0)) w();
   }
 
   /** Waits while too much read content is still on its way into the store. */
@@ -662,6 +680,7 @@ class Scan {
     if (++this.newFiles <= WORKER_READS_AFTER_FILES) return false;
     this.pool = new CompressPool();
     if (this.opts.deferCompression && this.opts.blobs.deferred) this.workerPackDir = this.opts.blobs.packDirForWorkers();
+    this.workerReadOpts = { defer: this.opts.deferCompression === true, ...(this.workerPackDir ? { packDir: this.workerPackDir } : {}) };
     return true;
   }
 
@@ -681,7 +700,7 @@ class Scan {
       if (this.workerFiles < MAX_WORKER_FILES) for (const w of this.inflightWaiters.splice(0)) w();
     };
     this.track(
-      this.pool!.readFile(io, this.maxFileBytes, { defer: this.opts.deferCompression === true, ...(this.workerPackDir ? { packDir: this.workerPackDir } : {}) }).then(
+      this.pool!.readFile(io, this.maxFileBytes, this.workerReadOpts).then(
         async (r) => {
           try {
             if (r.kind === 'error') {
@@ -922,11 +941,9 @@ class Scan {
   }
 
   async drain(): Promise<void> {
-    for (let done = 0; done < this.pending.length; ) {
-      const upto = this.pending.length;
-      await Promise.all(this.pending.slice(done, upto));
-      done = upto;
-    }
+    // Everything tracked has settled (work may start more work while it runs).
+    while (this.tracked > 0) await new Promise<void>((r) => this.drainWaiters.push(r));
+    if (this.trackFailure) throw this.trackFailure.err;
   }
 
   async full(): Promise<void> {
