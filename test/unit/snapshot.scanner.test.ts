@@ -148,6 +148,22 @@ describe('snapshot scanner', () => {
     }
   });
 
+  it('a bulk scan whose workers cannot write their packs fails cleanly: no descriptor left open, nothing pending, the store still flushes', async function () {
+    if (process.platform !== 'linux') this.skip();
+    const ws = await tmp.make();
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 400; i++) files[`d${i % 5}/f${i}.ts`] = `export const v${i} = ${i};\n`.repeat(20);
+    await writeTree(ws, files);
+    const blobs = await newStore(tmp);
+    await fs.mkdir(blobs.dir, { recursive: true });
+    await fs.writeFile(path.join(blobs.dir, 'pack'), 'not a directory'); // every pack open fails (ENOTDIR), root or not
+    const fdsBefore = (await fs.readdir('/proc/self/fd')).length;
+    await assert.rejects(scan({ roots: [{ name: 'ws', dir: ws }], blobs, deferCompression: true }), /ENOTDIR|not a directory/);
+    assert.equal((await fs.readdir('/proc/self/fd')).length, fdsBefore, 'no descriptor left open');
+    assert.equal(blobs.pendingCount, 0, 'nothing pending from the failed scan');
+    await blobs.flush();
+  });
+
   for (const [label, statWorkersFrom] of [['lstat here', Infinity], ['lstat on stat workers', 0]] as const) it(`listing cache (${label}): an unchanged directory is not listed again; edits in place, new entries and a directory swapped for a symlink are all seen`, async function () {
     if (process.platform !== 'linux') this.skip(); // the cache is used where directories are read through /proc
     const ws = await tmp.make();

@@ -590,13 +590,13 @@ export class BlobStore {
    * before the old one is removed, so a crash in between leaves both, and the next
    * compaction only removes the old one (its objects are already held compressed).
    * Readers holding the old pack keep reading it; others find the new pack as they
-   * would after GC. Serialized with `deleteMany`. `shouldStop` is asked between packs.
+   * would after GC. Serialized with `deleteMany`.
    */
-  compact(opts: { pool?: CompressPool; shouldStop?: () => boolean } = {}): Promise<CompactResult> {
+  compact(opts: { pool?: CompressPool } = {}): Promise<CompactResult> {
     return this.maintain(() => this.compactNow(opts));
   }
 
-  private async compactNow(opts: { pool?: CompressPool; shouldStop?: () => boolean }): Promise<CompactResult> {
+  private async compactNow(opts: { pool?: CompressPool }): Promise<CompactResult> {
     const result: CompactResult = { packs: 0, objects: 0, bytesBefore: 0, bytesAfter: 0 };
     const names = this.uncompactedPacks();
     if (names.length === 0) return result;
@@ -605,7 +605,6 @@ export class BlobStore {
     const pool = opts.pool ?? new CompressPool(this.level);
     try {
       for (const name of names) {
-        if (opts.shouldStop?.()) break;
         const file = path.join(packDir, name);
         let entries: PackEntry[];
         try {
@@ -617,8 +616,9 @@ export class BlobStore {
         const writer = PackWriter.create(packDir, `${PACK_TEMP_PREFIX}${randomBytes(8).toString('hex')}.pack`);
         const fds = new Map<string, number>();
         let final: string | null = null;
+        const inflight = new Set<Promise<void>>();
+        let failed = false;
         try {
-          const inflight = new Set<Promise<void>>();
           for (const e of entries) {
             // Already held compressed (a crash after that pack was named, before this one went).
             const other = this.packed.get(e.hash);
@@ -631,7 +631,7 @@ export class BlobStore {
             }
             const p: Promise<void> = pool.encode(raw.subarray(1)).then((enc) => {
               inflight.delete(p);
-              writer.append(e.hash, enc.header, enc.body);
+              if (!failed) writer.append(e.hash, enc.header, enc.body);
             });
             inflight.add(p);
             while (pool.queuedBytes > COMPACT_INFLIGHT_BYTES && inflight.size > 0) await Promise.race(inflight);
@@ -646,6 +646,9 @@ export class BlobStore {
             fss.rmSync(writer.tmp, { force: true });
           }
         } catch (err) {
+          // No encode still in flight may append to the writer once it is closed.
+          failed = true;
+          await Promise.allSettled([...inflight]);
           writer.close();
           fss.rmSync(writer.tmp, { force: true });
           throw err;

@@ -130,7 +130,7 @@ function openPack(dir) {
   const head = Buffer.alloc(4);
   head.writeUInt32LE(${PACK_MAGIC}, 0);
   fs.writeSync(fd, head);
-  pack = { tmp, fd, size: 4, buf: Buffer.allocUnsafeSlow(1024 * 1024), buffered: 0, hashes: new Map(), syncedUpTo: 0, syncing: false, closeAfterSync: false };
+  pack = { tmp, fd, size: 4, buf: Buffer.allocUnsafeSlow(1024 * 1024), buffered: 0, hashes: new Map(), syncedUpTo: 0, syncing: false, closeAfterSync: false, onSynced: null };
 }
 function writeAll(fd, buf) {
   let done = 0;
@@ -147,6 +147,7 @@ function packWriteBuffered() {
     fs.fdatasync(p.fd, () => {
       p.syncing = false;
       if (p.closeAfterSync) fs.close(p.fd, () => {});
+      if (p.onSynced) p.onSynced();
     });
   }
 }
@@ -226,13 +227,22 @@ function readOne(job, quality, maxBytes, defer, packDir) {
 // Outputs go back in one ArrayBuffer, with their encodings.
 parentPort.on('message', (m) => {
   if (m.seal) {
-    let error;
-    try {
-      sealPack();
-    } catch (err) {
-      error = String((err && err.message) || err);
-    }
-    parentPort.postMessage({ sealed: sealedPacks.splice(0), error });
+    // After any early flush in flight has ended: the pool may end this thread right
+    // after the answer, and a descriptor left for that flush's callback to close
+    // would then stay open in the process (threads share descriptors).
+    const p = pack;
+    new Promise((resolve) => {
+      if (p && p.syncing) p.onSynced = resolve;
+      else resolve();
+    }).then(() => {
+      let error;
+      try {
+        sealPack();
+      } catch (err) {
+        error = String((err && err.message) || err);
+      }
+      parentPort.postMessage({ sealed: sealedPacks.splice(0), error });
+    });
     return;
   }
   outAt = 0;

@@ -934,9 +934,10 @@ class Scan {
     for (const pack of this.workerPacks.values()) if (!pack.sealed) throw new Error(`[snapshot] a worker did not seal its pack ${path.basename(pack.tmp)}`);
   }
 
-  /** The scan failed: its workers' packs are never named. */
-  abandonWorkerPacks(): void {
+  /** The scan failed: its workers' packs (those reported and `alsoTmps`, any others the workers sealed) are never named. */
+  abandonWorkerPacks(alsoTmps: string[] = []): void {
     this.opts.blobs.abandonWorkerPacks(this.workerPacks.values());
+    for (const tmp of alsoTmps) if (!this.workerPacks.has(tmp)) fss.rmSync(tmp, { force: true });
     this.workerPacks.clear();
   }
 
@@ -1148,10 +1149,13 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
     await s.drain();
     await s.sealWorkerPacks();
   } catch (err) {
-    // Workers may still be writing: let them stop before their files go.
+    // Workers may still be writing: let them close their packs (threads share the
+    // process's descriptors, so ending a thread would not) and stop, then remove them.
+    await s.drain().catch(() => undefined); // nothing still in flight to a worker
+    const sealed = (await s.pool?.sealPacks().catch(() => undefined)) ?? [];
     await s.pool?.close();
     s.pool = null;
-    s.abandonWorkerPacks();
+    s.abandonWorkerPacks(sealed.map((p) => p.tmp));
     throw err;
   } finally {
     await s.pool?.close();
