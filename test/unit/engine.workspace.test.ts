@@ -221,6 +221,22 @@ describe('engine: workspace checkpoints and rollback', () => {
     assert.equal((await engine.verify()).ok, true);
   });
 
+  it('a size limit right after a bulk checkpoint counts the compressed store, not the raw one still being compressed', async () => {
+    const { taskId } = await engine.startTask({ goal: 'limit' });
+    write(ws.dir, 'src/a.ts', 'export const a = 2;\n');
+    await engine.checkpoint({ taskId }); // prunable: neither the base nor the head
+    let bulkBytes = 0;
+    for (let i = 0; i < 400; i++) {
+      const text = `export const v${i} = ${i};\n`.repeat(40 + (i % 30));
+      bulkBytes += text.length;
+      write(ws.dir, `bulk/d${i % 7}/f${i}.ts`, text);
+    }
+    await engine.checkpoint({ taskId }); // bulk: stored raw, compressed in the background
+    const r = await engine.gc({ maxTotalBytes: Math.floor(bulkBytes / 2) });
+    assert.deepEqual(r.pruned, [], `nothing to prune once compressed (${r.totalBytes} bytes on disk)`);
+    assert.ok(r.totalBytes < bulkBytes / 2);
+  });
+
   it('retention keeps at most N checkpoints per task but never the base or the head', async () => {
     const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'g' });
     for (let i = 0; i < 6; i++) {

@@ -1180,6 +1180,10 @@ export class Engine {
   async gc(raw: RetentionInput = {}): Promise<{ pruned: string[]; blobsDeleted: number; bytesFreed: number; totalBytes: number }> {
     const policy = parseInput(RetentionInput, raw, 'retention policy');
     const ws = this.snapshots();
+    // Sizes after the compression a bulk checkpoint started: raw packs would count
+    // ~3.6x and make a size limit prune checkpoints it does not need to. (The sweep
+    // below would wait for it too, being serialized with compaction; this says so.)
+    await ws.whenCompacted();
     const now = this.now;
     const pruned: string[] = [];
     const protectedIds = (): Set<string> => {
