@@ -121,9 +121,14 @@ async function checkpoints(c: WorkloadContext): Promise<void> {
   // A bulk first checkpoint (past 256 new files): workers write raw packs, which are
   // compressed in the background after it, so kills land in both and in the
   // compaction a next open resumes.
-  if (Object.keys(diskTree(workspace)).length < 300) {
-    for (let i = 0; i < 320; i++) {
-      const file = path.join(workspace, 'bulk', `d${i % 8}`, `f${i}.ts`);
+  // Most runs replace the bulk directory with one under a new name (a changed file is
+  // not a new one), so most start with a bulk checkpoint: past the first 256 new files,
+  // the workers store content raw.
+  const bulkDirs = fs.readdirSync(workspace).filter((n) => n.startsWith('bulk-'));
+  if (bulkDirs.length === 0 || rng.chance(0.6)) {
+    for (const d of bulkDirs) fs.rmSync(path.join(workspace, d), { recursive: true, force: true });
+    for (let i = 0; i < 600; i++) {
+      const file = path.join(workspace, `bulk-${runId}`, `d${i % 8}`, `f${i}.ts`);
       fs.mkdirSync(path.dirname(file), { recursive: true });
       fs.writeFileSync(file, textFile(rng, `bulk ${runId} ${i}`));
     }

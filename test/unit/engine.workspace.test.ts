@@ -2,6 +2,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { Engine } from '../../src/core/engine/engine';
 import { WaypointError } from '../../src/core/model/errors';
 import { BlobStore, canonicalJson } from '../../src/core/snapshot';
@@ -259,6 +260,74 @@ describe('engine: workspace checkpoints and rollback', () => {
     const b = await engine.startTask({ goal: 'b' });
     await assert.rejects(engine.rollback({ taskId: a.taskId, checkpointId: 'c_nope' }), (e: unknown) => e instanceof WaypointError && e.code === 'not_found');
     await assert.rejects(engine.rollback({ taskId: a.taskId, checkpointId: b.baseCheckpointId }), /belongs to task/);
+  });
+});
+
+describe('crash safety of bulk checkpoints and their compaction (SIGKILL)', function () {
+  this.timeout(0);
+  const KILLS = Number(process.env.WAYPOINT_BULK_KILLS ?? 30);
+  let script: string;
+  before(() => {
+    script = bundleScript(path.join(__dirname, '..', 'support', 'bulkCheckpointChild.ts'));
+  });
+
+  it(`every acknowledged checkpoint's blobs read back and no raw pack or temp outlives the next open, across ${KILLS} kills`, async () => {
+    const t = tmpDir('wp-bulkcrash-');
+    try {
+      write(t.dir, 'README.md', 'bulk crash test\n');
+      let engine = await Engine.open({ workspace: t.dir });
+      const { taskId } = await engine.startTask({ goal: 'bulk kills' });
+      await engine.close();
+      const phases = { beforeAck: 0, afterAck: 0, closed: 0, rawAtOpen: 0 };
+      const acked: string[] = [];
+      for (let k = 0; k < KILLS; k++) {
+        // 1,200 new files each round (new paths: a changed file is not a new one): past the
+        // first 256 (read here), the workers store them raw. Hex text: compressible by half,
+        // so the compaction has real work to do.
+        fs.rmSync(path.join(t.dir, `bulk${k - 1}`), { recursive: true, force: true });
+        for (let i = 0; i < 1200; i++) write(t.dir, `bulk${k}/d${i % 16}/f${i}.ts`, `// round ${k} file ${i}\n${randomBytes(500 + ((i * 7 + k) % 1500)).toString('hex')}\n`);
+        const child = spawn(process.execPath, [script, t.dir, taskId], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let err = '';
+        let out = '';
+        child.stderr.on('data', (d) => (err += d));
+        await new Promise<void>((resolve, reject) => {
+          child.stdout.on('data', (d: Buffer) => {
+            const before = out;
+            out += d.toString();
+            // Even rounds: a kill anywhere from the open on (mostly in the scan and its barrier);
+            // odd rounds: within 60 ms of the acknowledgement (in the compaction).
+            if (k % 2 === 0 && !before.includes('ready') && out.includes('ready')) setTimeout(() => child.kill('SIGKILL'), Math.random() * 700);
+            if (k % 2 === 1 && !before.includes('ack') && out.includes('ack')) setTimeout(() => child.kill('SIGKILL'), Math.random() * 60);
+          });
+          child.on('exit', (code, sig) => (sig === 'SIGKILL' || code === 0 ? resolve() : reject(new Error(`bulk checkpoint child failed: ${err}`))));
+        });
+        const ack = /ack (\S+)/.exec(out)?.[1];
+        if (ack) acked.push(ack);
+        if (out.includes('closed')) phases.closed++;
+        else if (ack) phases.afterAck++;
+        else phases.beforeAck++;
+        engine = await Engine.open({ workspace: t.dir });
+        const snaps = engine.workspaceSnapshots!;
+        if (snaps.blobs.uncompactedPacks().length) phases.rawAtOpen++;
+        await snaps.whenCompacted();
+        assert.deepEqual(snaps.blobs.uncompactedPacks(), [], `kill ${k}: raw packs left after open`);
+        const temps = fs.readdirSync(path.join(t.dir, '.waypoint', 'objects', 'pack')).filter((n) => n.startsWith('tmp-'));
+        assert.deepEqual(temps, [], `kill ${k}: temp packs left after open`);
+        for (const id of acked) assert.ok(engine.queries.checkpoint(id), `kill ${k}: acknowledged checkpoint ${id} is gone`);
+        // Every blob of the last acknowledged checkpoint reads back and hashes to its name.
+        const last = acked[acked.length - 1];
+        if (last) {
+          const m = await snaps.load(engine.queries.checkpoint(last)!);
+          for (const e of m.values()) if (e.type === 'file') assert.ok(await snaps.blobs.verify(e.hash), `kill ${k}: blob ${e.hash} of ${last}`);
+        }
+        assert.equal((await engine.verify()).ok, true);
+        await engine.close();
+      }
+      process.stdout.write(`      (${KILLS} kills: ${phases.beforeAck} before the checkpoint was acknowledged, ${phases.afterAck} after it (compaction running), ${phases.closed} after close; ${phases.rawAtOpen} opens found raw packs to compress)\n`);
+      assert.ok(phases.beforeAck > 0 && phases.rawAtOpen > 0, `kills must fall both in the checkpoint and in its compaction: ${JSON.stringify(phases)}`);
+    } finally {
+      t.cleanup();
+    }
   });
 });
 
