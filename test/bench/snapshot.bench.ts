@@ -183,7 +183,7 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
       // blobs and the manifest; new content stored raw, compressed right after.
       const [w, res] = await time(async () => {
         const r = await scan({ roots, blobs: s, flush: false, listings, deferCompression: true });
-        const [b, ref] = await time(() => ms.save(r.manifest, null, undefined, undefined, { adopt: true, deferCompression: r.stats.filesReadOnWorkers > 0 }));
+        const [b, ref] = await time(() => ms.save(r.manifest, null, undefined, undefined, { adopt: true, deferCompression: r.stats.filesReadOnWorkers > 0, keysChecked: true }));
         return { r, b, ref };
       });
       wpFirst.push(w);
@@ -232,14 +232,14 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
       const [h, hr] = await time(async () => {
         const r = await scan({ roots, blobs: store, previous: hintPrev, dirty: changed, flush: false });
         // As WorkspaceSnapshots.capture does: the scan's previous is the parent, so only its touched keys can differ.
-        const [sv, ref] = await time(() => manifests.save(r.manifest, hintRef, undefined, r.touched ?? undefined, { adopt: true }));
+        const [sv, ref] = await time(() => manifests.save(r.manifest, hintRef, undefined, r.touched ?? undefined, { adopt: true, keysChecked: true }));
         return { r, sv, ref };
       });
       settle();
       const [f, fr] = await time(async () => {
         const r = await scan({ roots, blobs: fullStore, previous: fullPrev, flush: false, listings });
         // As capture does: when the scan's previous is the parent, only its touched keys (if it reports them) can differ.
-        const [sv, ref] = await time(() => fullManifests.save(r.manifest, fullRef, undefined, r.touched ?? undefined, { adopt: true }));
+        const [sv, ref] = await time(() => fullManifests.save(r.manifest, fullRef, undefined, r.touched ?? undefined, { adopt: true, keysChecked: true }));
         return { r, sv, ref };
       });
       barrier.hint.push(hr.sv);

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import fc from 'fast-check';
-import { BlobStore, diffManifests, scan, type Manifest } from '../../src/core/snapshot/index.js';
+import { BlobStore, ManifestStore, diffManifests, pathKeyProblem, scan, type Manifest } from '../../src/core/snapshot/index.js';
 import { ListingCache } from '../../src/core/snapshot/scanner.js';
 import { TempDirs, ageTree, newStore, writeTree } from './snapshot.helpers.js';
 
@@ -201,6 +201,24 @@ describe('snapshot scanner', () => {
     assert.deepEqual(diffManifests(fresh.manifest, third.manifest), []);
     assert.equal(third.manifest.get('a')?.type, 'symlink');
     assert.deepEqual([...listings.dirs.keys()].map((k) => k.split('\0')[1]).sort(), ['', 'b'], 'listings of directories gone are dropped');
+  });
+
+  it('every key a scan records is a safe path key (what lets save skip re-checking a scan\'s manifest); names that are not are reported', async () => {
+    const ws = await tmp.make();
+    const names = ['plain.ts', 'back\\slash.txt', 'new\nline.txt', 'colon:name.txt', 'Cafe\u0301.txt', 'ctl\u0007.txt', 'ok dir/inner.txt', '\u00e9t\u00e9.md'];
+    const files: Record<string, string> = {};
+    for (const n of names) files[n] = `content of ${JSON.stringify(n)}\n`;
+    await writeTree(ws, files);
+    const blobs = await newStore(tmp);
+    const r = await scan({ roots: [{ name: 'ws', dir: ws }], blobs });
+    for (const k of r.manifest.keys()) assert.equal(pathKeyProblem(k), null, `recorded key ${JSON.stringify(k)}`);
+    const unsafe = r.unreadable.filter((u) => u.code === 'EUNSAFEPATH').map((u) => u.path).sort();
+    assert.deepEqual(unsafe, ['Cafe\u0301.txt', 'back\\slash.txt', 'ctl\u0007.txt', 'new\nline.txt'].sort());
+    assert.ok(r.manifest.has('plain.ts') && r.manifest.has('ok dir/inner.txt') && r.manifest.has('\u00e9t\u00e9.md') && r.manifest.has('colon:name.txt'));
+    // Saved without re-checking, loaded (which checks) back the same.
+    const manifests = new ManifestStore(blobs);
+    const ref = await manifests.save(r.manifest, null, undefined, undefined, { keysChecked: true });
+    assert.deepEqual([...(await new ManifestStore(new BlobStore(blobs.dir, { durability: 'deferred' })).load(ref)).keys()].sort(), [...r.manifest.keys()].sort());
   });
 
   it('records symlinks without following them, keeps the exec bit, skips large files', async () => {

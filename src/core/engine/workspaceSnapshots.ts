@@ -95,7 +95,8 @@ export class WorkspaceSnapshots implements Snapshotter {
     // The scan's previous manifest is the parent's: only the keys it touched can differ.
     const touched = r.touched && parentRef !== null && parentRef === req.previous?.manifestRef ? r.touched : undefined;
     // Handed over: this scan's manifest is not used again but read below.
-    const ref = await this.manifests.save(r.manifest, parentRef, undefined, touched, { adopt: true, deferCompression: bulk });
+    // keysChecked: the scan checked every key it recorded; the rest came from a manifest this store loaded.
+    const ref = await this.manifests.save(r.manifest, parentRef, undefined, touched, { adopt: true, deferCompression: bulk, keysChecked: true });
     if (bulk) this.compactSoon();
     let filesChanged: number;
     if (parentRef === (req.previous?.manifestRef ?? null)) {

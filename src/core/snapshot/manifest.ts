@@ -291,8 +291,11 @@ export class ManifestStore {
    * whose entry may differ from the parent's; the delta then looks at those keys only,
    * not at every entry of a large workspace. `deferCompression`: the manifest object
    * is stored raw for `BlobStore.compact` (after a bulk scan that deferred its own).
+   * `keysChecked`: every key of `manifest` has passed `pathKeyProblem` already — a
+   * scan's manifest: the walk checks each key it records, and the rest come from a
+   * `previous` this store loaded (and so checked). A delta's keys are checked anyway.
    */
-  async save(manifest: Manifest, parentRef: string | null, depthSinceFull?: number, touched?: ReadonlySet<string>, opts: { adopt?: boolean; deferCompression?: boolean } = {}): Promise<string> {
+  async save(manifest: Manifest, parentRef: string | null, depthSinceFull?: number, touched?: ReadonlySet<string>, opts: { adopt?: boolean; deferCompression?: boolean; keysChecked?: boolean } = {}): Promise<string> {
     // A full manifest is encoded straight from the map (no intermediate object of 13k+ keys).
     let obj: ManifestObject | 'full';
     let depth = 0;
@@ -333,8 +336,10 @@ export class ManifestStore {
       }
     }
     // Validate what this object adds (a delta's unchanged keys were checked when its
-    // parent was saved or loaded); a full manifest is checked whole.
-    for (const key of obj === 'full' ? manifest.keys() : [...Object.keys(obj.set), ...obj.del]) {
+    // parent was saved or loaded); a full manifest is checked whole, unless the caller
+    // vouches that every key already was (`keysChecked`: 20–50 ms for 13.6k keys here).
+    const toCheck = obj === 'full' ? (opts.keysChecked ? [] : manifest.keys()) : [...Object.keys(obj.set), ...obj.del];
+    for (const key of toCheck) {
       const problem = pathKeyProblem(key);
       if (problem) throw new Error(`refusing to save a manifest with unsafe path ${JSON.stringify(key)}: ${problem}`);
     }
