@@ -263,6 +263,29 @@ describe('engine: workspace checkpoints and rollback', () => {
   });
 });
 
+/**
+ * Runs a bundled child script and resolves with its stdout once it exits by itself or
+ * by SIGKILL. `onOutput` sees the output so far after each chunk and may return a delay
+ * in ms after which the child is SIGKILLed (the first such answer counts).
+ */
+function runChildUntilKilled(script: string, args: string[], onOutput: (out: string) => number | undefined): Promise<string> {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  let out = '';
+  let scheduled = false;
+  child.stderr.on('data', (d) => (err += d));
+  return new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const delay = scheduled ? undefined : onOutput(out);
+      if (delay === undefined) return;
+      scheduled = true;
+      setTimeout(() => child.kill('SIGKILL'), delay);
+    });
+    child.on('exit', (code, sig) => (sig === 'SIGKILL' || code === 0 ? resolve(out) : reject(new Error(`${path.basename(script)} failed: ${err}`))));
+  });
+}
+
 describe('crash safety of bulk checkpoints and their compaction (SIGKILL)', function () {
   this.timeout(0);
   const KILLS = Number(process.env.WAYPOINT_BULK_KILLS ?? 30);
@@ -286,20 +309,12 @@ describe('crash safety of bulk checkpoints and their compaction (SIGKILL)', func
         // so the compaction has real work to do.
         fs.rmSync(path.join(t.dir, `bulk${k - 1}`), { recursive: true, force: true });
         for (let i = 0; i < 1200; i++) write(t.dir, `bulk${k}/d${i % 16}/f${i}.ts`, `// round ${k} file ${i}\n${randomBytes(500 + ((i * 7 + k) % 1500)).toString('hex')}\n`);
-        const child = spawn(process.execPath, [script, t.dir, taskId], { stdio: ['ignore', 'pipe', 'pipe'] });
-        let err = '';
-        let out = '';
-        child.stderr.on('data', (d) => (err += d));
-        await new Promise<void>((resolve, reject) => {
-          child.stdout.on('data', (d: Buffer) => {
-            const before = out;
-            out += d.toString();
-            // Even rounds: a kill anywhere from the open on (mostly in the scan and its barrier);
-            // odd rounds: within 60 ms of the acknowledgement (in the compaction).
-            if (k % 2 === 0 && !before.includes('ready') && out.includes('ready')) setTimeout(() => child.kill('SIGKILL'), Math.random() * 700);
-            if (k % 2 === 1 && !before.includes('ack') && out.includes('ack')) setTimeout(() => child.kill('SIGKILL'), Math.random() * 60);
-          });
-          child.on('exit', (code, sig) => (sig === 'SIGKILL' || code === 0 ? resolve() : reject(new Error(`bulk checkpoint child failed: ${err}`))));
+        // Even rounds: a kill anywhere from the open on (mostly in the scan and its barrier);
+        // odd rounds: within 60 ms of the acknowledgement (in the compaction).
+        const out = await runChildUntilKilled(script, [t.dir, taskId], (now) => {
+          if (k % 2 === 0 && now.includes('ready')) return Math.random() * 700;
+          if (k % 2 === 1 && now.includes('ack')) return Math.random() * 60;
+          return undefined;
         });
         const ack = /ack (\S+)/.exec(out)?.[1];
         if (ack) acked.push(ack);
@@ -352,15 +367,7 @@ describe('crash safety of rollbacks (SIGKILL mid-rollback)', function () {
       let recovered = 0;
       let target = baseCheckpointId;
       for (let k = 0; k < KILLS; k++) {
-        const child = spawn(process.execPath, [script, t.dir, taskId, target], { stdio: ['ignore', 'pipe', 'pipe'] });
-        let err = '';
-        child.stderr.on('data', (d) => (err += d));
-        await new Promise<void>((resolve, reject) => {
-          child.stdout.on('data', (d: Buffer) => {
-            if (d.toString().includes('ready')) setTimeout(() => child.kill("SIGKILL"), 20 + Math.random() * 400);
-          });
-          child.on('exit', (code, sig) => (sig === 'SIGKILL' || code === 0 ? resolve() : reject(new Error(`rollback child failed: ${err}`))));
-        });
+        await runChildUntilKilled(script, [t.dir, taskId, target], (now) => (now.includes('ready') ? 20 + Math.random() * 400 : undefined));
         engine = await Engine.open({ workspace: t.dir });
         recovered += engine.recoveryNotes.length;
         const now = tree(t.dir);

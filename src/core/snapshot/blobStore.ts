@@ -585,24 +585,24 @@ export class BlobStore {
   /**
    * Compresses what a bulk checkpoint stored raw (HEADER_PENDING): each `-u` pack is
    * rewritten as a normal pack, its pending objects encoded (brotli where it pays, as
-   * `put` would) on `pool`'s workers or, without one, on a pool started for the
-   * call; other objects are copied as stored. The new pack is durable and named
+   * `put` would) on a pool of worker threads started for the call; other objects
+   * are copied as stored. The new pack is durable and named
    * before the old one is removed, so a crash in between leaves both, and the next
    * compaction only removes the old one (its objects are already held compressed).
    * Readers holding the old pack keep reading it; others find the new pack as they
    * would after GC. Serialized with `deleteMany`.
    */
-  compact(opts: { pool?: CompressPool } = {}): Promise<CompactResult> {
-    return this.maintain(() => this.compactNow(opts));
+  compact(): Promise<CompactResult> {
+    return this.maintain(() => this.compactNow());
   }
 
-  private async compactNow(opts: { pool?: CompressPool }): Promise<CompactResult> {
+  private async compactNow(): Promise<CompactResult> {
     const result: CompactResult = { packs: 0, objects: 0, bytesBefore: 0, bytesAfter: 0 };
     const names = this.uncompactedPacks();
     if (names.length === 0) return result;
     this.refreshPacks();
     const packDir = path.join(this.dir, PACK_DIR);
-    const pool = opts.pool ?? new CompressPool(this.level);
+    const pool = new CompressPool(this.level);
     try {
       for (const name of names) {
         const file = path.join(packDir, name);
@@ -670,7 +670,7 @@ export class BlobStore {
         result.packs++;
       }
     } finally {
-      if (!opts.pool) await pool.close();
+      await pool.close();
     }
     return result;
   }

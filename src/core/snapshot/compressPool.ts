@@ -180,7 +180,7 @@ function packAppend(dir, hash, header, bytes) {
   pack.hashes.set(hash, at);
   return at;
 }
-function readOne(job, quality, maxBytes, defer, packDir) {
+function readOne(job, quality, maxBytes, packDir) {
   let fd;
   try {
     fd = fs.openSync(job.io, O_READ);
@@ -211,11 +211,9 @@ function readOne(job, quality, maxBytes, defer, packDir) {
       }
       return Object.assign(r, { length: got, hash, header, tmp: pack.tmp, offset: at.offset, len: at.length });
     }
-    // defer: stored raw now, compressed by the store's compaction once the checkpoint is durable.
-    const enc = defer ? null : encode(bytes, quality);
+    const enc = encode(bytes, quality);
     const body = enc === null ? bytes : enc;
-    const header = enc !== null ? ${HEADER_BROTLI} : defer && got >= ${MIN_COMPRESS_BYTES} ? ${HEADER_PENDING} : ${HEADER_RAW};
-    return Object.assign(r, { length: got, hash, header, at: emit(body), len: body.length });
+    return Object.assign(r, { length: got, hash, header: enc === null ? ${HEADER_RAW} : ${HEADER_BROTLI}, at: emit(body), len: body.length });
   } catch (err) {
     return { id: job.id, code: err.code || 'EUNKNOWN', message: String(err.message || err) };
   } finally {
@@ -248,7 +246,7 @@ parentPort.on('message', (m) => {
   outAt = 0;
   const results = [];
   if (m.files) {
-    for (const job of m.files) results.push(readOne(job, m.quality, m.maxBytes, m.defer, m.packDir));
+    for (const job of m.files) results.push(readOne(job, m.quality, m.maxBytes, m.packDir));
     try {
       packWriteBuffered();
     } catch (err) {
@@ -419,12 +417,11 @@ export class CompressPool {
    * so `io` must reach it through a trusted directory, e.g. /proc/self/fd/N/name),
    * hashes it and encodes it for the blob store. Files over `maxBytes` are not read.
    * Errors opening or reading come back as `kind: 'error'` with the errno code.
-   * `defer`: no compression here; content comes back as HEADER_PENDING (raw) for
-   * the store to compact later. Applies to the whole batch the file goes in.
+   * `packDir`: the worker appends the content raw (HEADER_PENDING) to its own pack
+   * there instead of sending it back (see WorkerPack); `sealPacks` ends those packs.
    */
-  readFile(io: string, maxBytes: number, opts: { defer?: boolean; packDir?: string } = {}): Promise<FileRead> {
+  readFile(io: string, maxBytes: number, opts: { packDir?: string } = {}): Promise<FileRead> {
     if (this.failed) return Promise.reject(this.failed);
-    const defer = opts.defer === true;
     const packDir = opts.packDir ?? null;
     return new Promise<FileRead>((resolve, reject) => {
       const job: Job = {
@@ -451,8 +448,7 @@ export class CompressPool {
           }
         },
       };
-      if (this.fileBatch.length > 0 && (defer !== this.deferReads || packDir !== this.packDir)) this.sendFiles(this.maxBytes);
-      this.deferReads = defer;
+      if (this.fileBatch.length > 0 && packDir !== this.packDir) this.sendFiles(this.maxBytes);
       this.packDir = packDir;
       this.fileBatch.push({ id: this.nextId++, io, job });
       if (this.fileBatch.length >= FILE_BATCH) this.sendFiles(maxBytes);
@@ -461,8 +457,6 @@ export class CompressPool {
   }
 
   private maxBytes = 0;
-  /** Whether the file batch being gathered is read without compression (see readFile). */
-  private deferReads = false;
   /** Where the workers write the file batch being gathered (see readFile), or null. */
   private packDir: string | null = null;
   /** Temp packs workers have reported objects in. */
@@ -494,7 +488,7 @@ export class CompressPool {
       slot.jobs.set(b.id, b.job);
       slot.queuedBytes += b.job.weight;
     }
-    slot.worker.postMessage({ quality: this.quality, maxBytes, defer: this.deferReads, packDir: this.packDir, files: batch.map((b) => ({ id: b.id, io: b.io })) });
+    slot.worker.postMessage({ quality: this.quality, maxBytes, packDir: this.packDir, files: batch.map((b) => ({ id: b.id, io: b.io })) });
   }
 
   private send(): void {

@@ -33,7 +33,6 @@ export {
   summarize,
   canonicalJson,
   fullManifestBytes,
-  fullManifestJson,
   manifestsEqual,
   entriesEqual,
   type Manifest,

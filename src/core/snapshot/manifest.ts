@@ -214,18 +214,10 @@ export class CorruptManifestError extends WaypointError {
   }
 }
 
-/**
- * `canonicalJson({ v: 1, full: true, entries })` for the entries of `m`, byte for
- * byte (refs of equal manifests must not depend on how they were encoded), without
- * building the object: keys sorted as `Array.prototype.sort` sorts them there.
- */
-export function fullManifestJson(m: Manifest): string {
-  return `${FULL_HEAD}${fullManifestParts(m).join(',')}${FULL_TAIL}`;
-}
-
 const FULL_HEAD = '{"entries":{';
 const FULL_TAIL = '},"full":true,"v":1}';
 
+/** `"key":entry` for each entry of `m`, keys sorted as `Array.prototype.sort` sorts them in canonicalJson. */
 function fullManifestParts(m: Manifest): string[] {
   const keys = [...m.keys()].sort();
   const parts = new Array<string>(keys.length);
@@ -234,9 +226,10 @@ function fullManifestParts(m: Manifest): string[] {
 }
 
 /**
- * `fullManifestJson(m)` as UTF-8 bytes, written part by part into one buffer: the
- * joined 2.6 MB string of a 13.6k-entry manifest took ~30 ms to flatten and encode,
- * the parts ~12 ms.
+ * The UTF-8 of `canonicalJson({ v: 1, full: true, entries })` for the entries of `m`,
+ * byte for byte (refs of equal manifests must not depend on how they were encoded),
+ * without building that object, and written part by part into one buffer: one joined
+ * 2.6 MB string of a 13.6k-entry manifest took ~30 ms to flatten and encode, the parts ~12 ms.
  */
 export function fullManifestBytes(m: Manifest): Buffer {
   const parts = fullManifestParts(m);

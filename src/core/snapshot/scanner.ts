@@ -142,7 +142,8 @@ export interface ScanOptions {
   /**
    * New files a bulk scan reads on worker threads are stored raw (HEADER_PENDING),
    * not compressed, so the checkpoint is durable sooner; `BlobStore.compact` must
-   * compress them afterwards (WorkspaceSnapshots does, in the background). Default false.
+   * compress them afterwards (WorkspaceSnapshots does, in the background). Only with
+   * a deferred-mode store (raw content lives in packs); otherwise ignored. Default false.
    */
   deferCompression?: boolean;
   /** Test seams for workspaces that change under the scanner; never set in production. */
@@ -303,7 +304,7 @@ class Scan {
    */
   private workerPackDir: string | null = null;
   private readonly workerPacks = new Map<string, WorkerPack>();
-  private workerReadOpts: { defer: boolean; packDir?: string } = { defer: false };
+  private workerReadOpts: { packDir?: string } = {};
   dirsListed = 0;
   dirsFromCache = 0;
   /**
@@ -680,7 +681,7 @@ class Scan {
     if (++this.newFiles <= WORKER_READS_AFTER_FILES) return false;
     this.pool = new CompressPool();
     if (this.opts.deferCompression && this.opts.blobs.deferred) this.workerPackDir = this.opts.blobs.packDirForWorkers();
-    this.workerReadOpts = { defer: this.opts.deferCompression === true, ...(this.workerPackDir ? { packDir: this.workerPackDir } : {}) };
+    if (this.workerPackDir) this.workerReadOpts = { packDir: this.workerPackDir };
     return true;
   }
 
