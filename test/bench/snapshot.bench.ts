@@ -8,18 +8,20 @@
  *
  * The machine is shared and small, so every figure is a median of several runs and
  * the targets are ratios measured in the same run; dirty pages are flushed (untimed)
- * before each measured operation so no side pays for the other's writeback. Waypoint's checkpoint figures are
+ * before each measured operation so no side pays for the other's writeback, and git
+ * and sync run from a helper process, so this process (where Waypoint's side runs)
+ * never forks between measurements (see spawner.ts). Waypoint's checkpoint figures are
  * scan + ManifestStore.save, i.e. including the fsync barrier that makes blobs and
  * manifest durable; git (as used by those tools) does not fsync loose objects. As in
  * the engine, a first checkpoint stores new content raw and it is compressed after
  * (BlobStore.compact): that compaction is timed and printed on its own, run before the
  * next phase so it competes with nothing measured, and storage is measured after it.
  */
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { Spawner } from './spawner.js';
 import { BlobStore, ListingCache, ManifestStore, applyRestore, planRestore, scan, type Manifest, type SnapshotRoot } from '../../src/core/snapshot/index.js';
 
 const MIN_FILES = 7000;
@@ -108,25 +110,28 @@ async function dirBytes(dir: string): Promise<number> {
   return total;
 }
 
+/** Commands run from a helper process (see spawner.ts): this process never forks between measurements. */
+let spawner: Spawner;
+
 /**
  * Flushes dirty pages (not timed) before each measured operation, so neither side
  * is charged for the writeback of whatever ran just before it (git's commit, our
  * previous checkpoint, the edits). Both sides get the same treatment.
  */
-function settle(): void {
-  if (process.platform !== 'win32') execFileSync('sync');
+async function settle(): Promise<void> {
+  if (process.platform !== 'win32') await spawner.run('sync', []);
 }
 
-function git(shadow: string, ws: string, ...args: string[]): string {
-  return execFileSync('git', ['--git-dir', shadow, '--work-tree', ws, '-c', 'user.name=bench', '-c', 'user.email=bench@example.invalid', '-c', 'core.hooksPath=/dev/null', '-c', 'gc.auto=0', '-c', 'commit.gpgSign=false', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    maxBuffer: 64 * 1024 * 1024,
-  }).toString();
+/** Runs git on the shadow repository; `ms` is the command's own time. */
+async function git(shadow: string, ws: string, ...args: string[]): Promise<{ ms: number; out: string }> {
+  return spawner.run('git', ['--git-dir', shadow, '--work-tree', ws, '-c', 'user.name=bench', '-c', 'user.email=bench@example.invalid', '-c', 'core.hooksPath=/dev/null', '-c', 'gc.auto=0', '-c', 'commit.gpgSign=false', ...args]);
 }
 
-function gitSnapshot(shadow: string, ws: string): void {
-  git(shadow, ws, 'add', '-A');
-  git(shadow, ws, 'commit', '-q', '--allow-empty', '-m', 'x');
+/** The shadow-git checkpoint: `add -A` then `commit`; the sum of their times. */
+async function gitSnapshot(shadow: string, ws: string): Promise<number> {
+  const add = await git(shadow, ws, 'add', '-A');
+  const commit = await git(shadow, ws, 'commit', '-q', '--allow-empty', '-m', 'x');
+  return add.ms + commit.ms;
 }
 
 /** Deterministic pick of `n` distinct files for run `seed`. */
@@ -147,6 +152,7 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
   const ws = path.join(base, 'ws');
   await fs.mkdir(ws);
   const log = (s: string) => process.stderr.write(`[bench] ${s}\n`);
+  spawner = new Spawner();
   try {
     const nodeModules = path.resolve(__dirname, '../../node_modules');
     const { files, bytes } = await buildWorkspace(ws, nodeModules);
@@ -171,10 +177,10 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
     for (let i = 0; i < firstRuns; i++) {
       listings = new ListingCache();
       const sdir = path.join(base, `shadow${i}`);
-      git(sdir, ws, 'init', '-q');
-      settle();
-      const [g] = await time(() => gitSnapshot(sdir, ws));
-      settle();
+      await git(sdir, ws, 'init', '-q');
+      await settle();
+      const g = await gitSnapshot(sdir, ws);
+      await settle();
       gitFirst.push(g);
       const odir = path.join(base, `wp${i}`, 'objects');
       const s = new BlobStore(odir, { durability: 'deferred' });
@@ -191,7 +197,7 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
       // The engine compresses in the background once the checkpoint is durable; here it
       // runs on its own (untimed in the figure) so it competes with nothing measured.
       const rawBytes = await dirBytes(odir);
-      settle();
+      await settle();
       const [c, cr] = await time(() => s.compact());
       compactMs.push(c);
       compacted = { bytesBefore: rawBytes, bytesAfter: await dirBytes(odir) };
@@ -226,16 +232,16 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
     for (let i = 0; i < runs; i++) {
       const changed = pick(files, 10, i);
       await edit(ws, changed, `ten-${i}`);
-      settle();
-      const [g] = await time(() => gitSnapshot(shadow, ws));
-      settle();
+      await settle();
+      const g = await gitSnapshot(shadow, ws);
+      await settle();
       const [h, hr] = await time(async () => {
         const r = await scan({ roots, blobs: store, previous: hintPrev, dirty: changed, flush: false });
         // As WorkspaceSnapshots.capture does: the scan's previous is the parent, so only its touched keys can differ.
         const [sv, ref] = await time(() => manifests.save(r.manifest, hintRef, undefined, r.touched ?? undefined, { adopt: true, keysChecked: true }));
         return { r, sv, ref };
       });
-      settle();
+      await settle();
       const [f, fr] = await time(async () => {
         const r = await scan({ roots, blobs: fullStore, previous: fullPrev, flush: false, listings });
         // As capture does: when the scan's previous is the parent, only its touched keys (if it reports them) can differ.
@@ -271,13 +277,13 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
     for (let i = 0; i < runs; i++) {
       const changed = pick(files, 100, 1000 + i);
       await edit(ws, changed, `rb-git-${i}`);
-      settle();
-      const [g] = await time(() => git(shadow, ws, 'checkout', 'HEAD', '--', ...changed));
+      await settle();
+      const { ms: g } = await git(shadow, ws, 'checkout', 'HEAD', '--', ...changed);
       await edit(ws, changed, `rb-wp-${i}`);
-      settle();
+      await settle();
       // The engine takes a pre_rollback checkpoint first; timed separately.
       const [p, cur] = await time(() => scan({ roots, blobs: store, previous: hintPrev, dirty: changed }));
-      settle();
+      await settle();
       const [w, res] = await time(async () => applyRestore(planRestore(cur.manifest, hintPrev, { isHeld: () => true }), roots, store));
       if (res.written.length !== 100 || res.conflicts.length) throw new Error(`rollback wrote ${res.written.length}, conflicts ${res.conflicts.length}`);
       gitRb.push(g);
@@ -288,7 +294,7 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
       hintPrev = (await scan({ roots, blobs: store, previous: hintPrev, dirty: changed })).manifest;
     }
 
-    git(shadow, ws, 'gc', '-q');
+    await git(shadow, ws, 'gc', '-q');
     const gitGcBytes = await dirBytes(path.join(shadow, 'objects'));
 
     const fig = (name: string, w: number[], g: number[], target: number): BenchFigure => {
@@ -314,6 +320,7 @@ export async function main(opts: { runs?: number; firstRuns?: number; keep?: boo
     print(result, runs, firstRuns);
     return result;
   } finally {
+    spawner.close();
     if (!opts.keep) await fs.rm(base, { recursive: true, force: true });
   }
 }
