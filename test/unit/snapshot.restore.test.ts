@@ -90,6 +90,10 @@ describe('snapshot restore', () => {
     // Simulate a crash half-way: only some writes happened, and a temp file was left behind.
     await applyRestore({ ...plan, writes: plan.writes.slice(0, 7), removes: [] }, roots, blobs);
     await fs.writeFile(path.join(ws, 'd0/f0.txt.waypoint-tmp'), 'partial');
+    // A crash between unlinking a replaced file and renaming its temp (Linux): the path is absent, its temp beside it.
+    const cut = plan.writes[10]!.path;
+    await fs.rm(path.join(ws, cut));
+    await fs.writeFile(path.join(ws, `${cut}${RESTORE_TEMP_SUFFIX}`), 'partial');
     const again = await applyRestore(plan, roots, blobs);
     assert.deepEqual(again.conflicts, []);
     const third = await applyRestore(plan, roots, blobs);
@@ -154,7 +158,7 @@ describe('snapshot restore', () => {
     );
   });
 
-  it('a write failing mid-way leaves the files before it replaced (their renames were under way), no temp behind, and a re-run finishes', async () => {
+  it('a write failing mid-way leaves the files before it replaced, no temp behind, and a re-run finishes', async () => {
     const { ws, blobs, roots } = await workspace();
     const names = Array.from({ length: 30 }, (_, i) => `f${String(i).padStart(2, '0')}.txt`);
     await writeTree(ws, Object.fromEntries(names.map((n) => [n, `old ${n}\n`.repeat(50)])));
@@ -165,7 +169,7 @@ describe('snapshot restore', () => {
     // The last file's temp name is taken by a non-empty directory: its write throws.
     await writeTree(ws, { [`f29.txt${RESTORE_TEMP_SUFFIX}/blocker`]: 'x' });
     await assert.rejects(applyRestore(planRestore(current, target), roots, blobs), /EISDIR|ENOTEMPTY|EEXIST|directory/i);
-    // Every earlier file is in place (applyRestore settles the renames it handed out before it throws), no temp left.
+    // Every earlier file is in place, no temp left.
     for (const n of names.slice(0, 29)) {
       assert.equal(fss.readFileSync(path.join(ws, n), 'utf8'), `new ${n}\n`.repeat(60), n);
       assert.equal(fss.existsSync(path.join(ws, `${n}${RESTORE_TEMP_SUFFIX}`)), false, `${n} temp`);

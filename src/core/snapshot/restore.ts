@@ -5,7 +5,6 @@
  * Applying is idempotent, so the engine can re-run a plan after a crash.
  */
 import fss, { constants as fsc } from 'node:fs';
-import fs from 'node:fs/promises';
 import path from 'node:path';
 import { BlobNotFoundError, sha256Hex, type BlobStore } from './blobStore.js';
 import { sameContent, type FileEntry, type Manifest, type ManifestEntry, type SymlinkEntry } from './manifest.js';
@@ -125,6 +124,36 @@ export async function detectCaseInsensitive(dir: string): Promise<boolean> {
     return !!b && a.ino === b.ino && a.dev === b.dev;
   } catch {
     return false;
+  }
+}
+
+/**
+ * Linux: a replaced file's old name is unlinked just before the temp is renamed into
+ * place. ext4 (auto_da_alloc) starts writeback of the renamed file's data when a
+ * rename replaces an existing file, inside the rename: 100 files took 17–24 ms
+ * renamed over their old versions and 8–10 ms unlinked first (measured on the
+ * benchmark VM, files held as below). The price is a moment in which the path is
+ * absent, as with `git checkout`, which unlinks and recreates; file watchers (VS
+ * Code's included) fold a delete followed by a create into a change.
+ */
+const UNLINK_BEFORE_RENAME = process.platform === 'linux';
+
+function unlinkIfThere(file: string): void {
+  try {
+    fss.unlinkSync(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+}
+
+/** The process umask (Linux: read, not set and restored, so no other thread sees it change); else all bits, so every file gets its fchmod. */
+function currentUmask(): number {
+  if (process.platform !== 'linux') return 0o777;
+  try {
+    const m = /^Umask:\s*([0-7]+)$/m.exec(fss.readFileSync('/proc/self/status', 'latin1'));
+    return m ? parseInt(m[1]!, 8) : 0o777;
+  } catch {
+    return 0o777;
   }
 }
 
@@ -300,104 +329,78 @@ async function applyValidated(plan: RestorePlan, roots: SnapshotRoot[], blobs: B
   }
 
   // --- Phase 3: files, then symlinks last, so no link exists while files are written. ---
-  // Each file's temp is written on this thread and its rename over the old file is
-  // handed to the thread pool at once, so the renames run while the next temps are
-  // written. The renames are most of a rollback's cost: dropping the old file's last
-  // link frees its blocks, which on ext4 mounted with `discard` and no journal (the
-  // benchmark VM) is a synchronous discard, ~0.3 ms each and more under I/O load;
-  // several in flight overlap those waits. A crash at any point leaves each path
-  // with its old or its new content, plus temps the re-run or sweep removes.
+  // Each file is written to a temp beside it and renamed into place. A crash at any
+  // point leaves each path with its old content, its new content, or (Linux, see
+  // UNLINK_BEFORE_RENAME) nothing but the temp with the new content beside it; the
+  // engine's recovery re-applies the plan or reverts it, and sweeps the temps.
   const ordered = [...plan.writes.filter((w) => w.entry.type === 'file'), ...plan.writes.filter((w) => w.entry.type === 'symlink')];
   // Resolved again (fresh memo) right before writing: parents may have changed since phase 1.
   const writeCache: ResolveCache = new Map();
   const madeDirs = new Set<string>();
-  /** Per write, in plan order: done (true), or a conflict already recorded (false), or its temp being renamed into place. */
-  const outcome: (boolean | Promise<void>)[] = [];
-  /** Waits for every rename handed out so far; throws the first failure once all have settled. */
-  const renamesSettled = async () => {
-    const settled = await Promise.allSettled(outcome.filter((o): o is Promise<void> => typeof o === 'object'));
-    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
-  };
-  let filesRenamed = false;
-  try {
-    for (const w of ordered) {
-      if (w.entry.type === 'symlink' && !filesRenamed) {
-        filesRenamed = true;
-        await renamesSettled();
+  const umask = currentUmask();
+  for (const w of ordered) {
+    const { root, rel } = splitKey(roots, w.path);
+    const file = resolveInsideSync(root.dir, rel, writeCache);
+    const st = lstatOrNull(file);
+    if (st) {
+      if (diskMatches(file, st, w.entry)) {
+        result.written.push(w.path); // already done (re-run after a crash)
+        continue;
       }
-      const { root, rel } = splitKey(roots, w.path);
-      const file = resolveInsideSync(root.dir, rel, writeCache);
-      const st = lstatOrNull(file);
-      if (st) {
-        if (diskMatches(file, st, w.entry)) {
-          outcome.push(true); // already done (re-run after a crash)
-          continue;
-        }
-        if (w.expectAbsent) {
-          result.conflicts.push({ path: w.path, reason: 'an untracked or ignored file is in the way; kept' });
-          outcome.push(false);
-          continue;
-        }
-        if (st.isDirectory()) {
-          result.conflicts.push({ path: w.path, reason: 'a directory is in the way; kept' });
-          outcome.push(false);
-          continue;
-        }
+      if (w.expectAbsent) {
+        result.conflicts.push({ path: w.path, reason: 'an untracked or ignored file is in the way; kept' });
+        continue;
       }
-      const dir = path.dirname(file);
-      // Something at the path (being replaced) means its directory exists: no mkdir.
-      if (st) madeDirs.add(dir);
-      else if (!madeDirs.has(dir)) {
-        try {
-          fss.mkdirSync(dir, { recursive: true });
-          madeDirs.add(dir);
-        } catch (err) {
-          result.conflicts.push({ path: w.path, reason: `cannot create its directory (${(err as NodeJS.ErrnoException).code}); kept` });
-          outcome.push(false);
-          continue;
-        }
-      }
-      const tmp = `${file}${RESTORE_TEMP_SUFFIX}`;
-      if (w.entry.type === 'file') {
-        const bytes = preloaded.get(w.entry.hash) ?? blobs.getSync(w.entry.hash);
-        // O_EXCL (which never follows a symlink) creates a fresh temp; anything already
-        // at the temp name (a crashed run's temp, a planted link) is removed first.
-        // Only then, not on every write: the metadata calls are what a restore costs.
-        const flags = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | (fsc.O_NOFOLLOW ?? 0);
-        let fd: number;
-        try {
-          fd = fss.openSync(tmp, flags, w.entry.mode);
-        } catch (err) {
-          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-          fss.rmSync(tmp, { force: true });
-          fd = fss.openSync(tmp, flags, w.entry.mode);
-        }
-        try {
-          fss.writeFileSync(fd, bytes);
-          fss.fchmodSync(fd, w.entry.mode); // the umask may have stripped bits at open
-        } finally {
-          fss.closeSync(fd);
-        }
-        // Renamed over the old file: readers see the old or the new content, never a gap.
-        if (st) held.hold(file, st);
-        outcome.push(fs.rename(tmp, file));
-      } else {
-        fss.rmSync(tmp, { force: true });
-        fss.symlinkSync(w.entry.target, tmp);
-        fss.renameSync(tmp, file);
-        outcome.push(true);
+      if (st.isDirectory()) {
+        result.conflicts.push({ path: w.path, reason: 'a directory is in the way; kept' });
+        continue;
       }
     }
-  } catch (err) {
-    // No rename is left running (or failing unobserved) after we throw.
-    await renamesSettled().catch(() => undefined);
-    throw err;
+    const dir = path.dirname(file);
+    // Something at the path (being replaced) means its directory exists: no mkdir.
+    if (st) madeDirs.add(dir);
+    else if (!madeDirs.has(dir)) {
+      try {
+        fss.mkdirSync(dir, { recursive: true });
+        madeDirs.add(dir);
+      } catch (err) {
+        result.conflicts.push({ path: w.path, reason: `cannot create its directory (${(err as NodeJS.ErrnoException).code}); kept` });
+        continue;
+      }
+    }
+    const tmp = `${file}${RESTORE_TEMP_SUFFIX}`;
+    if (w.entry.type === 'file') {
+      const bytes = preloaded.get(w.entry.hash) ?? blobs.getSync(w.entry.hash);
+      // O_EXCL (which never follows a symlink) creates a fresh temp; anything already
+      // at the temp name (a crashed run's temp, a planted link) is removed first.
+      // Only then, not on every write: the metadata calls are what a restore costs.
+      const flags = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | (fsc.O_NOFOLLOW ?? 0);
+      let fd: number;
+      try {
+        fd = fss.openSync(tmp, flags, w.entry.mode);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        fss.rmSync(tmp, { force: true });
+        fd = fss.openSync(tmp, flags, w.entry.mode);
+      }
+      try {
+        fss.writeFileSync(fd, bytes);
+        if ((w.entry.mode & umask) !== 0) fss.fchmodSync(fd, w.entry.mode); // the umask stripped bits at open
+      } finally {
+        fss.closeSync(fd);
+      }
+      if (st) {
+        held.hold(file, st);
+        if (UNLINK_BEFORE_RENAME) unlinkIfThere(file);
+      }
+      fss.renameSync(tmp, file);
+    } else {
+      fss.rmSync(tmp, { force: true });
+      fss.symlinkSync(w.entry.target, tmp);
+      fss.renameSync(tmp, file);
+    }
+    result.written.push(w.path);
   }
-  await renamesSettled();
-  ordered.forEach((w, i) => {
-    if (outcome[i] !== false) result.written.push(w.path);
-  });
   return result;
 }
 
