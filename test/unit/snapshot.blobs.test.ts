@@ -73,10 +73,11 @@ describe('snapshot blob store', () => {
       return [PREV_CACHEABLE, over.size ?? st.size, st.mtimeMs, st.ino, over.exec ?? (st.mode & 0o111 ? 1 : 0)];
     };
     const pool = new StatPool(2);
+    const check = (base: string, names: string[], prev: number[], maxBytes: number) => pool.check(base, names.join('\0'), names.length, new Float64Array(prev), maxBytes);
     try {
       // Three calls in one turn share a message; each gets its own answer back.
       const [a, b, c] = await Promise.all([
-        pool.check(`${dir}/a/`, ['same.txt', 'grown.txt', 'exec.sh', 'big.bin', 'new.txt', 'gone.txt'], [
+        check(`${dir}/a/`, ['same.txt', 'grown.txt', 'exec.sh', 'big.bin', 'new.txt', 'gone.txt'], [
           ...prevOf('a/same.txt'),
           ...prevOf('a/grown.txt', { size: 3 }),
           ...prevOf('a/exec.sh', { exec: 1 }),
@@ -84,8 +85,8 @@ describe('snapshot blob store', () => {
           0, 0, 0, 0, 0, // no previous entry: always reported
           PREV_CACHEABLE, 1, 1, 1, 0,
         ], 20),
-        pool.check(`${dir}/b/`, ['kept.txt', 'link'], [...prevOf('b/kept.txt'), 0, 0, 0, 0, 0], 20),
-        pool.check(`${dir}/`, ['a'], [0, 0, 0, 0, 0], 20),
+        check(`${dir}/b/`, ['kept.txt', 'link'], [...prevOf('b/kept.txt'), 0, 0, 0, 0, 0], 20),
+        check(`${dir}/`, ['a'], [0, 0, 0, 0, 0], 20),
       ]);
       assert.deepEqual([...a.idx], [1, 2, 3, 4], 'grown, exec bit, over the size limit, new; not the unchanged one');
       assert.equal(a.values[0], KIND_FILE);

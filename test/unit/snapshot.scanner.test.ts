@@ -334,6 +334,8 @@ describe('snapshot scanner', () => {
     const ws = await tmp.make();
     const blobs = await newStore(tmp);
     const roots = [{ name: 'w', dir: ws }];
+    /** Directories whose files a rescan sent to the workers from its plan (see DirPlan), over all runs: the path must be taken. */
+    let planned = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(fc.array(op, { maxLength: 5 }), { minLength: 1, maxLength: 3 }), async (rounds) => {
         await fs.rm(ws, { recursive: true, force: true });
@@ -344,6 +346,10 @@ describe('snapshot scanner', () => {
         let prevFull = (await scan({ roots, blobs, listings })).manifest;
         let prevDirty = prevFull;
         let prevCached = prevFull;
+        // As the engine does: dirty-hint checkpoints and full rescans alternate on one chain, with one listing cache.
+        const mixedListings = new ListingCache(0);
+        let prevMixed = (await scan({ roots, blobs, listings: mixedListings })).manifest;
+        prevMixed = (await scan({ roots, blobs, previous: prevMixed, listings: mixedListings })).manifest;
         for (const ops of rounds) {
           const dirty: string[] = [];
           for (const o of ops) {
@@ -389,10 +395,24 @@ describe('snapshot scanner', () => {
           assert.deepEqual(diffManifests(fresh, hinted), []);
           prevFull = incremental;
           prevDirty = hinted;
+          const mixedHint = (await scan({ roots, blobs, previous: prevMixed, dirty, listings: mixedListings })).manifest;
+          assert.deepEqual(diffManifests(fresh, mixedHint), []);
+          // A scan whose result is not kept (a diff against the workspace) comes in between.
+          assert.deepEqual(diffManifests(fresh, (await scan({ roots, blobs, previous: mixedHint, listings: mixedListings })).manifest), []);
+          const mixedFull = await scan({ roots, blobs, previous: mixedHint, listings: mixedListings });
+          assert.deepEqual(keys(mixedFull.manifest), keys(fresh));
+          assert.deepEqual(diffManifests(fresh, mixedFull.manifest), []);
+          for (const k of new Set([...mixedHint.keys(), ...mixedFull.manifest.keys()])) if (!mixedFull.touched!.has(k)) assert.equal(mixedFull.manifest.get(k), mixedHint.get(k), k);
+          // The hint recorded every edit: only entries it marked racy are read again, planned directory or not.
+          assert.equal(mixedFull.stats.filesHashed, [...mixedHint.values()].filter((e) => e.type === 'file' && e.racy).length);
+          prevMixed = mixedFull.manifest;
+          planned += cachedScan.stats.dirsPlanned + mixedFull.stats.dirsPlanned;
         }
         await listings.close();
+        await mixedListings.close();
       }),
       { numRuns: 40 },
     );
+    assert.ok(planned > 0, 'some rescans walked directories from their plans');
   });
 });

@@ -59,7 +59,8 @@ export class WorkspaceSnapshots implements Snapshotter {
 
   /** Scans the workspace (incrementally from `previous`) without recording anything. */
   async scanNow(previous: CheckpointMeta | null, dirty?: readonly string[]): Promise<Manifest> {
-    const prev = previous?.manifestRef ? await this.manifests.load(previous.manifestRef) : undefined;
+    // Shared, not copied: the scan never changes its previous manifest (and keeps its directory plans for it).
+    const prev = previous?.manifestRef ? await this.manifests.loadShared(previous.manifestRef) : undefined;
     const r = await scan({
       roots: this.roots,
       excludes: this.opts.excludes,
@@ -74,7 +75,9 @@ export class WorkspaceSnapshots implements Snapshotter {
   }
 
   async capture(req: CaptureRequest): Promise<Capture> {
-    const prev = req.previous?.manifestRef ? await this.manifests.load(req.previous.manifestRef) : undefined;
+    // Shared, not copied: the scan never changes its previous manifest, and a rescan from
+    // the map the last capture saved reuses that scan's directory plans (see scanner.ts).
+    const prev = req.previous?.manifestRef ? await this.manifests.loadShared(req.previous.manifestRef) : undefined;
     const r = await scan({
       roots: this.roots,
       excludes: this.opts.excludes,

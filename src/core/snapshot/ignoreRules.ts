@@ -29,6 +29,14 @@ export class IgnoreRules {
     return level ? new IgnoreRules([...this.levels, level], this.userExcludes) : this;
   }
 
+  /** Whether `other` holds the very same rules (same level objects, same excludes): then it ignores exactly what this does. */
+  sameAs(other: IgnoreRules): boolean {
+    if (other === this) return true;
+    if (other.userExcludes !== this.userExcludes || other.levels.length !== this.levels.length) return false;
+    for (let i = 0; i < this.levels.length; i++) if (other.levels[i] !== this.levels[i]) return false;
+    return true;
+  }
+
   /** `rel` is relative to the root, POSIX, non-empty. */
   ignores(rel: string, isDir: boolean): boolean {
     const suffix = isDir ? '/' : '';
@@ -44,13 +52,35 @@ export class IgnoreRules {
   }
 }
 
+/**
+ * Rule levels kept between scans, by ignore file, with the stat they were read under
+ * (the scanner's ListingCache holds one): an unchanged file gives back the very same
+ * level, so rules built from it compare equal (`IgnoreRules.sameAs`) from scan to scan.
+ */
+export type LevelMemo = Map<string, { sig: string; level: RuleLevel | null }>;
+
 // Synchronous: ignore files are tiny and read once per directory during a walk
 // that is itself synchronous for metadata (see scanner.ts).
 function readText(file: string): string | null {
+  return readTextAt(file, statQuiet(file));
+}
+
+/** The file's stat, or undefined where it cannot be there (missing, a parent that is not a directory, no access). */
+function statQuiet(file: string): fss.Stats | undefined {
+  try {
+    return fss.statSync(file, { throwIfNoEntry: false });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EACCES') return undefined;
+    throw err;
+  }
+}
+
+function readTextAt(file: string, st: fss.Stats | undefined): string | null {
   try {
     // Most directories have no such file: a stat that returns undefined is far cheaper
     // than the ENOENT exception readFileSync would build (a stack trace each).
-    if (!fss.statSync(file, { throwIfNoEntry: false })) return null;
+    if (!st) return null;
     return fss.readFileSync(file, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
@@ -79,17 +109,32 @@ function infoExcludePath(absDir: string): string | null {
  * its repository's info/exclude (if `.git` is here), then its `.gitignore`.
  * `hasGitignore` / `hasDotGit` skip the lookups when a directory listing already told.
  */
-export function levelsForDir(absDir: string, relDir: string, hasGitignore: boolean | null, hasDotGit: boolean | null): RuleLevel[] {
+export function levelsForDir(absDir: string, relDir: string, hasGitignore: boolean | null, hasDotGit: boolean | null, memo?: LevelMemo): RuleLevel[] {
   const base = relDir === '' ? '' : `${relDir}/`;
   const out: RuleLevel[] = [];
+  const level = (file: string) => {
+    const st = statQuiet(file);
+    // Changed content changes one of these; the ctime catches a rewrite within the mtime's tick.
+    const sig = st ? `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}:${base}` : '';
+    const kept = memo?.get(file);
+    if (kept && kept.sig === sig && sig !== '') return kept.level;
+    const text = readTextAt(file, st);
+    const made = text ? { base, ig: ignore().add(text) } : null;
+    // A file written within the last two seconds could change again within its mtime's tick: not kept.
+    if (memo) {
+      if (st && Date.now() - Math.max(st.mtimeMs, st.ctimeMs) > 2000) memo.set(file, { sig, level: made });
+      else memo.delete(file);
+    }
+    return made;
+  };
   if (hasDotGit !== false) {
     const excl = infoExcludePath(absDir);
-    const text = excl ? readText(excl) : null;
-    if (text) out.push({ base, ig: ignore().add(text) });
+    const made = excl ? level(excl) : null;
+    if (made) out.push(made);
   }
   if (hasGitignore !== false) {
-    const text = readText(path.join(absDir, '.gitignore'));
-    if (text) out.push({ base, ig: ignore().add(text) });
+    const made = level(path.join(absDir, '.gitignore'));
+    if (made) out.push(made);
   }
   return out;
 }

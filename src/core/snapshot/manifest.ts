@@ -376,8 +376,12 @@ export class ManifestStore {
     return new Map(await this.loadShared(ref));
   }
 
-  /** Like `load` but returns the cached map itself: callers must not mutate it. */
-  private async loadShared(ref: string): Promise<Manifest> {
+  /**
+   * Like `load` but returns the cached map itself: callers must not mutate it. A scan's
+   * `previous` (scans copy it before changing anything): then it is the very map the
+   * last scan returned and save adopted, which lets a rescan reuse its directory plans.
+   */
+  async loadShared(ref: string): Promise<Manifest> {
     assertHash(ref);
     const cached = this.cache.get(ref);
     if (cached) {

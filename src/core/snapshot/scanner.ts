@@ -9,9 +9,9 @@ import fss, { type Dirent, type Stats } from 'node:fs';
 import path from 'node:path';
 import type { BlobStore, PutResult } from './blobStore.js';
 import { CompressPool } from './compressPool.js';
-import { IgnoreRules, levelsForDir } from './ignoreRules.js';
+import { IgnoreRules, levelsForDir, type LevelMemo } from './ignoreRules.js';
 import type { WorkerPack } from './packFile.js';
-import { KIND_DIR, KIND_FILE, KIND_SYMLINK, PREV_CACHEABLE, STAT_FIELDS, StatPool, type StatCheck } from './statPool.js';
+import { KIND_DIR, KIND_FILE, KIND_SYMLINK, PREV_CACHEABLE, PREV_FIELDS, STAT_FIELDS, StatPool, type StatCheck } from './statPool.js';
 import { compareEntries, summarize, type ChangeSummary, type FileChange, type FileEntry, type Manifest, type ManifestEntry } from './manifest.js';
 import { RESERVED_DIRS, RESTORE_TEMP_SUFFIX, checkRoots, childKeyProblem, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
 
@@ -64,6 +64,57 @@ function releaseDir(d: OpenDir): void {
 }
 
 /**
+ * What a full rescan on the stat workers did with a directory's entries, kept with
+ * its listing: which are files to check (names, keys, the previous entries and their
+ * stat-cache numbers) and which are subdirectories. While the listing, the rules and
+ * the previous manifest are the same, the next rescan sends these to a worker as they
+ * are instead of examining each entry again. Only directories whose entries all went
+ * this way have one (no new, unreadable or unsafe entry).
+ */
+interface DirPlan {
+  /** What the entries were filtered by, and under which key prefix. */
+  rules: IgnoreRules;
+  prefix: string;
+  /**
+   * The manifests `prevs` and `nums` describe: the last scan's, and the one before it
+   * when that scan changed none of these files (a scan whose result is not recorded,
+   * such as a diff against the workspace, leaves the plan good for the next checkpoint).
+   * Null while a scan updates them.
+   */
+  prevOf: Manifest | null;
+  alsoOf: Manifest | null;
+  /** Files, in listing order: names joined by NUL, and per file its key and previous entry. */
+  names: string;
+  nameList: string[];
+  keys: string[];
+  prevs: (ManifestEntry | undefined)[];
+  /** PREV_FIELDS numbers per file (see StatPool.check). */
+  nums: Float64Array;
+  /** Subdirectories to walk, root-relative. */
+  subdirs: string[];
+}
+
+interface ListedDir {
+  ino: number;
+  mtimeMs: number;
+  ctimeMs: number;
+  dirents: Dirent[];
+  rels?: string[];
+  plan?: DirPlan;
+}
+
+/** The stat-cache numbers StatPool compares a file's lstat with (zeros: always examine). */
+function prevNumbers(e: ManifestEntry | undefined, into: Float64Array, at: number): void {
+  if (e !== undefined && e.type === 'file' && !e.racy) {
+    into[at] = PREV_CACHEABLE;
+    into[at + 1] = e.size;
+    into[at + 2] = e.mtimeMs;
+    into[at + 3] = e.ino;
+    into[at + 4] = e.mode === 0o755 ? 1 : 0;
+  } else into.fill(0, at, at + PREV_FIELDS);
+}
+
+/**
  * Directory listings kept between scans by whoever scans the same workspace again
  * (the engine keeps one per workspace). A directory whose inode, mtime and ctime are
  * unchanged since it was listed has the same entries (creating, removing or
@@ -75,7 +126,10 @@ function releaseDir(d: OpenDir): void {
  */
 export class ListingCache {
   /** `${root dir}\0${relDir}` → the listing and the directory's stat taken before it. */
-  readonly dirs = new Map<string, { ino: number; mtimeMs: number; ctimeMs: number; dirents: Dirent[]; rels?: string[] }>();
+  readonly dirs = new Map<string, ListedDir>();
+  /** Ignore-rule levels by ignore file (see LevelMemo): unchanged rules compare equal from scan to scan. */
+  readonly levels: LevelMemo = new Map();
+  private base: { key: string; rules: IgnoreRules } | null = null;
   private pool: StatPool | null = null;
 
   /**
@@ -84,6 +138,27 @@ export class ListingCache {
    *   smaller workspaces are quicker done on the calling thread.
    */
   constructor(readonly statWorkersFrom = 4000) {}
+
+  /** The root rules for `excludes`, the same object while the list is the same. */
+  rootRules(excludes: readonly string[] | undefined): IgnoreRules {
+    const key = JSON.stringify(excludes ?? []);
+    if (this.base?.key !== key) this.base = { key, rules: IgnoreRules.root(excludes) };
+    return this.base.rules;
+  }
+
+  /**
+   * After a dirty-hint scan from `previous` to `next`: plans of directories it touched
+   * are dropped, the others now describe `next` (its entries for their keys are the
+   * very same objects).
+   */
+  carryPlans(previous: Manifest, next: Manifest, touchedDirs: ReadonlySet<string> | null): void {
+    for (const [memo, d] of this.dirs) {
+      const plan = d.plan;
+      if (!plan || (plan.prevOf !== previous && plan.alsoOf !== previous)) continue;
+      if (touchedDirs === null || touchedDirs.has(memo)) d.plan = undefined;
+      else [plan.prevOf, plan.alsoOf] = [next, previous];
+    }
+  }
 
   /** The workers this workspace's rescans lstat on, started on first use. */
   statPool(): StatPool {
@@ -179,7 +254,7 @@ export interface ScanResult {
   skipped: { path: string; size: number; reason: 'too_large' }[];
   unreadable: ScanProblem[];
   /** `filesReadOnWorkers`: new files a bulk scan handed to worker threads (read, hashed and compressed there). */
-  stats: { filesSeen: number; filesHashed: number; bytesHashed: number; bytesStoredNew: number; filesReadOnWorkers: number; dirsListed: number; dirsFromCache: number; ms: number };
+  stats: { filesSeen: number; filesHashed: number; bytesHashed: number; bytesStoredNew: number; filesReadOnWorkers: number; dirsListed: number; dirsFromCache: number; dirsPlanned: number; ms: number };
 }
 
 function isReserved(name: string): boolean {
@@ -292,6 +367,10 @@ class Scan {
   private readonly statWaiters: (() => void)[] = [];
   /** Listing-cache keys a full walk met (the rest are pruned after it); null when there is no cache. */
   listed: Set<string> | null = null;
+  /** Directory plans this rescan used or made (they describe its manifest once it is done), and files of theirs whose entry changed. */
+  private readonly plans: DirPlan[] = [];
+  private readonly planChanges: { plan: DirPlan; i: number }[] = [];
+  dirsPlanned = 0;
   /** New files met so far (see WORKER_READS_AFTER_FILES). */
   private newFiles = 0;
   /** Files a worker is reading (see MAX_WORKER_FILES). */
@@ -325,7 +404,7 @@ class Scan {
     for (const r of opts.roots) this.realRoots.set(r.dir, fss.realpathSync.native(r.dir));
     this.io = new Limiter(Math.max(1, opts.concurrency ?? 8));
     this.maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
-    this.baseRules = IgnoreRules.root(opts.excludes);
+    this.baseRules = opts.listings ? opts.listings.rootRules(opts.excludes) : IgnoreRules.root(opts.excludes);
   }
 
   /**
@@ -457,6 +536,8 @@ class Scan {
     const abs = relDir === '' ? root.dir : path.join(root.dir, ...relDir.split('/'));
     let dir: OpenDir | null = null;
     let dirents: Dirent[];
+    /** This directory's listing-cache record, if it has one now. */
+    let listed: ListedDir | undefined;
     /** With a cached listing, its entries' root-relative paths: the same strings each scan (no garbage; their hashes stay cached). */
     let rels: string[] | undefined;
     try {
@@ -474,6 +555,7 @@ class Scan {
         dirents = hit.dirents;
         const relBase = relDir === '' ? '' : `${relDir}/`;
         rels = hit.rels ??= dirents.map((d) => relBase + d.name);
+        listed = hit;
         this.dirsFromCache++;
       } else {
         dir = this.openDir(root, relDir, abs, parent);
@@ -483,7 +565,7 @@ class Scan {
         this.dirsListed++;
         if (listings && st) {
           if (this.isRacy(st.mtimeMs) || this.isRacy(st.ctimeMs)) listings.dirs.delete(memo);
-          else listings.dirs.set(memo, { ino: st.ino, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, dirents });
+          else listings.dirs.set(memo, (listed = { ino: st.ino, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, dirents }));
         }
       }
       // Without /proc: what was listed must still be this very directory inside the root.
@@ -495,13 +577,13 @@ class Scan {
     }
     dir.refs = 1;
     try {
-      await this.walkEntries(root, prefix, relDir, abs, dir, dirents, parentRules, rels);
+      await this.walkEntries(root, prefix, relDir, abs, dir, dirents, parentRules, rels, listed);
     } finally {
       releaseDir(dir);
     }
   }
 
-  private async walkEntries(root: SnapshotRoot, prefix: string, relDir: string, abs: string, dir: OpenDir, dirents: Dirent[], parentRules: IgnoreRules, rels?: string[]): Promise<void> {
+  private async walkEntries(root: SnapshotRoot, prefix: string, relDir: string, abs: string, dir: OpenDir, dirents: Dirent[], parentRules: IgnoreRules, rels?: string[], listed?: ListedDir): Promise<void> {
     let hasGitignore = false;
     let hasDotGit = false;
     for (const d of dirents) {
@@ -509,9 +591,20 @@ class Scan {
       else if (d.name === '.git') hasDotGit = true;
     }
     let rules = parentRules;
-    if (hasGitignore || hasDotGit) for (const level of levelsForDir(abs, relDir, hasGitignore, hasDotGit)) rules = rules.with(level);
+    if (hasGitignore || hasDotGit) for (const level of levelsForDir(abs, relDir, hasGitignore, hasDotGit, this.opts.listings?.levels)) rules = rules.with(level);
     const relBase = relDir === '' ? '' : `${relDir}/`;
     const absBase = abs + path.sep;
+    const plan = listed?.plan;
+    if (plan !== undefined) {
+      const previous = this.opts.previous;
+      if (this.statPool && previous !== undefined && (plan.prevOf === previous || plan.alsoOf === previous) && plan.prefix === prefix && plan.rules.sameAs(rules)) {
+        await this.walkPlanned(root, prefix, relBase, absBase, dir, rules, plan);
+        return;
+      }
+      listed!.plan = undefined;
+    }
+    /** Whether every entry went to the stat workers or is a subdirectory: then a plan can be kept. */
+    let plannable = listed !== undefined;
     /** Where an entry is opened: through this directory's descriptor, opened now if it came from the listing cache. */
     const ioOf = (name: string) => `${this.ensureOpen(dir).io}/${name}`;
     // With stat workers: files are collected and lstat'ed as one batch, subdirectories walked meanwhile.
@@ -519,7 +612,6 @@ class Scan {
     const deferred: string[] | null = this.statPool ? [] : null;
     const deferredKeys: string[] = [];
     const deferredPrev: (ManifestEntry | undefined)[] = [];
-    const prevNums: number[] | null = deferred ? [] : null;
     const subdirs: string[] | null = deferred ? [] : null;
     for (let di = 0; di < dirents.length; di++) {
       const d = dirents[di]!;
@@ -531,6 +623,7 @@ class Scan {
       const key = prefix + rel;
       const problem = childKeyProblem(key, name);
       if (problem) {
+        plannable = false;
         this.unreadable.push({ path: key, code: 'EUNSAFEPATH', message: `cannot be recorded safely: ${problem}` });
         continue;
       }
@@ -541,7 +634,10 @@ class Scan {
       if (isDir) {
         if (subdirs) {
           // A file of the previous manifest that is a directory now: its entry goes.
-          if (this.seenPrev && this.manifest.delete(key)) this.fullTouched!.add(key);
+          if (this.seenPrev && this.manifest.delete(key)) {
+            this.fullTouched!.add(key);
+            plannable = false;
+          }
           subdirs.push(rel);
         } else await this.walkDir(root, prefix, rel, rules, dir);
         continue;
@@ -553,6 +649,7 @@ class Scan {
       const prev = this.opts.previous?.get(key);
       if (prev !== undefined) this.seenPrev?.push(key);
       if (prev === undefined && d.isFile()) {
+        plannable = false;
         this.filesSeen++;
         this.fullTouched?.add(key);
         let io: string;
@@ -570,8 +667,6 @@ class Scan {
         deferred.push(name);
         deferredKeys.push(key);
         deferredPrev.push(prev);
-        if (prev !== undefined && prev.type === 'file' && !prev.racy) prevNums!.push(PREV_CACHEABLE, prev.size, prev.mtimeMs, prev.ino, prev.mode === 0o755 ? 1 : 0);
-        else prevNums!.push(0, 0, 0, 0, 0);
         continue;
       }
       // lstat by the plain path (cheaper than through /proc): it only decides whether
@@ -587,48 +682,102 @@ class Scan {
       await this.listedEntry(root, prefix, rules, dir, ioOf, name, rel, key, file, prev, st);
     }
     if (!deferred) return;
-    if (deferred.length > 0) {
-      // This directory's files are checked against the stat cache on a worker while
-      // the walk goes on (its subdirectories, then what follows). Unchanged files are
-      // already in the manifest (a copy of the previous one); the ones that differ
-      // come back and are examined (and read) here when the answer arrives.
-      // Bounded only where a descriptor is held: a directory listed from the cache holds none until it is needed.
-      const holds = dir.fd >= 0;
-      if (holds) while (this.statBatchesOut >= MAX_STAT_BATCHES) await new Promise<void>((r) => this.statWaiters.push(r));
-      if (holds) this.statBatchesOut++;
-      dir.refs!++; // the directory's descriptor may be needed to read a changed file
-      const examine = async ({ idx, values, errors }: StatCheck) => {
-        this.filesSeen += deferred.length - idx.length - errors.size;
-        for (const [i, failed] of errors) {
-          const key = deferredKeys[i]!;
-          this.filesSeen++;
-          if (this.manifest.delete(key)) this.fullTouched!.add(key);
-          this.unreadable.push({ path: key, code: failed.code, message: failed.message });
-        }
-        for (let j = 0; j < idx.length; j++) {
-          const i = idx[j]!;
-          const name = deferred[i]!;
-          const key = deferredKeys[i]!;
-          const at = j * STAT_FIELDS;
-          // Re-derived from scratch: listedEntry records it again unless it is gone or unreadable now.
-          this.manifest.delete(key);
-          this.fullTouched!.add(key);
-          const st = new PooledStat(values[at]!, values[at + 1]!, values[at + 2]!, values[at + 3]!, values[at + 4]!);
-          await this.listedEntry(root, prefix, rules, dir, ioOf, name, relBase + name, key, absBase + name, deferredPrev[i], st);
-        }
-      };
-      this.track(
-        this.statPool!.check(absBase, deferred, prevNums!, this.maxFileBytes)
-          .then(examine)
-          .finally(() => {
-            releaseDir(dir);
-            if (!holds) return;
-            this.statBatchesOut--;
-            this.statWaiters.shift()?.();
-          }),
-      );
+    const nums = new Float64Array(deferred.length * PREV_FIELDS);
+    for (let i = 0; i < deferred.length; i++) prevNumbers(deferredPrev[i], nums, i * PREV_FIELDS);
+    const names = deferred.join('\0');
+    let made: DirPlan | null = null;
+    if (plannable) {
+      made = { rules, prefix, prevOf: null, alsoOf: null, names, nameList: deferred, keys: deferredKeys, prevs: deferredPrev, nums, subdirs: subdirs! };
+      listed!.plan = made;
+      this.plans.push(made);
     }
+    if (deferred.length > 0) await this.checkFiles(root, prefix, relBase, absBase, dir, rules, deferred, deferredKeys, deferredPrev, names, nums, made);
     for (const sub of subdirs!) await this.walkDir(root, prefix, sub, rules, dir);
+  }
+
+  /** A directory whose plan holds (see DirPlan): its files go to a worker as planned, its subdirectories are walked. */
+  private async walkPlanned(root: SnapshotRoot, prefix: string, relBase: string, absBase: string, dir: OpenDir, rules: IgnoreRules, plan: DirPlan): Promise<void> {
+    this.dirsPlanned++;
+    this.plans.push(plan);
+    const { keys, prevs } = plan;
+    const seen = this.seenPrev!;
+    for (let i = 0; i < keys.length; i++) if (prevs[i] !== undefined) seen.push(keys[i]!);
+    this.sinceYield += keys.length + plan.subdirs.length;
+    if (this.sinceYield >= 256) {
+      this.sinceYield = 0;
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    if (keys.length > 0) await this.checkFiles(root, prefix, relBase, absBase, dir, rules, plan.nameList, keys, prevs, plan.names, plan.nums, plan);
+    for (const sub of plan.subdirs) await this.walkDir(root, prefix, sub, rules, dir);
+  }
+
+  /**
+   * A directory's files are checked against the stat cache on a worker while the walk
+   * goes on (its subdirectories, then what follows). Unchanged files are already in
+   * the manifest (a copy of the previous one); the ones that differ come back and are
+   * examined (and read) here when the answer arrives.
+   */
+  private async checkFiles(root: SnapshotRoot, prefix: string, relBase: string, absBase: string, dir: OpenDir, rules: IgnoreRules, nameList: string[], keys: string[], prevs: (ManifestEntry | undefined)[], names: string, nums: Float64Array, plan: DirPlan | null): Promise<void> {
+    // Bounded only where a descriptor is held: a directory listed from the cache holds none until it is needed.
+    const holds = dir.fd >= 0;
+    if (holds) while (this.statBatchesOut >= MAX_STAT_BATCHES) await new Promise<void>((r) => this.statWaiters.push(r));
+    if (holds) this.statBatchesOut++;
+    dir.refs!++; // the directory's descriptor may be needed to read a changed file
+    const ioOf = (name: string) => `${this.ensureOpen(dir).io}/${name}`;
+    const examine = async ({ idx, values, errors }: StatCheck) => {
+      this.filesSeen += nameList.length - idx.length - errors.size;
+      for (const [i, failed] of errors) {
+        const key = keys[i]!;
+        this.filesSeen++;
+        if (this.manifest.delete(key)) this.fullTouched!.add(key);
+        this.unreadable.push({ path: key, code: failed.code, message: failed.message });
+        this.planChanged(plan, i);
+      }
+      for (let j = 0; j < idx.length; j++) {
+        const i = idx[j]!;
+        const name = nameList[i]!;
+        const key = keys[i]!;
+        const at = j * STAT_FIELDS;
+        // Re-derived from scratch: listedEntry records it again unless it is gone or unreadable now.
+        this.manifest.delete(key);
+        this.fullTouched!.add(key);
+        this.planChanged(plan, i);
+        const st = new PooledStat(values[at]!, values[at + 1]!, values[at + 2]!, values[at + 3]!, values[at + 4]!);
+        await this.listedEntry(root, prefix, rules, dir, ioOf, name, relBase + name, key, absBase + name, prevs[i], st);
+      }
+    };
+    this.track(
+      this.statPool!.check(absBase, names, nameList.length, nums, this.maxFileBytes)
+        .then(examine)
+        .finally(() => {
+          releaseDir(dir);
+          if (!holds) return;
+          this.statBatchesOut--;
+          this.statWaiters.shift()?.();
+        }),
+    );
+  }
+
+  /** A planned file's entry may change: the plan is out of date until the rescan ends (see settlePlans). */
+  private planChanged(plan: DirPlan | null, i: number): void {
+    if (plan === null) return;
+    plan.prevOf = plan.alsoOf = null;
+    this.planChanges.push({ plan, i });
+  }
+
+  /** After a rescan: each plan it used or made now describes its manifest (files that changed get their new entry). */
+  private settlePlans(): void {
+    for (const { plan, i } of this.planChanges) {
+      const e = this.manifest.get(plan.keys[i]!);
+      plan.prevs[i] = e;
+      prevNumbers(e, plan.nums, i * PREV_FIELDS);
+    }
+    const previous = this.opts.previous ?? null;
+    for (const plan of this.plans) {
+      // Unchanged by this scan (still tagged): good for its previous manifest and for its result.
+      plan.alsoOf = plan.prevOf !== null ? previous : null;
+      plan.prevOf = this.manifest;
+    }
   }
 
   /** One listed non-new entry, given its lstat: a directory that replaced it is walked, anything else examined (and read if changed). */
@@ -970,6 +1119,7 @@ class Scan {
       const seen = new Set(this.seenPrev);
       for (const k of previous.keys()) if (!seen.has(k) && this.manifest.delete(k)) this.fullTouched!.add(k);
     }
+    if (this.statPool) this.settlePlans();
     // Directories gone (or now ignored) since: their listings would only take memory.
     const listed = this.listed;
     if (listed) for (const k of this.opts.listings!.dirs.keys()) if (!listed.has(k)) this.opts.listings!.dirs.delete(k);
@@ -1092,6 +1242,20 @@ class Scan {
         }
       }),
     );
+    const listings = this.opts.listings;
+    if (listings) {
+      // Directory plans (see DirPlan) of directories with no touched entry hold for this scan's manifest too.
+      let dirs: Set<string> | null = new Set<string>();
+      try {
+        for (const k of touched) {
+          const { root, rel } = splitKey(roots, k);
+          dirs.add(`${root.dir}\0${rel.includes('/') ? rel.slice(0, rel.lastIndexOf('/')) : ''}`);
+        }
+      } catch {
+        dirs = null; // a key no root holds: carry nothing
+      }
+      listings.carryPlans(previous, this.manifest, dirs);
+    }
     return touched;
   }
 
@@ -1169,6 +1333,6 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
     changed: summarize(s.changes(opts.previous, touched)),
     skipped: s.skipped,
     unreadable: s.unreadable,
-    stats: { filesSeen: s.filesSeen, filesHashed: s.filesHashed, bytesHashed: s.bytesHashed, bytesStoredNew: s.bytesStoredNew, filesReadOnWorkers: s.filesReadOnWorkers, dirsListed: s.dirsListed, dirsFromCache: s.dirsFromCache, ms: performance.now() - t0 },
+    stats: { filesSeen: s.filesSeen, filesHashed: s.filesHashed, bytesHashed: s.bytesHashed, bytesStoredNew: s.bytesStoredNew, filesReadOnWorkers: s.filesReadOnWorkers, dirsListed: s.dirsListed, dirsFromCache: s.dirsFromCache, dirsPlanned: s.dirsPlanned, ms: performance.now() - t0 },
   };
 }

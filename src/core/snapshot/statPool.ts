@@ -104,8 +104,11 @@ export class StatPool {
   private idleTimer: NodeJS.Timeout | null = null;
   private bases: string[] = [];
   private counts: number[] = [];
+  /** Per part: its names joined by NUL, and its PREV_FIELDS numbers per name. */
   private names: string[] = [];
-  private prev: number[] = [];
+  private prev: Float64Array[] = [];
+  /** Entries in the parts gathered so far. */
+  private entries = 0;
   private parts: Part[] = [];
   private maxBytes = 0;
   private flushScheduled = false;
@@ -113,21 +116,23 @@ export class StatPool {
   constructor(private readonly size = Math.max(1, Math.min(2, os.availableParallelism?.() ?? os.cpus().length))) {}
 
   /**
-   * lstats `base + name` for each name (not following a final symlink) on a worker
-   * and compares it with `prev` (PREV_FIELDS numbers per name: PREV_CACHEABLE or 0,
+   * lstats `base + name` for each of `count` names (`names` joined by NUL; not
+   * following a final symlink) on a worker and compares it with `prev` (PREV_FIELDS
+   * numbers per name, read before this returns: PREV_CACHEABLE or 0,
    * size, mtimeMs, ino, exec bit 0/1); answers with the entries that differ. Files
    * over `maxBytes` always differ. Calls in the same turn of the event loop share a
    * message (up to GROUP_ENTRIES entries).
    */
-  check(base: string, names: readonly string[], prev: readonly number[], maxBytes: number): Promise<StatCheck> {
+  check(base: string, names: string, count: number, prev: Float64Array, maxBytes: number): Promise<StatCheck> {
     return new Promise<StatCheck>((resolve, reject) => {
-      this.parts.push({ from: this.names.length, count: names.length, resolve, reject });
+      this.parts.push({ from: this.entries, count, resolve, reject });
       this.bases.push(base);
-      this.counts.push(names.length);
-      for (const n of names) this.names.push(n);
-      for (const v of prev) this.prev.push(v);
+      this.counts.push(count);
+      this.names.push(names);
+      this.prev.push(prev);
+      this.entries += count;
       this.maxBytes = maxBytes;
-      if (this.names.length >= GROUP_ENTRIES) this.flush();
+      if (this.entries >= GROUP_ENTRIES) this.flush();
       else if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(() => {
@@ -150,12 +155,19 @@ export class StatPool {
     if (this.parts.length === 0) return;
     const parts = this.parts;
     // Names as one string: cloning it is a copy, cloning an array of strings is per element. NUL cannot be in a name.
-    const msg: Message = { bases: this.bases, counts: this.counts, names: this.names.join('\0'), prev: new Float64Array(this.prev).buffer, maxBytes: this.maxBytes };
+    const prev = new Float64Array(this.entries * PREV_FIELDS);
+    let at = 0;
+    for (const p of this.prev) {
+      prev.set(p, at);
+      at += p.length;
+    }
+    const msg: Message = { bases: this.bases, counts: this.counts, names: this.names.join('\0'), prev: prev.buffer, maxBytes: this.maxBytes };
     this.parts = [];
     this.bases = [];
     this.counts = [];
     this.names = [];
     this.prev = [];
+    this.entries = 0;
     this.send(msg).then(
       ({ idx, values, errors }) => {
         // Split the group's answer back into its parts (idx is ascending).
