@@ -332,7 +332,7 @@ async function applyValidated(plan: RestorePlan, roots: SnapshotRoot[], blobs: B
   // Each file is written to a temp beside it and renamed into place. A crash at any
   // point leaves each path with its old content, its new content, or (Linux, see
   // UNLINK_BEFORE_RENAME) nothing but the temp with the new content beside it; the
-  // engine's recovery re-applies the plan or reverts it, and sweeps the temps.
+  // engine's recovery re-applies the plan, which writes such a path again.
   const ordered = [...plan.writes.filter((w) => w.entry.type === 'file'), ...plan.writes.filter((w) => w.entry.type === 'symlink')];
   // Resolved again (fresh memo) right before writing: parents may have changed since phase 1.
   const writeCache: ResolveCache = new Map();

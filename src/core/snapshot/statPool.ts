@@ -116,9 +116,10 @@ export class StatPool {
   constructor(private readonly size = Math.max(1, Math.min(2, os.availableParallelism?.() ?? os.cpus().length))) {}
 
   /**
-   * lstats `base + name` for each of `count` names (`names` joined by NUL; not
+   * lstats `base + name` for each of `count` (> 0) names (`names` joined by NUL; not
    * following a final symlink) on a worker and compares it with `prev` (PREV_FIELDS
-   * numbers per name, read before this returns: PREV_CACHEABLE or 0,
+   * numbers per name, copied when the message goes, so unchanged until this settles:
+   * PREV_CACHEABLE or 0,
    * size, mtimeMs, ino, exec bit 0/1); answers with the entries that differ. Files
    * over `maxBytes` always differ. Calls in the same turn of the event loop share a
    * message (up to GROUP_ENTRIES entries).
