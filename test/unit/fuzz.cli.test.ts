@@ -73,7 +73,7 @@ describe('fuzz: CLI arguments (in-process dispatcher, real store)', function () 
     const opt = opts.length
       ? fc.constantFrom(...opts).chain(([n, o]): fc.Arbitrary<string[]> => (o.type === 'boolean' ? fc.constant([`--${n}`]) : value.map((v) => [`--${n}`, v])))
       : fc.constant([] as string[]);
-    return fc.tuple(fc.array(opt, { maxLength: 5 }), fc.option(word, { freq: 5 })).map(([os, stray]) => [...name.split(' '), ...os.flat(), ...(stray === null ? [] : [stray])]);
+    return fc.tuple(fc.array(opt, { maxLength: 5 }), fc.option(word, { freq: 2 })).map(([os, stray]) => [...name.split(' '), ...os.flat(), ...(stray === null ? [] : [stray])]);
   });
   const anyWords: fc.Arbitrary<string[]> = fc.array(word, { maxLength: 8 });
   const argv: fc.Arbitrary<string[]> = fc.tuple(fc.oneof({ weight: 3, arbitrary: wellFormed }, { weight: 1, arbitrary: anyWords }), fc.boolean()).map(([words, json]) => [...words, ...(json ? ['--json'] : [])]);
