@@ -203,6 +203,37 @@ describe('snapshot scanner', () => {
     assert.deepEqual([...listings.dirs.keys()].map((k) => k.split('\0')[1]).sort(), ['', 'b'], 'listings of directories gone are dropped');
   });
 
+  it('directory plans: reused under an unchanged .gitignore, rebuilt after an in-place edit of it (same size, listing unchanged), equal to a fresh scan throughout', async function () {
+    if (process.platform !== 'linux') this.skip(); // listings (and so plans) are kept where directories are read through /proc
+    this.timeout(20_000);
+    const ws = await tmp.make();
+    await writeTree(ws, { '.gitignore': '*.log\n', 'src/.gitignore': '!keep.log\n', 'src/a.ts': 'a', 'src/keep.log': 'k', 'src/x.log': 'x', 'src/sub/b.ts': 'b', 'src/sub/c.txt': 'c', 'd.txt': 'd' });
+    // Rule levels are kept only for ignore files older than two seconds (an edit within their mtime's tick could go unseen).
+    await new Promise((r) => setTimeout(r, 2100));
+    const roots = [{ name: 'w', dir: ws }];
+    const blobs = await newStore(tmp);
+    const listings = new ListingCache(0);
+    after(() => listings.close());
+    const fresh = async () => (await scan({ roots, blobs: await newStore(tmp) })).manifest;
+    let prev = (await scan({ roots, blobs, listings })).manifest;
+    const rescan = async () => {
+      const r = await scan({ roots, blobs, previous: prev, listings });
+      assert.deepEqual(diffManifests(await fresh(), r.manifest), []);
+      prev = r.manifest;
+      return r;
+    };
+    await rescan(); // makes the plans
+    const reused = await rescan();
+    assert.equal(reused.stats.dirsPlanned, 3, 'the root, src and src/sub from their plans');
+    assert.deepEqual(keys(reused.manifest), ['.gitignore', 'd.txt', 'src/.gitignore', 'src/a.ts', 'src/keep.log', 'src/sub/b.ts', 'src/sub/c.txt']);
+    // Same size, written in place: no directory's listing changes, the rules do.
+    await fs.writeFile(path.join(ws, '.gitignore'), '*.txt\n');
+    await new Promise((r) => setTimeout(r, 60));
+    const edited = await rescan();
+    assert.equal(edited.stats.dirsPlanned, 0, 'every directory is under the edited rules: none may use its plan');
+    assert.deepEqual(keys(edited.manifest), ['.gitignore', 'src/.gitignore', 'src/a.ts', 'src/keep.log', 'src/sub/b.ts', 'src/x.log']);
+  });
+
   it('every key a scan records is a safe path key (what lets save skip re-checking a scan\'s manifest); names that are not are reported', async () => {
     const ws = await tmp.make();
     const names = ['plain.ts', 'back\\slash.txt', 'new\nline.txt', 'colon:name.txt', 'Cafe\u0301.txt', 'ctl\u0007.txt', 'ok dir/inner.txt', '\u00e9t\u00e9.md'];

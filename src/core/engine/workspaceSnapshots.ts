@@ -57,7 +57,10 @@ export class WorkspaceSnapshots implements Snapshotter {
     this.manifests = new ManifestStore(this.blobs, { fullEvery: opts.fullEvery ?? 50 });
   }
 
-  /** Scans the workspace (incrementally from `previous`) without recording anything. */
+  /**
+   * Scans the workspace (incrementally from `previous`) without recording anything. The
+   * result may be the store's cached map itself (an empty `dirty`): callers must not change it.
+   */
   async scanNow(previous: CheckpointMeta | null, dirty?: readonly string[]): Promise<Manifest> {
     // Shared, not copied: the scan never changes its previous manifest (and keeps its directory plans for it).
     const prev = previous?.manifestRef ? await this.manifests.loadShared(previous.manifestRef) : undefined;
