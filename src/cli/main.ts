@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Engine } from '../core/engine/engine';
+import { notCapturedLine, type Engine, type NotCapturedReport } from '../core/engine/engine';
 import { localApi, remoteApi, type EngineApi } from '../core/engine/api';
 import { resolveStore } from '../mcp/resolve';
 import { Logger } from '../core/log';
@@ -459,6 +459,14 @@ function resolveCommand(argv: string[]): { name: string; rest: string[] } | null
   return null;
 }
 
+/** The warning for a result whose checkpoint did not capture everything (see NotCapturedReport), or null. */
+function notCapturedWarning(json: unknown): string | null {
+  if (!json || typeof json !== 'object') return null;
+  const r = json as NotCapturedReport & { checkpointId?: string; baseCheckpointId?: string; preRollbackCheckpointId?: string };
+  if (!r.notCapturedCount) return null;
+  return notCapturedLine(r.checkpointId ?? r.baseCheckpointId ?? r.preRollbackCheckpointId ?? '?', r);
+}
+
 export async function main(argv: string[], io = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
   const wantsJson = argv.includes('--json');
   if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
@@ -501,7 +509,12 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
         });
         return api;
       },
-      out: (human, json) => io.stdout.write((values.json ? JSON.stringify(json, null, 2) : human) + '\n'),
+      out: (human, json) => {
+        io.stdout.write((values.json ? JSON.stringify(json, null, 2) : human) + '\n');
+        // A checkpoint that did not capture everything says so on stderr, --json or not (the JSON has the list).
+        const warning = notCapturedWarning(json);
+        if (warning) io.stderr.write(`waypoint: ${warning}\n`);
+      },
     };
     await cmd.run(ctx);
     return 0;

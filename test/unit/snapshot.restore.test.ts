@@ -185,18 +185,25 @@ describe('snapshot restore', () => {
   it('property: planRestore matches a plain two-pass reference on any pair of manifests', () => {
     const reference = (current: Manifest, target: Manifest, paths: string[] | undefined, isHeld: (h: string) => boolean) => {
       const sel = (k: string) => !paths || paths.some((p) => p === '' || k === p || k.startsWith(`${p}/`));
+      // A directory gap (an uncaptured entry with `dir`) strictly above the key.
+      const gapAbove = (m: Manifest, k: string) => [...m].some(([g, e]) => e.type === 'uncaptured' && e.dir === true && k.startsWith(`${g}/`));
       const plan = { writes: [] as unknown[], removes: [] as unknown[], kept: [] as unknown[], unchanged: 0 };
       for (const [key, want] of target) {
         if (!sel(key)) continue;
         const have = current.get(key);
         if (have && sameContent(have, want)) plan.unchanged++;
+        else if (want.type === 'uncaptured') {
+          if (have) plan.kept.push({ path: key, reason: 'not_captured_in_target' });
+        } else if (have?.type === 'uncaptured' || gapAbove(current, key)) plan.kept.push({ path: key, reason: 'not_captured_in_current' });
         else if (want.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_target' });
         else if (have?.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_current' });
         else plan.writes.push({ path: key, entry: want, expectAbsent: !have });
       }
       for (const [key, have] of current) {
         if (target.has(key) || !sel(key)) continue;
-        if (have.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_current' });
+        if (gapAbove(target, key)) plan.kept.push({ path: key, reason: 'not_captured_in_target' });
+        else if (have.type === 'uncaptured') plan.kept.push({ path: key, reason: 'not_captured_in_current' });
+        else if (have.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_current' });
         else if (have.type === 'symlink') plan.removes.push({ path: key, target: have.target });
         else if (isHeld(have.hash)) plan.removes.push({ path: key, hash: have.hash });
         else plan.kept.push({ path: key, reason: 'content_not_held' });
@@ -211,6 +218,7 @@ describe('snapshot restore', () => {
       fc.record({ type: fc.constant('file' as const), hash: fc.constantFrom('a'.repeat(64), 'b'.repeat(64)), size: fc.constant(1), mode: fc.constantFrom(0o644, 0o755), mtimeMs: fc.constant(1), ino: fc.constant(1) }),
       fc.record({ type: fc.constant('symlink' as const), target: fc.constantFrom('x', 'y'), mtimeMs: fc.constant(1), ino: fc.constant(1) }),
       fc.record({ type: fc.constant('skipped' as const), size: fc.constantFrom(1, 2), mtimeMs: fc.constant(1), ino: fc.constant(1), reason: fc.constant('too_large') }) as unknown as fc.Arbitrary<ManifestEntry>,
+      fc.constantFrom<ManifestEntry>({ type: 'uncaptured', code: 'EACCES' }, { type: 'uncaptured', code: 'EACCES', dir: true }, { type: 'uncaptured', code: 'EMFILE', dir: true }),
     );
     const manifest = fc.dictionary(fc.constantFrom('a', 'b', 'd/a', 'd/b', 'd/e/f', 'g'), entry).map((o) => new Map(Object.entries(o)) as Manifest);
     fc.assert(

@@ -263,7 +263,7 @@ describe('snapshot scanner', () => {
     await fs.symlink('missing-target', path.join(ws, 'dangling'));
     const r = await scan({ roots: [{ name: 'w', dir: ws }], maxFileBytes: 1024, blobs: await newStore(tmp) });
     assert.deepEqual(keys(r.manifest), ['big.bin', 'bin/run.sh', 'dangling', 'dir/f.txt', 'dirlink', 'escape']);
-    assert.deepEqual(r.manifest.get('escape'), { type: 'symlink', target: outside, mtimeMs: r.manifest.get('escape')!.mtimeMs, ino: (r.manifest.get('escape') as { ino: number }).ino });
+    assert.deepEqual(r.manifest.get('escape'), { type: 'symlink', target: outside, mtimeMs: (r.manifest.get('escape') as { mtimeMs: number }).mtimeMs, ino: (r.manifest.get('escape') as { ino: number }).ino });
     assert.equal(r.manifest.get('dirlink')?.type, 'symlink');
     assert.equal(r.manifest.get('dangling')?.type, 'symlink');
     const run = r.manifest.get('bin/run.sh');
@@ -287,7 +287,8 @@ describe('snapshot scanner', () => {
     assert.equal(codes['pipe'], 'ENOTREG');
     if (!isRoot) assert.equal(codes['locked.txt'], 'EACCES');
     assert.ok(r.manifest.has('ok.txt'));
-    assert.equal(r.manifest.has('pipe'), false);
+    // Met and not read: recorded as not captured (never as absent), so no rollback removes it.
+    assert.deepEqual(r.manifest.get('pipe'), { type: 'uncaptured', code: 'ENOTREG' });
   });
 
   it('reads only changed files when given the previous manifest (stat cache)', async () => {

@@ -32,7 +32,7 @@ import {
 } from './inputs';
 import { Queries } from './queries';
 import { buildResumeContext, type DriftInfo, type ResumeContext } from './resumeContext';
-import { metadataOnlySnapshotter, type Snapshotter } from './snapshotter';
+import { MAX_NOT_CAPTURED_LISTED, metadataOnlySnapshotter, type NotCaptured, type Snapshotter } from './snapshotter';
 import { WorkspaceSnapshots } from './workspaceSnapshots';
 import { editedManifest, type WorkspaceEdit } from './reviewEdits';
 import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
@@ -61,6 +61,22 @@ export interface ChangeEvent {
 }
 
 export type SideEffectDecision = 'proceed' | 'already_done' | 'in_doubt';
+
+/** Added to a result whose checkpoint did not capture everything (see NotCaptured); absent otherwise. */
+export interface NotCapturedReport {
+  /** The first MAX_NOT_CAPTURED_LISTED of them, by path. */
+  notCaptured?: NotCaptured[];
+  notCapturedCount?: number;
+}
+
+/** One line for a log or a terminal: the checkpoint and what it did not capture, the first few by name. */
+export function notCapturedLine(checkpointId: string, r: NotCapturedReport): string {
+  const list = r.notCaptured ?? [];
+  const n = r.notCapturedCount ?? list.length;
+  const shown = list.slice(0, 10).map((x) => `${JSON.stringify(x.path)} (${x.reason === 'unreadable' ? x.code : x.reason})`);
+  const more = n > shown.length ? ` and ${n - shown.length} more` : '';
+  return `warning: checkpoint ${checkpointId} did not capture ${n} path(s): ${shown.join(', ')}${more}. No rollback to it deletes or changes them; make them readable (or raise the size limit) and take a new checkpoint to capture them.`;
+}
 
 export interface RollbackResult {
   rollbackId: string;
@@ -250,10 +266,11 @@ export class Engine {
     return { type, taskId: task.id, corr: task.correlationId, by, data, key } as NewEvent;
   }
 
-  private async captureCheckpoint(task: Task | null, kind: CheckpointKind, stepId: string | null, label: string | null, dirty?: readonly string[]): Promise<{ event: NewEvent; checkpoint: CheckpointMeta }> {
+  private async captureCheckpoint(task: Task | null, kind: CheckpointKind, stepId: string | null, label: string | null, dirty?: readonly string[]): Promise<{ event: NewEvent; checkpoint: CheckpointMeta; report: NotCapturedReport }> {
     const previous = this.latestCheckpoint();
     const parent = task?.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : previous;
     const cap = await this.snapshotter.capture({ taskId: task?.id ?? null, kind, parent, previous, dirty });
+    const nc = cap.notCaptured ?? [];
     const id = newId('c');
     const checkpoint: CheckpointMeta = {
       id,
@@ -284,9 +301,13 @@ export class Engine {
         files: cap.files,
         filesChanged: cap.filesChanged,
         bytes: cap.bytes,
+        // What it did not capture is part of its record (the names no manifest can hold are only here).
+        ...(nc.length ? { notCaptured: nc.slice(0, MAX_NOT_CAPTURED_LISTED).map(({ path: p, reason, code }) => ({ path: p, reason, code })), notCapturedCount: nc.length } : {}),
       },
     };
-    return { event, checkpoint };
+    const report: NotCapturedReport = nc.length ? { notCaptured: nc.slice(0, MAX_NOT_CAPTURED_LISTED), notCapturedCount: nc.length } : {};
+    if (nc.length) this.log.info(notCapturedLine(id, report), task?.correlationId);
+    return { event, checkpoint, report };
   }
 
   /**
@@ -301,7 +322,7 @@ export class Engine {
   // ---------------------------------------------------------------------------
   // Tasks.
 
-  async startTask(raw: StartTaskInput): Promise<{ taskId: string; baseCheckpointId: string; state: TaskState; correlationId: string }> {
+  async startTask(raw: StartTaskInput): Promise<{ taskId: string; baseCheckpointId: string; state: TaskState; correlationId: string } & NotCapturedReport> {
     const input = parseInput(StartTaskInput, raw, 'task start');
     const plan = input.plan ?? [];
     validatePlan(plan);
@@ -321,8 +342,8 @@ export class Engine {
         data: { goal: input.goal, title, agent: input.agent ?? null, plan, owner, leaseTtlMs },
       };
       const pseudo = { id: taskId, correlationId: corr, lastCheckpointId: null } as Task;
-      const { event, checkpoint } = await this.captureCheckpoint(pseudo, 'task_base', null, null);
-      const result = { taskId, baseCheckpointId: checkpoint.id, state: 'running' as TaskState, correlationId: corr };
+      const { event, checkpoint, report } = await this.captureCheckpoint(pseudo, 'task_base', null, null);
+      const result = { taskId, baseCheckpointId: checkpoint.id, state: 'running' as TaskState, correlationId: corr, ...report };
       this.log.info(`task ${taskId} started: ${title}`, corr);
       return { events: [started, event], result };
     });
@@ -549,15 +570,15 @@ export class Engine {
       }
       const attempt = step ? step.attempts + 1 : 1;
       const title = input.title ?? step?.title ?? stepId!;
-      const { event, checkpoint } = await this.captureCheckpoint(task, 'step_start', stepId!, null, input.dirty);
+      const { event, checkpoint, report } = await this.captureCheckpoint(task, 'step_start', stepId!, null, input.dirty);
       return {
         events: [this.ev('step.started', task, owner.id, { stepId: stepId!, title, attempt, taskAttempt: task.attempt, inputs, adhoc, dependsOn: input.dependsOn ?? [] }, ''), event],
-        result: { taskId: task.id, stepId: stepId!, checkpointId: checkpoint.id, attempt },
+        result: { taskId: task.id, stepId: stepId!, checkpointId: checkpoint.id, attempt, ...report },
       };
     });
   }
 
-  async completeStep(raw: unknown): Promise<{ taskId: string; stepId: string; checkpointId: string; filesChanged: number }> {
+  async completeStep(raw: unknown): Promise<{ taskId: string; stepId: string; checkpointId: string; filesChanged: number } & NotCapturedReport> {
     const input = parseInput(CompleteStepInput, raw, 'step complete');
     const outputs = boundedJson(input.outputs, 'step outputs');
     const owner = this.ownerOf(input.owner);
@@ -569,10 +590,10 @@ export class Engine {
       const step = this.queries.step(task.id, input.stepId);
       if (!step) throw notFound(`step of task ${task.id}`, input.stepId);
       assertStepTransition(task.id, step.id, step.status, 'completed', 'complete it');
-      const { event, checkpoint } = await this.captureCheckpoint(task, 'step_end', step.id, null, input.dirty);
+      const { event, checkpoint, report } = await this.captureCheckpoint(task, 'step_end', step.id, null, input.dirty);
       return {
         events: [this.ev('step.completed', task, owner.id, { stepId: step.id, outputs, summary: input.summary ?? null }, ''), event],
-        result: { taskId: task.id, stepId: step.id, checkpointId: checkpoint.id, filesChanged: checkpoint.filesChanged },
+        result: { taskId: task.id, stepId: step.id, checkpointId: checkpoint.id, filesChanged: checkpoint.filesChanged, ...report },
       };
     });
   }
@@ -626,7 +647,7 @@ export class Engine {
   // ---------------------------------------------------------------------------
   // Checkpoints.
 
-  async checkpoint(raw: unknown): Promise<{ taskId: string; checkpointId: string; filesChanged: number }> {
+  async checkpoint(raw: unknown): Promise<{ taskId: string; checkpointId: string; filesChanged: number } & NotCapturedReport> {
     const input = parseInput(CheckpointInput, raw, 'checkpoint');
     const key = input.idempotencyKey ?? `checkpoint:${randomUUID()}`;
     return this.mutate('checkpoint', key, async () => {
@@ -635,8 +656,8 @@ export class Engine {
         throw new WaypointError('illegal_transition', `Task ${task.id} is ${task.state}; no more checkpoints can be taken for it.`);
       }
       const stepId = input.stepId ?? this.queries.steps(task.id).find((s) => s.status === 'in_progress')?.id ?? null;
-      const { event, checkpoint } = await this.captureCheckpoint(task, input.kind ?? 'manual', stepId, input.label ?? null, input.dirty);
-      return { events: [event], result: { taskId: task.id, checkpointId: checkpoint.id, filesChanged: checkpoint.filesChanged } };
+      const { event, checkpoint, report } = await this.captureCheckpoint(task, input.kind ?? 'manual', stepId, input.label ?? null, input.dirty);
+      return { events: [event], result: { taskId: task.id, checkpointId: checkpoint.id, filesChanged: checkpoint.filesChanged, ...report } };
     });
   }
 
@@ -648,7 +669,7 @@ export class Engine {
    * result if the key completed before; `in_doubt` if an intent exists with no
    * outcome (the caller must verify before repeating, then report with end).
    */
-  async beginSideEffect(raw: unknown): Promise<{ taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number }> {
+  async beginSideEffect(raw: unknown): Promise<{ taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport> {
     const input = parseInput(BeginSideEffectInput, raw, 'side effect begin');
     const args = boundedJson(input.args, 'side effect args');
     const owner = this.ownerOf(input.owner);
@@ -666,7 +687,7 @@ export class Engine {
       if (input.stepId && !this.queries.step(task.id, input.stepId)) throw notFound(`step of task ${task.id}`, input.stepId);
       const stepId = input.stepId ?? this.queries.steps(task.id).find((s) => s.status === 'in_progress')?.id ?? null;
       const attempt = (existing?.attempts ?? 0) + 1;
-      const { event, checkpoint } = await this.captureCheckpoint(task, 'before_side_effect', stepId, input.description.slice(0, 200));
+      const { event, checkpoint, report } = await this.captureCheckpoint(task, 'before_side_effect', stepId, input.description.slice(0, 200));
       const intent = this.ev(
         'side_effect.intent',
         task,
@@ -675,7 +696,7 @@ export class Engine {
         `effect.intent:${task.id}:${input.key}:${attempt}`,
       );
       const committed = this.store.commit([event, intent]);
-      return { result: { taskId: task.id, key: input.key, decision: 'proceed' as const, checkpointId: checkpoint.id, attempt }, durable: committed.durable };
+      return { result: { taskId: task.id, key: input.key, decision: 'proceed' as const, checkpointId: checkpoint.id, attempt, ...report }, durable: committed.durable };
     });
     await durable;
     return result;

@@ -17,11 +17,31 @@ export interface CaptureRequest {
   dirty?: readonly string[];
 }
 
+/**
+ * A path a checkpoint met and did not capture. `unreadable` and `too_large` paths are
+ * in its manifest as such (no rollback to it deletes or changes them); names that
+ * cannot be recorded safely (`unsafe_name`: NFD, a backslash, a control character, a
+ * drive prefix) or that are reserved in another letter case (`reserved_name`: `.GIT`)
+ * are never in any manifest, so no rollback touches them either.
+ */
+export interface NotCaptured {
+  path: string;
+  reason: 'unreadable' | 'too_large' | 'unsafe_name' | 'reserved_name';
+  /** errno-style: EACCES, EMFILE, ENOTREG, … (ETOOLARGE, EUNSAFEPATH, ERESERVED for the others). */
+  code: string;
+  message: string;
+}
+
+/** At most this many are listed in a result and in the checkpoint's event (the count is always whole). */
+export const MAX_NOT_CAPTURED_LISTED = 200;
+
 export interface Capture {
   manifestRef: string | null;
   files: number;
   filesChanged: number;
   bytes: number;
+  /** What the scan met and did not capture (empty when it captured everything). */
+  notCaptured?: NotCaptured[];
 }
 
 export interface Snapshotter {

@@ -16,13 +16,15 @@ import {
   diffManifests,
   planRestore,
   scan,
+  DEFAULT_MAX_FILE_BYTES,
+  type ScanResult,
   type ApplyResult,
   type FileChangeWithLines,
   type Manifest,
   type RestorePlan,
   type SnapshotRoot,
 } from '../snapshot';
-import type { Capture, CaptureRequest, Snapshotter } from './snapshotter';
+import type { Capture, CaptureRequest, NotCaptured, Snapshotter } from './snapshotter';
 
 export interface WorkspaceSnapshotOptions {
   roots: SnapshotRoot[];
@@ -73,7 +75,7 @@ export class WorkspaceSnapshots implements Snapshotter {
       blobs: this.blobs,
       listings: this.listings,
     });
-    for (const u of r.unreadable) this.opts.log?.warn(`[snapshot] unreadable: ${u.path} (${u.code})`);
+    for (const u of r.unreadable) this.opts.log?.info(`[snapshot] unreadable: ${u.path} (${u.code})`);
     return r.manifest;
   }
 
@@ -95,8 +97,8 @@ export class WorkspaceSnapshots implements Snapshotter {
       deferCompression: true,
     });
     const bulk = r.stats.filesReadOnWorkers > 0;
-    for (const u of r.unreadable) this.opts.log?.warn(`[snapshot] unreadable: ${u.path} (${u.code})`);
-    if (r.skipped.length) this.opts.log?.info(`[snapshot] ${r.skipped.length} file(s) over the size limit recorded without content`);
+    const notCaptured = notCapturedOf(r, this.opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES);
+    for (const n of notCaptured) this.opts.log?.info(`[snapshot] not captured: ${JSON.stringify(n.path)} (${n.code}: ${n.message})`);
     const parentRef = req.parent?.manifestRef ?? null;
     // The scan's previous manifest is the parent's: only the keys it touched can differ.
     const touched = r.touched && parentRef !== null && parentRef === req.previous?.manifestRef ? r.touched : undefined;
@@ -110,7 +112,7 @@ export class WorkspaceSnapshots implements Snapshotter {
     } else {
       filesChanged = parentRef ? diffManifests(await this.manifests.load(parentRef), r.manifest).length : r.manifest.size;
     }
-    return { manifestRef: ref, files: r.manifest.size, filesChanged, bytes: r.stats.bytesStoredNew };
+    return { manifestRef: ref, files: r.manifest.size, filesChanged, bytes: r.stats.bytesStoredNew, notCaptured };
   }
 
   async load(checkpoint: CheckpointMeta): Promise<Manifest> {
@@ -226,6 +228,19 @@ export class WorkspaceSnapshots implements Snapshotter {
   diskBytes(): number {
     return dirBytes(path.join(this.opts.storeDir, 'objects'));
   }
+}
+
+/** What a scan did not capture, for the caller: unreadable paths (not those gone since listed), unsafe and reserved names, files over the limit. */
+export function notCapturedOf(r: ScanResult, maxFileBytes: number): NotCaptured[] {
+  const out: NotCaptured[] = [];
+  for (const u of r.unreadable) {
+    if (u.code === 'ENOENT' || u.code === 'ENOTDIR') continue; // gone since it was listed: absent is the truth
+    const reason = u.code === 'EUNSAFEPATH' ? 'unsafe_name' : u.code === 'ERESERVED' ? 'reserved_name' : 'unreadable';
+    out.push({ path: u.path, reason, code: u.code, message: u.message });
+  }
+  const mb = (n: number) => `${(n / 1048576).toFixed(n < 1048576 ? 2 : 1)} MB`;
+  for (const s of r.skipped) out.push({ path: s.path, reason: 'too_large', code: 'ETOOLARGE', message: `${mb(s.size)}, over the ${mb(maxFileBytes)} limit: recorded without content` });
+  return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
 function dirBytes(dir: string): number {

@@ -193,6 +193,12 @@ const CheckpointData = z.strictObject({
   files: z.number().int().nonnegative(),
   filesChanged: z.number().int().nonnegative(),
   bytes: z.number().int().nonnegative(),
+  /** What the scan met and did not capture (the first 200 by path), and how many in all; absent when nothing. */
+  notCaptured: z
+    .array(z.strictObject({ path: z.string().max(4096), reason: z.enum(['unreadable', 'too_large', 'unsafe_name', 'reserved_name']), code: z.string().max(40) }))
+    .max(200)
+    .optional(),
+  notCapturedCount: z.number().int().nonnegative().optional(),
 });
 export type CheckpointData = z.infer<typeof CheckpointData>;
 

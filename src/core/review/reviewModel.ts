@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import type { Engine } from '../engine/engine';
 import { WaypointError } from '../model/errors';
 import type { CheckpointMeta, Task } from '../model/schema';
-import { diffManifests, isBinary, lineCounts, resolveInsideSync, type ChangeStatus, type Manifest } from '../snapshot';
+import { diffManifests, hasNoContent, isBinary, lineCounts, resolveInsideSync, type ChangeStatus, type Manifest } from '../snapshot';
 import { computeHunks, type Hunk } from './hunks';
 
 /** Files larger than this are summarised in the review, never diffed or rendered. */
@@ -64,8 +64,9 @@ export async function listReview(engine: Engine, taskId: string): Promise<Review
   const changes = diffManifests(await ws.load(base), now);
   const person = await personOnlyPaths(engine, task, now);
   const files = changes.map((c): ReviewFile => {
-    const sizes = [c.before, c.after].map((e) => (e && e.type !== 'symlink' ? e.size : 0));
-    const skipped = c.before?.type === 'skipped' || c.after?.type === 'skipped';
+    const sizes = [c.before, c.after].map((e) => (e && (e.type === 'file' || e.type === 'skipped') ? e.size : 0));
+    // No content on one side (over the size limit, or not captured): nothing to render or revert.
+    const skipped = hasNoContent(c.before) || hasNoContent(c.after);
     const oversized = skipped || Math.max(...sizes) > MAX_RENDER_BYTES;
     const regular = (c.before === undefined || c.before.type === 'file') && (c.after === undefined || c.after.type === 'file');
     return {
@@ -75,7 +76,7 @@ export async function listReview(engine: Engine, taskId: string): Promise<Review
       oversized,
       drift: person.has(c.path),
       hunkable: regular && !oversized && c.status !== 'mode_changed',
-      revertible: c.before === undefined || c.before.type !== 'skipped',
+      revertible: c.before === undefined || !hasNoContent(c.before),
     };
   });
   return { task, base, files };

@@ -1,7 +1,7 @@
 /** Line-level change counts between checkpoints (for review and `waypoint diff`). */
 import { diffLines } from 'diff';
 import type { BlobStore } from './blobStore.js';
-import { diffManifests, type FileChange, type Manifest, type ManifestEntry } from './manifest.js';
+import { diffManifests, hasNoContent, type FileChange, type Manifest, type ManifestEntry } from './manifest.js';
 
 export interface LineCounts {
   added: number;
@@ -63,7 +63,7 @@ async function contentOf(entry: ManifestEntry | undefined, blobs: BlobStore): Pr
 export async function diffCheckpoint(a: Manifest, b: Manifest, blobs: BlobStore): Promise<FileChangeWithLines[]> {
   const out: FileChangeWithLines[] = [];
   for (const change of diffManifests(a, b)) {
-    if (change.before?.type === 'skipped' || change.after?.type === 'skipped') {
+    if (hasNoContent(change.before) || hasNoContent(change.after)) {
       out.push({ ...change, lines: null });
       continue;
     }

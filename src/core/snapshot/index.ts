@@ -34,6 +34,7 @@ export {
   canonicalJson,
   fullManifestBytes,
   manifestsEqual,
+  hasNoContent,
   entriesEqual,
   type Manifest,
   type ManifestEntry,

@@ -38,7 +38,27 @@ export interface SkippedEntry {
   reason: 'too_large';
 }
 
-export type ManifestEntry = FileEntry | SymlinkEntry | SkippedEntry;
+/**
+ * A path the scan met but could not read (permission denied, out of descriptors after
+ * retries, not a regular file, swapped for a symlink mid-scan): its content is not in
+ * the checkpoint, and it is never treated as absent. With `dir`, the directory could
+ * not be listed, so the entry stands for everything below it as well. A rollback to a
+ * checkpoint holding one leaves the path (and its subtree) as it is, and a rollback
+ * from a state holding one never overwrites it (see planRestore).
+ */
+export interface UncapturedEntry {
+  type: 'uncaptured';
+  /** Why, as an errno-style code: EACCES, EPERM, EMFILE, ENOTREG, ESYMLINK, … */
+  code: string;
+  dir?: true;
+}
+
+export type ManifestEntry = FileEntry | SymlinkEntry | SkippedEntry | UncapturedEntry;
+
+/** Entries with no content in the store: over the size limit, or not captured at all. */
+export function hasNoContent(e: ManifestEntry | undefined): e is SkippedEntry | UncapturedEntry {
+  return e !== undefined && (e.type === 'skipped' || e.type === 'uncaptured');
+}
 export type Manifest = Map<string, ManifestEntry>;
 
 export type ChangeStatus = 'added' | 'modified' | 'deleted' | 'type_changed' | 'mode_changed';
@@ -61,6 +81,9 @@ export function sameContent(a: ManifestEntry, b: ManifestEntry): boolean {
     case 'skipped':
       // Content unknown: size + mtime is all there is.
       return a.size === (b as SkippedEntry).size && a.mtimeMs === (b as SkippedEntry).mtimeMs;
+    case 'uncaptured':
+      // Nothing known of either: the same only as the same kind of gap.
+      return a.code === (b as UncapturedEntry).code && a.dir === (b as UncapturedEntry).dir;
   }
 }
 
@@ -181,6 +204,11 @@ const entrySchema = z.discriminatedUnion('type', [
     size: z.number().int().nonnegative(),
     mtimeMs: z.number().finite(),
     reason: z.literal('too_large'),
+  }),
+  z.strictObject({
+    type: z.literal('uncaptured'),
+    code: z.string().regex(/^E[A-Z0-9_]{1,31}$/),
+    dir: z.literal(true).optional(),
   }),
 ]);
 
@@ -483,6 +511,7 @@ function countNew(set: Record<string, ManifestEntry>, parent: Manifest): number 
 /** Field-wise equality, stat fields included (what a delta must preserve). */
 export function entriesEqual(a: ManifestEntry, b: ManifestEntry): boolean {
   if (a === b) return true;
+  if (a.type === 'uncaptured' || b.type === 'uncaptured') return a.type === b.type && sameContent(a, b);
   if (a.type !== b.type || a.mtimeMs !== b.mtimeMs) return false;
   switch (a.type) {
     case 'file': {

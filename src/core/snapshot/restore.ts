@@ -26,7 +26,13 @@ export interface PlannedRemove {
   target?: string;
 }
 
-export type KeptReason = 'content_not_held' | 'too_large_in_current' | 'too_large_in_target';
+/**
+ * `not_captured_in_target`: the target checkpoint could not read this path (or a
+ * directory above it), so it holds no word on what belongs there: left as it is.
+ * `not_captured_in_current`: the workspace now holds content the scan before this
+ * rollback could not read, so nothing could undo overwriting or removing it.
+ */
+export type KeptReason = 'content_not_held' | 'too_large_in_current' | 'too_large_in_target' | 'not_captured_in_target' | 'not_captured_in_current';
 
 export interface RestorePlan {
   writes: PlannedWrite[];
@@ -52,11 +58,34 @@ function selected(key: string, paths: readonly string[] | undefined): boolean {
   return paths.some((p) => p === '' || key === p || key.startsWith(`${p}/`));
 }
 
-/** Pure: what `applyRestore` must do to turn `current` into `target` (restricted to `paths`). */
+/** Keys of the directories `m` could not list (uncaptured entries with `dir`), or null when there are none. */
+function dirGaps(m: Manifest): Set<string> | null {
+  let gaps: Set<string> | null = null;
+  m.forEach((e, key) => {
+    if (e.type === 'uncaptured' && e.dir) (gaps ??= new Set()).add(key);
+  });
+  return gaps;
+}
+
+/** Whether a directory above `key` is in `gaps`. */
+function underGap(gaps: Set<string> | null, key: string): boolean {
+  if (gaps === null) return false;
+  for (let i = key.indexOf('/'); i > 0; i = key.indexOf('/', i + 1)) if (gaps.has(key.slice(0, i))) return true;
+  return false;
+}
+
+/**
+ * Pure: what `applyRestore` must do to turn `current` into `target` (restricted to
+ * `paths`). What either side could not capture (see UncapturedEntry) is never
+ * written, overwritten or removed: the target holds no word on it, or nothing holds
+ * what is there now.
+ */
 export function planRestore(current: Manifest, target: Manifest, opts: PlanOptions = {}): RestorePlan {
   const paths = opts.paths?.map((p) => p.replace(/\/+$/, ''));
   const isHeld = opts.isHeld ?? (() => false);
   const plan: RestorePlan = { writes: [], removes: [], kept: [], unchanged: 0 };
+  const currentGaps = dirGaps(current);
+  let targetGaps: Set<string> | null = null;
   // forEach, not for…of over entries: run once per rollback, this is mostly interpreted,
   // and there the entry arrays and iterator results cost ~220 bytes per manifest entry
   // (6 MB of garbage for 13.6k files, which brought on a young-generation GC mid-rollback
@@ -65,9 +94,19 @@ export function planRestore(current: Manifest, target: Manifest, opts: PlanOptio
   target.forEach((want, key) => {
     const have = current.get(key);
     if (have) inBoth++;
+    if (want.type === 'uncaptured' && want.dir) (targetGaps ??= new Set()).add(key);
     if (!selected(key, paths)) return;
     if (have && sameContent(have, want)) {
       plan.unchanged++;
+      return;
+    }
+    if (want.type === 'uncaptured') {
+      // Absent now: nothing to leave alone (what is below a directory gap is met in the pass over `current`).
+      if (have) plan.kept.push({ path: key, reason: 'not_captured_in_target' });
+      return;
+    }
+    if (have?.type === 'uncaptured' || underGap(currentGaps, key)) {
+      plan.kept.push({ path: key, reason: 'not_captured_in_current' });
       return;
     }
     // Too-large files have no stored content: never overwrite one, never write one.
@@ -86,7 +125,9 @@ export function planRestore(current: Manifest, target: Manifest, opts: PlanOptio
   if (inBoth < current.size) {
     current.forEach((have, key) => {
       if (target.has(key) || !selected(key, paths)) return;
-      if (have.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_current' });
+      if (underGap(targetGaps, key)) plan.kept.push({ path: key, reason: 'not_captured_in_target' });
+      else if (have.type === 'uncaptured') plan.kept.push({ path: key, reason: 'not_captured_in_current' });
+      else if (have.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_current' });
       else if (have.type === 'symlink') plan.removes.push({ path: key, target: have.target });
       else if (isHeld(have.hash)) plan.removes.push({ path: key, hash: have.hash });
       else plan.kept.push({ path: key, reason: 'content_not_held' });

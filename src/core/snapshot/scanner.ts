@@ -12,7 +12,7 @@ import { CompressPool } from './compressPool.js';
 import { IgnoreRules, levelsForDir, type LevelMemo } from './ignoreRules.js';
 import type { WorkerPack } from './packFile.js';
 import { KIND_DIR, KIND_FILE, KIND_SYMLINK, PREV_CACHEABLE, PREV_FIELDS, STAT_FIELDS, StatPool, type StatCheck } from './statPool.js';
-import { compareEntries, summarize, type ChangeSummary, type FileChange, type FileEntry, type Manifest, type ManifestEntry } from './manifest.js';
+import { compareEntries, summarize, type ChangeSummary, type FileChange, type FileEntry, type Manifest, type ManifestEntry, type UncapturedEntry } from './manifest.js';
 import { RESERVED_DIRS, RESTORE_TEMP_SUFFIX, checkRoots, childKeyProblem, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
 
 export const DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024;
@@ -286,7 +286,34 @@ function errInfo(err: unknown, io?: string, abs?: string): { code: string; messa
   return { code: e.code ?? 'EUNKNOWN', message };
 }
 
-const READ_ERRORS = new Set(['EACCES', 'EPERM', 'ENOENT', 'EISDIR', 'ENOTDIR', 'EBUSY', 'ELOOP', 'ESYMLINK', 'ENOTREG']);
+const READ_ERRORS = new Set(['EACCES', 'EPERM', 'ENOENT', 'EISDIR', 'ENOTDIR', 'EBUSY', 'ELOOP', 'ESYMLINK', 'ENOTREG', 'EMFILE', 'ENFILE', 'EAGAIN']);
+/** Gone since it was listed: absent is the truth, so nothing is recorded for it. */
+const GONE = new Set(['ENOENT', 'ENOTDIR']);
+/** Out of descriptors (this process's or the system's) or asked to try again: worth waiting a little and retrying. */
+const TRANSIENT = new Set(['EMFILE', 'ENFILE', 'EAGAIN']);
+/** Waits before each retry of a transient failure (ms): about 1.3 s in all, while other work closes what it holds. */
+const TRANSIENT_BACKOFF_MS = [5, 10, 20, 40, 80, 160, 320, 640];
+
+/**
+ * Runs `fn`, retrying while it fails with a transient error (a low descriptor limit:
+ * the walk's own large reads and stat batches release theirs meanwhile). The last
+ * failure is thrown: the caller records the path as not captured, never as absent.
+ */
+async function retryTransient<T>(fn: () => T): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return fn();
+    } catch (err) {
+      if (i >= TRANSIENT_BACKOFF_MS.length || !TRANSIENT.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+      await new Promise((r) => setTimeout(r, TRANSIENT_BACKOFF_MS[i]));
+    }
+  }
+}
+
+/** Names that are reserved only when folded (`.GIT`, `.Waypoint`): skipped like the real ones, but reported. */
+function isReservedVariant(name: string): boolean {
+  return !RESERVED_DIRS.has(name);
+}
 
 /** Reads up to `size` bytes (fewer if the file shrank) into `scratch`, which must hold them; returns the view read. */
 function readSyncInto(fd: number, size: number, scratch: Buffer): Buffer {
@@ -416,6 +443,22 @@ class Scan {
   private isRacy(mtimeMs: number): boolean {
     const window = mtimeMs % 1000 === 0 ? 2000 : 50;
     return mtimeMs >= this.startMs - window;
+  }
+
+  /**
+   * A path the scan met and could not read: reported, and recorded as not captured
+   * (never as absent: no rollback deletes or changes it), unless it is gone. `dir`: a
+   * directory that could not be listed, standing for everything below it.
+   */
+  notCaptured(key: string, info: { code: string; message: string }, dir = false): void {
+    this.unreadable.push({ path: key, ...info });
+    if (GONE.has(info.code)) return;
+    const code = /^E[A-Z0-9_]{1,31}$/.test(info.code) ? info.code : 'EUNKNOWN';
+    const entry: UncapturedEntry = dir ? { type: 'uncaptured', code, dir: true } : { type: 'uncaptured', code };
+    this.manifest.set(key, entry);
+    this.fullTouched?.add(key);
+    // A directory's entry is met only here (files are counted when listed), and must not be dropped as unmet.
+    if (dir && this.seenPrev && this.opts.previous?.has(key)) this.seenPrev.push(key);
   }
 
   /** Rules in force for entries of directory `relDir` of `root`, loading every ancestor's files. */
@@ -558,10 +601,11 @@ class Scan {
         listed = hit;
         this.dirsFromCache++;
       } else {
-        dir = this.openDir(root, relDir, abs, parent);
+        dir = await retryTransient(() => this.openDir(root, relDir, abs, parent));
         // Stat before listing: an entry added after the listing moves the mtime past what is cached.
         const st = listings ? fss.fstatSync(dir.fd) : null;
-        dirents = fss.readdirSync(dir.io, { withFileTypes: true });
+        const io = dir.io;
+        dirents = await retryTransient(() => fss.readdirSync(io, { withFileTypes: true }));
         this.dirsListed++;
         if (listings && st) {
           if (this.isRacy(st.mtimeMs) || this.isRacy(st.ctimeMs)) listings.dirs.delete(memo);
@@ -572,7 +616,10 @@ class Scan {
       if (!PROC_FD && relDir !== '') this.assertInside(root, abs, relDir);
     } catch (err) {
       closeDir(dir);
-      this.unreadable.push({ path: prefix + relDir, ...errInfo(err, dir?.io, abs) });
+      const info = errInfo(err, dir?.io, abs);
+      // A root that cannot be listed is no checkpoint at all, not an empty one.
+      if (relDir === '') throw Object.assign(new Error(`cannot list the workspace folder ${abs}: ${info.message}`), { code: info.code });
+      this.notCaptured(prefix + relDir, info, true);
       return;
     }
     dir.refs = 1;
@@ -616,10 +663,18 @@ class Scan {
     for (let di = 0; di < dirents.length; di++) {
       const d = dirents[di]!;
       const name = d.name;
-      if (isReserved(name) || name.endsWith(RESTORE_TEMP_SUFFIX)) continue;
+      if (name.endsWith(RESTORE_TEMP_SUFFIX)) continue;
+      const reserved = isReserved(name);
+      if (reserved && !isReservedVariant(name)) continue;
       const rel = rels ? rels[di]! : relBase + name;
       const isDir = d.isDirectory();
       if (rules.ignores(rel, isDir)) continue;
+      if (reserved) {
+        // `.GIT`, `.Waypoint`: never entered or recorded (on a case-insensitive file system they are the real ones), but not in silence.
+        plannable = false;
+        this.unreadable.push({ path: prefix + rel, code: 'ERESERVED', message: `not captured: the name is reserved (${name.toLowerCase()}) in any letter case` });
+        continue;
+      }
       const key = prefix + rel;
       const problem = childKeyProblem(key, name);
       if (problem) {
@@ -654,12 +709,12 @@ class Scan {
         this.fullTouched?.add(key);
         let io: string;
         try {
-          io = ioOf(name);
+          io = await retryTransient(() => ioOf(name));
         } catch (err) {
-          this.unreadable.push({ path: key, ...errInfo(err) });
+          this.notCaptured(key, errInfo(err));
           continue;
         }
-        if (this.workersRead(dir)) await this.readOnWorker(key, file, io, dir);
+        if (this.workersRead(dir)) await this.readOnWorker(root, key, rel, file, io, dir);
         else await this.read(root, key, rel, file, io, null);
         continue;
       }
@@ -676,7 +731,7 @@ class Scan {
         st = fss.lstatSync(file);
       } catch (err) {
         this.filesSeen++;
-        this.unreadable.push({ path: key, ...errInfo(err) });
+        this.notCaptured(key, errInfo(err));
         continue;
       }
       await this.listedEntry(root, prefix, rules, dir, ioOf, name, rel, key, file, prev, st);
@@ -730,7 +785,7 @@ class Scan {
         const key = keys[i]!;
         this.filesSeen++;
         if (this.manifest.delete(key)) this.fullTouched!.add(key);
-        this.unreadable.push({ path: key, code: failed.code, message: failed.message });
+        this.notCaptured(key, { code: failed.code, message: failed.message });
         this.planChanged(plan, i);
       }
       for (let j = 0; j < idx.length; j++) {
@@ -790,10 +845,10 @@ class Scan {
     let io = '';
     try {
       // Only a symlink (readlink) or a file the stat cache cannot vouch for (read) needs the descriptor.
-      if (st.isSymbolicLink() || (st.isFile() && st.size <= this.maxFileBytes && !this.statCacheHolds(st, prev))) io = ioOf(name);
+      if (st.isSymbolicLink() || (st.isFile() && st.size <= this.maxFileBytes && !this.statCacheHolds(st, prev))) io = await retryTransient(() => ioOf(name));
     } catch (err) {
       this.filesSeen++;
-      this.unreadable.push({ path: key, ...errInfo(err) });
+      this.notCaptured(key, errInfo(err));
       return;
     }
     if (!this.examineMeta(key, file, io, st, prev)) await this.read(root, key, rel, file, io, st);
@@ -839,7 +894,7 @@ class Scan {
    * descriptor, held until the worker is done), fstats, reads, hashes and encodes it;
    * the result is stored and recorded here, as `read` + `store` would.
    */
-  private async readOnWorker(key: string, abs: string, io: string, dir: OpenDir): Promise<void> {
+  private async readOnWorker(root: SnapshotRoot, key: string, rel: string, abs: string, io: string, dir: OpenDir): Promise<void> {
     while (this.workerFiles >= MAX_WORKER_FILES) await new Promise<void>((r) => this.inflightWaiters.push(r));
     this.workerFiles++;
     this.filesReadOnWorkers++;
@@ -855,7 +910,9 @@ class Scan {
           try {
             if (r.kind === 'error') {
               if (!READ_ERRORS.has(r.code)) throw Object.assign(new Error(r.message.split(io).join(abs)), { code: r.code });
-              this.unreadable.push({ path: key, code: r.code, message: r.message.split(io).join(abs) });
+              // Out of descriptors on the worker: read here instead, with retries (the directory is still held).
+              if (TRANSIENT.has(r.code)) await this.read(root, key, rel, abs, io, null);
+              else this.notCaptured(key, { code: r.code, message: r.message.split(io).join(abs) });
               return;
             }
             if (r.kind === 'skipped') {
@@ -923,13 +980,13 @@ class Scan {
         const target = fss.readlinkSync(io);
         this.manifest.set(key, { type: 'symlink', target, mtimeMs: st.mtimeMs, ino: st.ino });
       } catch (err) {
-        this.unreadable.push({ path: key, ...errInfo(err, io, abs) });
+        this.notCaptured(key, errInfo(err, io, abs));
       }
       return true;
     }
     if (!st.isFile()) {
       // FIFOs, sockets, devices: opening them could block or have side effects.
-      this.unreadable.push({ path: key, code: 'ENOTREG', message: 'not a regular file, directory or symlink' });
+      this.notCaptured(key, { code: 'ENOTREG', message: 'not a regular file, directory or symlink' });
       return true;
     }
     if (st.size > this.maxFileBytes) {
@@ -961,11 +1018,11 @@ class Scan {
     try {
       const hook = this.opts.hooks?.beforeRead?.(abs, key);
       if (hook) await hook;
-      opened = this.openInside(root, abs, rel, io);
+      opened = await retryTransient(() => this.openInside(root, abs, rel, io));
     } catch (err) {
       if (large) this.io.release();
       if (!READ_ERRORS.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
-      this.unreadable.push({ path: key, ...errInfo(err, io, abs) });
+      this.notCaptured(key, errInfo(err, io, abs));
       return;
     }
     const { fd, st: fst } = opened;
@@ -990,7 +1047,7 @@ class Scan {
         bytes = readSyncInto(fd, fst.size, fst.size <= this.scratch.length ? this.scratch : Buffer.allocUnsafe(fst.size));
       } catch (err) {
         if (!READ_ERRORS.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
-        this.unreadable.push({ path: key, ...errInfo(err, io, abs) });
+        this.notCaptured(key, errInfo(err, io, abs));
         return;
       } finally {
         fss.closeSync(fd);
@@ -1007,7 +1064,7 @@ class Scan {
           bytes = await readAllAsync(fd, fst.size);
         } catch (err) {
           if (!READ_ERRORS.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
-          this.unreadable.push({ path: key, ...errInfo(err, io, abs) });
+          this.notCaptured(key, errInfo(err, io, abs));
           return;
         } finally {
           fss.closeSync(fd);
@@ -1178,8 +1235,16 @@ class Scan {
       } else if (segs[segs.length - 1] === '.gitignore') {
         segs.pop();
       }
-      const r = segs.join('/');
       const prefix = keyPrefixFor(roots, root);
+      // Below a directory the previous scan could not list: that whole directory is looked at again.
+      for (let i = 1; i < segs.length; i++) {
+        const above = previous.get(prefix + segs.slice(0, i).join('/'));
+        if (above?.type === 'uncaptured' && above.dir) {
+          segs.length = i;
+          break;
+        }
+      }
+      const r = segs.join('/');
       targets.set(r === '' ? prefix.replace(/\/$/, '') : prefix + r, { root, rel: r });
     }
     // A target inside another target's subtree is covered by that one.
@@ -1229,9 +1294,9 @@ class Scan {
           const absDir = path.dirname(abs);
           let dir: OpenDir;
           try {
-            dir = this.openDir(root, relDir, absDir, null);
+            dir = await retryTransient(() => this.openDir(root, relDir, absDir, null));
           } catch (err) {
-            this.unreadable.push({ path: key, ...errInfo(err) });
+            this.notCaptured(key, errInfo(err));
             return;
           }
           try {
