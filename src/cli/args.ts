@@ -19,6 +19,7 @@ export const COMMON_OPTIONS: OptionSpec = {
   help: { type: 'boolean', short: 'h' },
   'lock-wait': { type: 'string' },
   owner: { type: 'string' },
+  'max-file-size-mb': { type: 'string' },
 };
 
 export function parse(argv: string[], options: OptionSpec): Record<string, string | boolean | undefined> {

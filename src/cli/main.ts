@@ -429,12 +429,15 @@ function helpText(): string {
     '',
     ...names.map((n) => `  ${n.padEnd(w)}  ${COMMANDS[n].summary}`),
     '',
+    'Checkpoints record files over --max-file-size-mb N (default 5; or WAYPOINT_MAX_FILE_SIZE_MB) without content,',
+    'and say on stderr what they did not capture; no rollback deletes or changes those paths.',
+    '',
     'Exit codes: 0 ok, 1 refused (reason on stderr), 2 usage.',
   ].join('\n');
 }
 
 /** Global options may come before the command words (`waypoint --workspace X task start …`). */
-const GLOBAL_WITH_VALUE = new Set(['--workspace', '-w', '--lock-wait', '--owner']);
+const GLOBAL_WITH_VALUE = new Set(['--workspace', '-w', '--lock-wait', '--owner', '--max-file-size-mb']);
 
 function commandWords(argv: string[]): number[] {
   const words: number[] = [];
@@ -457,6 +460,19 @@ function resolveCommand(argv: string[]): { name: string; rest: string[] } | null
   if (words.length === 2 && words[1] === words[0] + 1 && commandNamed(`${argv[words[0]]} ${argv[words[1]]}`)) return pick(words);
   if (words.length >= 1 && commandNamed(argv[words[0]])) return pick([words[0]]);
   return null;
+}
+
+/**
+ * `--max-file-size-mb` (or WAYPOINT_MAX_FILE_SIZE_MB): files over it are recorded
+ * without content (reported, never deleted by a rollback). VS Code's owner takes
+ * `waypoint.maxFileSizeMB` instead.
+ */
+function maxFileSizeOption(values: Record<string, unknown>): number | undefined {
+  const raw = optional(values, 'max-file-size-mb') ?? process.env.WAYPOINT_MAX_FILE_SIZE_MB;
+  if (raw === undefined || raw === '') return undefined;
+  const mb = /^\d+(\.\d+)?$/.test(raw) ? Number(raw) : NaN;
+  if (!(mb > 0 && mb <= 1024)) throw new UsageError(`--max-file-size-mb must be a number of megabytes above 0 and at most 1024, not '${raw}'.`);
+  return Math.round(mb * 1024 * 1024);
 }
 
 /** The warning for a result whose checkpoint did not capture everything (see NotCapturedReport), or null. */
@@ -489,6 +505,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
       throw new WaypointError('invalid_input', `Workspace ${workspace} is not a directory.`);
     }
     const lockWait = intOption(values, 'lock-wait');
+    const maxFileBytes = maxFileSizeOption(values);
     const log = new Logger((level, line) => {
       if (level === 'warn' || level === 'error') io.stderr.write(`waypoint: ${line}\n`);
     });
@@ -501,7 +518,11 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
           workspace,
           log,
           waitMs: lockWait ?? 5000,
-          serving: async (d) => remoteApi(d),
+          maxFileBytes,
+          serving: async (d) => {
+            if (maxFileBytes !== undefined) io.stderr.write(`waypoint: note: --max-file-size-mb applies when this command owns the store; the store's owner (${d.url}) applies its own limit.\n`);
+            return remoteApi(d);
+          },
           own: async (e) => {
             engine = e;
             return localApi(e);

@@ -1,5 +1,6 @@
 import * as vscode from 'vscode';
 import type { EngineApi } from '../core/engine/api';
+import { notCapturedLine } from '../core/engine/engine';
 import type { ResumeContext } from '../core/engine/resumeContext';
 import { errorMessage, isWaypointError } from '../core/model/errors';
 import type { Step, Task, TaskState } from '../core/model/schema';
@@ -277,6 +278,11 @@ export class Commands extends Disposable {
       engine.checkpoint({ taskId: task.id, label: label || undefined }),
     );
     void vscode.window.setStatusBarMessage(`$(git-commit) Waypoint checkpoint ${r.checkpointId}: ${r.filesChanged} file(s) changed`, 4000);
+    if (r.notCapturedCount) {
+      // The paths are in the log (the engine writes them there); the notice only says how many and where to look.
+      this.log.warn(notCapturedLine(r.checkpointId, r));
+      void vscode.window.showWarningMessage(`Waypoint: checkpoint ${r.checkpointId} did not capture ${r.notCapturedCount} path(s) (unreadable, over the size limit, or with names it cannot record). No rollback to it deletes or changes them; the paths are in the Waypoint log.`);
+    }
     return r.checkpointId;
   }
 

@@ -23,6 +23,8 @@ export interface ResolveOptions<T> {
   ownerKind?: string;
   /** Engine options for owning (sweep timer for long-lived owners). */
   sweepIntervalMs?: number;
+  /** Files over this many bytes are recorded without content, when this process owns the store (an owner applies its own). */
+  maxFileBytes?: number;
 }
 
 export function storeDirOf(workspace: string): string {
@@ -47,7 +49,7 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
     } else if (s.kind === 'none') {
       let engine: Engine | undefined;
       try {
-        engine = await Engine.open({ workspace: o.workspace, log: o.log, sweepIntervalMs: o.sweepIntervalMs, store: { lock: { waitMs: 250, ...(o.ownerKind ? { ownerId: `${o.ownerKind}:${randomUUID()}` } : {}) } } });
+        engine = await Engine.open({ workspace: o.workspace, log: o.log, sweepIntervalMs: o.sweepIntervalMs, ...(o.maxFileBytes !== undefined ? { snapshots: { maxFileBytes: o.maxFileBytes } } : {}), store: { lock: { waitMs: 250, ...(o.ownerKind ? { ownerId: `${o.ownerKind}:${randomUUID()}` } : {}) } } });
       } catch (e) {
         if (!(isWaypointError(e) && e.code === 'locked')) throw e;
         lastProblem = 'another process took the store first';

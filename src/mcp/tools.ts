@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { Engine } from '../core/engine/engine';
+import { notCapturedLine, type Engine, type NotCapturedReport } from '../core/engine/engine';
 import { StartTaskInput, TaskId, SideEffectKey } from '../core/engine/inputs';
 import { errorMessage, isWaypointError } from '../core/model/errors';
 import { Identifier, IdempotencyKey, TaskState, type LeaseOwner, type Task } from '../core/model/schema';
@@ -95,6 +95,16 @@ function brief(t: Task, progress?: string) {
   };
 }
 
+/**
+ * A checkpoint that did not capture everything: the list goes into the structured
+ * result and a warning into the text the model reads (see NotCapturedReport).
+ */
+function warnNotCaptured(checkpointId: string, r: NotCapturedReport, out: ToolOutcome): ToolOutcome {
+  if (!r.notCapturedCount) return out;
+  const warning = notCapturedLine(checkpointId, r);
+  return { ...out, structured: { ...out.structured, notCaptured: r.notCaptured, notCapturedCount: r.notCapturedCount }, detail: out.detail ? `${out.detail}\n\n${warning}` : warning };
+}
+
 /** Drops undefined members so structured content stays plain JSON. */
 function clean<T extends Record<string, unknown>>(o: T): T {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
@@ -124,7 +134,7 @@ const taskStart = defineTool({
   output: z.looseObject({ taskId: z.string(), baseCheckpointId: z.string(), state: TaskState }),
   async run(ctx, a) {
     const r = await ctx.engine.startTask({ ...a, owner: ctx.owner, leaseTtlMs: ctx.leaseTtlMs });
-    return { structured: { taskId: r.taskId, baseCheckpointId: r.baseCheckpointId, state: r.state }, summary: `Started task ${r.taskId} (${r.state}); base checkpoint ${r.baseCheckpointId}.` };
+    return warnNotCaptured(r.baseCheckpointId, r, { structured: { taskId: r.taskId, baseCheckpointId: r.baseCheckpointId, state: r.state }, summary: `Started task ${r.taskId} (${r.state}); base checkpoint ${r.baseCheckpointId}.` });
   },
 });
 
@@ -143,7 +153,7 @@ const stepStart = defineTool({
   output: z.looseObject({ stepId: z.string(), checkpointId: z.string(), attempt: z.number() }),
   async run(ctx, a) {
     const r = await ctx.engine.startStep({ ...a, owner: ctx.owner });
-    return { structured: { taskId: r.taskId, stepId: r.stepId, checkpointId: r.checkpointId, attempt: r.attempt }, summary: `Step ${r.stepId} started (attempt ${r.attempt}); checkpoint ${r.checkpointId}.` };
+    return warnNotCaptured(r.checkpointId, r, { structured: { taskId: r.taskId, stepId: r.stepId, checkpointId: r.checkpointId, attempt: r.attempt }, summary: `Step ${r.stepId} started (attempt ${r.attempt}); checkpoint ${r.checkpointId}.` });
   },
 });
 
@@ -161,10 +171,10 @@ const stepComplete = defineTool({
   output: z.looseObject({ checkpointId: z.string(), filesChanged: z.number() }),
   async run(ctx, a) {
     const r = await ctx.engine.completeStep({ ...a, owner: ctx.owner });
-    return {
+    return warnNotCaptured(r.checkpointId, r, {
       structured: { taskId: r.taskId, stepId: r.stepId, checkpointId: r.checkpointId, filesChanged: r.filesChanged },
       summary: `Step ${r.stepId} completed; checkpoint ${r.checkpointId} (${r.filesChanged} file(s) changed).`,
-    };
+    });
   },
 });
 
@@ -198,7 +208,7 @@ const checkpoint = defineTool({
   output: z.looseObject({ checkpointId: z.string(), filesChanged: z.number() }),
   async run(ctx, a) {
     const r = await ctx.engine.checkpoint({ ...a, owner: ctx.owner });
-    return { structured: { taskId: r.taskId, checkpointId: r.checkpointId, filesChanged: r.filesChanged }, summary: `Checkpoint ${r.checkpointId} (${r.filesChanged} file(s) changed).` };
+    return warnNotCaptured(r.checkpointId, r, { structured: { taskId: r.taskId, checkpointId: r.checkpointId, filesChanged: r.filesChanged }, summary: `Checkpoint ${r.checkpointId} (${r.filesChanged} file(s) changed).` });
   },
 });
 
@@ -226,10 +236,10 @@ const sideEffectBegin = defineTool({
   output: z.looseObject({ decision: z.enum(['proceed', 'already_done', 'in_doubt']), result: z.unknown().optional() }),
   async run(ctx, a) {
     const r = await ctx.engine.beginSideEffect({ ...a, owner: ctx.owner });
-    return {
+    return warnNotCaptured(r.checkpointId ?? '?', r, {
       structured: clean({ taskId: r.taskId, key: r.key, decision: r.decision, result: r.decision === 'already_done' ? (r.result ?? null) : undefined, attempt: r.attempt, checkpointId: r.checkpointId }),
       summary: `${DECISION_TEXT[r.decision]}${r.decision === 'already_done' ? ` Result: ${JSON.stringify(r.result ?? null).slice(0, 500)}` : ''}`,
-    };
+    });
   },
 });
 

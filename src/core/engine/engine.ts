@@ -533,7 +533,7 @@ export class Engine {
   // ---------------------------------------------------------------------------
   // Steps.
 
-  async startStep(raw: unknown): Promise<{ taskId: string; stepId: string; checkpointId: string; attempt: number }> {
+  async startStep(raw: unknown): Promise<{ taskId: string; stepId: string; checkpointId: string; attempt: number } & NotCapturedReport> {
     const input = parseInput(StartStepInput, raw, 'step start');
     const inputs = boundedJson(input.inputs, 'step inputs');
     const owner = this.ownerOf(input.owner);
