@@ -287,7 +287,7 @@ export const COMMANDS: Record<string, Command> = {
       };
       const preview = await e.rollback({ ...args, preview: true });
       const list = [
-        ...preview.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}`),
+        ...preview.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}${x.createdOutsideTask ? '  (not created by a step of this task: made by you or another tool; undo brings it back)' : ''}`),
         ...preview.kept.map((k) => `  keep    ${k.path}  (${k.reason})`),
       ].join('\n');
       if (c.values.preview || !c.values.yes) {

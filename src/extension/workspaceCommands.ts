@@ -111,7 +111,10 @@ export class WorkspaceCommands {
       })),
     );
     const n = preview.changes.length;
-    const list = preview.changes.slice(0, 12).map((c) => `${c.action === 'create' ? 'restore' : c.action} ${c.path}`);
+    // Every delete is listed first, those no step of the task created marked: they are what a person may not expect to lose.
+    const ordered = [...preview.changes.filter((c) => c.action === 'delete'), ...preview.changes.filter((c) => c.action !== 'delete')];
+    const list = ordered.slice(0, Math.max(12, preview.changes.filter((c) => c.action === 'delete').length)).map((c) => `${c.action === 'create' ? 'restore' : c.action} ${c.path}${c.createdOutsideTask ? ' (not created by the task: yours?)' : ''}`);
+    const outside = preview.changes.filter((c) => c.createdOutsideTask).length;
     const ok = confirmed
       ? 'Roll Back'
       : await vscode.window.showWarningMessage(
@@ -119,9 +122,10 @@ export class WorkspaceCommands {
       {
         modal: true,
         detail:
-          `${list.join('\n')}${n > 12 ? `\n… and ${n - 12} more` : ''}\n\n` +
+          `${list.join('\n')}${n > list.length ? `\n… and ${n - list.length} more` : ''}\n\n` +
           (preview.abandonedSteps.length ? `Steps started after it will be marked abandoned: ${preview.abandonedSteps.join(', ')}.\n` : '') +
-          'The current state is saved as a checkpoint first, so you can undo this. Untracked and ignored files are not touched.',
+          (outside ? `${outside} file${outside === 1 ? '' : 's'} to delete ${outside === 1 ? 'was' : 'were'} not created by a step of this task (made by you or another tool since the checkpoint).\n` : '') +
+          'The current state is saved as a checkpoint first, so you can undo this. Ignored files, and files the checkpoint could not read, are not touched.',
       },
       'Roll Back',
     );

@@ -394,3 +394,40 @@ describe('crash safety of rollbacks (SIGKILL mid-rollback)', function () {
     }
   });
 });
+
+describe('engine: rollback preview names every file it deletes, and who made it', () => {
+  it('flags the deletes of files no step of the task created (made by the person since, or between steps); undo brings them back', async () => {
+    const ws = tmpDir();
+    try {
+      write(ws.dir, 'src/a.ts', 'a\n');
+      const engine = await Engine.open({ workspace: ws.dir });
+      try {
+        const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'g', plan: [{ id: 'one', title: 'one' }, { id: 'two', title: 'two' }] });
+        await engine.startStep({ taskId, stepId: 'one' });
+        write(ws.dir, 'src/agent.ts', 'by the agent\n');
+        await engine.completeStep({ taskId, stepId: 'one' });
+        write(ws.dir, 'notes/between.md', 'the person, between steps\n');
+        await engine.startStep({ taskId, stepId: 'two' });
+        write(ws.dir, 'src/agent2.ts', 'by the agent again\n');
+        await engine.completeStep({ taskId, stepId: 'two' });
+        write(ws.dir, 'notes/later.md', 'the person, after the last checkpoint\n');
+        const preview = await engine.rollback({ taskId, checkpointId: baseCheckpointId, preview: true });
+        assert.deepEqual(preview.changes, [
+          { path: 'notes/between.md', action: 'delete', createdOutsideTask: true },
+          { path: 'notes/later.md', action: 'delete', createdOutsideTask: true },
+          { path: 'src/agent.ts', action: 'delete' },
+          { path: 'src/agent2.ts', action: 'delete' },
+        ]);
+        const r = await engine.rollback({ taskId, checkpointId: baseCheckpointId });
+        assert.deepEqual(r.changes, preview.changes);
+        assert.equal(fs.existsSync(path.join(ws.dir, 'notes/later.md')), false);
+        await engine.undoRollback({ taskId });
+        assert.equal(fs.readFileSync(path.join(ws.dir, 'notes/later.md'), 'utf8'), 'the person, after the last checkpoint\n');
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      ws.cleanup();
+    }
+  });
+});

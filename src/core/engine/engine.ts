@@ -85,8 +85,13 @@ export interface RollbackResult {
   preRollbackCheckpointId: string | null;
   preview: boolean;
   mode: 'all' | 'agent-only';
-  /** Exactly what is (or would be) written or deleted. */
-  changes: { path: string; action: 'create' | 'modify' | 'delete' }[];
+  /**
+   * Exactly what is (or would be) written or deleted. A delete of a file that no step
+   * of the task created (it appeared outside the task's steps: made by the person, a
+   * terminal, another tool) carries `createdOutsideTask` (the pre-rollback checkpoint
+   * holds it, so undo brings it back).
+   */
+  changes: { path: string; action: 'create' | 'modify' | 'delete'; createdOutsideTask?: true }[];
   /** Paths deliberately left alone, with why (content not held, too large, conflicts). */
   kept: { path: string; reason: string }[];
   conflicts: string[];
@@ -838,9 +843,10 @@ export class Engine {
         paths = input.paths ? split.revert.filter((p) => input.paths!.some((q) => p === q || p.startsWith(`${q}/`))) : split.revert;
       }
       const plan = paths && paths.length === 0 ? { writes: [], removes: [], kept: [], unchanged: 0 } : await ws.plan(current, targetManifest, paths);
-      const changes = [
+      const outside = plan.removes.length ? await this.createdOutsideSteps(task.id, target, current, plan.removes.map((r) => r.path)) : new Set<string>();
+      const changes: RollbackResult['changes'] = [
         ...plan.writes.map((w) => ({ path: w.path, action: current.has(w.path) ? ('modify' as const) : ('create' as const) })),
-        ...plan.removes.map((r) => ({ path: r.path, action: 'delete' as const })),
+        ...plan.removes.map((r) => (outside.has(r.path) ? { path: r.path, action: 'delete' as const, createdOutsideTask: true as const } : { path: r.path, action: 'delete' as const })),
       ].sort((a, b) => (a.path < b.path ? -1 : 1));
       const kept = [...plan.kept.map((k) => ({ path: k.path, reason: k.reason as string })), ...agentConflicts.map((p) => ({ path: p, reason: 'changed by both the agent and you; left for you to choose' }))];
       const fullRollback = !input.paths && mode === 'all';
@@ -966,6 +972,29 @@ export class Engine {
     const stepOpen = this.queries.steps(taskId).some((s) => s.status === 'in_progress');
     for (const ch of diffManifests(prev, now)) (stepOpen ? agent : person).add(ch.path);
     return { agent, person };
+  }
+
+  /**
+   * Of `paths` (present now, absent at checkpoint `from`), those no step of the task
+   * created: each path's last appearance (absent in one of the task's checkpoints,
+   * present in the next) fell in an interval that is not a step's (see
+   * changesByOwner), or after the last checkpoint while no step is open.
+   */
+  private async createdOutsideSteps(taskId: string, from: CheckpointMeta, current: Manifest, paths: readonly string[]): Promise<Set<string>> {
+    const ws = this.snapshots();
+    const chain = this.queries.checkpoints(taskId).filter((c) => c.manifestRef && c.createdAt >= from.createdAt && c.id !== from.id);
+    const byStep = new Map<string, boolean>();
+    let prev = await ws.load(from);
+    const appeared = (next: Manifest, inStep: boolean) => {
+      for (const p of paths) if (!prev.has(p) && next.has(p)) byStep.set(p, inStep);
+    };
+    for (const c of chain) {
+      const next = await ws.load(c);
+      appeared(next, c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback');
+      prev = next;
+    }
+    appeared(current, this.queries.steps(taskId).some((s) => s.status === 'in_progress'));
+    return new Set(paths.filter((p) => byStep.get(p) !== true));
   }
 
   /**
