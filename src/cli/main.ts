@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { notCapturedLine, type Engine, type NotCapturedReport } from '../core/engine/engine';
+import { isNoSpace, notCapturedLine, type Engine, type NotCapturedReport } from '../core/engine/engine';
 import { localApi, remoteApi, type EngineApi } from '../core/engine/api';
 import { resolveStore } from '../mcp/resolve';
 import { Logger } from '../core/log';
@@ -475,6 +475,12 @@ function maxFileSizeOption(values: Record<string, unknown>): number | undefined 
   return Math.round(mb * 1024 * 1024);
 }
 
+/** The workspace argv names (or the current directory), for an error message. */
+function workspaceOf(argv: string[]): string {
+  const i = argv.findIndex((a) => a === '--workspace' || a === '-w');
+  return path.resolve(i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : process.cwd());
+}
+
 /** The warning for a result whose checkpoint did not capture everything (see NotCapturedReport), or null. */
 function notCapturedWarning(json: unknown): string | null {
   if (!json || typeof json !== 'object') return null;
@@ -542,7 +548,8 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
   } catch (e) {
     const usage = e instanceof UsageError;
     const code = usage ? 'usage' : isWaypointError(e) ? e.code : 'internal';
-    const message = errorMessage(e);
+    // A full disk met outside the engine's own wording still says where.
+    const message = !isWaypointError(e) && isNoSpace(e) ? `No space left on the disk holding ${workspaceOf(argv)}: ${errorMessage(e)}. Free some space and try again.` : errorMessage(e);
     io.stderr.write(`waypoint: ${message}\n`);
     if (usage && found) io.stderr.write(`usage: ${commandNamed(found.name)!.usage}\n`);
     if (wantsJson) io.stdout.write(JSON.stringify({ error: { code, message } }) + '\n');

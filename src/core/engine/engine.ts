@@ -1,7 +1,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { WaypointError, notFound } from '../model/errors';
+import { WaypointError, errorMessage, notFound } from '../model/errors';
 import { validatePlan } from '../model/plan';
 import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner, SideEffect, Step, Task, TaskState, WaypointEvent } from '../model/schema';
 import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES } from '../model/stateMachine';
@@ -61,6 +61,12 @@ export interface ChangeEvent {
 }
 
 export type SideEffectDecision = 'proceed' | 'already_done' | 'in_doubt';
+
+/** The disk (or the user's quota) is full. */
+export function isNoSpace(e: unknown): boolean {
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  return code === 'ENOSPC' || code === 'EDQUOT';
+}
 
 /** Added to a result whose checkpoint did not capture everything (see NotCaptured); absent otherwise. */
 export interface NotCapturedReport {
@@ -175,8 +181,26 @@ export class Engine {
   static async open(opts: EngineOptions): Promise<Engine> {
     const workspace = path.resolve(opts.workspace);
     const dir = opts.storeDir ? path.resolve(workspace, opts.storeDir) : path.join(workspace, '.waypoint');
-    const store = await EventStore.open({ ...opts.store, dir, log: opts.log });
+    let store: EventStore;
+    try {
+      store = await EventStore.open({ ...opts.store, dir, log: opts.log });
+    } catch (e) {
+      // A full disk: opening for writing needs a lock file, a journal segment, an export
+      // on close. Reading needs none of them, so what only reads still works.
+      if (!isNoSpace(e)) throw e;
+      store = await EventStore.open({
+        ...opts.store,
+        dir,
+        log: opts.log,
+        readOnly: `The disk holding ${dir} is full (${errorMessage(e)}): the store was opened read-only. Listing and reading tasks works; anything that records (a checkpoint, a step, a rollback) needs space there first.`,
+      });
+    }
     const engine = new Engine(store, workspace, opts);
+    if (store.readOnlyReason !== null) {
+      // No temp sweep, no recovery, no lease sweep: each of them writes. They run on the next writable open.
+      engine.recoveryNotes = [store.readOnlyReason];
+      return engine;
+    }
     try {
       await engine.workspaceSnapshots?.blobs.sweepTemp();
       // Raw content a bulk checkpoint left before it could be compressed (a crash, a killed process).
@@ -230,6 +254,24 @@ export class Engine {
    * returns the recorded result and appends nothing.
    */
   private async mutate<R>(op: string, key: string, prepare: () => Promise<{ events: NewEvent[]; result: R }> | { events: NewEvent[]; result: R }): Promise<R> {
+    return this.needingSpace(op, () => this.mutateNow(op, key, prepare));
+  }
+
+  /**
+   * Runs a writing operation: refused at once on a store opened read-only, and a full
+   * disk met on the way is told as what needed space where (not a bare ENOSPC).
+   */
+  private async needingSpace<R>(what: string, fn: () => Promise<R>): Promise<R> {
+    if (this.store.readOnlyReason !== null) throw new WaypointError('io', this.store.readOnlyReason);
+    try {
+      return await fn();
+    } catch (e) {
+      if (!isNoSpace(e)) throw e;
+      throw new WaypointError('io', `No space left for ${what}: ${errorMessage(e)}. Waypoint writes its store in ${this.store.dir} and restored files in ${this.workspace}; free space on that disk and try again.`, { what });
+    }
+  }
+
+  private async mutateNow<R>(op: string, key: string, prepare: () => Promise<{ events: NewEvent[]; result: R }> | { events: NewEvent[]; result: R }): Promise<R> {
     const { result, durable } = await this.exclusive(async () => {
       const seen = this.queries.idempotent(key);
       if (seen) {
@@ -822,6 +864,11 @@ export class Engine {
    */
   async rollback(raw: RollbackInput): Promise<RollbackResult> {
     const input = parseInput(RollbackInput, raw, 'rollback');
+    // A preview writes no event (its scan may store new content, as any diff does).
+    return input.preview ? this.rollbackNow(input) : this.needingSpace('a rollback', () => this.rollbackNow(input));
+  }
+
+  private async rollbackNow(input: RollbackInput): Promise<RollbackResult> {
     const ws = this.snapshots();
     const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
     const { result, durable } = await this.exclusive(async () => {
@@ -881,7 +928,22 @@ export class Engine {
       ]);
       await started.durable;
       // 2. Apply (idempotent: a crash here is finished on the next open).
-      const applied = await ws.apply(plan);
+      let applied: Awaited<ReturnType<typeof ws.apply>>;
+      try {
+        applied = await ws.apply(plan);
+      } catch (e) {
+        // Stopped part-way (a full disk, a file in the way): recorded as failed, so it is not
+        // re-applied on open, and undoable like any other (the pre-rollback checkpoint holds the before state).
+        // No temp outlives it (a write that ran out of space leaves its temp beside the file).
+        await ws.sweepTemps(plan).catch((err: unknown) => this.log.warn(`[rollback] could not remove its temp files: ${errorMessage(err)}`, task.correlationId));
+        const note = `The rollback to ${target.id} stopped part-way (${errorMessage(e)}); the workspace is partly rolled back. Everything it held before is in checkpoint ${pre.id}: undo this rollback to return to it, or roll back again.`;
+        await this.store
+          .commit([this.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)])
+          .durable.catch(() => undefined); // no space even for this: the next open recovers it instead
+        this.log.warn(note, task.correlationId);
+        if (isNoSpace(e)) throw new WaypointError('io', `No space left for the rollback to ${target.id}: ${errorMessage(e)}. The workspace is partly rolled back; free space on the disk holding ${this.workspace}, then undo it (waypoint rollback --task ${task.id} --undo) or roll back again.`, { preRollbackCheckpointId: pre.id });
+        throw e;
+      }
       // 3. Record the outcome; the task continues from the target.
       const result: RollbackResult = {
         ...base,
@@ -927,7 +989,8 @@ export class Engine {
     const input = parseInput(TaskRef, raw, 'undo rollback');
     this.requireTask(input.taskId);
     const last = this.store.db.get<{ pre: string; paths: string | null; id: string }>(
-      "SELECT pre_rollback_checkpoint_id AS pre, paths, id FROM rollbacks WHERE task_id = ? AND state = 'applied' ORDER BY started_at DESC, rowid DESC LIMIT 1",
+      // A rollback that stopped part-way (failed, or started and not yet recovered) is undone like an applied one.
+      "SELECT pre_rollback_checkpoint_id AS pre, paths, id FROM rollbacks WHERE task_id = ? AND state IN ('applied', 'failed', 'started') ORDER BY started_at DESC, rowid DESC LIMIT 1",
       [input.taskId],
     );
     if (!last) throw new WaypointError('not_found', `Task ${input.taskId} has no rollback to undo.`);
@@ -1020,15 +1083,17 @@ export class Engine {
         let note: string;
         let written = 0;
         let removed = 0;
+        let plan: Awaited<ReturnType<typeof ws.loadPlan>> | null = null;
         try {
-          const plan = await ws.loadPlan(r.plan_ref!);
+          plan = await ws.loadPlan(r.plan_ref!);
           const applied = await ws.apply(plan);
           written = applied.written.length;
           removed = applied.removed.length;
           note = `A rollback to ${r.target_checkpoint_id} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).`;
         } catch (e) {
           outcome = 'failed';
-          note = `A rollback to ${r.target_checkpoint_id} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly rolled back. Roll back to its pre-rollback checkpoint to return to the before state.`;
+          if (plan) await ws.sweepTemps(plan).catch(() => undefined); // no temp outlives it; the pre-rollback checkpoint holds the before state
+          note = `A rollback to ${r.target_checkpoint_id} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly rolled back. Undo it (Undo Last Rollback, or waypoint rollback --undo) to return to the before state.`;
         }
         const target = this.queries.checkpoint(r.target_checkpoint_id);
         const toAbandon =

@@ -16,6 +16,7 @@ import {
   diffManifests,
   planRestore,
   scan,
+  sweepRestoreTemps,
   DEFAULT_MAX_FILE_BYTES,
   type ScanResult,
   type ApplyResult,
@@ -174,6 +175,11 @@ export class WorkspaceSnapshots implements Snapshotter {
       if (e instanceof UnsafePathError) throw new WaypointError('unsafe_path', `Refused to restore: ${e.message}. Nothing was written.`);
       throw e;
     }
+  }
+
+  /** Removes the temps a plan's writes left beside their targets (an apply that stopped part-way, e.g. on a full disk). */
+  async sweepTemps(plan: RestorePlan): Promise<number> {
+    return sweepRestoreTemps(plan, this.roots);
   }
 
   /** Reads one file's content at a checkpoint (for diff editors), or null when it is absent or has no content. */

@@ -57,7 +57,16 @@ export interface StoreOptions {
   /** Export the database when the current journal segment passes this many bytes. */
   exportThresholdBytes?: number;
   clock?: () => number;
+  /**
+   * Opens without writing anything (no lock file, no temp sweep, no journal writer, no
+   * export on close), for reading on a full disk; the reason is what every write is
+   * refused with. Nothing here is ever fenced: it never writes.
+   */
+  readOnly?: string;
 }
+
+/** A read-only store owns nothing: it takes no lock, so it releases none. */
+const NO_LOCK = { release: () => undefined, setEndpoint: () => undefined, ownerId: 'read-only' } as unknown as OwnerLock;
 
 export interface OpenReport {
   warnings: string[];
@@ -116,10 +125,11 @@ export class EventStore {
     const t0 = performance.now();
     const log = (opts.log ?? silentLogger).child('store');
     const dir = opts.dir;
-    ensureStoreDir(dir);
-    const lock = await OwnerLock.acquire(dir, opts.lock);
+    const readOnly = opts.readOnly !== undefined;
+    if (!readOnly) ensureStoreDir(dir);
+    const lock = readOnly ? NO_LOCK : await OwnerLock.acquire(dir, opts.lock);
     try {
-      const swept = [...sweepTempFiles(dir), ...sweepTempFiles(path.join(dir, ARCHIVE_DIR))];
+      const swept = readOnly ? [] : [...sweepTempFiles(dir), ...sweepTempFiles(path.join(dir, ARCHIVE_DIR))];
       if (swept.length) log.info(`removed ${swept.length} temp file(s) left by an interrupted write`);
       const SQL = await loadSqlJs();
       const warnings: string[] = [];
@@ -162,6 +172,11 @@ export class EventStore {
       // or start a segment right after the database when there is none.
       const last = loaded.segments[loaded.segments.length - 1];
       const header: SegmentHeader = { kind: 'header', storeId, baseSeq: last ? last.baseSeq : seq + 1, v: SCHEMA_VERSION };
+      if (readOnly) {
+        store.readOnlyReason = opts.readOnly!;
+        log.warn(opts.readOnly!);
+        return store;
+      }
       store.writer = await JournalWriter.open(last ? last.file : path.join(dir, segmentName(seq + 1)), header, last ? last.validBytes : 0, store.onFlush);
       if (loaded.tornBytes) log.warn(`dropped a torn journal tail of ${loaded.tornBytes} byte(s) (never acknowledged)`);
       for (const w of warnings) log.warn(w);
@@ -409,6 +424,12 @@ export class EventStore {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    if (this.readOnlyReason !== null) {
+      this.closed = true;
+      this.db.close();
+      this.listeners.clear();
+      return;
+    }
     try {
       if (!this.writer.poisoned) {
         await this.exporting;
@@ -441,8 +462,12 @@ export class EventStore {
     return this.closed;
   }
 
+  /** Why this store was opened read-only (see StoreOptions.readOnly), or null. */
+  readOnlyReason: string | null = null;
+
   private assertWritable(): void {
     if (this.closed) throw new WaypointError('io', 'The store is closed.');
+    if (this.readOnlyReason !== null) throw new WaypointError('io', this.readOnlyReason);
     if (this.writer?.poisoned) throw this.writer.poisoned;
   }
 }
