@@ -81,7 +81,7 @@ export function notCapturedLine(checkpointId: string, r: NotCapturedReport): str
   const n = r.notCapturedCount ?? list.length;
   const shown = list.slice(0, 10).map((x) => `${JSON.stringify(x.path)} (${x.reason === 'unreadable' ? x.code : x.reason})`);
   const more = n > shown.length ? ` and ${n - shown.length} more` : '';
-  return `warning: checkpoint ${checkpointId} did not capture ${n} path(s): ${shown.join(', ')}${more}. No rollback to it deletes or changes them; make them readable (or raise the size limit) and take a new checkpoint to capture them.`;
+  return `warning: checkpoint ${checkpointId} did not capture ${n} path(s): ${shown.join(', ')}${more}. No rollback to it deletes or changes them; make them readable (or raise the size or open-file limit) and take a new checkpoint to capture them.`;
 }
 
 export interface RollbackResult {

@@ -299,16 +299,21 @@ const TRANSIENT_BACKOFF_MS = [5, 10, 20, 40, 80, 160, 320, 640];
  * the walk's own large reads and stat batches release theirs meanwhile). The last
  * failure is thrown: the caller records the path as not captured, never as absent.
  */
-async function retryTransient<T>(fn: () => T): Promise<T> {
+async function retryTransient<T>(fn: () => T, budget: { ms: number }): Promise<T> {
   for (let i = 0; ; i++) {
     try {
       return fn();
     } catch (err) {
-      if (i >= TRANSIENT_BACKOFF_MS.length || !TRANSIENT.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
-      await new Promise((r) => setTimeout(r, TRANSIENT_BACKOFF_MS[i]));
+      const wait = TRANSIENT_BACKOFF_MS[i];
+      if (wait === undefined || budget.ms < wait || !TRANSIENT.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+      budget.ms -= wait;
+      await new Promise((r) => setTimeout(r, wait));
     }
   }
 }
+
+/** What one scan may spend waiting on transient errors in all: past it, what still fails is recorded at once (a limit that stays low would cost 1.3 s a path). */
+const TRANSIENT_BUDGET_MS = 5000;
 
 /** Names that are reserved only when folded (`.GIT`, `.Waypoint`): skipped like the real ones, but reported. */
 function isReservedVariant(name: string): boolean {
@@ -423,6 +428,9 @@ class Scan {
   private readonly drainWaiters: (() => void)[] = [];
   /** Where small files are read (see examine). */
   private readonly scratch = Buffer.allocUnsafeSlow(SYNC_READ_BELOW);
+
+  /** Waiting left for transient errors (see retryTransient). */
+  private readonly retryBudget = { ms: TRANSIENT_BUDGET_MS };
 
   /** realpath of each root: what every listed directory and read file must resolve under. */
   private readonly realRoots = new Map<string, string>();
@@ -601,11 +609,11 @@ class Scan {
         listed = hit;
         this.dirsFromCache++;
       } else {
-        dir = await retryTransient(() => this.openDir(root, relDir, abs, parent));
+        dir = await retryTransient(() => this.openDir(root, relDir, abs, parent), this.retryBudget);
         // Stat before listing: an entry added after the listing moves the mtime past what is cached.
         const st = listings ? fss.fstatSync(dir.fd) : null;
         const io = dir.io;
-        dirents = await retryTransient(() => fss.readdirSync(io, { withFileTypes: true }));
+        dirents = await retryTransient(() => fss.readdirSync(io, { withFileTypes: true }), this.retryBudget);
         this.dirsListed++;
         if (listings && st) {
           if (this.isRacy(st.mtimeMs) || this.isRacy(st.ctimeMs)) listings.dirs.delete(memo);
@@ -709,7 +717,7 @@ class Scan {
         this.fullTouched?.add(key);
         let io: string;
         try {
-          io = await retryTransient(() => ioOf(name));
+          io = await retryTransient(() => ioOf(name), this.retryBudget);
         } catch (err) {
           this.notCaptured(key, errInfo(err));
           continue;
@@ -845,7 +853,7 @@ class Scan {
     let io = '';
     try {
       // Only a symlink (readlink) or a file the stat cache cannot vouch for (read) needs the descriptor.
-      if (st.isSymbolicLink() || (st.isFile() && st.size <= this.maxFileBytes && !this.statCacheHolds(st, prev))) io = await retryTransient(() => ioOf(name));
+      if (st.isSymbolicLink() || (st.isFile() && st.size <= this.maxFileBytes && !this.statCacheHolds(st, prev))) io = await retryTransient(() => ioOf(name), this.retryBudget);
     } catch (err) {
       this.filesSeen++;
       this.notCaptured(key, errInfo(err));
@@ -1018,7 +1026,7 @@ class Scan {
     try {
       const hook = this.opts.hooks?.beforeRead?.(abs, key);
       if (hook) await hook;
-      opened = await retryTransient(() => this.openInside(root, abs, rel, io));
+      opened = await retryTransient(() => this.openInside(root, abs, rel, io), this.retryBudget);
     } catch (err) {
       if (large) this.io.release();
       if (!READ_ERRORS.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
@@ -1294,7 +1302,7 @@ class Scan {
           const absDir = path.dirname(abs);
           let dir: OpenDir;
           try {
-            dir = await retryTransient(() => this.openDir(root, relDir, absDir, null));
+            dir = await retryTransient(() => this.openDir(root, relDir, absDir, null), this.retryBudget);
           } catch (err) {
             this.notCaptured(key, errInfo(err));
             return;
