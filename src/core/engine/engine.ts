@@ -84,7 +84,7 @@ export function notCapturedLine(checkpointId: string, r: NotCapturedReport): str
   return `warning: checkpoint ${checkpointId} did not capture ${n} path(s): ${shown.join(', ')}${more}. No rollback to it deletes or changes them; make them readable (or raise the size or open-file limit) and take a new checkpoint to capture them.`;
 }
 
-export interface RollbackResult {
+export interface RollbackResult extends NotCapturedReport {
   rollbackId: string;
   taskId: string;
   targetCheckpointId: string;
@@ -919,7 +919,7 @@ export class Engine {
       await ws.validate(plan);
 
       // 1. The before state becomes a checkpoint, and the plan is durable, before any file changes.
-      const { event: preEvent, checkpoint: pre } = await this.captureCheckpoint(task, 'pre_rollback', null, input.reason ?? `before rolling back to ${target.id}`);
+      const { event: preEvent, checkpoint: pre, report: preReport } = await this.captureCheckpoint(task, 'pre_rollback', null, input.reason ?? `before rolling back to ${target.id}`);
       const planRef = await ws.savePlan(plan);
       const rollbackId = newId('r');
       const started = this.store.commit([
@@ -947,6 +947,7 @@ export class Engine {
       // 3. Record the outcome; the task continues from the target.
       const result: RollbackResult = {
         ...base,
+        ...preReport, // what the before state could not hold: the rollback left those paths alone
         rollbackId,
         preRollbackCheckpointId: pre.id,
         filesWritten: applied.written.length,
@@ -1052,7 +1053,9 @@ export class Engine {
       for (const p of paths) if (!prev.has(p) && next.has(p)) byStep.set(p, inStep);
     };
     for (const c of chain) {
-      const next = await ws.load(c);
+      // Attribution only: a checkpoint whose manifest cannot be read (corrupt) is passed over, never a reason to refuse the rollback.
+      const next = await ws.load(c).catch(() => null);
+      if (next === null) continue;
       appeared(next, c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback');
       prev = next;
     }
