@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fss from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { ManifestStore, applyRestore, planRestore, scan, type Manifest } from '../../src/core/snapshot/index.js';
+import { ListingCache, ManifestStore, applyRestore, planRestore, scan, type Manifest } from '../../src/core/snapshot/index.js';
 import { TempDirs, ageTree, newStore, readTree, writeTree } from './snapshot.helpers.js';
 
 /**
@@ -93,6 +93,34 @@ describe('snapshot: what a scan could not capture', () => {
     const overGap = planRestore(gap, current, { isHeld: () => true });
     assert.deepEqual(overGap.writes.map((w) => w.path), ['a.txt']);
     assert.deepEqual(overGap.kept.map((k) => [k.path, k.reason]), ['src', 'src/keep.txt', 'src/sub/b.txt', 'src/sub/c.txt'].map((p) => [p, 'not_captured_in_current']));
+  });
+
+  it('a full rescan on the stat workers records a changed file it cannot open as not captured, and a directory it cannot list as a gap', async function () {
+    if (process.platform !== 'linux') this.skip(); // the stat workers run where directories are read through /proc
+    const { ws, roots, blobs } = await workspace();
+    const listings = new ListingCache(1); // stat workers from the first previous entry
+    try {
+      const first = await scan({ roots, blobs, listings });
+      await fs.writeFile(path.join(ws, 'src/sub/c.txt'), 'c changed, longer\n');
+      await fs.writeFile(path.join(ws, 'src/keep.txt'), 'k changed, longer\n');
+      failOpen('/c.txt', 'EACCES', () => true);
+      const next = await scan({ roots, blobs, listings, previous: first.manifest });
+      restore!();
+      assert.deepEqual(next.manifest.get('src/sub/c.txt'), { type: 'uncaptured', code: 'EACCES' });
+      assert.equal(next.manifest.get('src/keep.txt')?.type, 'file');
+      assert.ok(next.touched?.has('src/sub/c.txt'));
+      // A new file makes src/sub list again; now it cannot be opened at all.
+      await fs.writeFile(path.join(ws, 'src/sub/d.txt'), 'd\n');
+      failOpen('/sub', 'EACCES', () => true);
+      const third = await scan({ roots, blobs, listings, previous: next.manifest });
+      restore!();
+      assert.deepEqual(third.manifest.get('src/sub'), { type: 'uncaptured', code: 'EACCES', dir: true });
+      assert.deepEqual([...third.manifest.keys()].filter((k) => k.startsWith('src/sub/')), []);
+      const plan = planRestore(first.manifest, third.manifest, { isHeld: () => true });
+      assert.deepEqual(plan.removes, [], 'nothing below the gap is removed');
+    } finally {
+      await listings.close();
+    }
   });
 
   it('a dirty path below a directory the previous scan could not list rescans that whole directory', async () => {
