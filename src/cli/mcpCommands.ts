@@ -11,6 +11,7 @@ import { resolveStore, storeDirOf } from '../mcp/resolve';
 import { runStdio } from '../mcp/stdio';
 import { AgentRollbackPolicy } from '../mcp/tools';
 import { headlessRollback } from '../mcp/headlessRollback';
+import { APPEND_NOFOLLOW, STORE_FILE_MODE, ensurePrivateStoreDir } from '../core/store/storeDir';
 import { UsageError, intOption, optional } from './args';
 import type { Command, Ctx } from './command';
 
@@ -98,8 +99,13 @@ function hookLog(workspace: string, line: string): void {
   process.stderr.write(`waypoint hook: ${line}\n`);
   try {
     const dir = storeDirOf(workspace);
-    fs.mkdirSync(dir, { recursive: true });
-    fs.appendFileSync(path.join(dir, 'hooks.log'), `${new Date().toISOString()} ${line}\n`);
+    ensurePrivateStoreDir(dir);
+    const fd = fs.openSync(path.join(dir, 'hooks.log'), APPEND_NOFOLLOW, STORE_FILE_MODE);
+    try {
+      fs.writeSync(fd, `${new Date().toISOString()} ${line}\n`);
+    } finally {
+      fs.closeSync(fd);
+    }
   } catch {
     // logging must not fail the hook either
   }

@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { isStale, readLock, type LockInfo } from '../core/store/ownerLock';
 import { writeFileAtomicSync } from '../core/store/fsutil';
+import { assertStoreNotLinked } from '../core/store/storeDir';
 
 /**
  * `.waypoint/mcp.json`: how a relay reaches the process that owns the store —
@@ -56,6 +57,8 @@ export type OwnerStatus =
   | { kind: 'busy'; lock: LockInfo };
 
 export function findOwner(storeDir: string): OwnerStatus {
+  // A linked store (a hostile clone) is refused before its lock or token is read and trusted.
+  assertStoreNotLinked(storeDir);
   const { info, text } = readLock(storeDir);
   if (text === null || isStale(info)) return { kind: 'none' };
   if (!info) return { kind: 'none' };

@@ -102,6 +102,9 @@ interface PackedBlob {
 }
 
 const PACK_DIR = 'pack';
+/** Private to the user: objects are copies of workspace files, some readable by their owner only. */
+const FILE_MODE = 0o600;
+const DIR_MODE = 0o700;
 
 export class BlobStore {
   readonly dir: string;
@@ -304,7 +307,7 @@ export class BlobStore {
     // Another put of the same content may have finished while we compressed.
     if (this.pending.has(hash)) return { hash, storedBytes: this.pending.get(hash)!.entry.length, isNew: false };
     if (!this.dirReady) {
-      fss.mkdirSync(this.dir, { recursive: true });
+      fss.mkdirSync(this.dir, { recursive: true, mode: DIR_MODE });
       this.dirReady = true;
     }
     const storedBytes = body.length + 1;
@@ -316,7 +319,7 @@ export class BlobStore {
       return { hash, storedBytes, isNew: true };
     }
     const tmp = path.join(this.dir, `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`);
-    const fh = await fs.open(tmp, 'wx', 0o644);
+    const fh = await fs.open(tmp, 'wx', FILE_MODE);
     try {
       await fh.writev([Buffer.of(header), body]);
       await fh.sync();
@@ -734,7 +737,7 @@ export class BlobStore {
   private ensurePackDir(): string {
     const packDir = path.join(this.dir, PACK_DIR);
     if (!fss.existsSync(packDir)) {
-      fss.mkdirSync(packDir, { recursive: true });
+      fss.mkdirSync(packDir, { recursive: true, mode: DIR_MODE });
       // The pack directory's own entry must be durable before any pack named in it.
       fsyncDirSync(this.dir);
     }
@@ -746,7 +749,7 @@ export class BlobStore {
     if (this.knownFanout.has(fanout)) return false;
     let created = false;
     try {
-      await fs.mkdir(fanout);
+      await fs.mkdir(fanout, { mode: DIR_MODE });
       created = true;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;

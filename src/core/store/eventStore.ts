@@ -13,6 +13,7 @@ import { DB_VERSION, dbVersion, migrate } from './migrations';
 import { OwnerLock, type AcquireOptions } from './ownerLock';
 import { clearProjections, dumpProjections, insertEvent, project } from './projections';
 import { loadSqlJs } from './sqlite';
+import { STORE_FILE_MODE, ensurePrivateStoreDir } from './storeDir';
 import { upcast } from './upcast';
 
 /**
@@ -474,19 +475,16 @@ function reserveBytesFor(db: Db, exportThreshold: number): number {
 }
 
 function ensureStoreDir(dir: string): void {
-  // Private to the user: it holds the MCP bearer token, the task record and copies of
-  // workspace files (some of which may be readable by their owner only).
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  try {
-    const st = fs.statSync(dir);
-    // A store made by an older version (0755) is tightened, when it is ours to tighten.
-    if (st.mode & 0o077 && (process.getuid === undefined || st.uid === process.getuid())) fs.chmodSync(dir, 0o700);
-  } catch {
-    // best effort: opening the store must not fail over its directory's mode
-  }
+  // Private to the user (it holds the MCP bearer token, the task record and copies of
+  // workspace files), and never followed through a symbolic link (see storeDir.ts).
+  ensurePrivateStoreDir(dir);
   const gi = path.join(dir, '.gitignore');
   // Nothing in the store is ever committed by accident.
-  if (!fs.existsSync(gi)) fs.writeFileSync(gi, '*\n');
+  try {
+    fs.writeFileSync(gi, '*\n', { flag: 'wx', mode: STORE_FILE_MODE });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  }
 }
 
 /** Archive segments grow to about this size by taking in the small segments after them. */

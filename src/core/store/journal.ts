@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { WaypointError } from '../model/errors';
 import { fsyncDir } from './fsutil';
+import { APPEND_NOFOLLOW, STORE_FILE_MODE } from './storeDir';
 
 /**
  * The event journal: append-only segment files of checksummed records.
@@ -244,7 +245,8 @@ export class JournalWriter {
       // Drop a torn tail before appending after it.
       await fs.promises.truncate(this.file, existingBytes);
     }
-    this.fh = await fs.promises.open(this.file, 'a');
+    // Private (0600), and never through a link planted where a segment goes.
+    this.fh = await fs.promises.open(this.file, APPEND_NOFOLLOW, STORE_FILE_MODE);
     this.bytes = isNew ? 0 : existingBytes;
     if (isNew || existingBytes === 0) {
       const h = encodeRecord(header);

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { WaypointError } from '../model/errors';
 import { fsyncDirSync, isPidAlive, tempPathFor, writeFileAtomicSync } from './fsutil';
+import { STORE_FILE_MODE } from './storeDir';
 
 /**
  * `.waypoint/owner.lock`: which process owns the store. It holds the owner's pid,
@@ -138,7 +139,7 @@ export class OwnerLock {
       // Someone took the store over (our lease lapsed while we were stalled); do not fight.
       return;
     }
-    writeFileAtomicSync(lockPath(this.dir), JSON.stringify(next));
+    writeFileAtomicSync(lockPath(this.dir), JSON.stringify(next), STORE_FILE_MODE);
     this.info = next;
   }
 
@@ -153,7 +154,7 @@ export class OwnerLock {
 
 function tryCreate(file: string, info: LockInfo): boolean {
   const tmp = tempPathFor(file);
-  fs.writeFileSync(tmp, JSON.stringify(info), { mode: 0o644 });
+  fs.writeFileSync(tmp, JSON.stringify(info), { mode: STORE_FILE_MODE, flag: 'wx' });
   const fd = fs.openSync(tmp, 'r');
   fs.fsyncSync(fd);
   fs.closeSync(fd);
@@ -172,7 +173,7 @@ function tryCreate(file: string, info: LockInfo): boolean {
 function takeOver(dir: string, staleText: string, info: LockInfo): boolean {
   const mutex = path.join(dir, 'owner.lock.takeover');
   try {
-    fs.writeFileSync(mutex, String(process.pid), { flag: 'wx' });
+    fs.writeFileSync(mutex, String(process.pid), { flag: 'wx', mode: STORE_FILE_MODE });
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     try {
