@@ -81,7 +81,7 @@ export interface EngineApi {
   events: (filter?: Parameters<Eng['events']>[0]) => Promise<ReturnType<Eng['events']>>;
   storage: () => ReturnType<Eng['storage']>;
   drift: (taskId: string) => ReturnType<Eng['drift']>;
-  verify: () => ReturnType<Eng['verify']>;
+  verify: (a?: Parameters<Eng['verify']>[0]) => ReturnType<Eng['verify']>;
   rebuild: () => Promise<void>;
   info: () => Promise<{ storeDir: string; storeId: string; events: number; pid: number; relayed: boolean }>;
 }
@@ -129,7 +129,7 @@ export function localApi(engine: Engine, relayed = false): EngineApi {
     events: async (f) => engine.events(f),
     storage: () => engine.storage(),
     drift: (id) => engine.drift(id),
-    verify: () => engine.verify(),
+    verify: (a) => engine.verify(a),
     rebuild: () => engine.rebuild(),
     info: async () => ({ storeDir: engine.store.dir, storeId: engine.store.storeId, events: engine.store.lastSeq, pid: process.pid, relayed }),
   };

@@ -35,6 +35,17 @@ export interface WorkspaceSnapshotOptions {
   log?: Logger;
 }
 
+export interface ObjectCheck {
+  /** Checkpoints with a manifest that were checked. */
+  checkpoints: number;
+  /** Distinct objects read and hashed. */
+  blobs: number;
+  /** Why each damaged checkpoint is damaged, by id. */
+  damaged: Map<string, string>;
+  /** Blobs a checkpoint needs that are missing or corrupt. */
+  bad: Map<string, 'missing' | 'corrupt'>;
+}
+
 /**
  * The engine's side of workspace snapshots: checkpoints become real manifests of
  * the workspace, stored as deltas in the content-addressed blob store, and the
@@ -114,6 +125,13 @@ export class WorkspaceSnapshots implements Snapshotter {
   }
 
   async load(checkpoint: CheckpointMeta): Promise<Manifest> {
+    if (checkpoint.damaged) {
+      throw new WaypointError(
+        'corrupt',
+        `Checkpoint ${checkpoint.id} is damaged: ${checkpoint.damaged}. Its files cannot be restored or compared (waypoint verify --repair marked it); choose another checkpoint.`,
+        { checkpointId: checkpoint.id, damaged: checkpoint.damaged },
+      );
+    }
     if (!checkpoint.manifestRef) {
       throw new WaypointError('invalid_input', `Checkpoint ${checkpoint.id} holds no files (it was recorded without a workspace snapshot).`);
     }
@@ -183,6 +201,87 @@ export class WorkspaceSnapshots implements Snapshotter {
     if (e.type === 'file') return this.blobs.get(e.hash);
     if (e.type === 'symlink') return Buffer.from(e.target, 'utf8');
     return null;
+  }
+
+  /**
+   * Checks that every object the checkpoints need — each manifest object down its
+   * delta chain, and the content of every file it records — is in the store and
+   * hashes to its name. Returns why each damaged checkpoint is damaged, and the bad
+   * blobs (missing or corrupt). Forgets what the blob store had cached first, so
+   * objects deleted behind its back are seen as gone. Each blob is read once.
+   */
+  async checkObjects(checkpoints: readonly CheckpointMeta[]): Promise<ObjectCheck> {
+    await this.whenCompacted();
+    this.blobs.forgetLoadedState();
+    const status = new Map<string, 'ok' | 'missing' | 'corrupt'>();
+    const st = (h: string) => {
+      let v = status.get(h);
+      if (!v) status.set(h, (v = this.blobs.status(h)));
+      return v;
+    };
+    const damaged = new Map<string, string>();
+    const bad = new Map<string, 'missing' | 'corrupt'>();
+    let checked = 0;
+    for (const c of checkpoints) {
+      if (!c.manifestRef) continue;
+      checked++;
+      const ref = c.manifestRef;
+      let reason: string | null = st(ref) === 'ok' ? null : `its manifest object ${ref.slice(0, 12)}… is ${st(ref)}`;
+      if (!reason) {
+        try {
+          for (const r of await this.manifests.objectChain(ref)) {
+            if (st(r) !== 'ok') {
+              reason = `the manifest it is a delta of (object ${r.slice(0, 12)}…) is ${st(r)}`;
+              break;
+            }
+          }
+        } catch (e) {
+          reason = `its manifest cannot be read: ${(e as Error).message}`;
+        }
+      }
+      if (!reason) {
+        let m: Manifest;
+        try {
+          m = await this.manifests.loadShared(ref);
+        } catch (e) {
+          damaged.set(c.id, `its manifest cannot be read: ${(e as Error).message}`);
+          continue;
+        }
+        const lost: string[] = [];
+        let files = 0;
+        for (const [key, e] of m) {
+          if (e.type !== 'file') continue;
+          files++;
+          const v = st(e.hash);
+          if (v === 'ok') continue;
+          bad.set(e.hash, v);
+          lost.push(key);
+        }
+        if (lost.length) {
+          const shown = lost.slice(0, 3).join(', ') + (lost.length > 3 ? `, and ${lost.length - 3} more` : '');
+          reason = `the content of ${lost.length} of its ${files} file(s) is missing or corrupt in the store (${shown})`;
+        }
+      }
+      // A lost manifest object cannot be made again from the workspace: only file content can.
+      if (reason) damaged.set(c.id, reason);
+    }
+    return { checkpoints: checked, blobs: status.size, damaged, bad };
+  }
+
+  /**
+   * Stores again the bad blobs whose content is still somewhere in the workspace:
+   * corrupt copies are removed first (content addressing would otherwise keep them),
+   * then a full scan of the workspace stores every file's content the store lacks.
+   * Returns the hashes it restored.
+   */
+  async restoreFromWorkspace(bad: ReadonlyMap<string, 'missing' | 'corrupt'>): Promise<string[]> {
+    if (bad.size === 0) return [];
+    const corrupt = [...bad].filter(([, v]) => v === 'corrupt').map(([h]) => h);
+    if (corrupt.length) await this.blobs.deleteMany(corrupt);
+    this.blobs.forgetLoadedState();
+    await this.scanNow(null);
+    await this.blobs.flush();
+    return [...bad.keys()].filter((h) => this.blobs.status(h) === 'ok');
   }
 
   /**

@@ -459,6 +459,36 @@ export class BlobStore {
     return this.sizeOfSync(hash) !== null;
   }
 
+  /**
+   * Forgets what this instance learned about the directory (pack indexes, fan-out
+   * listings): after objects were deleted behind its back (`rm -rf objects`), dedup
+   * must not trust a pack it loaded before, or new checkpoints would refer to blobs
+   * that are gone. Pending (unflushed) blobs are kept.
+   */
+  forgetLoadedState(): void {
+    this.packed.clear();
+    this.packsLoaded.clear();
+    this.packDirMtime = -1;
+    this.looseFanoutNames = null;
+    this.knownFanout.clear();
+    this.dirReady = false;
+    this.damagedPacks.length = 0;
+  }
+
+  /** Whether the blob is there and hashes to its name: 'ok', 'missing', or 'corrupt' (wrong content, undecodable, unreadable). */
+  status(hash: string): 'ok' | 'missing' | 'corrupt' {
+    if (!this.hasSync(hash)) return 'missing';
+    try {
+      return sha256Hex(this.getSync(hash)) === hash ? 'ok' : 'corrupt';
+    } catch (err) {
+      if (err instanceof BlobNotFoundError) return 'missing';
+      if (err instanceof CorruptBlobError) return 'corrupt';
+      const code = (err as NodeJS.ErrnoException).code;
+      if (typeof code === 'string') return 'corrupt';
+      throw err;
+    }
+  }
+
   /** Reads the blob back and checks that it still hashes to its name. */
   async verify(hash: string): Promise<boolean> {
     try {
