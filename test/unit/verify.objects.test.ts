@@ -149,6 +149,32 @@ describe('verify: checkpoint objects, repair, damaged checkpoints', function () 
     }
   });
 
+  it('verify --json prints exactly one JSON document on a projection mismatch too (it printed the report and then an error document)', async () => {
+    const t = tmpDir('wp-verify-');
+    try {
+      const e = await openEngine(t.dir, { snapshots: false });
+      try {
+        await e.startTask({ goal: 'g' });
+        // A projection that drifted from the events, written to disk as the database.
+        e.store.db.run("UPDATE tasks SET state = 'completed'");
+        await e.store.exportNow();
+      } finally {
+        await e.store.simulateCrash();
+      }
+      const v = await cli(['verify', '--workspace', t.dir, '--json']);
+      assert.equal(v.code, 1);
+      const doc = oneJson(v.stdout) as { ok: boolean; differences: { table: string }[]; error: { code: string; message: string } };
+      assert.equal(doc.ok, false);
+      assert.deepEqual(doc.differences.map((d) => d.table), ['tasks']);
+      assert.match(doc.error.message, /verify --rebuild/);
+      const fixed = await cli(['verify', '--rebuild', '--workspace', t.dir, '--json']);
+      assert.equal(fixed.code, 0, fixed.stdout);
+      assert.equal((oneJson(fixed.stdout) as { ok: boolean }).ok, true);
+    } finally {
+      t.cleanup();
+    }
+  });
+
   it('a corrupt blob (wrong bytes under its name) is found, replaced from the workspace by --repair', async () => {
     const t = tmpDir('wp-verify-');
     try {
