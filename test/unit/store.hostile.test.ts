@@ -92,7 +92,7 @@ describe('store: symlinks and file modes (hostile clones)', function () {
     }
   });
 
-  for (const entry of ['objects', 'objects/pack', '.gitignore', 'owner.lock', 'waypoint.db', 'waypoint.db.prev', 'archive', 'journal', 'mcp.json']) {
+  for (const entry of ['objects', 'objects/pack', '.gitignore', 'owner.lock', 'waypoint.db', 'waypoint.db.prev', 'archive', 'journal', 'mcp.json', 'hooks.log']) {
     it(`refuses a store whose ${entry} is a symlink, and writes nothing through it`, async () => {
       const ws = tmpDir('wp-hostile-');
       const elsewhere = tmpDir('wp-elsewhere-');

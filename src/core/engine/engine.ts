@@ -1335,7 +1335,7 @@ export class Engine {
           if (mark.length) {
             await this.store.commit([{ type: 'checkpoint.damaged', taskId: null, corr: null, by: null, key: `verify.repair:${randomUUID()}`, data: { checkpoints: mark } }]).durable;
             markedNow.push(...mark.map((m) => m.checkpointId));
-            this.log.warn(`[verify] marked ${mark.length} checkpoint(s) damaged: ${mark.map((m) => `${m.checkpointId} (${m.reason})`).join('; ')}`);
+            this.log.warn(`marked ${mark.length} checkpoint(s) damaged: ${mark.map((m) => `${m.checkpointId} (${m.reason})`).join('; ')}`);
           }
         }
         const damaged = cps
