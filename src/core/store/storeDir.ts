@@ -84,10 +84,11 @@ export function assertStoreNotLinked(dir: string): void {
 export function ensurePrivateStoreDir(dir: string): void {
   assertStoreNotLinked(dir);
   fs.mkdirSync(dir, { recursive: true, mode: STORE_DIR_MODE });
-  // mkdir may have raced a link into place; lstat again (the store's own files are then opened without following).
-  assertStoreNotLinked(dir);
+  // A link put in place between the check and mkdir (which then finds it "existing"):
+  // one more lstat of the directory itself; files inside are created O_EXCL or O_NOFOLLOW.
+  const st = fs.lstatSync(dir);
+  if (st.isSymbolicLink()) refuse(dir, '', linkTarget(dir));
   try {
-    const st = fs.statSync(dir);
     if (st.mode & 0o077 && (process.getuid === undefined || st.uid === process.getuid())) fs.chmodSync(dir, STORE_DIR_MODE);
   } catch {
     // best effort: opening the store must not fail over its directory's mode
