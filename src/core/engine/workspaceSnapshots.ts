@@ -35,6 +35,9 @@ export interface WorkspaceSnapshotOptions {
   log?: Logger;
 }
 
+/** How a full manifest object starts (manifest.ts writes them so); deltas are small JSON objects naming their parent. */
+const FULL_MANIFEST_HEAD = '{"entries":';
+
 export interface ObjectCheck {
   /** Checkpoints with a manifest that were checked. */
   checkpoints: number;
@@ -221,24 +224,48 @@ export class WorkspaceSnapshots implements Snapshotter {
     };
     const damaged = new Map<string, string>();
     const bad = new Map<string, 'missing' | 'corrupt'>();
+    // Each manifest object's chain down to its full manifest is walked once: many
+    // checkpoints share ancestors, and a full manifest is parsed by nothing but load.
+    const chainMemo = new Map<string, string | null>();
+    const chainProblem = (ref: string): string | null => {
+      const walked: string[] = [];
+      let problem: string | null = null;
+      for (let cursor = ref, guard = 0; ; guard++) {
+        const known = chainMemo.get(cursor);
+        if (known !== undefined) {
+          problem = known;
+          break;
+        }
+        walked.push(cursor);
+        const v = st(cursor);
+        if (v !== 'ok') {
+          problem = `manifest object ${cursor.slice(0, 12)}… is ${v}`;
+          break;
+        }
+        const bytes = this.blobs.getSync(cursor);
+        if (bytes.subarray(0, FULL_MANIFEST_HEAD.length).toString('latin1') === FULL_MANIFEST_HEAD) break;
+        let parent: unknown;
+        try {
+          parent = (JSON.parse(bytes.toString('utf8')) as { parent?: unknown }).parent;
+        } catch {
+          parent = undefined;
+        }
+        if (typeof parent !== 'string' || !/^[0-9a-f]{64}$/.test(parent) || guard > 100_000) {
+          problem = `manifest object ${cursor.slice(0, 12)}… is not a manifest`;
+          break;
+        }
+        cursor = parent;
+      }
+      for (const r of walked) chainMemo.set(r, problem);
+      return problem;
+    };
     let checked = 0;
     for (const c of checkpoints) {
       if (!c.manifestRef) continue;
       checked++;
       const ref = c.manifestRef;
-      let reason: string | null = st(ref) === 'ok' ? null : `its manifest object ${ref.slice(0, 12)}… is ${st(ref)}`;
-      if (!reason) {
-        try {
-          for (const r of await this.manifests.objectChain(ref)) {
-            if (st(r) !== 'ok') {
-              reason = `the manifest it is a delta of (object ${r.slice(0, 12)}…) is ${st(r)}`;
-              break;
-            }
-          }
-        } catch (e) {
-          reason = `its manifest cannot be read: ${(e as Error).message}`;
-        }
-      }
+      const chain = chainProblem(ref);
+      let reason: string | null = chain ? `its manifest cannot be read (${chain})` : null;
       if (!reason) {
         let m: Manifest;
         try {
