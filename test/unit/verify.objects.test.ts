@@ -149,6 +149,33 @@ describe('verify: checkpoint objects, repair, damaged checkpoints', function () 
     }
   });
 
+  it('a lost full manifest damages every checkpoint stored as a delta of it, however far down the chain', async () => {
+    const t = tmpDir('wp-verify-');
+    try {
+      const ws = t.dir;
+      fs.writeFileSync(path.join(ws, 'a.txt'), 'a\n');
+      const e = await openEngine(ws);
+      try {
+        const s = await e.startTask({ goal: 'g' });
+        const ids = [s.baseCheckpointId];
+        for (let i = 0; i < 3; i++) {
+          fs.writeFileSync(path.join(ws, 'a.txt'), `a${i}\n`);
+          ids.push((await e.checkpoint({ taskId: s.taskId })).checkpointId);
+        }
+        const baseRef = e.queries.checkpoint(s.baseCheckpointId)!.manifestRef!;
+        await e.workspaceSnapshots!.blobs.deleteMany([baseRef]);
+        const v = await e.verify();
+        assert.equal(v.ok, false);
+        assert.deepEqual(v.objects!.damaged.map((d) => d.checkpointId), ids);
+        for (const d of v.objects!.damaged) assert.match(d.reason, new RegExp(`manifest object ${baseRef.slice(0, 12)}… is missing`));
+      } finally {
+        await e.close();
+      }
+    } finally {
+      t.cleanup();
+    }
+  });
+
   it('verify --json prints exactly one JSON document on a projection mismatch too (it printed the report and then an error document)', async () => {
     const t = tmpDir('wp-verify-');
     try {
