@@ -140,7 +140,18 @@ export class StoreLink {
   private async look(): Promise<void> {
     const m = this.modeNow;
     if (m.kind === 'owner' || m.kind === 'closed') return;
-    const s = findOwner(this.opts.storeDir);
+    let s: ReturnType<typeof findOwner>;
+    try {
+      s = findOwner(this.opts.storeDir);
+    } catch (e) {
+      // A store that is (or holds) a symbolic link is refused; say so where the window shows it.
+      if (isWaypointError(e) && e.code === 'unsafe_path') {
+        if (m.kind !== 'waiting' || m.reason !== e.message) this.log.error(e.message);
+        this.setMode({ kind: 'waiting', reason: e.message });
+        return;
+      }
+      throw e;
+    }
     if (s.kind === 'none') return this.takeOver();
     if (s.kind === 'busy') {
       this.setMode({ kind: 'waiting', reason: `it is held by ${describeOwner(s.lock)}, which serves no endpoint (a CLI command still running, or an owner starting or stopping)` });

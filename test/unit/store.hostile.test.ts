@@ -2,7 +2,9 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { main } from '../../src/cli/main';
+import { Logger } from '../../src/core/log';
 import { isWaypointError } from '../../src/core/model/errors';
+import { StoreLink } from '../../src/mcp/storeLink';
 import { openEngine, tmpDir } from '../support/tmp';
 
 /**
@@ -87,6 +89,28 @@ describe('store: symlinks and file modes (hostile clones)', function () {
       await assert.rejects(openEngine(ws.dir), (e: unknown) => isWaypointError(e) && e.code === 'unsafe_path');
       assert.equal(fs.existsSync(path.join(elsewhere.dir, 'nope')), false);
     } finally {
+      ws.cleanup();
+      elsewhere.cleanup();
+    }
+  });
+
+  it("the editor's store link refuses a linked store too, and says why", async () => {
+    const ws = tmpDir('wp-hostile-');
+    const elsewhere = tmpDir('wp-elsewhere-');
+    const lines: string[] = [];
+    const link = new StoreLink({
+      storeDir: path.join(ws.dir, '.waypoint'),
+      log: new Logger((_l, line) => lines.push(line), 'test', 'debug'),
+      openEngine: () => openEngine(ws.dir),
+      pollMs: 100,
+    });
+    try {
+      fs.symlinkSync(elsewhere.dir, path.join(ws.dir, '.waypoint'));
+      await assert.rejects(link.ready(3_000), /symbolic link/);
+      assert.equal(link.mode.kind, 'waiting');
+      assert.deepEqual(fs.readdirSync(elsewhere.dir), []);
+    } finally {
+      await link.close();
       ws.cleanup();
       elsewhere.cleanup();
     }
