@@ -264,9 +264,10 @@ function runWorkload(phase: ChildPhase, workspace: string, sidecar: string, runI
 /**
  * The stall phase: an owner is SIGSTOPped (after K acks + D ms) and stays stopped
  * past its lease; a successor takes the store over and works; the first owner is
- * SIGCONTed while the successor writes, then both are SIGKILLed. The woken owner
- * must acknowledge nothing (every call it makes is refused with lost_ownership),
- * and every call either acknowledged must be in the store.
+ * SIGCONTed while the successor writes, then both are SIGKILLed. Every call
+ * either owner acknowledged must be in the store (the woken owner's calls are
+ * refused with lost_ownership; an ack it prints on waking was acknowledged before
+ * the takeover), and the store's projections must equal a rebuild.
  */
 async function runStall(workspace: string, sidecar: string, runId: string, plan: KillPlan, successorSeed: number, acks: Ack[]): Promise<RunOutcome> {
   const env = { ...process.env, WAYPOINT_CHAOS_LEASE_MS: String(STALL_LEASE_MS) };
@@ -281,12 +282,11 @@ async function runStall(workspace: string, sidecar: string, runId: string, plan:
   await sleep(STALL_LEASE_MS + 400);
   successor = spawnVictim(['events', workspace, String(successorSeed), sidecar, `${runId}b`], env, acks);
   if (!(await successor.acked(1 + (plan.afterAcks % 7), 60_000))) return failure(`the successor did not take over: ${successor.stderr()}`);
-  const ackedBeforeWake = first.ackCount();
   first.signal('SIGCONT');
   await sleep(100 + plan.delayMs * 3);
   await Promise.all([first.kill(), successor.kill()]);
-  const late = first.ackCount() - ackedBeforeWake;
-  if (late > 0) return { open: null, failure: `the replaced owner acknowledged ${late} call(s) after it woke` };
+  // An ack printed after the wake may be one whose fence check passed just before the stop
+  // (acknowledged while it still owned the store): like every ack, the checks require it present.
   return { open: null };
 }
 
