@@ -122,14 +122,24 @@ export const MCP_COMMANDS: Record<string, Command> = {
       const engine = await Engine.open({ workspace: c.workspace, log, sweepIntervalMs: 5_000, store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
       try {
         const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, rollback: headlessRollback(engine), port: intOption(c.values, 'port') });
+        // Replaced as the owner after a stall past the lease: every call is already refused
+        // (lost_ownership); stop serving so clients find the new owner, and exit non-zero.
+        let lostSub: { dispose(): void } | undefined;
+        const lost = new Promise<WaypointError>((resolve) => (lostSub = engine.store.onDidLoseOwnership(resolve)));
         const stop = untilSignal();
         c.out(`Serving Waypoint MCP for ${c.workspace} at ${endpoint.http.url} (token in ${endpoint.discoveryFile})`, {
           url: endpoint.http.url,
           discoveryFile: endpoint.discoveryFile,
           pid: process.pid,
         });
-        const sig = await stop;
-        log.info(`[mcp] ${sig}: stopping`);
+        const why = await Promise.race([stop, lost]);
+        lostSub?.dispose();
+        if (why instanceof WaypointError) {
+          log.error(`[mcp] ${why.message}`);
+          await endpoint.close();
+          throw why;
+        }
+        log.info(`[mcp] ${why}: stopping`);
         await endpoint.close();
       } finally {
         await engine.close();

@@ -88,7 +88,7 @@ export interface EngineApi {
 
 /** The local adapter: the engine itself, with queries made async like the remote ones. */
 export function localApi(engine: Engine, relayed = false): EngineApi {
-  return {
+  return ownedOnly(engine, {
     startTask: (a) => engine.startTask(a),
     extendPlan: (a) => engine.extendPlan(a),
     requestReview: (a) => engine.requestReview(a),
@@ -132,7 +132,23 @@ export function localApi(engine: Engine, relayed = false): EngineApi {
     verify: (a) => engine.verify(a),
     rebuild: () => engine.rebuild(),
     info: async () => ({ storeDir: engine.store.dir, storeId: engine.store.storeId, events: engine.store.lastSeq, pid: process.pid, relayed }),
-  };
+  });
+}
+
+/**
+ * Every call first checks that this process still owns the store: one that was
+ * stalled past its lease and replaced answers nothing — not even a read, whose
+ * answer would come from a view the new owner has moved past — but `lost_ownership`.
+ */
+function ownedOnly(engine: Engine, api: EngineApi): EngineApi {
+  const guarded = {} as Record<string, (...a: unknown[]) => Promise<unknown>>;
+  for (const [name, fn] of Object.entries(api) as [string, (...a: unknown[]) => Promise<unknown>][]) {
+    guarded[name] = async (...a: unknown[]) => {
+      engine.store.assertOwned();
+      return fn(...a);
+    };
+  }
+  return guarded as unknown as EngineApi;
 }
 
 const CheckpointFileInput = z.strictObject({ checkpointId: z.string().min(1).max(200), path: z.string().min(1).max(4096) });
