@@ -405,7 +405,8 @@ export class EventStore {
     }
     const dbFile = path.join(this.dir, DB_FILE);
     const tmp = path.join(this.dir, `${DB_FILE}.wp-tmp-export`);
-    const fh = await fs.promises.open(tmp, 'w', 0o600);
+    // A fixed name: opened without following a link planted there (the store's open refuses links too).
+    const fh = await fs.promises.open(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | (fs.constants.O_NOFOLLOW ?? 0), STORE_FILE_MODE);
     try {
       await fh.writeFile(bytes);
       await fh.sync();
