@@ -100,6 +100,12 @@ describe('verify: checkpoint objects, repair, damaged checkpoints', function () 
         await e.rollback({ taskId: task, checkpointId: c3.checkpointId });
         assert.equal(fs.readFileSync(path.join(ws, 'a.txt'), 'utf8'), 'A2\n');
         await assert.rejects(e.rollback({ taskId: task, checkpointId: cp1 }), (err: unknown) => isWaypointError(err) && err.code === 'corrupt' && err.message.includes(cp1));
+        // Retention and storage reports still work beside damaged checkpoints, and keep the whole ones' content.
+        await e.gc();
+        const storage = await e.storage();
+        assert.ok(storage.tasks.length >= 1);
+        assert.equal((await e.verify()).ok, true);
+        await assert.rejects(e.diff({ from: base }), /is damaged/);
       } finally {
         await e.close();
       }
