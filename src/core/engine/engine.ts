@@ -527,7 +527,7 @@ export class Engine {
       const task = this.requireTask(input.taskId);
       this.requireActive(task, 'start a step');
       const steps = this.queries.steps(task.id);
-      let step: Step | undefined = input.stepId ? steps.find((s) => s.id === input.stepId) : undefined;
+      const step: Step | undefined = input.stepId ? steps.find((s) => s.id === input.stepId) : undefined;
       let stepId = input.stepId;
       const adhoc = !step;
       if (!step) {
@@ -1163,7 +1163,10 @@ export class Engine {
       const tasks = [...perTask].map(([taskId, v]) => {
         let unique = 0;
         let shared = 0;
-        for (const h of v.blobs) (owners.get(h)!.size === 1 ? (unique += size.get(h)!) : (shared += size.get(h)!));
+        for (const h of v.blobs) {
+          if (owners.get(h)!.size === 1) unique += size.get(h)!;
+          else shared += size.get(h)!;
+        }
         return { taskId, title: this.queries.findTask(taskId)?.title ?? null, checkpoints: v.checkpoints, uniqueBytes: unique, sharedBytes: shared };
       });
       const referencedBytes = [...size.values()].reduce((a, b) => a + b, 0);
