@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import type { z } from 'zod';
 import * as path from 'node:path';
 import type { Engine } from '../core/engine/engine';
 import { localApi, remoteApi, type EngineApi } from '../core/engine/api';
@@ -21,7 +22,7 @@ import { MCP_COMMANDS } from './mcpCommands';
 const s = (short?: string) => ({ type: 'string' as const, ...(short ? { short } : {}) });
 const b = { type: 'boolean' as const };
 
-function readPlanFile(file: string): unknown {
+function readPlanFile(file: string): z.output<typeof Plan> {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -72,7 +73,7 @@ export const COMMANDS: Record<string, Command> = {
       const r = await e.startTask({
         goal,
         title: optional(c.values, 'title'),
-        plan: plan as never,
+        plan,
         agent: optional(c.values, 'agent'),
         idempotencyKey: optional(c.values, 'key'),
         leaseTtlMs: ttl === undefined ? undefined : ttl * 1000,

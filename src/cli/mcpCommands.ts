@@ -111,6 +111,9 @@ function hookLog(workspace: string, line: string): void {
   }
 }
 
+/** How long a replaced `serve` keeps refusing calls (with the reason) before it exits. */
+const LOST_GRACE_MS = 5_000;
+
 export const MCP_COMMANDS: Record<string, Command> = {
   serve: {
     summary: 'own the store and serve MCP over HTTP on 127.0.0.1 until SIGINT/SIGTERM (endpoint in .waypoint/mcp.json)',
@@ -136,6 +139,9 @@ export const MCP_COMMANDS: Record<string, Command> = {
         lostSub?.dispose();
         if (why instanceof WaypointError) {
           log.error(`[mcp] ${why.message}`);
+          // Keep answering for a moment, every call with lost_ownership, so clients that
+          // were mid-call learn why rather than seeing a dropped connection.
+          await new Promise((r) => setTimeout(r, LOST_GRACE_MS));
           await endpoint.close();
           throw why;
         }

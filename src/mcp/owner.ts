@@ -1,5 +1,5 @@
 import type { Engine } from '../core/engine/engine';
-import { RPC_PATH, serveRpc } from '../core/engine/api';
+import { RPC_PATH, localApi, serveRpc } from '../core/engine/api';
 import { Logger, silentLogger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
 import { handleClaudeHook, HOOK_ROUTE } from './claudeHooks';
@@ -44,7 +44,7 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
     maxBodyBytes: opts.maxBodyBytes,
     createSession: ({ sessionId, clientPid }) => {
       const dispatch = localDispatch({
-        engine,
+        engine: localApi(engine),
         // A relay tells us its pid; a direct HTTP client lives as long as we do at most.
         owner: { id: `mcp:${sessionId}`, pid: clientPid ?? process.pid },
         leaseTtlMs: opts.leaseTtlMs ?? MCP_LEASE_TTL_MS,

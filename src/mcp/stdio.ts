@@ -3,6 +3,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { Engine } from '../core/engine/engine';
 import type { Logger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
+import { localApi } from '../core/engine/api';
 import { MCP_LEASE_TTL_MS, startOwnerEndpoint, type OwnerEndpoint } from './owner';
 import { connectRelay, type Relay } from './relay';
 import { resolveStore } from './resolve';
@@ -49,7 +50,7 @@ export async function runStdio(o: StdioOptions): Promise<void> {
         const rollback = o.rollback ?? headlessRollback(engine);
         const endpoint = await startOwnerEndpoint({ engine, log: o.log, agentRollback: o.agentRollback, rollback });
         log.info(`owning the store ${engine.store.dir}; also serving ${endpoint.http.url}`);
-        const dispatch = localDispatch({ engine, owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback: o.agentRollback, rollback });
+        const dispatch = localDispatch({ engine: localApi(engine), owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback: o.agentRollback, rollback });
         return { kind: 'owner', engine, endpoint, dispatch };
       },
     });

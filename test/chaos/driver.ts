@@ -273,14 +273,15 @@ async function runStall(workspace: string, sidecar: string, runId: string, plan:
   const env = { ...process.env, WAYPOINT_CHAOS_LEASE_MS: String(STALL_LEASE_MS) };
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const first = spawnVictim(['events', workspace, String(plan.workloadSeed), sidecar, `${runId}a`], env, acks);
-  const failure = (why: string) => Promise.all([first.kill(), successor?.kill()]).then(() => ({ open: null, failure: why }));
-  let successor: Victim | undefined;
+  const victims = [first];
+  const failure = (why: string) => Promise.all(victims.map((v) => v.kill())).then(() => ({ open: null, failure: why }));
   if (!(await first.acked(plan.afterAcks, 60_000))) return failure(`the first owner did not reach ${plan.afterAcks} acks: ${first.stderr()}`);
   await sleep(plan.delayMs);
   first.signal('SIGSTOP');
   // Past the lease (and a renewal interval of slack), the successor may take over.
   await sleep(STALL_LEASE_MS + 400);
-  successor = spawnVictim(['events', workspace, String(successorSeed), sidecar, `${runId}b`], env, acks);
+  const successor = spawnVictim(['events', workspace, String(successorSeed), sidecar, `${runId}b`], env, acks);
+  victims.push(successor);
   if (!(await successor.acked(1 + (plan.afterAcks % 7), 60_000))) return failure(`the successor did not take over: ${successor.stderr()}`);
   first.signal('SIGCONT');
   await sleep(100 + plan.delayMs * 3);

@@ -1,7 +1,6 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { z } from 'zod';
 import { WaypointError, notFound } from '../model/errors';
 import { validatePlan } from '../model/plan';
 import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner, SideEffect, Step, Task, TaskState, WaypointEvent } from '../model/schema';
@@ -25,6 +24,7 @@ import {
   RetentionInput,
   RollbackInput,
   DiffInput,
+  VerifyInput,
   SkipStepInput,
   StartStepInput,
   StartTaskInput,
@@ -88,8 +88,6 @@ export interface ReviewApplyResult<C> {
   removed: string[];
   commit: C;
 }
-
-export const VerifyInput = z.strictObject({ repair: z.boolean().optional() });
 
 export interface VerifyReport {
   /** Projections equal a rebuild, and no checkpoint is damaged without being marked so. */
@@ -564,7 +562,7 @@ export class Engine {
       const task = this.requireTask(input.taskId);
       this.requireActive(task, 'start a step');
       const steps = this.queries.steps(task.id);
-      let step: Step | undefined = input.stepId ? steps.find((s) => s.id === input.stepId) : undefined;
+      const step: Step | undefined = input.stepId ? steps.find((s) => s.id === input.stepId) : undefined;
       let stepId = input.stepId;
       const adhoc = !step;
       if (!step) {
@@ -1200,7 +1198,10 @@ export class Engine {
       const tasks = [...perTask].map(([taskId, v]) => {
         let unique = 0;
         let shared = 0;
-        for (const h of v.blobs) (owners.get(h)!.size === 1 ? (unique += size.get(h)!) : (shared += size.get(h)!));
+        for (const h of v.blobs) {
+          if (owners.get(h)!.size === 1) unique += size.get(h)!;
+          else shared += size.get(h)!;
+        }
         return { taskId, title: this.queries.findTask(taskId)?.title ?? null, checkpoints: v.checkpoints, uniqueBytes: unique, sharedBytes: shared };
       });
       const referencedBytes = [...size.values()].reduce((a, b) => a + b, 0);

@@ -106,4 +106,7 @@ export const RetentionInput = z.strictObject({
 });
 export type RetentionInput = z.infer<typeof RetentionInput>;
 
+/** `waypoint verify`: with `repair`, lost content the workspace holds is stored again and damaged checkpoints are marked. */
+export const VerifyInput = z.strictObject({ repair: z.boolean().optional() });
+
 export { TaskId, CheckpointId };

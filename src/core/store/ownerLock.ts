@@ -204,7 +204,7 @@ export class OwnerLock {
         this.markLost(
           seen.info
             ? `it was taken over by ${describeOwner(seen.info, seen)} while this process (epoch ${this.info.epoch}) was stalled past its lease`
-            : 'its owner.lock is gone (removed while this process was stalled past its lease)',
+            : `another process took the store over while this one (epoch ${this.info.epoch}) was stalled past its lease, and has since released it`,
         );
       }
     }
