@@ -1,8 +1,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Engine } from '../core/engine/engine';
-import { localApi, remoteApi, type EngineApi } from '../core/engine/api';
+import { DEFAULT_RPC_TIMEOUT_MS, localApi, remoteApi, type EngineApi } from '../core/engine/api';
 import { resolveStore } from '../mcp/resolve';
+import { describeOwner } from '../core/store/ownerLock';
 import { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import { Plan } from '../core/model/schema';
@@ -35,6 +36,17 @@ function readPlanFile(file: string): unknown {
     throw new WaypointError('invalid_input', `Plan file ${file} is not valid JSON: ${errorMessage(e)}`);
   }
   return parseInput(Plan, raw, `plan file ${file}`);
+}
+
+/** How long the owner may take to answer the first, cheap question before it counts as unreachable. */
+const PROBE_TIMEOUT_MS = 10_000;
+
+/** How long a relayed call may take (`WAYPOINT_RPC_TIMEOUT` seconds; 120 by default). */
+function rpcTimeoutMs(): number {
+  const v = process.env.WAYPOINT_RPC_TIMEOUT;
+  if (v === undefined || v === '') return DEFAULT_RPC_TIMEOUT_MS;
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 86_400) throw new UsageError(`WAYPOINT_RPC_TIMEOUT must be a whole number of seconds from 1 to 86400, not '${v}'.`);
+  return Number(v) * 1000;
 }
 
 function owner(values: Ctx['values']) {
@@ -493,7 +505,13 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
           workspace,
           log,
           waitMs: lockWait ?? 5000,
-          serving: async (d) => remoteApi(d),
+          serving: async (d, lock) => {
+            // Ask a cheap question first, with a short timeout: a stopped, dying or dead owner
+            // is found out before any real call is sent, and resolveStore looks again (taking
+            // over a dead one) or fails naming it.
+            await remoteApi(d, { timeoutMs: PROBE_TIMEOUT_MS }).info();
+            return remoteApi(d, { owner: describeOwner(lock), timeoutMs: rpcTimeoutMs() });
+          },
           own: async (e) => {
             engine = e;
             return localApi(e);
@@ -519,8 +537,19 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
 }
 
 if (require.main === module) {
+  // Invariant 8: no door exits 0 having done nothing. If the event loop drains while the
+  // command is still pending (a promise nothing will ever settle), say so and fail.
+  let settled = false;
+  process.once('beforeExit', () => {
+    if (settled) return;
+    process.stderr.write('waypoint: the command stopped before it finished (nothing was left to wait for); its outcome is unknown.\n');
+    process.exit(1);
+  });
   main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
+    (code) => {
+      settled = true;
+      process.exit(code);
+    },
     (e) => {
       process.stderr.write(`waypoint: ${errorMessage(e)}\n`);
       process.exit(1);
