@@ -112,6 +112,37 @@ describe('cli relay: an owner that drops, stalls or vanishes', function () {
     }
   });
 
+  for (const [kind, onSocket] of [
+    ['drops every connection', (s: net.Socket) => s.destroy()],
+    ['never answers', (s: net.Socket) => void s.resume()],
+  ] as const) {
+    it(`waypoint mcp (stdio) against an owner that ${kind}: exits non-zero soon, naming the owner`, async () => {
+      const owner = await fakeOwner(ws.dir, onSocket);
+      try {
+        const r = await new Promise<Run>((resolve) => {
+          const t0 = Date.now();
+          // stdin stays open, as an agent holds it: only a failure to reach the owner may end the server.
+          const child = spawn(process.execPath, [CLI, 'mcp', '--wait', '2', '--workspace', ws.dir], { stdio: ['pipe', 'pipe', 'pipe'] });
+          let stdout = '';
+          let stderr = '';
+          child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+          child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+          const kill = setTimeout(() => child.kill('SIGKILL'), 90_000);
+          child.once('close', (status, signal) => {
+            clearTimeout(kill);
+            resolve({ status, signal, stdout, stderr, ms: Date.now() - t0 });
+          });
+        });
+        assert.equal(r.signal, null, `killed after ${r.ms} ms: ${r.stderr}`);
+        assert.equal(r.status, 1, r.stderr);
+        assert.match(r.stderr, new RegExp(`pid ${process.pid}.*since \\d{4}-`), r.stderr);
+        assert.ok(r.ms < 30_000, `took ${r.ms} ms`);
+      } finally {
+        await owner.close();
+      }
+    });
+  }
+
   describe('with a real owner in a child process', () => {
     let child: ChildProcess | undefined;
     let script: string;
