@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Engine } from '../core/engine/engine';
-import { DEFAULT_RPC_TIMEOUT_MS, localApi, remoteApi, type EngineApi } from '../core/engine/api';
+import { DEFAULT_RPC_TIMEOUT_MS, RpcTransportError, localApi, remoteApi, type EngineApi } from '../core/engine/api';
 import { resolveStore } from '../mcp/resolve';
 import { describeOwner } from '../core/store/ownerLock';
 import { Logger } from '../core/log';
@@ -47,6 +47,30 @@ function rpcTimeoutMs(): number {
   if (v === undefined || v === '') return DEFAULT_RPC_TIMEOUT_MS;
   if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 86_400) throw new UsageError(`WAYPOINT_RPC_TIMEOUT must be a whole number of seconds from 1 to 86400, not '${v}'.`);
   return Number(v) * 1000;
+}
+
+/**
+ * The remote API, but a call the owner never received (refused, or no connection) is
+ * made once more against whoever holds the store by then — often this process, taking a
+ * dead owner's store over. A call that may have arrived is never repeated.
+ */
+function retryUndelivered(remote: EngineApi, again: () => Promise<EngineApi>): EngineApi {
+  const calls = remote as unknown as Record<string, ((a?: unknown) => Promise<unknown>) | undefined>;
+  return new Proxy({} as EngineApi, {
+    get: (_t, name) => {
+      const first = typeof name === 'string' ? calls[name] : undefined;
+      if (!first) return undefined;
+      return async (arg?: unknown) => {
+        try {
+          return await first(arg);
+        } catch (e) {
+          if (!(e instanceof RpcTransportError) || e.delivered) throw e;
+          const next = (await again()) as unknown as Record<string, (a?: unknown) => Promise<unknown>>;
+          return next[name as string](arg);
+        }
+      };
+    },
+  });
 }
 
 function owner(values: Ctx['values']) {
@@ -501,22 +525,26 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
       json: values.json === true,
       workspace,
       engine: async () => {
-        api ??= await resolveStore<EngineApi>({
-          workspace,
-          log,
-          waitMs: lockWait ?? 5000,
-          serving: async (d, lock) => {
-            // Ask a cheap question first, with a short timeout: a stopped, dying or dead owner
-            // is found out before any real call is sent, and resolveStore looks again (taking
-            // over a dead one) or fails naming it.
-            await remoteApi(d, { timeoutMs: PROBE_TIMEOUT_MS }).info();
-            return remoteApi(d, { owner: describeOwner(lock), timeoutMs: rpcTimeoutMs() });
-          },
-          own: async (e) => {
-            engine = e;
-            return localApi(e);
-          },
-        });
+        const resolve = (retry: boolean): Promise<EngineApi> =>
+          resolveStore<EngineApi>({
+            workspace,
+            log,
+            waitMs: lockWait ?? 5000,
+            serving: async (d, lock) => {
+              // Ask a cheap question first, with a short timeout: a stopped, dying or dead owner
+              // is found out before any real call is sent, and resolveStore looks again (taking
+              // over a dead one) or fails naming it.
+              await remoteApi(d, { timeoutMs: PROBE_TIMEOUT_MS }).info();
+              const remote = remoteApi(d, { owner: describeOwner(lock), timeoutMs: rpcTimeoutMs() });
+              // An owner that went away after the probe never received the call: look again once.
+              return retry ? retryUndelivered(remote, () => resolve(false).then((a) => (api = a))) : remote;
+            },
+            own: async (e) => {
+              engine = e;
+              return localApi(e);
+            },
+          });
+        api ??= await resolve(true);
         return api;
       },
       out: (human, json) => io.stdout.write((values.json ? JSON.stringify(json, null, 2) : human) + '\n'),

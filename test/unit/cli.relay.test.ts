@@ -1,5 +1,6 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -142,6 +143,41 @@ describe('cli relay: an owner that drops, stalls or vanishes', function () {
       }
     });
   }
+
+  it('an owner that goes away between the probe and the call: the call, never received, is made again and answered', async () => {
+    // A pid that is certainly dead: a child that has exited and been reaped.
+    const gone = spawn(process.execPath, ['-e', '0']);
+    await new Promise((r) => gone.once('exit', r));
+    const deadPid = gone.pid!;
+    const dir = path.join(ws.dir, '.waypoint');
+    const calls: string[] = [];
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString()));
+      req.on('end', () => {
+        calls.push(JSON.parse(body).method);
+        res.writeHead(200, { 'content-type': 'application/json', connection: 'close' }).end(JSON.stringify({ ok: true, result: { storeDir: dir, storeId: 'x', events: 0, pid: process.pid, relayed: true } }));
+        // Answered the probe, then the owner is gone: nothing listens, and its pid is dead.
+        server.close();
+        const lock = JSON.parse(fs.readFileSync(path.join(dir, 'owner.lock'), 'utf8'));
+        fs.writeFileSync(path.join(dir, 'owner.lock'), JSON.stringify({ ...lock, pid: deadPid }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/mcp`;
+    fs.mkdirSync(dir, { recursive: true });
+    const now = Date.now();
+    fs.writeFileSync(path.join(dir, 'owner.lock'), JSON.stringify({ ownerId: 'waypoint-serve:fake', pid: process.pid, host: os.hostname(), startedAt: now, leaseExpiresAt: now + 3_600_000, endpoint: { url } }));
+    fs.writeFileSync(path.join(dir, 'mcp.json'), JSON.stringify({ url, token: 't'.repeat(43), pid: process.pid, startedAt: now }), { mode: 0o600 });
+    try {
+      const r = await cliAsync(['tasks', '--json', '--workspace', ws.dir]);
+      assert.equal(r.status, 0, r.stderr);
+      assert.deepEqual(JSON.parse(r.stdout), []);
+      assert.deepEqual(calls, ['info']);
+    } finally {
+      server.close();
+    }
+  });
 
   describe('with a real owner in a child process', () => {
     let child: ChildProcess | undefined;
