@@ -32,6 +32,7 @@ async function main(): Promise<void> {
   process.stdout.write(`(installing the VS Code harness in the background; log: ${path.relative(repoRoot, installLog)})\n`);
   try {
     await step('typecheck', 'typecheck');
+    await step('lint (layering)', 'lint');
     await step('unit tests', 'test:unit');
   } catch (e) {
     install.child.kill();

@@ -4,7 +4,7 @@
  * asks for an item not drawn yet). A 20,000-file review costs the page one chunk of
  * rows up front instead of all of them, and scrolling stays smooth.
  */
-export interface LazyList<T> {
+export interface LazyList {
   /** The list element to insert into the page. */
   readonly element: HTMLElement;
   /** Draws items up to and including `index` (no-op when already drawn). */
@@ -13,7 +13,7 @@ export interface LazyList<T> {
   complete(): boolean;
 }
 
-export function lazyList<T>(element: HTMLElement, items: readonly T[], row: (item: T) => HTMLElement, chunk = 100): LazyList<T> {
+export function lazyList<T>(element: HTMLElement, items: readonly T[], row: (item: T) => HTMLElement, chunk = 100): LazyList {
   let drawn = 0;
   const sentinel = document.createElement('li');
   sentinel.className = 'sentinel';

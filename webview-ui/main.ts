@@ -30,9 +30,9 @@ let order: ReviewFileMsg[] = [];
 const files = new Map<string, FileState>();
 const loaded = new Map<string, { hunks: HunkMsg[] } | { summary: string }>();
 const expanded = new Set<string>();
-const lists: LazyList<ReviewFileMsg>[] = [];
+const lists: LazyList[] = [];
 /** Which lazy list draws a file's row, and where in it. */
-const places = new Map<string, { lazy: LazyList<ReviewFileMsg>; index: number }>();
+const places = new Map<string, { lazy: LazyList; index: number }>();
 let message = '';
 let busy = false;
 let result: { ok: boolean; text: string } | null = null;
@@ -507,10 +507,12 @@ document.addEventListener('keydown', (e) => {
   const onItem = item !== null && t === item;
   switch (e.key) {
     case 'j':
-      onItem ? moveItem(item, 1) : navItems()[0]?.focus();
+      if (onItem) moveItem(item, 1);
+      else navItems()[0]?.focus();
       break;
     case 'k':
-      onItem ? moveItem(item, -1) : navItems()[0]?.focus();
+      if (onItem) moveItem(item, -1);
+      else navItems()[0]?.focus();
       break;
     case 'n':
       moveChange(onItem ? item : null, 1);

@@ -43,6 +43,6 @@ export function taskDetail(d: { task: Task; steps: Step[]; checkpoints: Checkpoi
     for (const e of d.sideEffects) out.push(`  ${pad(e.status === 'in_doubt' ? 'IN DOUBT' : e.status, 11)} ${e.key}  ${e.kind}: ${e.description}`);
   }
   out.push('', `Checkpoints: ${d.checkpoints.length}`);
-  for (const c of d.checkpoints.slice(-10)) out.push(`  ${c.id}  ${pad(c.kind, 18)} ${c.stepId ?? ''} ${age(c.createdAt)}${c.label ? `  "${c.label}"` : ''}`);
+  for (const c of d.checkpoints.slice(-10)) out.push(`  ${c.id}  ${pad(c.kind, 18)} ${c.stepId ?? ''} ${age(c.createdAt)}${c.label ? `  "${c.label}"` : ''}${c.damaged ? `  DAMAGED: ${c.damaged}` : ''}`);
   return out.join('\n');
 }

@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import type { z } from 'zod';
 import * as path from 'node:path';
 import type { Engine } from '../core/engine/engine';
 import { DEFAULT_RPC_TIMEOUT_MS, RpcTransportError, localApi, remoteApi, type EngineApi } from '../core/engine/api';
@@ -22,7 +23,7 @@ import { MCP_COMMANDS } from './mcpCommands';
 const s = (short?: string) => ({ type: 'string' as const, ...(short ? { short } : {}) });
 const b = { type: 'boolean' as const };
 
-function readPlanFile(file: string): unknown {
+function readPlanFile(file: string): z.output<typeof Plan> {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -73,6 +74,13 @@ function retryUndelivered(remote: EngineApi, again: () => Promise<EngineApi>): E
   });
 }
 
+/** `verify` found damage and already printed its one JSON document (the report, holding the error): exit 1, print nothing more. */
+class VerifyFailed extends WaypointError {
+  constructor(message: string) {
+    super('corrupt', message);
+  }
+}
+
 function owner(values: Ctx['values']) {
   const id = optional(values, 'owner');
   return id ? { id } : undefined;
@@ -101,7 +109,7 @@ export const COMMANDS: Record<string, Command> = {
       const r = await e.startTask({
         goal,
         title: optional(c.values, 'title'),
-        plan: plan as never,
+        plan,
         agent: optional(c.values, 'agent'),
         idempotencyKey: optional(c.values, 'key'),
         leaseTtlMs: ttl === undefined ? undefined : ttl * 1000,
@@ -438,18 +446,42 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   verify: {
-    summary: 'prove the projections equal a rebuild from the events (--rebuild rewrites them)',
-    usage: 'waypoint verify [--rebuild]',
-    options: { rebuild: b },
+    summary: 'prove the store whole: projections equal a rebuild, every checkpoint’s objects present and hashing right (--repair restores and marks, --rebuild rewrites projections)',
+    usage: 'waypoint verify [--repair] [--rebuild]',
+    options: { rebuild: b, repair: b },
     async run(c) {
       const e = await c.engine();
       if (c.values.rebuild) await e.rebuild();
-      const r = await e.verify();
-      const human = r.ok
-        ? `ok: ${r.events} events; every projection equals its rebuild from the events${c.values.rebuild ? ' (rebuilt)' : ''}`
-        : `MISMATCH: ${r.differences.map((d) => `${d.table} (live ${d.live} rows, rebuilt ${d.rebuilt})`).join(', ')}`;
-      c.out(human, { ...r, rebuilt: c.values.rebuild === true });
-      if (!r.ok) throw new WaypointError('corrupt', 'Projections differ from a rebuild; run `waypoint verify --rebuild` to repair them.');
+      const r = await e.verify({ repair: c.values.repair === true });
+      const damaged = r.objects?.damaged ?? [];
+      const unmarked = damaged.filter((d) => !d.marked);
+      const lines: string[] = [];
+      lines.push(
+        r.differences.length
+          ? `MISMATCH: ${r.differences.map((d) => `${d.table} (live ${d.live} rows, rebuilt ${d.rebuilt})`).join(', ')}`
+          : `${r.events} events; every projection equals its rebuild from the events${c.values.rebuild ? ' (rebuilt)' : ''}`,
+      );
+      if (r.objects) {
+        lines.push(`${r.objects.checkpoints} checkpoint(s), ${r.objects.blobs} object(s) read and hashed${r.objects.restored ? `; restored ${r.objects.restored} from the workspace` : ''}`);
+        for (const d of damaged) lines.push(`DAMAGED ${d.checkpointId}${d.taskId ? ` (task ${d.taskId})` : ''}: ${d.reason}${d.marked ? ' [marked]' : ''}`);
+      }
+      let failure: string | null = null;
+      if (r.differences.length) failure = 'Projections differ from a rebuild; run `waypoint verify --rebuild` to repair them.';
+      else if (unmarked.length) {
+        failure = `${unmarked.length} checkpoint(s) are damaged (${unmarked.map((d) => d.checkpointId).join(', ')}); run \`waypoint verify --repair\` to restore what the workspace still holds and mark the rest, so new checkpoints work again.`;
+      }
+      const human = `${failure ? 'FAILED' : 'ok'}: ${lines.join('\n')}`;
+      if (!failure) {
+        c.out(human, { ...r, rebuilt: c.values.rebuild === true });
+        return;
+      }
+      // Exactly one JSON document either way: the report, with the refusal in it (exit 1).
+      if (c.json) {
+        c.out(human, { ...r, rebuilt: c.values.rebuild === true, error: { code: 'corrupt', message: failure } });
+        throw new VerifyFailed(failure);
+      }
+      c.out(human, null);
+      throw new WaypointError('corrupt', failure);
     },
   },
   ...MCP_COMMANDS,
@@ -557,7 +589,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     const message = errorMessage(e);
     io.stderr.write(`waypoint: ${message}\n`);
     if (usage && found) io.stderr.write(`usage: ${commandNamed(found.name)!.usage}\n`);
-    if (wantsJson) io.stdout.write(JSON.stringify({ error: { code, message } }) + '\n');
+    if (wantsJson && !(e instanceof VerifyFailed)) io.stdout.write(JSON.stringify({ error: { code, message } }) + '\n');
     return usage ? 2 : 1;
   } finally {
     await engine?.close().catch((e) => io.stderr.write(`waypoint: closing the store failed: ${errorMessage(e)}\n`));

@@ -12,6 +12,7 @@ import { resolveStore, storeDirOf } from '../mcp/resolve';
 import { runStdio } from '../mcp/stdio';
 import { AgentRollbackPolicy } from '../mcp/tools';
 import { headlessRollback } from '../mcp/headlessRollback';
+import { APPEND_NOFOLLOW, STORE_FILE_MODE, ensurePrivateStoreDir } from '../core/store/storeDir';
 import { UsageError, intOption, optional } from './args';
 import type { Command, Ctx } from './command';
 
@@ -99,12 +100,20 @@ function hookLog(workspace: string, line: string): void {
   process.stderr.write(`waypoint hook: ${line}\n`);
   try {
     const dir = storeDirOf(workspace);
-    fs.mkdirSync(dir, { recursive: true });
-    fs.appendFileSync(path.join(dir, 'hooks.log'), `${new Date().toISOString()} ${line}\n`);
+    ensurePrivateStoreDir(dir);
+    const fd = fs.openSync(path.join(dir, 'hooks.log'), APPEND_NOFOLLOW, STORE_FILE_MODE);
+    try {
+      fs.writeSync(fd, `${new Date().toISOString()} ${line}\n`);
+    } finally {
+      fs.closeSync(fd);
+    }
   } catch {
     // logging must not fail the hook either
   }
 }
+
+/** How long a replaced `serve` keeps refusing calls (with the reason) before it exits. */
+const LOST_GRACE_MS = 5_000;
 
 export const MCP_COMMANDS: Record<string, Command> = {
   serve: {
@@ -117,14 +126,27 @@ export const MCP_COMMANDS: Record<string, Command> = {
       const engine = await Engine.open({ workspace: c.workspace, log, sweepIntervalMs: 5_000, store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
       try {
         const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, rollback: headlessRollback(engine), port: intOption(c.values, 'port') });
+        // Replaced as the owner after a stall past the lease: every call is already refused
+        // (lost_ownership); stop serving so clients find the new owner, and exit non-zero.
+        let lostSub: { dispose(): void } | undefined;
+        const lost = new Promise<WaypointError>((resolve) => (lostSub = engine.store.onDidLoseOwnership(resolve)));
         const stop = untilSignal();
         c.out(`Serving Waypoint MCP for ${c.workspace} at ${endpoint.http.url} (token in ${endpoint.discoveryFile})`, {
           url: endpoint.http.url,
           discoveryFile: endpoint.discoveryFile,
           pid: process.pid,
         });
-        const sig = await stop;
-        log.info(`[mcp] ${sig}: stopping`);
+        const why = await Promise.race([stop, lost]);
+        lostSub?.dispose();
+        if (why instanceof WaypointError) {
+          log.error(`[mcp] ${why.message}`);
+          // Keep answering for a moment, every call with lost_ownership, so clients that
+          // were mid-call learn why rather than seeing a dropped connection.
+          await new Promise((r) => setTimeout(r, LOST_GRACE_MS));
+          await endpoint.close();
+          throw why;
+        }
+        log.info(`[mcp] ${why}: stopping`);
         await endpoint.close();
       } finally {
         await engine.close();

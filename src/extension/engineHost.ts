@@ -126,7 +126,18 @@ export class EngineHost extends Disposable {
     });
     this.register({ dispose: () => void link.close().catch((e) => this.log.error(`[host] close failed: ${errorMessage(e)}`)) });
     link.onDidChange((e) => this._onDidChange.fire(e));
-    link.onDidChangeMode((m) => this._onDidChangeMode.fire(toHostMode(m)));
+    let was: LinkMode['kind'] = link.mode.kind;
+    link.onDidChangeMode((m) => {
+      // Owning, then neither owning nor closing: this window was stalled past its lease (a
+      // debugger, a suspended laptop) and another process took the store over. Say so once.
+      if (was === 'owner' && m.kind !== 'owner' && m.kind !== 'closed' && !this.closed) {
+        void vscode.window.showWarningMessage(
+          'Waypoint: this window was paused past its lease and another process took the store over. Nothing it acknowledged is lost; it now relays to the new owner.',
+        );
+      }
+      was = m.kind;
+      this._onDidChangeMode.fire(toHostMode(m));
+    });
     this.link = link;
     link.start();
     return link;

@@ -183,9 +183,10 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       const item = new vscode.TreeItem(label, vscode.TreeItemCollapsibleState.None);
       item.id = node.id;
       item.iconPath = checkpointIcon(c);
-      item.description = `${new Date(c.createdAt).toLocaleTimeString()} · ${c.filesChanged} file${c.filesChanged === 1 ? '' : 's'} changed`;
-      item.tooltip = `${CHECKPOINT_LABEL[c.kind]} ${c.id}\n${new Date(c.createdAt).toLocaleString()}\n${c.files} files tracked, ${c.filesChanged} changed`;
-      item.contextValue = `checkpoint:${c.kind}${c.manifestRef ? ':restorable' : ''}`;
+      item.description = `${c.damaged ? 'damaged · ' : ''}${new Date(c.createdAt).toLocaleTimeString()} · ${c.filesChanged} file${c.filesChanged === 1 ? '' : 's'} changed`;
+      item.tooltip = `${CHECKPOINT_LABEL[c.kind]} ${c.id}\n${new Date(c.createdAt).toLocaleString()}\n${c.files} files tracked, ${c.filesChanged} changed${c.damaged ? `\nDamaged: ${c.damaged}` : ''}`;
+      // A damaged checkpoint (objects lost, marked by verify --repair) offers no rollback or diff.
+      item.contextValue = `checkpoint:${c.kind}${c.manifestRef && !c.damaged ? ':restorable' : ''}`;
       return item;
     }
     const e = node.effect;

@@ -45,7 +45,7 @@ export class WorkspaceCommands {
   private async pickCheckpoint(detail: TaskDetail): Promise<CheckpointMeta | undefined> {
     const task = detail.task;
     const cps = detail.checkpoints
-      .filter((c) => c.manifestRef)
+      .filter((c) => c.manifestRef && !c.damaged)
       .reverse();
     if (!cps.length) {
       void vscode.window.showInformationMessage(`Waypoint: “${task.title}” has no checkpoint with file contents.`);

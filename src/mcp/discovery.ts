@@ -3,12 +3,14 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { isStale, readLock, type LockInfo } from '../core/store/ownerLock';
 import { writeFileAtomicSync } from '../core/store/fsutil';
+import { assertStoreNotLinked } from '../core/store/storeDir';
 
 /**
  * `.waypoint/mcp.json`: how a relay reaches the process that owns the store —
  * its MCP URL and bearer token. Readable by the user only (0600), written
- * atomically, removed when the owner stops. The owner lock's `endpoint` names the
- * same URL; a relay trusts the pair only when both agree and the lock's pid lives.
+ * atomically, removed when the owner stops. It names the owner's pid and fencing
+ * epoch; a relay trusts it only when the owner lock names the same pid and epoch
+ * and the lock is live.
  */
 export const DISCOVERY_FILE = 'mcp.json';
 
@@ -17,6 +19,8 @@ export const Discovery = z.strictObject({
   token: z.string().min(32).max(256),
   pid: z.number().int().positive(),
   startedAt: z.number(),
+  /** The owner's fencing epoch: the pair is trusted only while the lock names the same pid and epoch. */
+  epoch: z.number().int().nonnegative().optional(),
 });
 export type Discovery = z.infer<typeof Discovery>;
 
@@ -56,13 +60,15 @@ export type OwnerStatus =
   | { kind: 'busy'; lock: LockInfo };
 
 export function findOwner(storeDir: string): OwnerStatus {
-  const { info, text } = readLock(storeDir);
-  if (text === null || isStale(info)) return { kind: 'none' };
+  // A linked store (a hostile clone) is refused before its lock or token is read and trusted.
+  assertStoreNotLinked(storeDir);
+  const seen = readLock(storeDir);
+  const { info, text } = seen;
+  if (text === null || isStale(seen)) return { kind: 'none' };
   if (!info) return { kind: 'none' };
-  const url = info.endpoint?.url;
-  if (url) {
-    const d = readDiscovery(storeDir);
-    if (d && d.url === url && d.pid === info.pid) return { kind: 'serving', discovery: d, lock: info };
-  }
+  const d = readDiscovery(storeDir);
+  // The discovery file must be the lock holder's own: same pid and the same epoch (a replaced
+  // owner's file, or a dead one's, never names the current holder's epoch).
+  if (d && d.pid === info.pid && (d.epoch ?? 0) === info.epoch && (!info.endpoint?.url || info.endpoint.url === d.url)) return { kind: 'serving', discovery: d, lock: info };
   return { kind: 'busy', lock: info };
 }

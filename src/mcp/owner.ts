@@ -1,12 +1,12 @@
 import type { Engine } from '../core/engine/engine';
-import { RPC_PATH, serveRpc } from '../core/engine/api';
+import { RPC_PATH, localApi, serveRpc } from '../core/engine/api';
 import { Logger, silentLogger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
 import { handleClaudeHook, HOOK_ROUTE } from './claudeHooks';
 import { removeDiscovery, writeDiscovery } from './discovery';
 import { startHttpServer, type HttpLimits, type HttpServerHandle } from './http';
 import { createMcpServer, localDispatch } from './server';
-import type { AgentRollbackPolicy, RollbackHandler } from './tools';
+import { toolError, type AgentRollbackPolicy, type RollbackHandler } from './tools';
 
 /**
  * What the owner of a store runs so that others can reach it: the MCP HTTP server
@@ -45,23 +45,32 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
     port: opts.port,
     maxBodyBytes: opts.maxBodyBytes,
     limits: opts.limits,
-    createSession: ({ sessionId, clientPid }) =>
-      createMcpServer(
-        localDispatch({
-          engine,
-          // A relay tells us its pid; a direct HTTP client lives as long as we do at most.
-          owner: { id: `mcp:${sessionId}`, pid: clientPid ?? process.pid },
-          leaseTtlMs: opts.leaseTtlMs ?? MCP_LEASE_TTL_MS,
-          agentRollback: opts.agentRollback ?? 'ask',
-          rollback: opts.rollback,
-        }),
-      ),
+    createSession: ({ sessionId, clientPid }) => {
+      const dispatch = localDispatch({
+        engine: localApi(engine),
+        // A relay tells us its pid; a direct HTTP client lives as long as we do at most.
+        owner: { id: `mcp:${sessionId}`, pid: clientPid ?? process.pid },
+        leaseTtlMs: opts.leaseTtlMs ?? MCP_LEASE_TTL_MS,
+        agentRollback: opts.agentRollback ?? 'ask',
+        rollback: opts.rollback,
+      });
+      // A replaced owner answers every tool call with lost_ownership (its view is stale).
+      return createMcpServer(async (name, args) => {
+        try {
+          engine.store.assertOwned();
+        } catch (e) {
+          return toolError(errorMessage(e));
+        }
+        return dispatch(name, args);
+      });
+    },
     // A hook's refusal is an answer, not a transport failure: the relaying hook logs it and exits 0.
     routes: {
       // The CLI (and any other process) calls the owner's engine here instead of opening the store.
       [RPC_PATH]: (body) => serveRpc(engine, body),
       [HOOK_ROUTE]: async (body) => {
         try {
+          engine.store.assertOwned();
           return { ok: true, ...(await handleClaudeHook(engine, body, { log: hookLog })) };
         } catch (e) {
           hookLog.warn(`not recorded: ${errorMessage(e)}`);
@@ -73,23 +82,20 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
   const storeDir = engine.store.dir;
   let discoveryFile: string;
   try {
-    discoveryFile = writeDiscovery(storeDir, { url: http.url, token: http.token, pid: process.pid, startedAt: Date.now() });
-    engine.store.lock.setEndpoint({ url: http.url, discoveryFile });
+    discoveryFile = writeDiscovery(storeDir, { url: http.url, token: http.token, pid: process.pid, startedAt: Date.now(), epoch: engine.store.lock.epoch });
   } catch (e) {
     await http.close();
     throw e;
   }
+  // Replaced while stalled: stop advertising this endpoint (its calls answer lost_ownership).
+  const lostSub = engine.store.onDidLoseOwnership(() => removeDiscovery(storeDir, http.token));
   let closed: Promise<void> | undefined;
   return {
     http,
     discoveryFile,
     close: () =>
       (closed ??= (async () => {
-        try {
-          engine.store.lock.setEndpoint(null);
-        } catch (e) {
-          log.warn(`clearing the lock's endpoint failed: ${errorMessage(e)}`);
-        }
+        lostSub.dispose();
         removeDiscovery(storeDir, http.token);
         await http.close();
       })()),

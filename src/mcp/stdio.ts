@@ -3,6 +3,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { Engine } from '../core/engine/engine';
 import type { Logger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
+import { localApi } from '../core/engine/api';
 import { MCP_LEASE_TTL_MS, startOwnerEndpoint, type OwnerEndpoint } from './owner';
 import { connectRelay, type Relay } from './relay';
 import { resolveStore } from './resolve';
@@ -49,7 +50,7 @@ export async function runStdio(o: StdioOptions): Promise<void> {
         const rollback = o.rollback ?? headlessRollback(engine);
         const endpoint = await startOwnerEndpoint({ engine, log: o.log, agentRollback: o.agentRollback, rollback });
         log.info(`owning the store ${engine.store.dir}; also serving ${endpoint.http.url}`);
-        const dispatch = localDispatch({ engine, owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback: o.agentRollback, rollback });
+        const dispatch = localDispatch({ engine: localApi(engine), owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback: o.agentRollback, rollback });
         return { kind: 'owner', engine, endpoint, dispatch };
       },
     });
@@ -57,7 +58,26 @@ export async function runStdio(o: StdioOptions): Promise<void> {
   let backend: Backend = await resolve();
   let switching: Promise<void> | null = null;
   const watchRelay = (b: Backend) => {
-    if (b.kind !== 'relay') return;
+    if (b.kind === 'owner') {
+      // Stalled past its lease and replaced: stop owning (nothing of ours is acknowledged
+      // after the takeover) and relay to whoever owns the store now.
+      const sub = b.engine.store.onDidLoseOwnership((why) => {
+        sub.dispose();
+        if (backend !== b || closed) return;
+        log.warn(`${why.message} Switching to relay.`);
+        switching = (async () => {
+          await b.endpoint.close().catch(() => undefined);
+          await b.engine.close().catch(() => undefined);
+          try {
+            backend = await resolve();
+            watchRelay(backend);
+          } catch (e) {
+            log.error(`could not reach the store's new owner: ${errorMessage(e)}`);
+          }
+        })().finally(() => (switching = null));
+      });
+      return;
+    }
     void b.relay.lost.then((why) => {
       if (backend !== b || closed) return;
       log.warn(`${why.message}; looking for the store's new owner`);
@@ -80,6 +100,13 @@ export async function runStdio(o: StdioOptions): Promise<void> {
     const b = backend;
     if (b.kind === 'relay' && b.relay.isLost()) {
       return toolError('The Waypoint owner went away; this server is switching over. Call the tool again.');
+    }
+    if (b.kind === 'owner') {
+      try {
+        b.engine.store.assertOwned();
+      } catch (e) {
+        return toolError(errorMessage(e));
+      }
     }
     return b.dispatch(name, args);
   };

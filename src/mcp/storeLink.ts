@@ -140,7 +140,18 @@ export class StoreLink {
   private async look(): Promise<void> {
     const m = this.modeNow;
     if (m.kind === 'owner' || m.kind === 'closed') return;
-    const s = findOwner(this.opts.storeDir);
+    let s: ReturnType<typeof findOwner>;
+    try {
+      s = findOwner(this.opts.storeDir);
+    } catch (e) {
+      // A store that is (or holds) a symbolic link is refused; say so where the window shows it.
+      if (isWaypointError(e) && e.code === 'unsafe_path') {
+        if (m.kind !== 'waiting' || m.reason !== e.message) this.log.error(e.message);
+        this.setMode({ kind: 'waiting', reason: e.message });
+        return;
+      }
+      throw e;
+    }
     if (s.kind === 'none') return this.takeOver();
     if (s.kind === 'busy') {
       this.setMode({ kind: 'waiting', reason: `it is held by ${describeOwner(s.lock)}, which serves no endpoint (a CLI command still running, or an owner starting or stopping)` });
@@ -209,10 +220,29 @@ export class StoreLink {
     clearInterval(this.timer);
     this.timer = undefined;
     if (was.kind === 'relay') this.log.info(`the owner ${describeOwner(was.owner)} went away; this process owns the store now`);
-    this.engineSub = engine.onDidChange((e) => this.emitChange(e));
+    const changes = engine.onDidChange((e) => this.emitChange(e));
+    const lost = engine.store.onDidLoseOwnership((e) => void this.demote(engine, e.message));
+    this.engineSub = { dispose: () => (changes.dispose(), lost.dispose()) };
     this.ownerApi = localApi(engine);
     this.setMode({ kind: 'owner', engine });
     this.emitChange(undefined);
+  }
+
+  /**
+   * This process was stalled past its lease and another took the store over: its
+   * engine refuses everything (lost_ownership). Drop it (no export: its view is
+   * outdated) and look for the new owner, to relay to it like any other.
+   */
+  private async demote(engine: Engine, why: string): Promise<void> {
+    if (this.modeNow.kind !== 'owner' || this.modeNow.engine !== engine) return;
+    this.log.error(`${why} Switching to relay.`);
+    this.engineSub?.dispose();
+    this.engineSub = undefined;
+    this.ownerApi = undefined;
+    this.setMode({ kind: 'waiting', reason: 'this window lost the store to another process and is looking for it' });
+    await engine.close().catch((e) => this.log.warn(`closing the replaced engine: ${errorMessage(e)}`));
+    this.emitChange(undefined);
+    this.start();
   }
 
   private setMode(next: LinkMode): void {

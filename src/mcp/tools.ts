@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { Engine } from '../core/engine/engine';
+import type { EngineApi } from '../core/engine/operations';
 import { StartTaskInput, TaskId, SideEffectKey } from '../core/engine/inputs';
 import { errorMessage, isWaypointError } from '../core/model/errors';
 import { Identifier, IdempotencyKey, TaskState, type LeaseOwner, type Task } from '../core/model/schema';
@@ -13,9 +13,9 @@ import { ACTIVE_TASK_STATES } from '../core/model/stateMachine';
  * module only registers these, so the same definitions serve stdio, HTTP and a relay.
  */
 
-/** The engine operations the tools use; the local Engine satisfies it as is. */
+/** The engine operations the tools use, typed by the operation table (localApi or a remote owner's). */
 export type EngineLike = Pick<
-  Engine,
+  EngineApi,
   'startTask' | 'startStep' | 'completeStep' | 'failStep' | 'checkpoint' | 'beginSideEffect' | 'endSideEffect' | 'resumeTask' | 'requestReview' | 'taskDetail' | 'tasks'
 >;
 
@@ -281,7 +281,7 @@ const taskStatus = defineTool({
   annotations: { readOnlyHint: true },
   async run(ctx, a) {
     if (a.taskId) {
-      const d = ctx.engine.taskDetail(a.taskId);
+      const d = await ctx.engine.taskDetail(a.taskId);
       const done = d.steps.filter((s) => s.status === 'completed' || s.status === 'skipped').length;
       const structured = {
         task: brief(d.task),
@@ -292,7 +292,7 @@ const taskStatus = defineTool({
       };
       return { structured, summary: `Task ${d.task.id} is ${d.task.state}: ${done}/${d.steps.length} step(s) done, ${d.checkpoints.length} checkpoint(s), ${d.sideEffects.length} side effect(s).`, detail: JSON.stringify(structured) };
     }
-    const open = ctx.engine.tasks().filter((t) => t.state !== 'completed' && t.state !== 'abandoned');
+    const open = (await ctx.engine.tasks()).filter((t) => t.state !== 'completed' && t.state !== 'abandoned');
     const tasks = open.map((t) => brief(t));
     const active = open.filter((t) => ACTIVE_TASK_STATES.includes(t.state)).length;
     return {
@@ -336,7 +336,7 @@ const rollback = defineTool({
       );
     }
     // Validate the task before asking anyone: an unknown task is a plain error.
-    ctx.engine.taskDetail(a.taskId);
+    await ctx.engine.taskDetail(a.taskId);
     if (!ctx.rollback) throw new ToolRefusal('rollback is not available in this server yet. Tell the person which checkpoint you would restore; they can roll back from VS Code.');
     const r = await ctx.rollback({ ...a, policy: ctx.agentRollback, owner: ctx.owner });
     return {

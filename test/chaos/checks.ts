@@ -75,7 +75,10 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
 
     const v = await engine.verify();
     checks++;
-    if (!v.ok) fail(`projections differ from a rebuild: ${JSON.stringify(v.differences[0])}`);
+    if (!v.ok) {
+      const damaged = v.objects?.damaged.filter((d) => !d.marked) ?? [];
+      fail(v.differences.length ? `projections differ from a rebuild: ${JSON.stringify(v.differences[0])}` : `damaged checkpoint(s): ${JSON.stringify(damaged.slice(0, 3))}`);
+    }
 
     const ws = engine.workspaceSnapshots!;
     const referenced = new Set<string>();

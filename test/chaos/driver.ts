@@ -33,7 +33,12 @@ const PLAN_SHAPE: Record<Phase, { acks: number; delayMs: number; freshEvery: num
   // An apply takes seconds on a loaded machine (checkpoint, writes, git): spread kills across all of it.
   review: { acks: 10, delayMs: 1500, freshEvery: 20 },
   mcp: { acks: 12, delayMs: 30, freshEvery: 25 },
+  // acks/delay: when the first owner is stopped; the successor is killed after as many again.
+  stall: { acks: 20, delayMs: 40, freshEvery: 20 },
 };
+
+/** The stall phase's lease: short, so a SIGSTOP outlasts it quickly. */
+const STALL_LEASE_MS = 800;
 
 export interface Violation {
   phase: Phase;
@@ -136,7 +141,12 @@ async function runPhase(
       let run: RunOutcome;
       const tRun = Date.now();
       try {
-        run = phase === 'mcp' ? await mcpSession(ws!.dir, plan, state.acks) : await runWorkload(phase, ws!.dir, sidecar.dir, `k${k}`, plan, state.acks);
+        run =
+          phase === 'mcp'
+            ? await mcpSession(ws!.dir, plan, state.acks)
+            : phase === 'stall'
+              ? await runStall(ws!.dir, sidecar.dir, `k${k}`, plan, rng.seed(), state.acks)
+              : await runWorkload(phase, ws!.dir, sidecar.dir, `k${k}`, plan, state.acks);
       } catch (e) {
         run = { open: null, failure: (e as Error).message };
       }
@@ -249,6 +259,93 @@ function runWorkload(phase: ChildPhase, workspace: string, sidecar: string, runI
       resolve(signal === 'SIGKILL' ? { open, readyMs } : { open, readyMs, failure: `exit code ${code}: ${stderr.trim().split('\n').slice(0, 6).join(' | ')}` });
     });
   });
+}
+
+/**
+ * The stall phase: an owner is SIGSTOPped (after K acks + D ms) and stays stopped
+ * past its lease; a successor takes the store over and works; the first owner is
+ * SIGCONTed while the successor writes, then both are SIGKILLed. Every call
+ * either owner acknowledged must be in the store (the woken owner's calls are
+ * refused with lost_ownership; an ack it prints on waking was acknowledged before
+ * the takeover), and the store's projections must equal a rebuild.
+ */
+async function runStall(workspace: string, sidecar: string, runId: string, plan: KillPlan, successorSeed: number, acks: Ack[]): Promise<RunOutcome> {
+  const env = { ...process.env, WAYPOINT_CHAOS_LEASE_MS: String(STALL_LEASE_MS) };
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const first = spawnVictim(['events', workspace, String(plan.workloadSeed), sidecar, `${runId}a`], env, acks);
+  const victims = [first];
+  const failure = (why: string) => Promise.all(victims.map((v) => v.kill())).then(() => ({ open: null, failure: why }));
+  if (!(await first.acked(plan.afterAcks, 60_000))) return failure(`the first owner did not reach ${plan.afterAcks} acks: ${first.stderr()}`);
+  await sleep(plan.delayMs);
+  first.signal('SIGSTOP');
+  // Past the lease (and a renewal interval of slack), the successor may take over.
+  await sleep(STALL_LEASE_MS + 400);
+  const successor = spawnVictim(['events', workspace, String(successorSeed), sidecar, `${runId}b`], env, acks);
+  victims.push(successor);
+  if (!(await successor.acked(1 + (plan.afterAcks % 7), 60_000))) return failure(`the successor did not take over: ${successor.stderr()}`);
+  first.signal('SIGCONT');
+  await sleep(100 + plan.delayMs * 3);
+  await Promise.all([first.kill(), successor.kill()]);
+  // An ack printed after the wake may be one whose fence check passed just before the stop
+  // (acknowledged while it still owned the store): like every ack, the checks require it present.
+  return { open: null };
+}
+
+interface Victim {
+  acked(n: number, ms: number): Promise<boolean>;
+  ackCount(): number;
+  signal(sig: NodeJS.Signals): void;
+  kill(): Promise<void>;
+  stderr(): string;
+}
+
+/** A workload child whose `ack` lines are recorded as they arrive; killed with its process group. */
+function spawnVictim(args: string[], env: NodeJS.ProcessEnv, acks: Ack[]): Victim {
+  const child = spawn(process.execPath, [workload(), ...args], { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env });
+  let buf = '';
+  let err = '';
+  let count = 0;
+  let exited = false;
+  const exit = new Promise<void>((resolve) => child.on('exit', () => ((exited = true), resolve())));
+  child.stdout.on('data', (d: Buffer) => {
+    buf += d.toString();
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const [word, ...rest] = buf.slice(0, nl).split(' ');
+      buf = buf.slice(nl + 1);
+      if (word === 'ack') {
+        acks.push({ kind: rest[0] as Ack['kind'], taskId: rest[1]!, id: rest[2]! });
+        count++;
+      }
+    }
+  });
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  return {
+    async acked(n, ms) {
+      const deadline = Date.now() + ms;
+      while (count < n && !exited && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      return count >= n;
+    },
+    ackCount: () => count,
+    signal(sig) {
+      try {
+        process.kill(child.pid!, sig);
+      } catch {
+        /* gone */
+      }
+    },
+    async kill() {
+      try {
+        process.kill(-child.pid!, 'SIGCONT');
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+      await exit;
+      await drainGroup(child.pid!);
+    },
+    stderr: () => err.trim().split('\n').slice(0, 6).join(' | '),
+  };
 }
 
 /** Waits until no process of the group is left (SIGKILLs stragglers after 30 s). */

@@ -1,4 +1,8 @@
-export const PHASES = ['events', 'checkpoints', 'rollbacks', 'review', 'mcp'] as const;
+export const PHASES = ['events', 'checkpoints', 'rollbacks', 'review', 'mcp', 'stall'] as const;
 export type Phase = (typeof PHASES)[number];
-/** The phases whose workload runs in a workload child (mcp's victim is the real `waypoint mcp` server). */
-export type ChildPhase = Exclude<Phase, 'mcp'>;
+/**
+ * The phases whose workload runs in a workload child (mcp's victim is the real
+ * `waypoint mcp` server; stall runs the events workload twice: an owner SIGSTOPped
+ * past its lease, and the successor that takes the store over while it sleeps).
+ */
+export type ChildPhase = Exclude<Phase, 'mcp' | 'stall'>;

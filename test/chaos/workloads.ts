@@ -262,7 +262,8 @@ async function main(): Promise<void> {
     workspace,
     owner: { id: `chaos-${runId}`, pid: process.pid },
     // Small exports, so kills land in exports and journal rotations too.
-    store: { exportThresholdBytes: 4096 + rng.int(32768), lock: { waitMs: 5_000 } },
+    // The stall phase shortens the lease so a SIGSTOP outlasts it in a second or two.
+    store: { exportThresholdBytes: 4096 + rng.int(32768), lock: { waitMs: 5_000, ...(process.env.WAYPOINT_CHAOS_LEASE_MS ? { leaseMs: Number(process.env.WAYPOINT_CHAOS_LEASE_MS) } : {}) } },
   });
   let n = 0;
   const expect = (e: Expectation) => {

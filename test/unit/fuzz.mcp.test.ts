@@ -7,6 +7,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { Engine } from '../../src/core/engine/engine';
+import { localApi } from '../../src/core/engine/api';
 import { dumpProjections } from '../../src/core/store/projections';
 import { headlessRollback } from '../../src/mcp/headlessRollback';
 import { createMcpServer, localDispatch } from '../../src/mcp/server';
@@ -43,7 +44,7 @@ describe('fuzz: MCP tool arguments (SDK client → real server → real store)',
     fs.mkdirSync(path.join(ws, 'src'), { recursive: true });
     fs.writeFileSync(path.join(ws, 'src', 'a.ts'), 'export const a = 1;\n');
     engine = await Engine.open({ workspace: ws, store: { lock: { waitMs: 200 } } });
-    server = createMcpServer(localDispatch({ engine, owner: { id: 'fuzz-agent' }, agentRollback: 'allow', rollback: headlessRollback(engine) }));
+    server = createMcpServer(localDispatch({ engine: localApi(engine), owner: { id: 'fuzz-agent' }, agentRollback: 'allow', rollback: headlessRollback(engine) }));
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
     await server.connect(serverSide);
     client = new Client({ name: 'waypoint-fuzz', version: '1.0.0' });

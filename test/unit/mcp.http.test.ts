@@ -46,7 +46,7 @@ describe('mcp over streamable HTTP (owner endpoint)', function () {
     ws.cleanup();
   });
 
-  it('binds loopback, writes a 0600 discovery file and records the endpoint in the owner lock', () => {
+  it('binds loopback, writes a 0600 discovery file naming the owner lock’s pid and epoch', () => {
     const u = new URL(endpoint.http.url);
     assert.equal(u.hostname, '127.0.0.1');
     assert.ok(Number(u.port) > 0);
@@ -55,7 +55,9 @@ describe('mcp over streamable HTTP (owner endpoint)', function () {
     const d = readDiscovery(path.join(ws.dir, '.waypoint'))!;
     assert.deepEqual([d.url, d.token, d.pid], [endpoint.http.url, endpoint.http.token, process.pid]);
     assert.ok(d.token.length >= 40);
-    assert.equal(readLock(path.join(ws.dir, '.waypoint')).info?.endpoint?.url, endpoint.http.url);
+    const lock = readLock(path.join(ws.dir, '.waypoint')).info!;
+    assert.ok(lock.epoch >= 1);
+    assert.deepEqual([d.pid, d.epoch], [lock.pid, lock.epoch]);
     const owner = findOwner(path.join(ws.dir, '.waypoint'));
     assert.equal(owner.kind, 'serving');
   });

@@ -152,6 +152,33 @@ describe('store link: relay to the owner, take over when it goes away (real proc
     assert.equal(link.engine!.task(t.taskId).goal, 'Acknowledged before the owner hung');
   });
 
+  it('a window that owned the store and was stalled past its lease refuses with lost_ownership, then relays to the new owner', async () => {
+    const leaseMs = 800;
+    link = new StoreLink({
+      storeDir: path.join(ws.dir, '.waypoint'),
+      log: new Logger(() => undefined, 'test', 'debug'),
+      openEngine: () => openEngine(ws.dir, { store: { lock: { waitMs: 250, leaseMs, ownerId: 'vscode-window:stalled' } } }),
+      pollMs: POLL_MS,
+    });
+    assert.equal((await link.ready()).kind, 'owner');
+    const mine = await link.api.startTask({ goal: 'Acknowledged while this window owned the store' });
+    // A stall as the extension host sees one under a debugger: its renewal stops, its lease runs out.
+    await (link.engine!.store.lock as unknown as { renewer?: { terminate(): Promise<number> } }).renewer?.terminate();
+    await new Promise((r) => setTimeout(r, leaseMs + 300));
+    const script = bundleScript(path.join(__dirname, '..', 'support', 'ownerChild.ts'));
+    child = spawn(process.execPath, [script, ws.dir, '30000'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    await waitFor(`the new owner to be ready (${out})`, () => out.includes('ready'), 20_000);
+
+    await assert.rejects(link.api.tasks({}), (e: Error & { code?: string }) => e.code === 'lost_ownership');
+    await waitMode(link, 'relay');
+    const theirs = await link.api.startTask({ goal: 'Written through the new owner' });
+    const tasks = (await link.api.tasks({})).map((x) => x.id).sort();
+    assert.deepEqual(tasks, [mine.taskId, theirs.taskId].sort());
+  });
+
   it('waits, with a clear error, while a process without an endpoint holds the store, then owns it when released', async () => {
     // This process stands in for a CLI command mid-run: a live pid holding the lock, serving nothing.
     const storeDir = path.join(ws.dir, '.waypoint');

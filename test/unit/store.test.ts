@@ -260,7 +260,7 @@ describe('store', () => {
   });
 
   it('refuses a database written by a newer version, and does not move it aside', async () => {
-    let s = await EventStore.open({ dir });
+    const s = await EventStore.open({ dir });
     await append(s, 1, 2);
     s.db.exec(`PRAGMA user_version = ${DB_VERSION + 5}`);
     await s.exportNow();

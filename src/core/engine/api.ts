@@ -1,145 +1,43 @@
 import * as http from 'node:http';
 import { z } from 'zod';
 import { WaypointError, errorMessage, isWaypointError, type WaypointErrorCode } from '../model/errors';
-import type { Step } from '../model/schema';
 import { formatZodError, parseInput } from '../model/validate';
 import type { Engine } from './engine';
+import { OPERATIONS, OPERATION_NAMES, type EngineApi, type OperationName } from './operations';
 
 /**
  * The engine as other processes see it. Only one process owns a store; every other
  * one (the CLI while VS Code or `waypoint serve` is running) calls the owner's
  * engine through this API over the owner's authenticated loopback HTTP endpoint
  * (`POST /rpc`). Locally the same API is a thin adapter, so the CLI has one code
- * path either way.
+ * path either way. Both are derived from the operation table (operations.ts).
  */
-export const RPC_METHODS = [
-  'startTask',
-  'extendPlan',
-  'requestReview',
-  'completeTask',
-  'abandonTask',
-  'suspendTask',
-  'interruptTask',
-  'deleteTask',
-  'resumeTask',
-  'heartbeat',
-  'startStep',
-  'completeStep',
-  'failStep',
-  'skipStep',
-  'checkpoint',
-  'beginSideEffect',
-  'endSideEffect',
-  'rollback',
-  'undoRollback',
-  'diff',
-  'gc',
-  // queries
-  'resumeContext',
-  'taskDetail',
-  'tasks',
-  'allSteps',
-  'checkpointFile',
-  'events',
-  'storage',
-  'drift',
-  'verify',
-  'rebuild',
-  'info',
-] as const;
-export type RpcMethod = (typeof RPC_METHODS)[number];
+export type { EngineApi };
+export const RPC_METHODS = OPERATION_NAMES;
+export type RpcMethod = OperationName;
 
 /** Calls that change nothing: one that got no answer can simply be asked again. */
-const READ_ONLY = new Set<RpcMethod>(['resumeContext', 'taskDetail', 'tasks', 'allSteps', 'checkpointFile', 'events', 'storage', 'drift', 'verify', 'info']);
+const READ_ONLY = new Set<RpcMethod>(OPERATION_NAMES.filter((n) => OPERATIONS[n].kind === 'query'));
 
-type Eng = Engine;
-export interface EngineApi {
-  startTask: (a: Parameters<Eng['startTask']>[0]) => ReturnType<Eng['startTask']>;
-  extendPlan: (a: unknown) => ReturnType<Eng['extendPlan']>;
-  requestReview: (a: unknown) => ReturnType<Eng['requestReview']>;
-  completeTask: (a: unknown) => ReturnType<Eng['completeTask']>;
-  abandonTask: (a: unknown) => ReturnType<Eng['abandonTask']>;
-  suspendTask: (a: unknown) => ReturnType<Eng['suspendTask']>;
-  interruptTask: (a: unknown) => ReturnType<Eng['interruptTask']>;
-  deleteTask: (a: unknown) => ReturnType<Eng['deleteTask']>;
-  resumeTask: (a: unknown) => ReturnType<Eng['resumeTask']>;
-  heartbeat: (a: unknown) => ReturnType<Eng['heartbeat']>;
-  startStep: (a: unknown) => ReturnType<Eng['startStep']>;
-  completeStep: (a: unknown) => ReturnType<Eng['completeStep']>;
-  failStep: (a: unknown) => ReturnType<Eng['failStep']>;
-  skipStep: (a: unknown) => ReturnType<Eng['skipStep']>;
-  checkpoint: (a: unknown) => ReturnType<Eng['checkpoint']>;
-  beginSideEffect: (a: unknown) => ReturnType<Eng['beginSideEffect']>;
-  endSideEffect: (a: unknown) => ReturnType<Eng['endSideEffect']>;
-  rollback: (a: Parameters<Eng['rollback']>[0]) => ReturnType<Eng['rollback']>;
-  undoRollback: (a: unknown) => ReturnType<Eng['undoRollback']>;
-  diff: (a: unknown) => ReturnType<Eng['diff']>;
-  gc: (a?: Parameters<Eng['gc']>[0]) => ReturnType<Eng['gc']>;
-  resumeContext: (taskId: string) => ReturnType<Eng['resumeContext']>;
-  taskDetail: (taskId: string) => Promise<ReturnType<Eng['taskDetail']>>;
-  tasks: (filter?: Parameters<Eng['tasks']>[0]) => Promise<(ReturnType<Eng['tasks']>[number] & { progress: { done: number; total: number } })[]>;
-  /** Every task's steps in one call (a relaying window lists its tree with this and `tasks`). */
-  allSteps: () => Promise<Step[]>;
-  /** A file as a checkpoint holds it (base64; null when the checkpoint lacks the path), for diff editors in other processes. */
-  checkpointFile: (a: unknown) => Promise<{ createdAt: number; base64: string | null }>;
-  events: (filter?: Parameters<Eng['events']>[0]) => Promise<ReturnType<Eng['events']>>;
-  storage: () => ReturnType<Eng['storage']>;
-  drift: (taskId: string) => ReturnType<Eng['drift']>;
-  verify: () => ReturnType<Eng['verify']>;
-  rebuild: () => Promise<void>;
-  info: () => Promise<{ storeDir: string; storeId: string; events: number; pid: number; relayed: boolean }>;
-}
-
-/** The local adapter: the engine itself, with queries made async like the remote ones. */
+/**
+ * The local adapter: each call checks that this process still owns the store (one
+ * stalled past its lease and replaced answers nothing — not even a read, whose
+ * answer would come from a view the new owner has moved past — but
+ * `lost_ownership`), validates its argument against the operation's schema, and
+ * runs it.
+ */
 export function localApi(engine: Engine, relayed = false): EngineApi {
-  return {
-    startTask: (a) => engine.startTask(a),
-    extendPlan: (a) => engine.extendPlan(a),
-    requestReview: (a) => engine.requestReview(a),
-    completeTask: (a) => engine.completeTask(a),
-    abandonTask: (a) => engine.abandonTask(a),
-    suspendTask: (a) => engine.suspendTask(a),
-    interruptTask: (a) => engine.interruptTask(a),
-    deleteTask: (a) => engine.deleteTask(a),
-    resumeTask: (a) => engine.resumeTask(a),
-    heartbeat: (a) => engine.heartbeat(a),
-    startStep: (a) => engine.startStep(a),
-    completeStep: (a) => engine.completeStep(a),
-    failStep: (a) => engine.failStep(a),
-    skipStep: (a) => engine.skipStep(a),
-    checkpoint: (a) => engine.checkpoint(a),
-    beginSideEffect: (a) => engine.beginSideEffect(a),
-    endSideEffect: (a) => engine.endSideEffect(a),
-    rollback: (a) => engine.rollback(a),
-    undoRollback: (a) => engine.undoRollback(a),
-    diff: (a) => engine.diff(a),
-    gc: (a) => engine.gc(a),
-    resumeContext: (id) => engine.resumeContext(id),
-    taskDetail: async (id) => engine.taskDetail(id),
-    tasks: async (f) =>
-      engine.tasks(f).map((t) => {
-        const steps = engine.queries.steps(t.id);
-        return { ...t, progress: { done: steps.filter((s) => s.status === 'completed' || s.status === 'skipped').length, total: steps.length } };
-      }),
-    allSteps: async () => engine.queries.allSteps(),
-    checkpointFile: async (a) => {
-      const { checkpointId, path } = parseInput(CheckpointFileInput, a, 'checkpointFile');
-      const c = engine.queries.checkpoint(checkpointId);
-      if (!c) throw new WaypointError('not_found', `Unknown checkpoint '${checkpointId}'.`);
-      if (!engine.workspaceSnapshots) throw new WaypointError('invalid_input', 'This store keeps no file snapshots.');
-      const bytes = await engine.workspaceSnapshots.fileAt(c, path);
-      return { createdAt: c.createdAt, base64: bytes ? bytes.toString('base64') : null };
-    },
-    events: async (f) => engine.events(f),
-    storage: () => engine.storage(),
-    drift: (id) => engine.drift(id),
-    verify: () => engine.verify(),
-    rebuild: () => engine.rebuild(),
-    info: async () => ({ storeDir: engine.store.dir, storeId: engine.store.storeId, events: engine.store.lastSeq, pid: process.pid, relayed }),
-  };
+  const api = {} as Record<OperationName, (a?: unknown) => Promise<unknown>>;
+  for (const name of OPERATION_NAMES) {
+    const op = OPERATIONS[name] as { label: string; input: z.ZodType; run: (e: Engine, a: unknown) => unknown };
+    api[name] = async (a?: unknown) => {
+      engine.store.assertOwned();
+      const result = await op.run(engine, parseInput(op.input, a, op.label));
+      return name === 'info' ? { ...(result as object), relayed } : result;
+    };
+  }
+  return api as unknown as EngineApi;
 }
-
-const CheckpointFileInput = z.strictObject({ checkpointId: z.string().min(1).max(200), path: z.string().min(1).max(4096) });
 
 export const RpcRequest = z.strictObject({
   method: z.enum(RPC_METHODS),

@@ -24,6 +24,7 @@ import {
   RetentionInput,
   RollbackInput,
   DiffInput,
+  VerifyInput,
   SkipStepInput,
   StartStepInput,
   StartTaskInput,
@@ -86,6 +87,25 @@ export interface ReviewApplyResult<C> {
   written: string[];
   removed: string[];
   commit: C;
+}
+
+export interface VerifyReport {
+  /** Projections equal a rebuild, and no checkpoint is damaged without being marked so. */
+  ok: boolean;
+  events: number;
+  differences: Awaited<ReturnType<EventStore['verify']>>['differences'];
+  /** The checkpoints' objects (null for a store without workspace snapshots). */
+  objects: {
+    checkpoints: number;
+    blobs: number;
+    /** Damaged checkpoints, with why; `marked`: recorded as damaged (by this or an earlier repair). */
+    damaged: { checkpointId: string; taskId: string | null; reason: string; marked: boolean }[];
+    /** Blobs stored again from the workspace by this repair. */
+    restored: number;
+    /** Checkpoints this repair marked damaged. */
+    markedNow: string[];
+  } | null;
+  repaired: boolean;
 }
 
 export interface StorageReport {
@@ -253,7 +273,22 @@ export class Engine {
   private async captureCheckpoint(task: Task | null, kind: CheckpointKind, stepId: string | null, label: string | null, dirty?: readonly string[]): Promise<{ event: NewEvent; checkpoint: CheckpointMeta }> {
     const previous = this.latestCheckpoint();
     const parent = task?.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : previous;
-    const cap = await this.snapshotter.capture({ taskId: task?.id ?? null, kind, parent, previous, dirty });
+    // A damaged parent stays the new checkpoint's parent in the tree, but its manifest
+    // (gone, or naming content that is gone) is no base for the new one: that is stored whole.
+    const base = parent?.damaged ? { ...parent, manifestRef: null } : parent;
+    let cap: Awaited<ReturnType<Snapshotter['capture']>>;
+    try {
+      cap = await this.snapshotter.capture({ taskId: task?.id ?? null, kind, parent: base, previous, dirty });
+    } catch (e) {
+      if (e instanceof WaypointError && e.code === 'corrupt' && /manifest .* is corrupt or hostile/.test(e.message)) {
+        throw new WaypointError(
+          'corrupt',
+          `${e.message}. A checkpoint this one builds on has lost objects: run 'waypoint verify' to name the damaged checkpoints, and 'waypoint verify --repair' to restore what the workspace still holds and mark the rest, so checkpoints work again.`,
+          e.details,
+        );
+      }
+      throw e;
+    }
     const id = newId('c');
     const checkpoint: CheckpointMeta = {
       id,
@@ -294,7 +329,7 @@ export class Engine {
    * (only changed files are read) and a new task's delta base.
    */
   latestCheckpoint(): CheckpointMeta | null {
-    const r = this.store.db.get('SELECT id FROM checkpoints WHERE manifest_ref IS NOT NULL ORDER BY created_at DESC, rowid DESC LIMIT 1');
+    const r = this.store.db.get('SELECT id FROM checkpoints WHERE manifest_ref IS NOT NULL AND damaged IS NULL ORDER BY created_at DESC, rowid DESC LIMIT 1');
     return r ? this.queries.checkpoint(String(r.id)) : null;
   }
 
@@ -527,7 +562,7 @@ export class Engine {
       const task = this.requireTask(input.taskId);
       this.requireActive(task, 'start a step');
       const steps = this.queries.steps(task.id);
-      let step: Step | undefined = input.stepId ? steps.find((s) => s.id === input.stepId) : undefined;
+      const step: Step | undefined = input.stepId ? steps.find((s) => s.id === input.stepId) : undefined;
       let stepId = input.stepId;
       const adhoc = !step;
       if (!step) {
@@ -778,7 +813,7 @@ export class Engine {
     const task = this.queries.task(taskId);
     const ws = this.snapshots();
     const head = task.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : null;
-    if (!head?.manifestRef) return { since: null, files: [] };
+    if (!head?.manifestRef || head.damaged) return { since: null, files: [] };
     const now = await this.exclusive(() => ws.scanNow(this.latestCheckpoint()));
     const changes = diffManifests(await ws.load(head), now);
     return { since: head.id, files: changes.map((c) => ({ path: c.path, status: c.status })) };
@@ -931,7 +966,7 @@ export class Engine {
   async changesByOwner(taskId: string, fromId: string, current?: Manifest): Promise<{ agent: Set<string>; person: Set<string> }> {
     const ws = this.snapshots();
     const from = this.requireCheckpoint(fromId);
-    const chain = this.queries.checkpoints(taskId).filter((c) => c.manifestRef && c.createdAt >= from.createdAt && c.id !== from.id);
+    const chain = this.queries.checkpoints(taskId).filter((c) => c.manifestRef && !c.damaged && c.createdAt >= from.createdAt && c.id !== from.id);
     const now = current ?? (await this.exclusive(() => ws.scanNow(this.latestCheckpoint())));
     const agent = new Set<string>();
     const person = new Set<string>();
@@ -1144,7 +1179,7 @@ export class Engine {
       const owners = new Map<string, Set<string>>(); // blob → tasks
       const perTask = new Map<string, { checkpoints: number; blobs: Set<string> }>();
       for (const c of this.queries.checkpoints()) {
-        if (!c.manifestRef) continue;
+        if (!c.manifestRef || c.damaged) continue;
         const t = c.taskId ?? '(none)';
         const entry = perTask.get(t) ?? { checkpoints: 0, blobs: new Set<string>() };
         entry.checkpoints++;
@@ -1163,7 +1198,10 @@ export class Engine {
       const tasks = [...perTask].map(([taskId, v]) => {
         let unique = 0;
         let shared = 0;
-        for (const h of v.blobs) (owners.get(h)!.size === 1 ? (unique += size.get(h)!) : (shared += size.get(h)!));
+        for (const h of v.blobs) {
+          if (owners.get(h)!.size === 1) unique += size.get(h)!;
+          else shared += size.get(h)!;
+        }
         return { taskId, title: this.queries.findTask(taskId)?.title ?? null, checkpoints: v.checkpoints, uniqueBytes: unique, sharedBytes: shared };
       });
       const referencedBytes = [...size.values()].reduce((a, b) => a + b, 0);
@@ -1244,8 +1282,14 @@ export class Engine {
       const live = new Set<string>();
       for (const c of this.queries.checkpoints()) {
         if (!c.manifestRef) continue;
-        for (const ref of await ws.manifests.objectChain(c.manifestRef)) live.add(ref);
-        for (const e of (await ws.manifests.load(c.manifestRef)).values()) if (e.type === 'file') live.add(e.hash);
+        try {
+          for (const ref of await ws.manifests.objectChain(c.manifestRef)) live.add(ref);
+          for (const e of (await ws.manifests.load(c.manifestRef)).values()) if (e.type === 'file') live.add(e.hash);
+        } catch (e) {
+          // A damaged checkpoint keeps what it still has (marked live above, as far as its chain reads).
+          if (!c.damaged) throw e;
+          live.add(c.manifestRef);
+        }
       }
       for (const r of this.store.db.all<{ p: string | null }>("SELECT plan_ref AS p FROM rollbacks WHERE state = 'started'")) if (r.p) live.add(r.p);
       for (const r of this.unfinishedReviewApplies()) live.add(r.data.planRef);
@@ -1264,8 +1308,47 @@ export class Engine {
     });
   }
 
-  verify(): ReturnType<EventStore['verify']> {
-    return this.store.verify();
+  /**
+   * Proves the store whole: the projections equal a rebuild from the events, and
+   * every object a live checkpoint needs (its manifest objects, its files' content)
+   * is there and hashes to its name; damaged checkpoints are named with why. With
+   * `repair`: content still in the workspace is stored again, and checkpoints that
+   * stay damaged are marked so (a `checkpoint.damaged` event: part of the record), so
+   * new checkpoints no longer build on them and rollbacks to them are refused with
+   * the reason. `ok` is false while a damaged checkpoint is not marked.
+   */
+  async verify(raw: unknown = {}): Promise<VerifyReport> {
+    const input = parseInput(VerifyInput, raw ?? {}, 'verify');
+    const ws = this.workspaceSnapshots;
+    let objects: VerifyReport['objects'] = null;
+    if (ws) {
+      objects = await this.exclusive(async () => {
+        const cps = this.queries.checkpoints();
+        let check = await ws.checkObjects(cps);
+        let restored: string[] = [];
+        const markedNow: string[] = [];
+        if (input.repair && check.damaged.size) {
+          if (check.bad.size) {
+            restored = await ws.restoreFromWorkspace(check.bad);
+            if (restored.length) check = await ws.checkObjects(cps);
+          }
+          const mark = cps.filter((c) => !c.damaged && check.damaged.has(c.id)).map((c) => ({ checkpointId: c.id, reason: check.damaged.get(c.id)! }));
+          if (mark.length) {
+            await this.store.commit([{ type: 'checkpoint.damaged', taskId: null, corr: null, by: null, key: `verify.repair:${randomUUID()}`, data: { checkpoints: mark } }]).durable;
+            markedNow.push(...mark.map((m) => m.checkpointId));
+            this.log.warn(`marked ${mark.length} checkpoint(s) damaged: ${mark.map((m) => `${m.checkpointId} (${m.reason})`).join('; ')}`);
+          }
+        }
+        const damaged = cps
+          .filter((c) => check.damaged.has(c.id) || c.damaged)
+          .map((c) => ({ checkpointId: c.id, taskId: c.taskId, reason: check.damaged.get(c.id) ?? c.damaged!, marked: !!c.damaged || markedNow.includes(c.id) }));
+        return { checkpoints: check.checkpoints, blobs: check.blobs, damaged, restored: restored.length, markedNow };
+      });
+    }
+    // After any marking: the new event must fold to the same projections as a rebuild.
+    const proj = await this.store.verify();
+    const unmarked = objects?.damaged.filter((d) => !d.marked).length ?? 0;
+    return { ...proj, ok: proj.ok && unmarked === 0, objects, repaired: input.repair === true };
   }
 
   async rebuild(): Promise<void> {

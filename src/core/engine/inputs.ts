@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { IdempotencyKey, Identifier, LeaseOwner, Plan } from '../model/schema';
+import { FreeJson } from '../model/validate';
 import { pathKeyProblem } from '../snapshot/paths';
 
 /**
@@ -34,13 +35,13 @@ export const ExtendPlanInput = TaskRef.extend({ plan: Plan.min(1, 'must hold at 
 export const StartStepInput = TaskRef.extend({
   stepId: Identifier.optional(),
   title: text(500).optional(),
-  inputs: z.unknown().optional(),
+  inputs: FreeJson.optional(),
   dependsOn: z.array(Identifier).max(256).optional(),
   dirty: z.array(z.string().max(4096)).max(100_000).optional(),
 });
 export const CompleteStepInput = TaskRef.extend({
   stepId: Identifier,
-  outputs: z.unknown().optional(),
+  outputs: FreeJson.optional(),
   summary: text(10_000).optional(),
   dirty: z.array(z.string().max(4096)).max(100_000).optional(),
 });
@@ -64,14 +65,14 @@ export const BeginSideEffectInput = TaskRef.extend({
   key: SideEffectKey,
   kind: text(100).min(1, 'must not be empty'),
   description: text(2_000).min(1, 'must not be empty'),
-  args: z.unknown().optional(),
+  args: FreeJson.optional(),
 });
 export const EndSideEffectInput = z
   .strictObject({
     taskId: TaskId,
     key: SideEffectKey,
     ok: z.boolean(),
-    result: z.unknown().optional(),
+    result: FreeJson.optional(),
     error: text(10_000).optional(),
     idempotencyKey: Key,
     owner: LeaseOwner.optional(),
@@ -104,5 +105,8 @@ export const RetentionInput = z.strictObject({
   maxTotalBytes: z.number().int().min(0).optional(),
 });
 export type RetentionInput = z.infer<typeof RetentionInput>;
+
+/** `waypoint verify`: with `repair`, lost content the workspace holds is stored again and damaged checkpoints are marked. */
+export const VerifyInput = z.strictObject({ repair: z.boolean().optional() });
 
 export { TaskId, CheckpointId };

@@ -71,6 +71,7 @@ export function toCheckpoint(r: Record<string, unknown>): CheckpointMeta {
     files: Number(r.files),
     filesChanged: Number(r.files_changed),
     bytes: Number(r.bytes ?? 0),
+    ...(r.damaged != null ? { damaged: String(r.damaged) } : {}),
   };
 }
 

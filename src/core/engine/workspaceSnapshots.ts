@@ -35,6 +35,20 @@ export interface WorkspaceSnapshotOptions {
   log?: Logger;
 }
 
+/** How a full manifest object starts (manifest.ts writes them so); deltas are small JSON objects naming their parent. */
+const FULL_MANIFEST_HEAD = '{"entries":';
+
+export interface ObjectCheck {
+  /** Checkpoints with a manifest that were checked. */
+  checkpoints: number;
+  /** Distinct objects read and hashed. */
+  blobs: number;
+  /** Why each damaged checkpoint is damaged, by id. */
+  damaged: Map<string, string>;
+  /** Blobs a checkpoint needs that are missing or corrupt. */
+  bad: Map<string, 'missing' | 'corrupt'>;
+}
+
 /**
  * The engine's side of workspace snapshots: checkpoints become real manifests of
  * the workspace, stored as deltas in the content-addressed blob store, and the
@@ -114,6 +128,13 @@ export class WorkspaceSnapshots implements Snapshotter {
   }
 
   async load(checkpoint: CheckpointMeta): Promise<Manifest> {
+    if (checkpoint.damaged) {
+      throw new WaypointError(
+        'corrupt',
+        `Checkpoint ${checkpoint.id} is damaged: ${checkpoint.damaged}. Its files cannot be restored or compared (waypoint verify --repair marked it); choose another checkpoint.`,
+        { checkpointId: checkpoint.id, damaged: checkpoint.damaged },
+      );
+    }
     if (!checkpoint.manifestRef) {
       throw new WaypointError('invalid_input', `Checkpoint ${checkpoint.id} holds no files (it was recorded without a workspace snapshot).`);
     }
@@ -183,6 +204,111 @@ export class WorkspaceSnapshots implements Snapshotter {
     if (e.type === 'file') return this.blobs.get(e.hash);
     if (e.type === 'symlink') return Buffer.from(e.target, 'utf8');
     return null;
+  }
+
+  /**
+   * Checks that every object the checkpoints need — each manifest object down its
+   * delta chain, and the content of every file it records — is in the store and
+   * hashes to its name. Returns why each damaged checkpoint is damaged, and the bad
+   * blobs (missing or corrupt). Forgets what the blob store had cached first, so
+   * objects deleted behind its back are seen as gone. Each blob is read once.
+   */
+  async checkObjects(checkpoints: readonly CheckpointMeta[]): Promise<ObjectCheck> {
+    await this.whenCompacted();
+    this.blobs.forgetLoadedState();
+    const status = new Map<string, 'ok' | 'missing' | 'corrupt'>();
+    const st = (h: string) => {
+      let v = status.get(h);
+      if (!v) status.set(h, (v = this.blobs.status(h)));
+      return v;
+    };
+    const damaged = new Map<string, string>();
+    const bad = new Map<string, 'missing' | 'corrupt'>();
+    // Each manifest object's chain down to its full manifest is walked once: many
+    // checkpoints share ancestors, and a full manifest is parsed by nothing but load.
+    const chainMemo = new Map<string, string | null>();
+    const chainProblem = (ref: string): string | null => {
+      const walked: string[] = [];
+      let problem: string | null = null;
+      for (let cursor = ref, guard = 0; ; guard++) {
+        const known = chainMemo.get(cursor);
+        if (known !== undefined) {
+          problem = known;
+          break;
+        }
+        walked.push(cursor);
+        const v = st(cursor);
+        if (v !== 'ok') {
+          problem = `manifest object ${cursor.slice(0, 12)}… is ${v}`;
+          break;
+        }
+        const bytes = this.blobs.getSync(cursor);
+        if (bytes.subarray(0, FULL_MANIFEST_HEAD.length).toString('latin1') === FULL_MANIFEST_HEAD) break;
+        let parent: unknown;
+        try {
+          parent = (JSON.parse(bytes.toString('utf8')) as { parent?: unknown }).parent;
+        } catch {
+          parent = undefined;
+        }
+        if (typeof parent !== 'string' || !/^[0-9a-f]{64}$/.test(parent) || guard > 100_000) {
+          problem = `manifest object ${cursor.slice(0, 12)}… is not a manifest`;
+          break;
+        }
+        cursor = parent;
+      }
+      for (const r of walked) chainMemo.set(r, problem);
+      return problem;
+    };
+    let checked = 0;
+    for (const c of checkpoints) {
+      if (!c.manifestRef) continue;
+      checked++;
+      const ref = c.manifestRef;
+      const chain = chainProblem(ref);
+      let reason: string | null = chain ? `its manifest cannot be read (${chain})` : null;
+      if (!reason) {
+        let m: Manifest;
+        try {
+          m = await this.manifests.loadShared(ref);
+        } catch (e) {
+          damaged.set(c.id, `its manifest cannot be read: ${(e as Error).message}`);
+          continue;
+        }
+        const lost: string[] = [];
+        let files = 0;
+        for (const [key, e] of m) {
+          if (e.type !== 'file') continue;
+          files++;
+          const v = st(e.hash);
+          if (v === 'ok') continue;
+          bad.set(e.hash, v);
+          lost.push(key);
+        }
+        if (lost.length) {
+          const shown = lost.slice(0, 3).join(', ') + (lost.length > 3 ? `, and ${lost.length - 3} more` : '');
+          reason = `the content of ${lost.length} of its ${files} file(s) is missing or corrupt in the store (${shown})`;
+        }
+      }
+      // A lost manifest object cannot be made again from the workspace: only file content can.
+      if (reason) damaged.set(c.id, reason);
+    }
+    return { checkpoints: checked, blobs: status.size, damaged, bad };
+  }
+
+  /**
+   * Stores again the bad blobs whose content is still somewhere in the workspace:
+   * corrupt copies are removed first (content addressing would otherwise keep them),
+   * then a full scan of the workspace stores every file's content the store lacks.
+   * Returns the hashes it restored.
+   */
+  async restoreFromWorkspace(bad: ReadonlyMap<string, 'missing' | 'corrupt'>): Promise<string[]> {
+    if (bad.size === 0) return [];
+    const corrupt = [...bad].filter(([, v]) => v === 'corrupt').map(([h]) => h);
+    if (corrupt.length) await this.blobs.deleteMany(corrupt);
+    this.blobs.forgetLoadedState();
+    await this.scanNow(null);
+    await this.blobs.flush();
+    return [...bad.keys()].filter((h) => this.blobs.status(h) === 'ok');
   }
 
   /**

@@ -11,6 +11,7 @@ export type WaypointErrorCode =
   | 'locked' // another process owns the store
   | 'corrupt' // a file on disk failed validation
   | 'unsafe_path' // a path that would leave the workspace
+  | 'lost_ownership' // this process was replaced as the store's owner (stalled past its lease); it accepts no more writes
   | 'io'; // the disk refused
 
 export class WaypointError extends Error {

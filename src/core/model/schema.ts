@@ -162,6 +162,12 @@ export interface CheckpointMeta {
   files: number;
   filesChanged: number;
   bytes: number;
+  /**
+   * Set when `waypoint verify --repair` found objects this checkpoint needs missing or
+   * corrupt and could not restore them: why. It cannot be rolled back to or diffed,
+   * and new checkpoints do not build on it.
+   */
+  damaged?: string;
 }
 
 export interface SideEffect {
@@ -239,6 +245,14 @@ export const EventData = {
   'checkpoint.created': CheckpointData,
   /** Retention dropped these checkpoints; their unique blobs become garbage. */
   'checkpoint.pruned': z.strictObject({ checkpointIds: z.array(z.string()).min(1), reason: z.string() }),
+  /**
+   * `waypoint verify --repair` found these checkpoints' objects (manifest or file
+   * content) missing or corrupt and could not restore them from the workspace. Part
+   * of the record, so a rebuild keeps them marked.
+   */
+  'checkpoint.damaged': z.strictObject({
+    checkpoints: z.array(z.strictObject({ checkpointId: z.string(), reason: z.string() })).min(1),
+  }),
   'side_effect.intent': z.strictObject({
     key: z.string(),
     stepId: z.string().nullable(),

@@ -102,6 +102,9 @@ interface PackedBlob {
 }
 
 const PACK_DIR = 'pack';
+/** Private to the user: objects are copies of workspace files, some readable by their owner only. */
+const FILE_MODE = 0o600;
+const DIR_MODE = 0o700;
 
 export class BlobStore {
   readonly dir: string;
@@ -304,7 +307,7 @@ export class BlobStore {
     // Another put of the same content may have finished while we compressed.
     if (this.pending.has(hash)) return { hash, storedBytes: this.pending.get(hash)!.entry.length, isNew: false };
     if (!this.dirReady) {
-      fss.mkdirSync(this.dir, { recursive: true });
+      fss.mkdirSync(this.dir, { recursive: true, mode: DIR_MODE });
       this.dirReady = true;
     }
     const storedBytes = body.length + 1;
@@ -316,7 +319,7 @@ export class BlobStore {
       return { hash, storedBytes, isNew: true };
     }
     const tmp = path.join(this.dir, `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`);
-    const fh = await fs.open(tmp, 'wx', 0o644);
+    const fh = await fs.open(tmp, 'wx', FILE_MODE);
     try {
       await fh.writev([Buffer.of(header), body]);
       await fh.sync();
@@ -454,6 +457,36 @@ export class BlobStore {
 
   hasSync(hash: string): boolean {
     return this.sizeOfSync(hash) !== null;
+  }
+
+  /**
+   * Forgets what this instance learned about the directory (pack indexes, fan-out
+   * listings): after objects were deleted behind its back (`rm -rf objects`), dedup
+   * must not trust a pack it loaded before, or new checkpoints would refer to blobs
+   * that are gone. Pending (unflushed) blobs are kept.
+   */
+  forgetLoadedState(): void {
+    this.packed.clear();
+    this.packsLoaded.clear();
+    this.packDirMtime = -1;
+    this.looseFanoutNames = null;
+    this.knownFanout.clear();
+    this.dirReady = false;
+    this.damagedPacks.length = 0;
+  }
+
+  /** Whether the blob is there and hashes to its name: 'ok', 'missing', or 'corrupt' (wrong content, undecodable, unreadable). */
+  status(hash: string): 'ok' | 'missing' | 'corrupt' {
+    if (!this.hasSync(hash)) return 'missing';
+    try {
+      return sha256Hex(this.getSync(hash)) === hash ? 'ok' : 'corrupt';
+    } catch (err) {
+      if (err instanceof BlobNotFoundError) return 'missing';
+      if (err instanceof CorruptBlobError) return 'corrupt';
+      const code = (err as NodeJS.ErrnoException).code;
+      if (typeof code === 'string') return 'corrupt';
+      throw err;
+    }
   }
 
   /** Reads the blob back and checks that it still hashes to its name. */
@@ -734,7 +767,7 @@ export class BlobStore {
   private ensurePackDir(): string {
     const packDir = path.join(this.dir, PACK_DIR);
     if (!fss.existsSync(packDir)) {
-      fss.mkdirSync(packDir, { recursive: true });
+      fss.mkdirSync(packDir, { recursive: true, mode: DIR_MODE });
       // The pack directory's own entry must be durable before any pack named in it.
       fsyncDirSync(this.dir);
     }
@@ -746,7 +779,7 @@ export class BlobStore {
     if (this.knownFanout.has(fanout)) return false;
     let created = false;
     try {
-      await fs.mkdir(fanout);
+      await fs.mkdir(fanout, { mode: DIR_MODE });
       created = true;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;

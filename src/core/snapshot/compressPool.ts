@@ -126,7 +126,7 @@ let pack = null;
 const sealedPacks = [];
 function openPack(dir) {
   const tmp = dir + '/${PACK_TEMP_PREFIX}' + crypto.randomBytes(8).toString('hex') + '.pack';
-  const fd = fs.openSync(tmp, 'wx', 0o644);
+  const fd = fs.openSync(tmp, 'wx', 0o600); // private: copies of workspace files
   const head = Buffer.alloc(4);
   head.writeUInt32LE(${PACK_MAGIC}, 0);
   fs.writeSync(fd, head);

@@ -92,7 +92,8 @@ export class PackWriter implements PendingPack {
 
   static create(dir: string, tmpName: string): PackWriter {
     const tmp = path.join(dir, tmpName);
-    const fd = fss.openSync(tmp, 'wx+', 0o644); // + : pending objects are read back before the flush
+    // 0600: a pack holds copies of workspace files, some readable by their owner only. + : pending objects are read back before the flush.
+    const fd = fss.openSync(tmp, 'wx+', 0o600);
     const head = Buffer.alloc(4);
     head.writeUInt32LE(PACK_MAGIC, 0);
     writeAll(fd, head);

@@ -8,11 +8,12 @@ import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType, type Ev
 import { Logger, silentLogger } from '../log';
 import { Db } from './db';
 import { fsyncDir, sweepTempFiles, writeFileAtomic } from './fsutil';
-import { ARCHIVE_DIR, RECORD_MAGIC, JournalWriter, decodeSegment, encodeRecord, listAllSegments, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
+import { ARCHIVE_DIR, FENCED_DIR, RECORD_MAGIC, JournalWriter, decodeSegment, encodeRecord, listChain, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
 import { DB_VERSION, dbVersion, migrate } from './migrations';
-import { OwnerLock, type AcquireOptions } from './ownerLock';
+import { OwnerLock, noteEpoch, type AcquireOptions } from './ownerLock';
 import { clearProjections, dumpProjections, insertEvent, project } from './projections';
 import { loadSqlJs } from './sqlite';
+import { STORE_FILE_MODE, ensurePrivateStoreDir } from './storeDir';
 import { upcast } from './upcast';
 
 /**
@@ -22,7 +23,8 @@ import { upcast } from './upcast';
  *   waypoint.db.prev      the previous generation, a fallback if the newest will not open
  *   journal-N.wal         journal segments holding every event since the previous generation
  *   archive/journal-N.wal older segments: the rest of the history
- *   owner.lock            which process owns the store
+ *   owner.lock            which process owns the store, and its fencing epoch
+ *   fenced/               segments a replaced owner wrote after it was replaced (never read)
  *
  * A commit applies its events to the in-memory database synchronously (so the
  * next caller validates against them) and resolves once the journal record is
@@ -84,6 +86,14 @@ export class EventStore {
   /** The database on disk is of an older schema (migrated in memory on open): write it back on close. */
   private migratedInMemory = false;
   private listeners = new Set<(events: readonly WaypointEvent[]) => void>();
+  private lostListeners = new Set<(e: WaypointError) => void>();
+  /**
+   * This owner's journal epoch: above every epoch in the journal when it opened (and
+   * at least the lock's). Written into the headers of the segments it creates and
+   * into its database exports, so a replaced owner's later segments and exports
+   * (lower epochs) are recognised and never read as history.
+   */
+  private epoch = 0;
   /** Counters for tests and the benchmark: how many fdatasyncs carried how many records. */
   readonly stats = { flushes: 0, records: 0, exports: 0 };
   readonly clock: () => number;
@@ -118,11 +128,20 @@ export class EventStore {
     const dir = opts.dir;
     ensureStoreDir(dir);
     const lock = await OwnerLock.acquire(dir, opts.lock);
+    let lostSub: { dispose(): void } | undefined;
     try {
       const swept = [...sweepTempFiles(dir), ...sweepTempFiles(path.join(dir, ARCHIVE_DIR))];
       if (swept.length) log.info(`removed ${swept.length} temp file(s) left by an interrupted write`);
       const SQL = await loadSqlJs();
       const warnings: string[] = [];
+      // Segments a replaced owner made after it was replaced are not history: set them aside.
+      const chain = listChain(dir);
+      if (chain.fenced.length) {
+        const aside = path.join(dir, FENCED_DIR);
+        fs.mkdirSync(aside, { recursive: true, mode: 0o700 });
+        for (const f of chain.fenced) fs.renameSync(f, path.join(aside, `${path.basename(f)}.${Date.now()}`));
+        warnings.push(`set aside ${chain.fenced.length} journal segment(s) written by a replaced owner after it lost the store (never acknowledged) in ${FENCED_DIR}/`);
+      }
       const loaded = await loadGenerations(SQL, dir, warnings, log);
       const { db, storeId, source, generationSeq } = loaded;
       const mig = migrate(db);
@@ -154,24 +173,94 @@ export class EventStore {
         ms: 0,
       };
       const store = new EventStore(dir, db, storeId, lock, report, opts);
+      store.epoch = Math.max(lock.epoch, chain.maxEpoch + 1);
+      if (store.epoch > lock.epoch) noteEpoch(dir, store.epoch);
       store.seq = seq;
       store.durableSeq = seq;
       store.diskGenerationSeq = generationSeq;
       store.migratedInMemory = mig.from !== mig.to;
       // Append after the last valid record of the newest segment (its torn tail is truncated),
-      // or start a segment right after the database when there is none.
+      // or start a segment right after the database when there is none. After a takeover the
+      // replaced owner may still hold the newest segment open and wake to append to it: that
+      // segment is first replaced by a copy of its valid bytes under this owner's epoch, so
+      // whatever the old owner writes later goes to an orphaned file nobody reads.
       const last = loaded.segments[loaded.segments.length - 1];
-      const header: SegmentHeader = { kind: 'header', storeId, baseSeq: last ? last.baseSeq : seq + 1, v: SCHEMA_VERSION };
-      store.writer = await JournalWriter.open(last ? last.file : path.join(dir, segmentName(seq + 1)), header, last ? last.validBytes : 0, store.onFlush);
+      const fence = (): void => lock.assertHeld();
+      if (last && lock.tookOver) {
+        const size = await rewriteSegment(last.file, last.validBytes, store.epoch);
+        store.writer = await JournalWriter.open(last.file, { kind: 'header', storeId, baseSeq: last.baseSeq, v: SCHEMA_VERSION }, size, store.onFlush, fence);
+        log.info(`took the store over from a stale owner: journal epoch ${store.epoch}, newest segment rewritten`);
+      } else {
+        const header: SegmentHeader = { kind: 'header', storeId, baseSeq: last ? last.baseSeq : seq + 1, v: SCHEMA_VERSION, epoch: store.epoch };
+        store.writer = last
+          ? await JournalWriter.open(last.file, header, last.validBytes, store.onFlush, fence)
+          : await store.openNewSegment(path.join(dir, segmentName(seq + 1)), header);
+      }
+      lostSub = lock.onLost(() => store.loseOwnership());
       if (loaded.tornBytes) log.warn(`dropped a torn journal tail of ${loaded.tornBytes} byte(s) (never acknowledged)`);
       for (const w of warnings) log.warn(w);
       report.ms = performance.now() - t0;
       log.info(`opened ${dir} from ${source}: ${seq} events, ${replayed} replayed from the journal in ${report.ms.toFixed(1)} ms`);
       return store;
     } catch (e) {
+      lostSub?.dispose();
       lock.release();
       throw e;
     }
+  }
+
+  /**
+   * Creates a new segment exclusively. A file already at that name can only be a
+   * replaced owner's (it rotated its journal after the takeover; its epoch is lower):
+   * it is set aside and the name taken. Anything else is refused.
+   */
+  private async openNewSegment(file: string, header: SegmentHeader): Promise<JournalWriter> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await JournalWriter.open(file, header, null, this.onFlush, () => this.lock.assertHeld());
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw e;
+        const theirs = readSegmentHeader(file);
+        if (theirs && theirs.epoch !== undefined && theirs.epoch < this.epoch) {
+          const aside = path.join(this.dir, FENCED_DIR);
+          await fs.promises.mkdir(aside, { recursive: true, mode: 0o700 });
+          await fs.promises.rename(file, path.join(aside, `${path.basename(file)}.${Date.now()}`));
+          this.log.warn(`set aside ${path.basename(file)}, written by a replaced owner (epoch ${theirs.epoch})`);
+          continue;
+        }
+        throw new WaypointError('io', `Journal segment ${path.basename(file)} already exists and is not a replaced owner's; refusing to overwrite it.`, { file });
+      }
+    }
+  }
+
+  /**
+   * Ownership was lost (this process was stalled past its lease and another took the
+   * store): refuse every later write, and tell whoever listens (the owner endpoint
+   * tells its clients; a VS Code window switches to relaying).
+   */
+  private loseOwnership(): void {
+    let err: WaypointError;
+    try {
+      this.lock.assertHeld();
+      return;
+    } catch (e) {
+      err = e as WaypointError;
+    }
+    this.writer?.poison(err);
+    this.log.error(err.message);
+    for (const l of this.lostListeners) {
+      try {
+        l(err);
+      } catch (e) {
+        this.log.error(`ownership listener failed: ${errorMessage(e)}`);
+      }
+    }
+  }
+
+  /** Called once if this process loses the store to another owner (see loseOwnership). */
+  onDidLoseOwnership(listener: (e: WaypointError) => void): { dispose(): void } {
+    this.lostListeners.add(listener);
+    return { dispose: () => this.lostListeners.delete(listener) };
   }
 
   /** Subscribe to committed events (called once they are durable). */
@@ -274,6 +363,7 @@ export class EventStore {
 
   private async doExport(): Promise<void> {
     this.assertWritable();
+    this.lock.assertHeld();
     const t0 = performance.now();
     await this.archiveUncoveredRows();
     // Events durable by now are readable from their segment, so the table can let them go.
@@ -291,6 +381,7 @@ export class EventStore {
     this.db.run('DELETE FROM events WHERE seq <= ?', [durableUpTo]);
     this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['exportedSeq', String(seq)]);
     this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['prevGenerationSeq', String(this.diskGenerationSeq)]);
+    this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['exportEpoch', String(this.epoch)]);
     this.db.compact(2 * reserveBytesFor(this.db, this.exportThreshold));
     // Room for the journal tail a crash can leave (up to the export threshold) and
     // for new events, so neither the replay nor the next appends grow the file.
@@ -303,8 +394,9 @@ export class EventStore {
       const next = path.join(this.dir, segmentName(seq + 1));
       // Exporting again with no event since the last rotation: the segment holds only
       // a header naming the previous export's checksum; start it anew for these bytes.
+      this.lock.assertHeld();
       if (next === old.path && old.sizeBytes === fs.statSync(next).size && onlyHeader(next)) await fs.promises.rm(next);
-      this.writer = await JournalWriter.open(next, { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION, dbCrc: crc32(bytes) }, 0, this.onFlush);
+      this.writer = await this.openNewSegment(next, { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION, dbCrc: crc32(bytes), epoch: this.epoch });
     })();
     try {
       await this.rotating;
@@ -313,27 +405,36 @@ export class EventStore {
     }
     const dbFile = path.join(this.dir, DB_FILE);
     const tmp = path.join(this.dir, `${DB_FILE}.wp-tmp-export`);
-    const fh = await fs.promises.open(tmp, 'w', 0o600);
+    // A fixed name: opened without following a link planted there (the store's open refuses links too).
+    const fh = await fs.promises.open(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | (fs.constants.O_NOFOLLOW ?? 0), STORE_FILE_MODE);
     try {
       await fh.writeFile(bytes);
       await fh.sync();
     } finally {
       await fh.close();
     }
-    if (fs.existsSync(dbFile)) await fs.promises.rename(dbFile, path.join(this.dir, PREV_FILE));
-    await fs.promises.rename(tmp, dbFile);
+    // A replaced owner must not put its generation in place; the check and the renames are one synchronous run.
+    try {
+      this.lock.assertHeld();
+    } catch (e) {
+      await fs.promises.rm(tmp, { force: true });
+      throw e;
+    }
+    if (fs.existsSync(dbFile)) fs.renameSync(dbFile, path.join(this.dir, PREV_FILE));
+    fs.renameSync(tmp, dbFile);
     await fsyncDir(this.dir);
     const prevSeq = this.diskGenerationSeq;
     this.diskGenerationSeq = seq;
     this.migratedInMemory = false;
     // Keep every segment holding events after the previous generation (now waypoint.db.prev)
     // beside the database; older ones, which no generation replays, go to the archive.
-    const segs = listSegments(this.dir);
+    const segs = listChain(this.dir).segments.filter((f) => path.dirname(f) === this.dir);
     const archive = path.join(this.dir, ARCHIVE_DIR);
     let archived = 0;
     for (let i = 0; i + 1 < segs.length; i++) {
       const nextBase = segmentBase(path.basename(segs[i + 1]));
       if (nextBase - 1 <= prevSeq) {
+        this.lock.assertHeld();
         await fs.promises.mkdir(archive, { recursive: true, mode: 0o700 });
         if (!(await appendToNewestArchive(archive, segs[i]))) await fs.promises.rename(segs[i], path.join(archive, path.basename(segs[i])));
         archived++;
@@ -353,7 +454,7 @@ export class EventStore {
    * durably, before an export drops them from the table.
    */
   private async archiveUncoveredRows(): Promise<void> {
-    const segs = listAllSegments(this.dir);
+    const segs = listChain(this.dir).segments;
     const firstBase = segs.length ? segmentBase(path.basename(segs[0])) : this.seq + 1;
     const rows = tableEvents(this.db, 0, firstBase - 1);
     if (!rows.length) return;
@@ -410,7 +511,7 @@ export class EventStore {
   async close(): Promise<void> {
     if (this.closed) return;
     try {
-      if (!this.writer.poisoned) {
+      if (!this.writer.poisoned && this.lock.lost === null) {
         await this.exporting;
         await this.writer.idle();
         // Export on close only when the journal holds something the database file lacks,
@@ -423,6 +524,7 @@ export class EventStore {
       this.db.close();
       this.lock.release();
       this.listeners.clear();
+      this.lostListeners.clear();
     }
   }
 
@@ -444,6 +546,27 @@ export class EventStore {
   private assertWritable(): void {
     if (this.closed) throw new WaypointError('io', 'The store is closed.');
     if (this.writer?.poisoned) throw this.writer.poisoned;
+    if (this.lock.lost !== null) this.lock.assertHeld();
+  }
+
+  /**
+   * Throws `lost_ownership` once another process has taken the store over. Reads the
+   * lock (a few microseconds), so a process that just woke from a stall finds out
+   * before it answers anything from its outdated view.
+   */
+  assertOwned(): void {
+    if (this.closed) return;
+    this.lock.assertHeld();
+  }
+
+  /** Why this process no longer owns the store, or null while it does. */
+  get lostOwnership(): string | null {
+    return this.lock.lost;
+  }
+
+  /** The journal epoch this owner writes under (see `epoch`). */
+  get journalEpoch(): number {
+    return this.epoch;
   }
 }
 
@@ -474,19 +597,16 @@ function reserveBytesFor(db: Db, exportThreshold: number): number {
 }
 
 function ensureStoreDir(dir: string): void {
-  // Private to the user: it holds the MCP bearer token, the task record and copies of
-  // workspace files (some of which may be readable by their owner only).
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  try {
-    const st = fs.statSync(dir);
-    // A store made by an older version (0755) is tightened, when it is ours to tighten.
-    if (st.mode & 0o077 && (process.getuid === undefined || st.uid === process.getuid())) fs.chmodSync(dir, 0o700);
-  } catch {
-    // best effort: opening the store must not fail over its directory's mode
-  }
+  // Private to the user (it holds the MCP bearer token, the task record and copies of
+  // workspace files), and never followed through a symbolic link (see storeDir.ts).
+  ensurePrivateStoreDir(dir);
   const gi = path.join(dir, '.gitignore');
   // Nothing in the store is ever committed by accident.
-  if (!fs.existsSync(gi)) fs.writeFileSync(gi, '*\n');
+  try {
+    fs.writeFileSync(gi, '*\n', { flag: 'wx', mode: STORE_FILE_MODE });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  }
 }
 
 /** Archive segments grow to about this size by taking in the small segments after them. */
@@ -545,7 +665,7 @@ function tableEvents(db: Db, afterSeq: number, upTo = Number.MAX_SAFE_INTEGER): 
  * its new place.
  */
 function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?: string, limit = Infinity, storeId?: string): WaypointEvent[] {
-  const segs = listAllSegments(dir);
+  const segs = listChain(dir).segments;
   const out: WaypointEvent[] = [];
   let expect = afterSeq + 1;
   // Task ids are unique random strings: a batch whose bytes never name the task is skipped unparsed.
@@ -647,16 +767,18 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
   // export holds exactly the events the database lacks: the two overlap on 2 cores.
   const dbBytes = fs.promises.readFile(dbFile).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? null : e));
   // Archived segments too: a fallback generation or a rebuild may need older events than the live ones hold.
-  const segFiles = listAllSegments(dir);
+  // Only the chain: segments a replaced owner wrote after the takeover are not history.
+  const chain = listChain(dir);
+  const segFiles = chain.segments;
   let journalStoreId: string | null = null;
   /** Segment headers by base seq: the one at lastSeq+1 holds the checksum of the generation ending at lastSeq. */
   const headers = new Map<number, SegmentHeader>();
   // Headers first (a few bytes each): enough to match a database generation to the journal.
   // Only the live segments' (archived ones are checked when read): the archive may hold
   // many small segments — one per CLI call that owned the store — and open must not read them all.
-  const live = listSegments(dir);
+  const live = segFiles.filter((f) => path.dirname(f) === dir);
   for (const file of live.length ? live : segFiles.slice(0, 1)) {
-    const h = readSegmentHeader(file);
+    const h = chain.headers.get(file) ?? readSegmentHeader(file);
     if (!h) continue;
     headers.set(segmentBase(path.basename(file)), h);
     if (journalStoreId && h.storeId !== journalStoreId) {
@@ -733,6 +855,17 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
       }
       const storeId = db.get<{ v: string }>("SELECT v FROM meta WHERE k = 'storeId'")?.v ?? null;
       const lastSeq = dbLastSeq(db);
+      // A generation exported by an owner that had been replaced: it holds events after the
+      // takeover that are not history (a later epoch's segment starts at or before its end).
+      const exportEpoch = db.get<{ v: string }>("SELECT v FROM meta WHERE k = 'exportEpoch'")?.v;
+      if (exportEpoch !== undefined) {
+        for (const h of headers.values()) {
+          if (h.epoch !== undefined && h.epoch > Number(exportEpoch) && h.baseSeq <= lastSeq) {
+            db.close();
+            return { error: `${path.basename(file)} was exported by a replaced owner (epoch ${exportEpoch}) after epoch ${h.epoch} took the store over` };
+          }
+        }
+      }
       const expectedCrc = headers.get(lastSeq + 1)?.dbCrc;
       if (expectedCrc !== undefined && crc32(bytes) !== expectedCrc) {
         db.close();
@@ -817,4 +950,22 @@ function checkSqliteHeader(bytes: Buffer): void {
   if (pages > 0 && pages * pageSize !== bytes.length) {
     throw new Error(`truncated or padded: header says ${pages} pages of ${pageSize} bytes, file has ${bytes.length} bytes`);
   }
+}
+
+/**
+ * Replaces a segment with a copy of its first `validBytes` under a header of the
+ * given epoch (temp, fsync, rename over, fsync the directory). A replaced owner
+ * that still holds the old file open appends to an orphaned inode from then on.
+ * Returns the new file's size.
+ */
+async function rewriteSegment(file: string, validBytes: number, epoch: number): Promise<number> {
+  const buf = (await fs.promises.readFile(file)).subarray(0, validBytes);
+  const header = readSegmentHeader(file);
+  if (!header || buf.length < 12 || buf.readUInt32LE(0) !== RECORD_MAGIC) {
+    throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} has no readable header; cannot take the store over safely.`, { file });
+  }
+  const headerEnd = 12 + buf.readUInt32LE(4);
+  const bytes = Buffer.concat([encodeRecord({ ...header, epoch } satisfies SegmentHeader), buf.subarray(headerEnd)]);
+  await writeFileAtomic(file, bytes, 0o600);
+  return bytes.length;
 }

@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { WaypointError } from '../model/errors';
 import { fsyncDir } from './fsutil';
+import { APPEND_NOFOLLOW, STORE_FILE_MODE } from './storeDir';
 
 /**
  * The event journal: append-only segment files of checksummed records.
@@ -38,6 +39,13 @@ export interface SegmentHeader {
    * that did not start at an export (a new store, a journal-only rebuild).
    */
   dbCrc?: number;
+  /**
+   * The journal epoch of the owner that wrote this header (see EventStore: one more
+   * than any epoch in the journal when it took the store). A live segment whose
+   * epoch is lower than one before it was written by a replaced owner after the
+   * takeover: it is not part of the history (see listChain). Absent in older segments.
+   */
+  epoch?: number;
 }
 
 export interface JournalBatch {
@@ -187,6 +195,43 @@ export function listSegments(dir: string): string[] {
 }
 
 /**
+ * The live segments that are part of the history, in seq order, and those that are
+ * not (`fenced`): a segment declaring a lower epoch than a segment before it was
+ * created by an owner that had already been replaced (it woke from a stall and
+ * rotated its journal). Archived segments are all history (only a current owner
+ * archives). Reads only each live segment's header.
+ */
+export function listChain(storeDir: string): { segments: string[]; fenced: string[]; maxEpoch: number; headers: Map<string, SegmentHeader> } {
+  const live = listSegments(storeDir);
+  const segments = listSegments(path.join(storeDir, ARCHIVE_DIR));
+  const fenced: string[] = [];
+  const headers = new Map<string, SegmentHeader>();
+  let maxEpoch = 0;
+  for (const file of live) {
+    let h: SegmentHeader | null = null;
+    try {
+      h = readSegmentHeader(file);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      continue; // archived by a concurrent export: read from the archive instead
+    }
+    if (h) headers.set(file, h);
+    const epoch = h?.epoch;
+    if (epoch !== undefined && epoch < maxEpoch) {
+      fenced.push(file);
+      continue;
+    }
+    if (epoch !== undefined) maxEpoch = epoch;
+    segments.push(file);
+  }
+  segments.sort((a, b) => segmentBase(path.basename(a)) - segmentBase(path.basename(b)));
+  return { segments, fenced, maxEpoch, headers };
+}
+
+/** Where a replaced owner's segments are moved, for inspection; never read as history. */
+export const FENCED_DIR = 'fenced';
+
+/**
  * Where segments go once no database generation needs them for replay: the
  * store's history. The database keeps only projections (and the events since its
  * last export), so its size — and the memory sql.js holds it in — follows the
@@ -229,23 +274,39 @@ export class JournalWriter {
   private constructor(
     private file: string,
     private readonly onFlush?: (records: number, ms: number) => void,
+    private readonly fence?: () => void,
   ) {}
 
-  /** Opens (creating with a header record when new) a segment for appending. */
-  static async open(file: string, header: SegmentHeader, existingBytes: number, onFlush?: (records: number, ms: number) => void): Promise<JournalWriter> {
-    const w = new JournalWriter(file, onFlush);
+  /**
+   * Opens a segment for appending: an existing one (after its valid bytes) when
+   * `existingBytes` is given, else a new one, created exclusively (EEXIST when the
+   * name is taken) with a header record. `fence` runs after every flush is durable
+   * and before any of its callers is answered; if it throws (this process no longer
+   * owns the store), the writer is poisoned with its error and nobody is answered.
+   */
+  static async open(
+    file: string,
+    header: SegmentHeader,
+    existingBytes: number | null,
+    onFlush?: (records: number, ms: number) => void,
+    fence?: () => void,
+  ): Promise<JournalWriter> {
+    const w = new JournalWriter(file, onFlush, fence);
     await w.openFile(header, existingBytes);
     return w;
   }
 
-  private async openFile(header: SegmentHeader, existingBytes: number): Promise<void> {
-    const isNew = !fs.existsSync(this.file);
-    if (!isNew) {
-      // Drop a torn tail before appending after it.
-      await fs.promises.truncate(this.file, existingBytes);
+  private async openFile(header: SegmentHeader, existingBytes: number | null): Promise<void> {
+    const isNew = existingBytes === null;
+    if (existingBytes !== null) {
+      // Never through a link planted where a segment goes (O_NOFOLLOW); then drop a torn tail before appending after it.
+      this.fh = await fs.promises.open(this.file, APPEND_NOFOLLOW, STORE_FILE_MODE);
+      await this.fh.truncate(existingBytes);
+    } else {
+      // O_EXCL never follows a link either; private (0600) like every store file.
+      this.fh = await fs.promises.open(this.file, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT | fs.constants.O_EXCL, STORE_FILE_MODE);
     }
-    this.fh = await fs.promises.open(this.file, 'a');
-    this.bytes = isNew ? 0 : existingBytes;
+    this.bytes = existingBytes ?? 0;
     if (isNew || existingBytes === 0) {
       const h = encodeRecord(header);
       await this.fh.write(h);
@@ -266,6 +327,11 @@ export class JournalWriter {
   }
   get poisoned(): Error | null {
     return this.failure;
+  }
+
+  /** Refuses every later append with this error (ownership was lost). */
+  poison(e: Error): void {
+    this.failure ??= e;
   }
 
   append(record: Buffer): Promise<void> {
@@ -301,6 +367,7 @@ export class JournalWriter {
             let written = 0;
             while (written < buf.length) written += fs.writeSync(this.fh.fd, buf, written, buf.length - written);
             fs.fdatasyncSync(this.fh.fd);
+            this.fence?.();
           } else {
             let written = 0;
             while (written < buf.length) {
@@ -308,9 +375,11 @@ export class JournalWriter {
               written += bytesWritten;
             }
             await this.fh.datasync();
+            this.fence?.();
           }
         } catch (e) {
-          this.failure = new WaypointError('io', `Journal write failed; the store must be reopened: ${(e as Error).message}`);
+          this.failure =
+            e instanceof WaypointError && e.code === 'lost_ownership' ? e : new WaypointError('io', `Journal write failed; the store must be reopened: ${(e as Error).message}`);
           for (const w of [...waiters, ...this.waiters]) w.reject(this.failure);
           this.waiters = [];
           this.queue = [];

@@ -85,6 +85,16 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX review_applies_task ON review_applies (task_id);
     `,
   },
+  {
+    version: 4,
+    description: 'checkpoints verify --repair marked damaged (objects missing or corrupt), with why',
+    // No event before this version marks a checkpoint damaged, so NULL is every row's fold
+    // already; rebuilt anyway, once, as every migration that changes a projection is.
+    rebuildProjections: true,
+    up: `
+      ALTER TABLE checkpoints ADD COLUMN damaged TEXT;
+    `,
+  },
 ];
 
 export const DB_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

@@ -2,27 +2,49 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { WaypointError } from '../model/errors';
-import { fsyncDirSync, isPidAlive, tempPathFor, writeFileAtomicSync } from './fsutil';
+import { fsyncDirSync, isPidAlive, tempPathFor } from './fsutil';
 
 /**
  * `.waypoint/owner.lock`: which process owns the store. It holds the owner's pid,
- * host, start time, a lease that the owner renews, and (once it serves one) the
- * endpoint other processes relay to.
+ * host, start time, its lease and its fencing epoch.
  *
  * Acquisition is atomic: the lock is created with link(2) from a complete temp
  * file, which fails if the lock exists, so readers never see a half-written lock.
  * A stale lock (its pid is gone on this host, or its lease expired) is taken over
  * under a short-lived `owner.lock.takeover` mutex, re-checking staleness inside it,
  * so two processes racing for a stale lock cannot both win.
+ *
+ * Fencing. An owner can be stalled past its lease (Ctrl-Z, a debugger, a laptop
+ * lid) and replaced; when it wakes it must never acknowledge another write. So:
+ *  - every ownership carries an epoch, one more than any the store has seen, and
+ *    a takeover always bumps it;
+ *  - the lock's content is written once, at acquisition, and never rewritten: the
+ *    lease is renewed by touching the file's mtime (expiry = mtime + leaseMs). A
+ *    stalled owner that wakes between its check and its renewal can at worst
+ *    lengthen its successor's lease; it can never put its own content back;
+ *  - before answering any write the store calls `assertHeld()`, which reads the
+ *    lock and refuses (`lost_ownership`) unless it still names this owner and
+ *    epoch. The write was durable before that read, so if the read still saw this
+ *    owner, the takeover (which replaces the lock first and reads the journal
+ *    after) replays the write: nothing acknowledged is lost;
+ *  - renewal runs on a worker thread, so an owner busy with long synchronous work
+ *    (a first checkpoint of a huge tree, a big export) keeps its lease.
  */
 export const LockInfo = z.object({
   ownerId: z.string(),
   pid: z.number().int(),
   host: z.string(),
   startedAt: z.number(),
+  /** The lease's end when the lock was written; renewals move the file's mtime instead (see leaseMs). */
   leaseExpiresAt: z.number(),
+  /** Length of the lease: it ends leaseMs after the lock file's mtime. Absent in locks of older versions. */
+  leaseMs: z.number().positive().optional(),
+  /** The fencing token: every ownership has a higher one than any before it. 0 in locks of older versions. */
+  epoch: z.number().int().nonnegative().default(0),
+  /** Older versions recorded their MCP endpoint here; it now lives only in the discovery file. */
   endpoint: z.object({ url: z.string(), discoveryFile: z.string().optional() }).nullable().optional(),
 });
 export type LockInfo = z.infer<typeof LockInfo>;
@@ -35,125 +57,294 @@ export interface AcquireOptions {
 }
 
 const TAKEOVER_STALE_MS = 10_000;
+/** The highest epoch handed out so far (a hint that keeps epochs rising across clean releases). */
+const EPOCH_FILE = 'owner.epoch';
 
 export function lockPath(dir: string): string {
   return path.join(dir, 'owner.lock');
 }
 
-export function readLock(dir: string): { info: LockInfo | null; text: string | null } {
+export interface ReadLock {
+  info: LockInfo | null;
+  text: string | null;
+  /** The lock file's mtime: the last renewal. */
+  mtimeMs?: number;
+}
+
+export function readLock(dir: string): ReadLock {
   let text: string;
+  let mtimeMs: number;
+  let fd: number;
   try {
-    text = fs.readFileSync(lockPath(dir), 'utf8');
+    fd = fs.openSync(lockPath(dir), fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0));
   } catch {
     return { info: null, text: null };
   }
   try {
-    return { info: LockInfo.parse(JSON.parse(text)), text };
+    // Content and mtime from one descriptor: both belong to the same lock file.
+    mtimeMs = fs.fstatSync(fd).mtimeMs;
+    text = fs.readFileSync(fd, 'utf8');
   } catch {
-    return { info: null, text };
+    return { info: null, text: null };
+  } finally {
+    fs.closeSync(fd);
+  }
+  try {
+    return { info: LockInfo.parse(JSON.parse(text)), text, mtimeMs };
+  } catch {
+    return { info: null, text, mtimeMs };
   }
 }
 
-export function isStale(info: LockInfo | null, now = Date.now()): boolean {
-  if (!info) return true; // unreadable content: nobody can be shown to own it
-  if (info.host === os.hostname() && !isPidAlive(info.pid)) return true;
-  return info.leaseExpiresAt < now;
+/** When the lease runs out: the later of what the lock says and its last renewal plus the lease. */
+export function leaseEnd(seen: Pick<ReadLock, 'info' | 'mtimeMs'>): number {
+  const info = seen.info;
+  if (!info) return 0;
+  const renewed = info.leaseMs !== undefined && seen.mtimeMs !== undefined ? seen.mtimeMs + info.leaseMs : 0;
+  return Math.max(info.leaseExpiresAt, renewed);
 }
 
-export function describeOwner(info: LockInfo): string {
-  return `pid ${info.pid} on ${info.host} (owner ${info.ownerId}, since ${new Date(info.startedAt).toISOString()}, lease until ${new Date(
-    info.leaseExpiresAt,
+export function isStale(seen: Pick<ReadLock, 'info' | 'mtimeMs'>, now = Date.now()): boolean {
+  const info = seen.info;
+  if (!info) return true; // unreadable content: nobody can be shown to own it
+  if (info.host === os.hostname() && !isPidAlive(info.pid)) return true;
+  return leaseEnd(seen) < now;
+}
+
+export function describeOwner(info: LockInfo, seen?: Pick<ReadLock, 'mtimeMs'>): string {
+  const until = leaseEnd({ info, mtimeMs: seen?.mtimeMs });
+  return `pid ${info.pid} on ${info.host} (owner ${info.ownerId}, epoch ${info.epoch}, since ${new Date(info.startedAt).toISOString()}, lease until ${new Date(
+    until,
   ).toISOString()})`;
 }
 
 export class OwnerLock {
   private released = false;
-  private timer: NodeJS.Timeout | undefined;
+  private lostReason: string | null = null;
+  private renewer: Worker | undefined;
+  private readonly lostListeners = new Set<(reason: string) => void>();
 
   private constructor(
     readonly dir: string,
-    private info: LockInfo,
-    private readonly leaseMs: number,
+    private readonly info: LockInfo,
+    private readonly text: string,
+    /** True when this ownership began by taking a stale lock over (its predecessor may wake). */
+    readonly tookOver: boolean,
   ) {}
 
   get ownerId(): string {
     return this.info.ownerId;
   }
+  get epoch(): number {
+    return this.info.epoch;
+  }
   get current(): LockInfo {
     return this.info;
+  }
+  /** Why ownership was lost, or null while it is held. */
+  get lost(): string | null {
+    return this.lostReason;
   }
 
   static async acquire(dir: string, opts: AcquireOptions = {}): Promise<OwnerLock> {
     const leaseMs = opts.leaseMs ?? 30_000;
     const deadline = Date.now() + (opts.waitMs ?? 2_000);
-    const info: LockInfo = {
-      ownerId: opts.ownerId ?? randomUUID(),
+    const ownerId = opts.ownerId ?? randomUUID();
+    const file = lockPath(dir);
+    const make = (seenEpoch: number): LockInfo => ({
+      ownerId,
       pid: process.pid,
       host: os.hostname(),
       startedAt: Date.now(),
       leaseExpiresAt: Date.now() + leaseMs,
-      endpoint: null,
-    };
-    const file = lockPath(dir);
+      leaseMs,
+      epoch: Math.max(seenEpoch, readEpochHint(dir)) + 1,
+    });
     for (;;) {
-      if (tryCreate(file, info)) break;
-      const seen = readLock(dir);
-      if (seen.text !== null && isStale(seen.info) && takeOver(dir, seen.text, info)) break;
+      let info = make(0);
+      let tookOver = false;
+      let won = tryCreate(file, info);
+      if (!won) {
+        const seen = readLock(dir);
+        if (seen.text !== null && isStale(seen)) {
+          info = make(seen.info?.epoch ?? 0);
+          won = takeOver(dir, seen.text, info);
+          tookOver = won;
+        }
+      }
+      if (won) {
+        const lock = new OwnerLock(dir, info, JSON.stringify(info), tookOver);
+        writeEpochHint(dir, info.epoch);
+        lock.startRenewal(leaseMs);
+        return lock;
+      }
       if (Date.now() >= deadline) {
-        const owner = readLock(dir).info;
+        const seen = readLock(dir);
         throw new WaypointError(
           'locked',
-          owner
-            ? `The Waypoint store in ${dir} is owned by ${describeOwner(owner)}. Close that process, or talk to it instead of opening the store.`
+          seen.info
+            ? `The Waypoint store in ${dir} is owned by ${describeOwner(seen.info, seen)}. Close that process, or talk to it instead of opening the store.`
             : `The Waypoint store in ${dir} is locked (owner.lock could not be taken).`,
-          { owner },
+          { owner: seen.info },
         );
       }
       await new Promise((r) => setTimeout(r, 25 + Math.random() * 50));
     }
-    const lock = new OwnerLock(dir, info, leaseMs);
-    lock.startRenewal();
-    return lock;
   }
 
-  private startRenewal(): void {
-    // Renew at a third of the lease so one missed tick does not lose ownership.
-    this.timer = setInterval(() => this.renew(), Math.max(1000, this.leaseMs / 3));
-    this.timer.unref();
-  }
-
-  renew(): void {
-    if (this.released) return;
-    this.write({ ...this.info, leaseExpiresAt: Date.now() + this.leaseMs });
-  }
-
-  /** Records the endpoint relays should use (MCP over HTTP). */
-  setEndpoint(endpoint: LockInfo['endpoint']): void {
-    this.write({ ...this.info, endpoint, leaseExpiresAt: Date.now() + this.leaseMs });
-  }
-
-  private write(next: LockInfo): void {
-    const seen = readLock(this.dir).info;
-    if (!seen || seen.ownerId !== this.info.ownerId) {
-      // Someone took the store over (our lease lapsed while we were stalled); do not fight.
-      return;
+  /**
+   * Throws `lost_ownership` unless the lock on disk is still exactly ours. Called
+   * after a write is durable and before it is acknowledged, and before anything
+   * that replaces a store file.
+   */
+  assertHeld(): void {
+    if (this.lostReason === null && !this.released) {
+      const seen = readLock(this.dir);
+      if (seen.text !== this.text) {
+        this.markLost(
+          seen.info
+            ? `it was taken over by ${describeOwner(seen.info, seen)} while this process (epoch ${this.info.epoch}) was stalled past its lease`
+            : `another process took the store over while this one (epoch ${this.info.epoch}) was stalled past its lease, and has since released it`,
+        );
+      }
     }
-    writeFileAtomicSync(lockPath(this.dir), JSON.stringify(next));
-    this.info = next;
+    if (this.lostReason !== null) {
+      throw new WaypointError('lost_ownership', `This process no longer owns the Waypoint store in ${this.dir}: ${this.lostReason}. It accepts no more writes; talk to the current owner instead.`, {
+        epoch: this.info.epoch,
+      });
+    }
+    if (this.released) throw new WaypointError('io', 'The store is closed.');
+  }
+
+  /** Called once if ownership is found lost (by a write's check or by the renewal thread). */
+  onLost(listener: (reason: string) => void): { dispose(): void } {
+    this.lostListeners.add(listener);
+    return { dispose: () => this.lostListeners.delete(listener) };
+  }
+
+  private markLost(reason: string): void {
+    if (this.lostReason !== null) return;
+    this.lostReason = reason;
+    void this.renewer?.terminate();
+    this.renewer = undefined;
+    for (const l of this.lostListeners) {
+      try {
+        l(reason);
+      } catch {
+        // a listener's failure must not hide the loss from the others
+      }
+    }
+  }
+
+  /**
+   * Renews on a worker thread at a third of the lease (so one missed tick does not
+   * lose ownership), touching the lock only while it is still ours. The worker
+   * reports a lock that is no longer ours; the main thread then fences itself.
+   */
+  private startRenewal(leaseMs: number): void {
+    const worker = new Worker(RENEWER_SOURCE, {
+      eval: true,
+      execArgv: [],
+      workerData: { file: lockPath(this.dir), text: this.text, intervalMs: Math.max(250, Math.floor(leaseMs / 3)) },
+    });
+    worker.unref();
+    worker.on('message', (m: { lost?: boolean }) => {
+      if (m.lost && !this.released) {
+        // Confirm on this thread (reads the lock again) so listeners get one clear reason.
+        try {
+          this.assertHeld();
+        } catch {
+          // recorded by assertHeld
+        }
+      }
+    });
+    worker.on('error', () => undefined);
+    this.renewer = worker;
+  }
+
+  /** Renews now, from this thread (tests; and a cheap extra touch after long work). */
+  renew(): void {
+    if (this.released || this.lostReason !== null) return;
+    const seen = readLock(this.dir);
+    if (seen.text !== this.text) return;
+    const now = new Date();
+    try {
+      fs.utimesSync(lockPath(this.dir), now, now);
+    } catch {
+      // the worker will try again
+    }
   }
 
   release(): void {
     if (this.released) return;
     this.released = true;
-    clearInterval(this.timer);
-    const seen = readLock(this.dir).info;
-    if (seen && seen.ownerId === this.info.ownerId) fs.rmSync(lockPath(this.dir), { force: true });
+    void this.renewer?.terminate();
+    this.renewer = undefined;
+    releaseIfOurs(this.dir, this.text);
   }
+}
+
+/**
+ * Removes the lock only if it is ours. It is first renamed to a private name and
+ * checked there, so a stalled owner that wakes mid-release never removes a
+ * successor's lock on the strength of an old check; a successor's lock taken by
+ * mistake is put back with link(2), which cannot overwrite a newer one.
+ */
+function releaseIfOurs(dir: string, text: string): void {
+  const file = lockPath(dir);
+  if (readLock(dir).text !== text) return;
+  const aside = `${file}.release-${process.pid}-${randomUUID().slice(0, 8)}`;
+  try {
+    fs.renameSync(file, aside);
+  } catch {
+    return; // gone already
+  }
+  let asideText: string | null = null;
+  try {
+    asideText = fs.readFileSync(aside, 'utf8');
+  } catch {
+    // unreadable: treat as not ours
+  }
+  if (asideText !== text) {
+    try {
+      fs.linkSync(aside, file);
+    } catch {
+      // a newer lock exists already; the one we moved is superseded and its holder fences itself
+    }
+  }
+  fs.rmSync(aside, { force: true });
+}
+
+function readEpochHint(dir: string): number {
+  try {
+    const n = Number(fs.readFileSync(path.join(dir, EPOCH_FILE), 'utf8').trim());
+    return Number.isSafeInteger(n) && n >= 0 ? n : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function writeEpochHint(dir: string, epoch: number): void {
+  // A hint, not a guard (the lock itself fences): written atomically but not fsync'd,
+  // as it costs a flush on every open; the journal's headers carry the epochs durably.
+  const file = path.join(dir, EPOCH_FILE);
+  const tmp = tempPathFor(file);
+  try {
+    fs.writeFileSync(tmp, `${epoch}\n`, { mode: 0o600, flag: 'wx' });
+    fs.renameSync(tmp, file);
+  } catch {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
+/** Raises the epoch hint to at least `epoch` (an opener that found a higher one in the journal). */
+export function noteEpoch(dir: string, epoch: number): void {
+  if (epoch > readEpochHint(dir)) writeEpochHint(dir, epoch);
 }
 
 function tryCreate(file: string, info: LockInfo): boolean {
   const tmp = tempPathFor(file);
-  fs.writeFileSync(tmp, JSON.stringify(info), { mode: 0o644 });
+  fs.writeFileSync(tmp, JSON.stringify(info), { mode: 0o600 });
   const fd = fs.openSync(tmp, 'r');
   fs.fsyncSync(fd);
   fs.closeSync(fd);
@@ -172,7 +363,7 @@ function tryCreate(file: string, info: LockInfo): boolean {
 function takeOver(dir: string, staleText: string, info: LockInfo): boolean {
   const mutex = path.join(dir, 'owner.lock.takeover');
   try {
-    fs.writeFileSync(mutex, String(process.pid), { flag: 'wx' });
+    fs.writeFileSync(mutex, String(process.pid), { flag: 'wx', mode: 0o600 });
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     try {
@@ -185,10 +376,29 @@ function takeOver(dir: string, staleText: string, info: LockInfo): boolean {
   }
   try {
     const again = readLock(dir);
-    if (again.text !== staleText) return false; // it changed under us: re-evaluate from the top
+    // It changed under us, or was renewed after all: re-evaluate from the top.
+    if (again.text !== staleText || !isStale(again)) return false;
     fs.rmSync(lockPath(dir), { force: true });
     return tryCreate(lockPath(dir), info);
   } finally {
     fs.rmSync(mutex, { force: true });
   }
 }
+
+/**
+ * The renewal thread: every interval, touch the lock if it still holds exactly our
+ * text; otherwise tell the main thread and stop. Plain JavaScript, evaluated in
+ * the worker (no bundling needed), using only node:fs.
+ */
+const RENEWER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const fs = require('node:fs');
+const { file, text, intervalMs } = workerData;
+const timer = setInterval(() => {
+  let now;
+  try { now = fs.readFileSync(file, 'utf8'); } catch { now = null; }
+  if (now !== text) { clearInterval(timer); parentPort.postMessage({ lost: true }); return; }
+  const t = new Date();
+  try { fs.utimesSync(file, t, t); } catch {}
+}, intervalMs);
+`;

@@ -168,6 +168,9 @@ const handlers: Handlers = {
       if (d.kind === 'task_base') db.run('UPDATE tasks SET base_checkpoint_id = ? WHERE id = ?', [d.checkpointId, e.taskId]);
     }
   },
+  'checkpoint.damaged': (db, _e, d) => {
+    for (const c of d.checkpoints) db.run('UPDATE checkpoints SET damaged = ? WHERE id = ?', [c.reason, c.checkpointId]);
+  },
   'checkpoint.pruned': (db, _e, d) => {
     for (const id of d.checkpointIds) db.run('DELETE FROM checkpoints WHERE id = ?', [id]);
   },

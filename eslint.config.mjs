@@ -1,0 +1,50 @@
+// @ts-check
+// Lint: the layering DESIGN.md asks for, enforced (src/core never imports `vscode`;
+// layers import only downward: core <- mcp <- cli, core/mcp <- extension; the
+// webview imports only what it shares with the extension), plus typescript-eslint's
+// recommended rules. `npm run lint`, run by `npm test` before the unit tests.
+import tseslint from 'typescript-eslint';
+
+/** A layer may import none of these (relative paths seen from inside the layer). */
+const layer = (files, forbidden, why) => ({
+  files,
+  rules: {
+    'no-restricted-imports': [
+      'error',
+      {
+        paths: [{ name: 'vscode', message: why }],
+        patterns: forbidden.map((group) => ({ group: [group], message: why })),
+      },
+    ],
+  },
+});
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'out/**', '.vscode-test/**', 'node_modules/**', 'test-output/**', '**/*.js', '**/*.cjs', '**/*.mjs'] },
+  ...tseslint.configs.recommended,
+  {
+    // Directives for core rules this config does not enable (no-control-regex) stay as documentation.
+    linterOptions: { reportUnusedDisableDirectives: 'off' },
+    rules: {
+      // Tests and narrow casts at boundaries use these deliberately; the compiler checks the rest.
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-require-imports': 'off',
+    },
+  },
+  layer(['src/core/**/*.ts'], ['**/mcp/**', '**/cli/**', '**/extension/**', '../mcp/*', '../cli/*', '../extension/*'], 'src/core runs in plain Node (CLI, MCP server, tests): it never imports vscode or an upper layer.'),
+  layer(['src/mcp/**/*.ts'], ['**/cli/**', '**/extension/**', '../cli/*', '../extension/*'], 'src/mcp sits on src/core only; it never imports vscode, the CLI or the extension.'),
+  layer(['src/cli/**/*.ts'], ['**/extension/**', '../extension/*'], 'the CLI runs in plain Node: it never imports vscode or the extension.'),
+  {
+    files: ['webview-ui/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [{ name: 'vscode', message: 'the webview runs in a browser page' }],
+          patterns: [{ group: ['**/src/core/**', '**/src/mcp/**', '**/src/cli/**', '!**/src/extension/review/protocol'], message: 'the webview shares only the message protocol with the extension' }],
+        },
+      ],
+    },
+  },
+);

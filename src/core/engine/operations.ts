@@ -1,0 +1,115 @@
+import { z } from 'zod';
+import { TaskState, type Step } from '../model/schema';
+import {
+  AbandonTaskInput,
+  BeginSideEffectInput,
+  CheckpointId,
+  CheckpointInput,
+  CompleteStepInput,
+  CompleteTaskInput,
+  DiffInput,
+  EndSideEffectInput,
+  ExtendPlanInput,
+  FailStepInput,
+  RequestReviewInput,
+  ResumeTaskInput,
+  RetentionInput,
+  RollbackInput,
+  SkipStepInput,
+  StartStepInput,
+  StartTaskInput,
+  SuspendTaskInput,
+  TaskId,
+  TaskRef,
+  VerifyInput,
+} from './inputs';
+import type { Engine } from './engine';
+import { WaypointError } from '../model/errors';
+
+/**
+ * Every engine operation, declared once: its name, whether it changes the store
+ * (`mutation`) or only reads it (`query`), the zod schema of its one argument, and
+ * how the engine runs it. Everything else is derived from this table: the typed
+ * `EngineApi` every surface calls, the in-process adapter (`localApi`), the owner's
+ * `/rpc` dispatch (`serveRpc`), the remote client (`remoteApi`) and the method list
+ * a relaying window routes. A new operation is one entry here; a misspelt field in
+ * any caller fails to compile, and a malformed argument from another process is an
+ * `invalid_input` refusal before the engine sees it.
+ */
+const TaskFilter = z.strictObject({ states: z.array(TaskState).max(20).readonly().optional(), limit: z.number().int().min(1).max(100_000).optional() });
+const EventsFilter = z.strictObject({ taskId: TaskId.optional(), afterSeq: z.number().int().min(0).optional(), limit: z.number().int().min(0).max(1_000_000).optional() });
+const CheckpointFileInput = z.strictObject({ checkpointId: CheckpointId, path: z.string().min(1).max(4096) });
+const None = z.undefined();
+
+type Kind = 'mutation' | 'query';
+interface Operation<S extends z.ZodType, R> {
+  kind: Kind;
+  /** How refusals name it: "Invalid step start: …". */
+  label: string;
+  input: S;
+  run: (engine: Engine, input: z.output<S>) => Promise<R> | R;
+}
+const mutation = <S extends z.ZodType, R>(label: string, input: S, run: (engine: Engine, input: z.output<S>) => Promise<R> | R): Operation<S, R> => ({ kind: 'mutation', label, input, run });
+const query = <S extends z.ZodType, R>(label: string, input: S, run: (engine: Engine, input: z.output<S>) => Promise<R> | R): Operation<S, R> => ({ kind: 'query', label, input, run });
+
+export const OPERATIONS = {
+  startTask: mutation('task start', StartTaskInput, (e, a) => e.startTask(a)),
+  extendPlan: mutation('plan update', ExtendPlanInput, (e, a) => e.extendPlan(a)),
+  requestReview: mutation('task complete', RequestReviewInput, (e, a) => e.requestReview(a)),
+  completeTask: mutation('task approve', CompleteTaskInput, (e, a) => e.completeTask(a)),
+  abandonTask: mutation('task abandon', AbandonTaskInput, (e, a) => e.abandonTask(a)),
+  suspendTask: mutation('task suspend', SuspendTaskInput, (e, a) => e.suspendTask(a)),
+  interruptTask: mutation('task interrupt', AbandonTaskInput, (e, a) => e.interruptTask(a)),
+  deleteTask: mutation('task delete', TaskRef, (e, a) => e.deleteTask(a)),
+  resumeTask: mutation('task resume', ResumeTaskInput, (e, a) => e.resumeTask(a)),
+  heartbeat: mutation('heartbeat', TaskRef, (e, a) => e.heartbeat(a)),
+  startStep: mutation('step start', StartStepInput, (e, a) => e.startStep(a)),
+  completeStep: mutation('step complete', CompleteStepInput, (e, a) => e.completeStep(a)),
+  failStep: mutation('step fail', FailStepInput, (e, a) => e.failStep(a)),
+  skipStep: mutation('step skip', SkipStepInput, (e, a) => e.skipStep(a)),
+  checkpoint: mutation('checkpoint', CheckpointInput, (e, a) => e.checkpoint(a)),
+  beginSideEffect: mutation('side effect begin', BeginSideEffectInput, (e, a) => e.beginSideEffect(a)),
+  endSideEffect: mutation('side effect end', EndSideEffectInput, (e, a) => e.endSideEffect(a)),
+  rollback: mutation('rollback', RollbackInput, (e, a) => e.rollback(a)),
+  undoRollback: mutation('undo rollback', TaskRef, (e, a) => e.undoRollback(a)),
+  gc: mutation('retention policy', RetentionInput.optional(), (e, a) => e.gc(a ?? {})),
+  rebuild: mutation('rebuild', None, (e) => e.rebuild()),
+  diff: query('diff', DiffInput, (e, a) => e.diff(a)),
+  resumeContext: query('task id', TaskId, (e, id) => e.resumeContext(id)),
+  taskDetail: query('task id', TaskId, (e, id) => e.taskDetail(id)),
+  tasks: query('task filter', TaskFilter.optional(), (e, f) =>
+    e.tasks(f).map((t) => {
+      const steps = e.queries.steps(t.id);
+      return { ...t, progress: { done: steps.filter((s) => s.status === 'completed' || s.status === 'skipped').length, total: steps.length } };
+    }),
+  ),
+  /** Every task's steps in one call (a relaying window lists its tree with this and `tasks`). */
+  allSteps: query('steps query', None, (e): Step[] => e.queries.allSteps()),
+  /** A file as a checkpoint holds it (base64; null when the checkpoint lacks the path), for diff editors in other processes. */
+  checkpointFile: query('checkpoint file', CheckpointFileInput, async (e, { checkpointId, path }) => {
+    const c = e.queries.checkpoint(checkpointId);
+    if (!c) throw new WaypointError('not_found', `Unknown checkpoint '${checkpointId}'.`);
+    if (!e.workspaceSnapshots) throw new WaypointError('invalid_input', 'This store keeps no file snapshots.');
+    const bytes = await e.workspaceSnapshots.fileAt(c, path);
+    return { createdAt: c.createdAt, base64: bytes ? bytes.toString('base64') : null };
+  }),
+  events: query('events filter', EventsFilter.optional(), (e, f) => e.events(f)),
+  storage: query('storage query', None, (e) => e.storage()),
+  drift: query('task id', TaskId, (e, id) => e.drift(id)),
+  /** A mutation: with `repair` it stores lost content again and records damaged checkpoints. */
+  verify: mutation('verify', VerifyInput.optional(), (e, a) => e.verify(a ?? {})),
+  info: query('info', None, (e) => ({ storeDir: e.store.dir, storeId: e.store.storeId, events: e.store.lastSeq, pid: process.pid, relayed: false })),
+} as const;
+
+export type OperationName = keyof typeof OPERATIONS;
+export const OPERATION_NAMES = Object.keys(OPERATIONS) as OperationName[];
+
+type Op<N extends OperationName> = (typeof OPERATIONS)[N];
+/** What a caller passes: the schema's input type (optional when the schema takes undefined). */
+export type OperationInput<N extends OperationName> = z.input<Op<N>['input']>;
+export type OperationResult<N extends OperationName> = Awaited<ReturnType<Op<N>['run']>>;
+
+/** The engine as every surface calls it, in-process or through the owner: typed by the table. */
+export type EngineApi = {
+  [N in OperationName]: undefined extends OperationInput<N> ? (a?: OperationInput<N>) => Promise<OperationResult<N>> : (a: OperationInput<N>) => Promise<OperationResult<N>>;
+};

@@ -1,0 +1,196 @@
+import * as assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { EventStore, type NewEvent } from '../../src/core/store/eventStore';
+import { FENCED_DIR, encodeRecord, listChain, listSegments, segmentName } from '../../src/core/store/journal';
+import { readLock } from '../../src/core/store/ownerLock';
+import { readDiscovery } from '../../src/mcp/discovery';
+import { WaypointError } from '../../src/core/model/errors';
+import { SCHEMA_VERSION } from '../../src/core/model/schema';
+import { bundleScript } from '../support/bundle';
+import { isAlive, waitExit, waitFor } from '../support/mcp';
+import { openEngine, tmpDir } from '../support/tmp';
+
+/**
+ * Fencing: an owner stalled past its lease (SIGSTOP, a debugger, a laptop lid) and
+ * replaced must never acknowledge another write, and nothing its successor
+ * acknowledged may be lost — whatever the stalled owner does when it wakes.
+ */
+function started(i: number): NewEvent {
+  return {
+    type: 'task.started',
+    taskId: `t${i}`,
+    corr: `c${i}`,
+    key: `k${i}`,
+    by: 'test',
+    op: 'task.start',
+    result: { taskId: `t${i}` },
+    data: { goal: `goal ${i}`, title: `task ${i}`, agent: null, plan: [{ id: 'a', title: 'A' }], owner: { id: 'test' }, leaseTtlMs: 60_000 },
+  };
+}
+
+const isLost = (e: unknown): boolean => e instanceof WaypointError && e.code === 'lost_ownership';
+
+/** Stops a store's renewal thread, as a stall would (the process is otherwise free to run). */
+async function stallRenewal(s: EventStore): Promise<void> {
+  await (s.lock as unknown as { renewer?: { terminate(): Promise<number> } }).renewer?.terminate();
+}
+
+describe('fencing: an owner replaced while stalled never acknowledges a write', function () {
+  this.timeout(60_000);
+  let t: ReturnType<typeof tmpDir>;
+  let dir: string;
+  beforeEach(() => {
+    t = tmpDir('wp-fence-');
+    dir = path.join(t.dir, '.waypoint');
+  });
+  afterEach(() => t.cleanup());
+
+  it('epochs rise with every ownership and a takeover bumps them', async () => {
+    const a = await EventStore.open({ dir });
+    const e1 = a.lock.epoch;
+    await a.close();
+    const b = await EventStore.open({ dir, lock: { leaseMs: 300 } });
+    assert.ok(b.lock.epoch > e1, `clean reopen: ${b.lock.epoch} > ${e1}`);
+    await stallRenewal(b);
+    await new Promise((r) => setTimeout(r, 450));
+    const c = await EventStore.open({ dir, lock: { waitMs: 2_000 } });
+    assert.ok(c.lock.tookOver);
+    assert.ok(c.lock.epoch > b.lock.epoch);
+    await c.close();
+    await b.close();
+  });
+
+  it('in-process: the replaced owner’s append and export are refused; its late segment and database are never read', async () => {
+    const a = await EventStore.open({ dir, lock: { leaseMs: 300 } });
+    for (let i = 1; i <= 5; i++) await a.commit([started(i)]).durable;
+    await stallRenewal(a);
+    await new Promise((r) => setTimeout(r, 450));
+
+    const b = await EventStore.open({ dir, lock: { waitMs: 2_000 } });
+    assert.ok(b.lock.tookOver);
+    assert.equal(b.lastSeq, 5);
+    for (let i = 6; i <= 9; i++) await b.commit([started(i)]).durable;
+
+    // The stale owner wakes and writes: durable in its (orphaned) file, never acknowledged.
+    await assert.rejects(a.commit([started(100)]).durable, isLost);
+    assert.throws(() => a.commit([started(101)]), isLost);
+    await assert.rejects(a.exportNow(), isLost);
+    assert.ok(a.lostOwnership);
+
+    // What a stale export that slipped between its check and its renames would leave:
+    // a segment of its epoch after the takeover, and its database generation in place.
+    const staleSeg = path.join(dir, segmentName(7));
+    fs.writeFileSync(
+      staleSeg,
+      Buffer.concat([
+        encodeRecord({ kind: 'header', storeId: a.storeId, baseSeq: 7, v: SCHEMA_VERSION, epoch: a.journalEpoch }),
+        encodeRecord({ kind: 'batch', last: 7, events: [{ seq: 7, ts: 1, type: 'task.started', v: SCHEMA_VERSION, taskId: 'stale', corr: null, key: 'stale', by: null, data: started(7).data }] }),
+      ]),
+    );
+    assert.deepEqual(listChain(dir).fenced, [staleSeg]);
+    a.db.run("INSERT OR REPLACE INTO meta (k, v) VALUES ('exportEpoch', ?)", [String(a.journalEpoch)]);
+    a.db.run("INSERT OR REPLACE INTO meta (k, v) VALUES ('exportedSeq', '6')");
+    const staleDb = a.db.export();
+    await a.close();
+    await b.close();
+    fs.renameSync(path.join(dir, 'waypoint.db'), path.join(dir, 'waypoint.db.prev'));
+    fs.writeFileSync(path.join(dir, 'waypoint.db'), staleDb);
+
+    const c = await EventStore.open({ dir });
+    try {
+      assert.equal(c.lastSeq, 9, c.report.warnings.join('\n'));
+      const ids = c.events().map((e) => e.taskId);
+      assert.deepEqual(ids, ['t1', 't2', 't3', 't4', 't5', 't6', 't7', 't8', 't9']);
+      assert.ok(fs.readdirSync(path.join(dir, FENCED_DIR)).length >= 1, 'the stale segment was set aside');
+      assert.ok(c.report.warnings.some((w) => /replaced owner/.test(w)), c.report.warnings.join('\n'));
+      assert.equal((await c.verify()).ok, true);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('renewal does not depend on a free event loop: a 2 s synchronous job keeps a 600 ms lease', async () => {
+    const a = await EventStore.open({ dir, lock: { leaseMs: 600 } });
+    await new Promise((r) => setTimeout(r, 300)); // the renewal thread is up
+    const until = Date.now() + 2_000;
+    while (Date.now() < until) {
+      // busy: no timer of this thread can run
+    }
+    await assert.rejects(EventStore.open({ dir, lock: { waitMs: 100 } }), (e: unknown) => e instanceof WaypointError && e.code === 'locked');
+    await a.commit([started(1)]).durable;
+    await a.close();
+  });
+
+  describe('real processes: SIGSTOP an owner past its lease, take over, SIGCONT it', () => {
+    let child: ChildProcess | undefined;
+    afterEach(async () => {
+      if (child?.pid && isAlive(child.pid)) {
+        child.kill('SIGCONT');
+        child.kill('SIGKILL');
+        await waitExit(child.pid);
+      }
+      child = undefined;
+    });
+
+    async function rpc(url: string, token: string, method: string, arg?: unknown): Promise<{ ok: boolean; result?: unknown; error?: { code: string; message: string } }> {
+      const res = await fetch(new URL('/rpc', url), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ method, arg }),
+        signal: AbortSignal.timeout(10_000),
+      });
+      return (await res.json()) as { ok: boolean; result?: unknown; error?: { code: string; message: string } };
+    }
+
+    for (const successorStays of [true, false]) {
+      it(`the woken owner refuses reads and writes with lost_ownership; every acknowledged task survives (successor ${successorStays ? 'still open' : 'closed'})`, async () => {
+        const leaseMs = 1_500;
+        const script = bundleScript(path.join(__dirname, '..', 'support', 'ownerChild.ts'));
+        child = spawn(process.execPath, [script, t.dir, String(leaseMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+        child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+        await waitFor(`the owner child to be ready (${out})`, () => out.includes('ready'), 20_000);
+        const d = readDiscovery(dir)!;
+        const first = await rpc(d.url, d.token, 'startTask', { goal: 'acknowledged by the first owner' });
+        assert.equal(first.ok, true);
+
+        child.kill('SIGSTOP');
+        await new Promise((r) => setTimeout(r, leaseMs + 1_000));
+        const successor = await openEngine(t.dir, { store: { lock: { waitMs: 5_000 } } });
+        assert.ok(successor.store.lock.tookOver, 'the successor took the stale lock over');
+        const second = await successor.startTask({ goal: 'acknowledged by the successor' });
+        if (!successorStays) await successor.close();
+
+        child.kill('SIGCONT');
+        const write = await rpc(d.url, d.token, 'startTask', { goal: 'sent to the woken owner' });
+        const read = await rpc(d.url, d.token, 'tasks', {});
+        assert.equal(write.ok, false, `the woken owner must not acknowledge: ${JSON.stringify(write)}`);
+        assert.equal(write.error?.code, 'lost_ownership', JSON.stringify(write));
+        assert.match(write.error!.message, /no longer owns/);
+        assert.equal(read.ok, false);
+        assert.equal(read.error?.code, 'lost_ownership');
+        child.kill('SIGTERM');
+        await waitExit(child.pid!);
+        if (successorStays) await successor.close();
+
+        assert.ok(readLock(dir).text === null, 'no lock is left behind');
+        for (let round = 0; round < 2; round++) {
+          const e = await openEngine(t.dir);
+          try {
+            const goals = e.tasks({}).map((x) => x.goal).sort();
+            assert.deepEqual(goals, ['acknowledged by the first owner', 'acknowledged by the successor']);
+            assert.ok(e.tasks({}).some((x) => x.id === second.taskId));
+            const v = await e.verify();
+            assert.equal(v.ok, true, JSON.stringify(v));
+          } finally {
+            await e.close();
+          }
+        }
+        assert.ok(listSegments(dir).length >= 1);
+      });
+    }
+  });
+});
