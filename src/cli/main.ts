@@ -2,8 +2,9 @@ import * as fs from 'node:fs';
 import type { z } from 'zod';
 import * as path from 'node:path';
 import { isNoSpace, notCapturedLine, type Engine, type NotCapturedReport } from '../core/engine/engine';
-import { localApi, remoteApi, type EngineApi } from '../core/engine/api';
+import { DEFAULT_RPC_TIMEOUT_MS, RpcTransportError, localApi, remoteApi, type EngineApi } from '../core/engine/api';
 import { resolveStore } from '../mcp/resolve';
+import { describeOwner } from '../core/store/ownerLock';
 import { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import { Plan } from '../core/model/schema';
@@ -36,6 +37,41 @@ function readPlanFile(file: string): z.output<typeof Plan> {
     throw new WaypointError('invalid_input', `Plan file ${file} is not valid JSON: ${errorMessage(e)}`);
   }
   return parseInput(Plan, raw, `plan file ${file}`);
+}
+
+/** How long the owner may take to answer the first, cheap question before it counts as unreachable. */
+const PROBE_TIMEOUT_MS = 10_000;
+
+/** How long a relayed call may take (`WAYPOINT_RPC_TIMEOUT` seconds; 120 by default). */
+function rpcTimeoutMs(): number {
+  const v = process.env.WAYPOINT_RPC_TIMEOUT;
+  if (v === undefined || v === '') return DEFAULT_RPC_TIMEOUT_MS;
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 86_400) throw new UsageError(`WAYPOINT_RPC_TIMEOUT must be a whole number of seconds from 1 to 86400, not '${v}'.`);
+  return Number(v) * 1000;
+}
+
+/**
+ * The remote API, but a call the owner never received (refused, or no connection) is
+ * made once more against whoever holds the store by then — often this process, taking a
+ * dead owner's store over. A call that may have arrived is never repeated.
+ */
+function retryUndelivered(remote: EngineApi, again: () => Promise<EngineApi>): EngineApi {
+  const calls = remote as unknown as Record<string, ((a?: unknown) => Promise<unknown>) | undefined>;
+  return new Proxy({} as EngineApi, {
+    get: (_t, name) => {
+      const first = typeof name === 'string' ? calls[name] : undefined;
+      if (!first) return undefined;
+      return async (arg?: unknown) => {
+        try {
+          return await first(arg);
+        } catch (e) {
+          if (!(e instanceof RpcTransportError) || e.delivered) throw e;
+          const next = (await again()) as unknown as Record<string, (a?: unknown) => Promise<unknown>>;
+          return next[name as string](arg);
+        }
+      };
+    },
+  });
 }
 
 /** `verify` found damage and already printed its one JSON document (the report, holding the error): exit 1, print nothing more. */
@@ -552,20 +588,28 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
       json: values.json === true,
       workspace,
       engine: async () => {
-        api ??= await resolveStore<EngineApi>({
-          workspace,
-          log,
-          waitMs: lockWait ?? 5000,
-          maxFileBytes,
-          serving: async (d) => {
-            if (maxFileBytes !== undefined) io.stderr.write(`waypoint: note: --max-file-size-mb applies when this command owns the store; the store's owner (${d.url}) applies its own limit.\n`);
-            return remoteApi(d);
-          },
-          own: async (e) => {
-            engine = e;
-            return localApi(e);
-          },
-        });
+        const resolve = (retry: boolean): Promise<EngineApi> =>
+          resolveStore<EngineApi>({
+            workspace,
+            log,
+            waitMs: lockWait ?? 5000,
+            maxFileBytes,
+            serving: async (d, lock) => {
+              if (maxFileBytes !== undefined) io.stderr.write(`waypoint: note: --max-file-size-mb applies when this command owns the store; the store's owner (${d.url}) applies its own limit.\n`);
+              // Ask a cheap question first, with a short timeout: a stopped, dying or dead owner
+              // is found out before any real call is sent, and resolveStore looks again (taking
+              // over a dead one) or fails naming it.
+              await remoteApi(d, { timeoutMs: PROBE_TIMEOUT_MS }).info();
+              const remote = remoteApi(d, { owner: describeOwner(lock), timeoutMs: rpcTimeoutMs() });
+              // An owner that went away after the probe never received the call: look again once.
+              return retry ? retryUndelivered(remote, () => resolve(false).then((a) => (api = a))) : remote;
+            },
+            own: async (e) => {
+              engine = e;
+              return localApi(e);
+            },
+          });
+        api ??= await resolve(true);
         return api;
       },
       out: (human, json) => {
@@ -592,8 +636,19 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
 }
 
 if (require.main === module) {
+  // Invariant 8: no door exits 0 having done nothing. If the event loop drains while the
+  // command is still pending (a promise nothing will ever settle), say so and fail.
+  let settled = false;
+  process.once('beforeExit', () => {
+    if (settled) return;
+    process.stderr.write('waypoint: the command stopped before it finished (nothing was left to wait for); its outcome is unknown.\n');
+    process.exit(1);
+  });
   main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
+    (code) => {
+      settled = true;
+      process.exit(code);
+    },
     (e) => {
       process.stderr.write(`waypoint: ${errorMessage(e)}\n`);
       process.exit(1);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { DEFAULT_RPC_CONNECT_TIMEOUT_MS, postLoopback } from '../core/engine/api';
 import { Engine } from '../core/engine/engine';
 import { Logger } from '../core/log';
 import { WaypointError, errorMessage } from '../core/model/errors';
@@ -187,10 +188,10 @@ export const MCP_COMMANDS: Record<string, Command> = {
           waitMs: (intOption(c.values, 'wait') ?? 20) * 1000,
           serving: async (d) => {
             const url = new URL(HOOK_ROUTE, d.url);
-            const res = await fetch(url, { method: 'POST', headers: { authorization: `Bearer ${d.token}`, 'content-type': 'application/json' }, body: text, signal: AbortSignal.timeout(20_000) });
-            const body = await res.text();
+            const res = await postLoopback(url, { authorization: `Bearer ${d.token}`, 'content-type': 'application/json' }, text, { timeoutMs: 20_000, connectTimeoutMs: DEFAULT_RPC_CONNECT_TIMEOUT_MS });
+            const body = res.text;
             // Reached the owner: whatever it says is final (retrying a refusal would only repeat it).
-            if (!res.ok) hookLog(c.workspace, `not recorded: the owner answered ${res.status}: ${body.slice(0, 500)}`);
+            if (res.status !== 200) hookLog(c.workspace, `not recorded: the owner answered ${res.status}: ${body.slice(0, 500)}`);
             else {
               const out = JSON.parse(body) as { ok?: boolean; error?: string };
               if (out.ok === false) hookLog(c.workspace, `not recorded: ${out.error ?? 'refused by the owner'}`);

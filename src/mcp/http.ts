@@ -1,11 +1,12 @@
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type * as net from 'node:net';
 import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { Logger, silentLogger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
+import { isPidAlive } from '../core/store/fsutil';
 
 /**
  * Streamable HTTP for MCP on the loopback interface only. Every request must:
@@ -29,15 +30,46 @@ export interface HttpServerOptions {
   token?: string;
   port?: number;
   maxBodyBytes?: number;
-  maxSessions?: number;
   log?: Logger;
+  limits?: Partial<HttpLimits>;
 }
+
+/**
+ * What a flood of connections or a crowd of dead clients may cost the owner. Every
+ * open socket is a file descriptor of the process that also holds the store: past the
+ * process's limit the store itself could no longer open a file.
+ */
+export interface HttpLimits {
+  /** Open connections at most; past it the oldest connection that has not yet presented the token is dropped. */
+  maxConnections: number;
+  /** A connection must present the token (complete headers of an authorized request) within this, or be dropped. */
+  unauthenticatedTimeoutMs: number;
+  /** MCP sessions at most. */
+  maxSessions: number;
+  /** A session with no request for this long is closed (a client that reconnects just initializes again). */
+  sessionIdleMs: number;
+  /** How often sessions are checked for dead client pids and idleness. */
+  reapIntervalMs: number;
+}
+
+export const DEFAULT_HTTP_LIMITS: HttpLimits = {
+  maxConnections: 256,
+  unauthenticatedTimeoutMs: 10_000,
+  maxSessions: 64,
+  sessionIdleMs: 6 * 60 * 60_000,
+  reapIntervalMs: 30_000,
+};
+
+/** A full session table gives way to its least recently used session only if that one has rested this long. */
+const EVICTABLE_IDLE_MS = 60_000;
 
 export interface HttpServerHandle {
   url: string;
   port: number;
   token: string;
   sessionCount(): number;
+  /** Open TCP connections, authenticated or not. */
+  connectionCount(): number;
   close(): Promise<void>;
 }
 
@@ -47,6 +79,13 @@ const DEFAULT_MAX_BODY = 1024 * 1024;
 
 export function newToken(): string {
   return randomBytes(32).toString('base64url');
+}
+
+interface Session {
+  transport: StreamableHTTPServerTransport;
+  server: McpServer;
+  clientPid: number | undefined;
+  lastSeen: number;
 }
 
 class HttpRefusal extends Error {
@@ -63,8 +102,10 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
   const token = opts.token ?? newToken();
   const tokenBuf = Buffer.from(`Bearer ${token}`);
   const maxBody = opts.maxBodyBytes ?? DEFAULT_MAX_BODY;
-  const maxSessions = opts.maxSessions ?? 64;
-  const sessions = new Map<string, { transport: StreamableHTTPServerTransport; server: McpServer }>();
+  const limits: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...opts.limits };
+  const sessions = new Map<string, Session>();
+  /** Every open connection, oldest first, and whether it has presented the token. */
+  const connections = new Map<net.Socket, { authenticated: boolean }>();
   let port = 0;
 
   const localHosts = () => new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
@@ -100,10 +141,14 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
   async function handleMcp(req: http.IncomingMessage, res: http.ServerResponse, body: unknown): Promise<void> {
     const sid = req.headers['mcp-session-id'];
     const existing = typeof sid === 'string' ? sessions.get(sid) : undefined;
-    if (existing) return existing.transport.handleRequest(req, res, body);
+    if (existing) {
+      existing.lastSeen = Date.now();
+      return existing.transport.handleRequest(req, res, body);
+    }
     if (typeof sid === 'string') throw new HttpRefusal(404, `Unknown MCP session '${sid}'; initialize a new one.`);
     if (req.method !== 'POST' || !isInitializeRequest(body)) throw new HttpRefusal(400, 'No MCP session: send an initialize request first.');
-    if (sessions.size >= maxSessions) throw new HttpRefusal(503, `Too many MCP sessions (${maxSessions}).`);
+    if (sessions.size >= limits.maxSessions) await reapSessions({ makeRoom: true });
+    if (sessions.size >= limits.maxSessions) throw new HttpRefusal(503, `Too many MCP sessions (${limits.maxSessions}), all of them in use.`);
     const sessionId = randomUUID();
     const pidHeader = req.headers[CLIENT_PID_HEADER];
     const clientPid = typeof pidHeader === 'string' && /^[1-9]\d{0,9}$/.test(pidHeader) ? Number(pidHeader) : undefined;
@@ -113,7 +158,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
       // Request/response JSON: every Waypoint tool answers at once, no streaming needed.
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
-        sessions.set(id, { transport, server });
+        sessions.set(id, { transport, server, clientPid, lastSeen: Date.now() });
         log.info(`session ${id} opened${clientPid ? ` (client pid ${clientPid})` : ''}`);
       },
     });
@@ -125,9 +170,44 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     await transport.handleRequest(req, res, body);
   }
 
+  /**
+   * Closes sessions nobody can use any more: their client's pid is gone (a relay that was
+   * SIGKILLed never says goodbye), or they rested past the idle limit. With `makeRoom`,
+   * a full table also gives up its least recently used session if it rested a while.
+   */
+  let reaping: Promise<void> | undefined;
+  function reapSessions(o: { makeRoom?: boolean } = {}): Promise<void> {
+    const run = async () => {
+      const now = Date.now();
+      const doomed: [string, Session, string][] = [];
+      for (const [id, sess] of sessions) {
+        if (sess.clientPid !== undefined && !isPidAlive(sess.clientPid)) doomed.push([id, sess, `client pid ${sess.clientPid} is gone`]);
+        else if (now - sess.lastSeen > limits.sessionIdleMs) doomed.push([id, sess, `idle for ${Math.round((now - sess.lastSeen) / 1000)} s`]);
+      }
+      if (o.makeRoom && doomed.length === 0 && sessions.size >= limits.maxSessions) {
+        const [id, lru] = [...sessions].reduce((a, b) => (b[1].lastSeen < a[1].lastSeen ? b : a));
+        if (now - lru.lastSeen > EVICTABLE_IDLE_MS) doomed.push([id, lru, `least recently used, idle for ${Math.round((now - lru.lastSeen) / 1000)} s, to make room`]);
+      }
+      for (const [id, sess, why] of doomed) {
+        sessions.delete(id);
+        log.info(`session ${id} reaped: ${why}`);
+        await sess.transport.close().catch(() => undefined);
+        await sess.server.close().catch(() => undefined);
+      }
+    };
+    // One pass at a time; a caller that wants room waits for the pass under way, then runs its own.
+    const next = (reaping ?? Promise.resolve()).then(run, run);
+    reaping = next.finally(() => {
+      if (reaping === next) reaping = undefined;
+    });
+    return next;
+  }
+
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://local');
     authorize(req);
+    const conn = connections.get(req.socket);
+    if (conn) conn.authenticated = true;
     const route = opts.routes?.[url.pathname];
     if (url.pathname !== MCP_PATH && !route) throw new HttpRefusal(404, `No endpoint ${url.pathname}.`);
     if (route && req.method !== 'POST') throw new HttpRefusal(405, 'Use POST.');
@@ -146,16 +226,47 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
       if (status === 500) log.error(`request failed: ${errorMessage(e)}`);
       if (!res.headersSent) {
         const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json' };
+        // A refused caller gets its answer and loses the connection: nothing of its body is read.
+        const drop = status === 401 || status === 403 || status === 413;
         if (status === 401) headers['www-authenticate'] = 'Bearer realm="waypoint"';
-        if (status === 413) headers.connection = 'close';
+        if (drop) headers.connection = 'close';
         res.writeHead(status, headers).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: errorMessage(e) }, id: null }));
+        if (drop) res.on('finish', () => req.destroy());
       } else res.end();
-      // Do not read an oversized body to its end; drop the connection once answered.
-      if (status === 413) res.on('finish', () => req.destroy());
     });
   });
   server.requestTimeout = 60_000;
   server.headersTimeout = 15_000;
+
+  server.on('connection', (socket: net.Socket) => {
+    const conn = { authenticated: false };
+    connections.set(socket, conn);
+    // A connection that has not shown the token soon is dropped: idle and slow-header
+    // floods then cost a bounded number of descriptors for a bounded time.
+    const deadline = setTimeout(() => {
+      if (!conn.authenticated) socket.destroy();
+    }, limits.unauthenticatedTimeoutMs);
+    deadline.unref();
+    socket.once('close', () => {
+      clearTimeout(deadline);
+      connections.delete(socket);
+      // A client that died (SIGKILL) closes its sockets: look for its sessions at once.
+      // Only for a client's connection: a flood closing must not queue thousands of passes.
+      if (conn.authenticated && sessions.size > 0) void reapSessions();
+    });
+    if (connections.size <= limits.maxConnections) return;
+    // Over the cap: drop the oldest connection that has not proved itself (the flood's),
+    // so authenticated clients keep working; if every one has, the newcomer waits its turn.
+    for (const [s, c] of connections) {
+      if (!c.authenticated && s !== socket) {
+        s.destroy();
+        return;
+      }
+    }
+    socket.destroy();
+  });
+  const reaper = setInterval(() => void reapSessions(), limits.reapIntervalMs);
+  reaper.unref();
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -165,7 +276,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
       resolve();
     });
   });
-  port = (server.address() as AddressInfo).port;
+  port = (server.address() as net.AddressInfo).port;
   const url = `http://127.0.0.1:${port}${MCP_PATH}`;
   log.info(`serving MCP on ${url}`);
 
@@ -175,8 +286,10 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     port,
     token,
     sessionCount: () => sessions.size,
+    connectionCount: () => connections.size,
     close: () =>
       (closing ??= (async () => {
+        clearInterval(reaper);
         for (const { transport, server: s } of [...sessions.values()]) {
           await transport.close().catch(() => undefined);
           await s.close().catch(() => undefined);

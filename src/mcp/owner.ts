@@ -4,7 +4,7 @@ import { Logger, silentLogger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
 import { handleClaudeHook, HOOK_ROUTE } from './claudeHooks';
 import { removeDiscovery, writeDiscovery } from './discovery';
-import { startHttpServer, type HttpServerHandle } from './http';
+import { startHttpServer, type HttpLimits, type HttpServerHandle } from './http';
 import { createMcpServer, localDispatch } from './server';
 import { toolError, type AgentRollbackPolicy, type RollbackHandler } from './tools';
 
@@ -23,6 +23,8 @@ export interface OwnerEndpointOptions {
   log?: Logger;
   port?: number;
   maxBodyBytes?: number;
+  /** Connection and session limits of the HTTP server (tests lower them). */
+  limits?: Partial<HttpLimits>;
 }
 
 export interface OwnerEndpoint {
@@ -42,6 +44,7 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
     log,
     port: opts.port,
     maxBodyBytes: opts.maxBodyBytes,
+    limits: opts.limits,
     createSession: ({ sessionId, clientPid }) => {
       const dispatch = localDispatch({
         engine: localApi(engine),

@@ -21,9 +21,25 @@ export interface Relay {
   close(): Promise<void>;
 }
 
-export async function connectRelay(d: Discovery, opts: { clientName?: string } = {}): Promise<Relay> {
+/** How long the MCP handshake with the owner may take. */
+export const RELAY_CONNECT_TIMEOUT_MS = 10_000;
+/** A bound on every relayed request (the SDK gives up on a call after 60 s; the request itself must not stay pending forever). */
+const RELAY_REQUEST_TIMEOUT_MS = 90_000;
+
+/**
+ * fetch with a deadline for requests (not for the long-lived GET event stream): undici's
+ * fetch never settles when the owner drops the connection before answering.
+ */
+const boundedFetch: typeof fetch = (input, init) => {
+  if ((init?.method ?? 'GET').toUpperCase() === 'GET') return fetch(input, init);
+  const deadline = AbortSignal.timeout(RELAY_REQUEST_TIMEOUT_MS);
+  return fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, deadline]) : deadline });
+};
+
+export async function connectRelay(d: Discovery, opts: { clientName?: string; connectTimeoutMs?: number } = {}): Promise<Relay> {
   const transport = new StreamableHTTPClientTransport(new URL(d.url), {
     requestInit: { headers: { authorization: `Bearer ${d.token}`, [CLIENT_PID_HEADER]: String(process.pid) } },
+    fetch: boundedFetch,
   });
   const client = new Client({ name: opts.clientName ?? 'waypoint-relay', version: SERVER_VERSION });
   let closing = false;
@@ -34,7 +50,15 @@ export async function connectRelay(d: Discovery, opts: { clientName?: string } =
     lostFlag = true;
     resolveLost(e);
   };
-  await client.connect(transport);
+  try {
+    // An owner that drops or ignores us must not hold an agent's MCP server at startup for
+    // the SDK's 60 s: fail soon, and let resolveStore look again (or take a dead owner over).
+    await client.connect(transport, { timeout: opts.connectTimeoutMs ?? RELAY_CONNECT_TIMEOUT_MS });
+  } catch (e) {
+    closing = true;
+    await client.close().catch(() => undefined);
+    throw new Error(`The Waypoint owner at ${d.url} did not answer the MCP handshake: ${errorMessage(e)}`);
+  }
   client.onclose = () => {
     if (!closing) markLost(new Error(`connection to the Waypoint owner at ${d.url} closed`));
   };

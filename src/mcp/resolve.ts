@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { Engine } from '../core/engine/engine';
 import type { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
-import { describeOwner } from '../core/store/ownerLock';
+import { describeOwner, type LockInfo } from '../core/store/ownerLock';
 import { findOwner, type Discovery } from './discovery';
 
 /**
@@ -17,7 +17,8 @@ export interface ResolveOptions<T> {
   log: Logger;
   /** How long to wait for a busy store. */
   waitMs: number;
-  serving(d: Discovery): Promise<T>;
+  /** Connects to a serving owner; a rejection means "not reachable now", and the store is looked at again. */
+  serving(d: Discovery, owner: LockInfo): Promise<T>;
   own(engine: Engine): Promise<T>;
   /** Names the owner in the lock (`waypoint-mcp`), so others can say whom they relay to. */
   ownerKind?: string;
@@ -40,11 +41,13 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
     const s = findOwner(dir);
     if (s.kind === 'serving') {
       try {
-        return await o.serving(s.discovery);
+        return await o.serving(s.discovery, s.lock);
       } catch (e) {
-        // The owner may be shutting down; look again.
-        lastProblem = `the owner at ${s.discovery.url} did not answer (${errorMessage(e)})`;
-        log.warn(`${lastProblem}`);
+        // The owner may be shutting down, or dead (then the next look takes it over); look again.
+        const problem = `it is owned by ${describeOwner(s.lock)}, which serves ${s.discovery.url} but did not answer (${errorMessage(e)})`;
+        // Once per distinct problem: a retry loop must not flood stderr.
+        if (problem !== lastProblem) log.warn(problem);
+        lastProblem = problem;
       }
     } else if (s.kind === 'none') {
       let engine: Engine | undefined;

@@ -1,3 +1,4 @@
+import * as http from 'node:http';
 import { z } from 'zod';
 import { WaypointError, errorMessage, isWaypointError, type WaypointErrorCode } from '../model/errors';
 import { formatZodError, parseInput } from '../model/validate';
@@ -14,6 +15,9 @@ import { OPERATIONS, OPERATION_NAMES, type EngineApi, type OperationName } from 
 export type { EngineApi };
 export const RPC_METHODS = OPERATION_NAMES;
 export type RpcMethod = OperationName;
+
+/** Calls that change nothing: one that got no answer can simply be asked again. */
+const READ_ONLY = new Set<RpcMethod>(OPERATION_NAMES.filter((n) => OPERATIONS[n].kind === 'query'));
 
 /**
  * The local adapter: each call checks that this process still owns the store (one
@@ -57,36 +61,103 @@ export async function serveRpc(engine: Engine, body: unknown): Promise<RpcRespon
 
 export const RPC_PATH = '/rpc';
 
+export interface RemoteApiOptions {
+  /** How long the whole call may take once connected (the owner's answer); default 120 s. */
+  timeoutMs?: number;
+  /** How long to wait for the TCP connection; default 5 s. */
+  connectTimeoutMs?: number;
+  /** Who the owner is (`pid 123 on host, since …`), for error messages. */
+  owner?: string;
+}
+
+export const DEFAULT_RPC_TIMEOUT_MS = 120_000;
+export const DEFAULT_RPC_CONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * Why a remote call failed. `delivered: false` means the request never reached the
+ * owner (refused, or no connection in time), so nothing can have happened there and
+ * the caller may look for the store's owner again and retry; otherwise the call's
+ * fate is unknown and must not be repeated blindly.
+ */
+export class RpcTransportError extends WaypointError {
+  constructor(
+    message: string,
+    readonly delivered: boolean,
+  ) {
+    super('io', message, { delivered });
+  }
+}
+
+/**
+ * One POST on node:http rather than fetch: undici's fetch never settles when the peer
+ * drops the connection before answering (and its timers do not hold the event loop,
+ * so a CLI would exit 0 with nothing done), and it has no connect timeout.
+ */
+export function postLoopback(url: URL, headers: Record<string, string>, body: string, o: Required<Pick<RemoteApiOptions, 'timeoutMs' | 'connectTimeoutMs'>>): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    let connected = false;
+    let settled = false;
+    const finish = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(connectTimer);
+      clearTimeout(answerTimer);
+      fn();
+    };
+    const fail = (why: string) => finish(() => {
+      reject(new RpcTransportError(why, connected));
+      req.destroy();
+    });
+    const req = http.request(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (d: Buffer) => chunks.push(d));
+      res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') })));
+      res.on('error', (e) => fail(`the answer broke off (${errorMessage(e)})`));
+      res.on('aborted', () => fail('the connection dropped in the middle of the answer'));
+    });
+    // Both timers are ref'd on purpose: while a call is pending, the process must not end.
+    const connectTimer = setTimeout(() => fail(`no connection within ${o.connectTimeoutMs} ms`), o.connectTimeoutMs);
+    const answerTimer = setTimeout(() => fail(`no answer within ${Math.round(o.timeoutMs / 1000)} s`), o.timeoutMs);
+    req.on('socket', (s) => {
+      const onConnect = () => {
+        connected = true;
+        clearTimeout(connectTimer);
+      };
+      if (!s.connecting) onConnect();
+      else s.once('connect', onConnect);
+    });
+    req.on('error', (e) => {
+      const code = (e as NodeJS.ErrnoException).code;
+      fail(code === 'ECONNRESET' && connected ? 'it dropped the connection' : `${errorMessage(e)}${code && !errorMessage(e).includes(code) ? ` (${code})` : ''}`);
+    });
+    req.end(body);
+  });
+}
+
 /** Calls an owner's engine over its loopback endpoint; rejections are WaypointErrors with the owner's code and message. */
-export function remoteApi(endpoint: { url: string; token: string }, opts: { timeoutMs?: number } = {}): EngineApi {
+export function remoteApi(endpoint: { url: string; token: string }, opts: RemoteApiOptions = {}): EngineApi {
   const base = new URL(endpoint.url);
-  const url = new URL(RPC_PATH, base).toString();
+  const url = new URL(RPC_PATH, base);
+  const who = `The store's owner${opts.owner ? `, ${opts.owner},` : ''} at ${base.origin}`;
+  const timeouts = { timeoutMs: opts.timeoutMs ?? DEFAULT_RPC_TIMEOUT_MS, connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_RPC_CONNECT_TIMEOUT_MS };
   const call = async (method: RpcMethod, arg?: unknown): Promise<unknown> => {
-    let res: Response;
+    let res: { status: number; text: string };
     try {
-      res = await fetch(url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${endpoint.token}` },
-        body: JSON.stringify({ method, arg }),
-        // A hung owner accepts connections (the kernel does) but never answers; a watcher must not hang with it.
-        signal: opts.timeoutMs ? AbortSignal.timeout(opts.timeoutMs) : undefined,
-      });
+      res = await postLoopback(url, { 'content-type': 'application/json', authorization: `Bearer ${endpoint.token}` }, JSON.stringify({ method, arg }), timeouts);
     } catch (e) {
-      throw new WaypointError('io', `The store's owner at ${base.origin} did not answer: ${errorMessage(e)}`);
+      if (!(e instanceof RpcTransportError)) throw e;
+      const fate = e.delivered && !READ_ONLY.has(method) ? ` The call '${method}' may or may not have been carried out; check before repeating it.` : '';
+      throw new RpcTransportError(`${who} did not answer the call '${method}': ${e.message}.${fate}`, e.delivered);
     }
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (e) {
-      throw new WaypointError('io', `The store's owner at ${base.origin} stopped answering: ${errorMessage(e)}`);
-    }
-    if (!res.ok) throw new WaypointError('io', `The store's owner refused the call (${res.status}): ${text.slice(0, 300)}`);
+    const { status, text } = res;
+    if (status !== 200) throw new WaypointError('io', `${who} refused the call (${status}): ${text.slice(0, 300)}`);
     let body: RpcResponse;
     try {
       body = JSON.parse(text) as RpcResponse;
     } catch {
-      throw new WaypointError('io', `The store's owner answered something that is not JSON.`);
+      throw new WaypointError('io', `${who} answered something that is not JSON.`);
     }
+    if (!body || typeof body !== 'object' || typeof body.ok !== 'boolean') throw new WaypointError('io', `${who} answered something that is not an RPC response.`);
     if (!body.ok) throw new WaypointError(body.error.code === 'internal' ? 'io' : body.error.code, body.error.message);
     return body.result;
   };
