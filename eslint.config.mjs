@@ -1,7 +1,7 @@
 // @ts-check
 // Lint: the layering DESIGN.md asks for, enforced (src/core never imports `vscode`;
 // layers import only downward: core <- mcp <- cli, core/mcp <- extension; the
-// webview imports only what it shares with the extension), plus typescript-eslint's
+// webview imports only what it shares with the extension; core <- ownership <- mcp), plus typescript-eslint's
 // recommended rules. `npm run lint`, run by `npm test` before the unit tests.
 import tseslint from 'typescript-eslint';
 
@@ -32,7 +32,8 @@ export default tseslint.config(
       '@typescript-eslint/no-require-imports': 'off',
     },
   },
-  layer(['src/core/**/*.ts'], ['**/mcp/**', '**/cli/**', '**/extension/**', '../mcp/*', '../cli/*', '../extension/*'], 'src/core runs in plain Node (CLI, MCP server, tests): it never imports vscode or an upper layer.'),
+  layer(['src/core/**/*.ts'], ['**/ownership/**', '**/mcp/**', '**/cli/**', '**/extension/**', '../ownership/*', '../mcp/*', '../cli/*', '../extension/*'], 'src/core runs in plain Node (CLI, MCP server, tests): it never imports vscode or an upper layer.'),
+  layer(['src/ownership/**/*.ts'], ['**/mcp/**', '**/cli/**', '**/extension/**', '../mcp/*', '../cli/*', '../extension/*'], 'src/ownership (who owns a store, how to reach it) sits on src/core only.'),
   layer(['src/mcp/**/*.ts'], ['**/cli/**', '**/extension/**', '../cli/*', '../extension/*'], 'src/mcp sits on src/core only; it never imports vscode, the CLI or the extension.'),
   layer(['src/cli/**/*.ts'], ['**/extension/**', '../extension/*'], 'the CLI runs in plain Node: it never imports vscode or the extension.'),
   {

@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import * as path from 'node:path';
 import { isNoSpace, notCapturedLine, type Engine, type NotCapturedReport } from '../core/engine/engine';
 import { DEFAULT_RPC_TIMEOUT_MS, RpcTransportError, localApi, remoteApi, type EngineApi } from '../core/engine/api';
-import { resolveStore } from '../mcp/resolve';
+import { resolveStore } from '../ownership/resolve';
 import { describeOwner } from '../core/store/ownerLock';
 import { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';

@@ -8,7 +8,7 @@ import { WaypointError, errorMessage } from '../core/model/errors';
 import { handleClaudeHook, HOOK_ROUTE } from '../mcp/claudeHooks';
 import { applyConnect, launchFor, planConnect, type AgentKind } from '../mcp/connect';
 import { startOwnerEndpoint } from '../mcp/owner';
-import { resolveStore, storeDirOf } from '../mcp/resolve';
+import { resolveStore, storeDirOf } from '../ownership/resolve';
 import { runStdio } from '../mcp/stdio';
 import { AgentRollbackPolicy } from '../mcp/tools';
 import { headlessRollback } from '../mcp/headlessRollback';

@@ -6,7 +6,7 @@ import { Engine, type ChangeEvent } from '../core/engine/engine';
 import { Logger } from '../core/log';
 import { WaypointError, errorMessage } from '../core/model/errors';
 import type { LockInfo } from '../core/store/ownerLock';
-import { StoreLink, type LinkMode } from '../mcp/storeLink';
+import { StoreLink, type LinkMode } from '../ownership/storeLink';
 import { Disposable } from './disposable';
 import { settings } from './settings';
 

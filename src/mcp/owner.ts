@@ -3,7 +3,7 @@ import { RPC_PATH, localApi, serveRpc } from '../core/engine/api';
 import { Logger, silentLogger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
 import { handleClaudeHook, HOOK_ROUTE } from './claudeHooks';
-import { removeDiscovery, writeDiscovery } from './discovery';
+import { removeDiscovery, writeDiscovery } from '../ownership/discovery';
 import { startHttpServer, type HttpLimits, type HttpServerHandle } from './http';
 import { createMcpServer, localDispatch } from './server';
 import { toolError, type AgentRollbackPolicy, type RollbackHandler } from './tools';

@@ -3,7 +3,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { errorMessage } from '../core/model/errors';
 import { CLIENT_PID_HEADER } from './http';
-import type { Discovery } from './discovery';
+import type { Discovery } from '../ownership/discovery';
 import { SERVER_VERSION, type Dispatch } from './server';
 import { toolError } from './tools';
 

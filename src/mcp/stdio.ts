@@ -6,7 +6,7 @@ import { errorMessage } from '../core/model/errors';
 import { localApi } from '../core/engine/api';
 import { MCP_LEASE_TTL_MS, startOwnerEndpoint, type OwnerEndpoint } from './owner';
 import { connectRelay, type Relay } from './relay';
-import { resolveStore } from './resolve';
+import { resolveStore } from '../ownership/resolve';
 import { createMcpServer, localDispatch, type Dispatch } from './server';
 import { toolError, type AgentRollbackPolicy, type RollbackHandler } from './tools';
 import { headlessRollback } from './headlessRollback';

@@ -3,7 +3,7 @@
 // The session tests SIGKILL it, so it never ends its session.
 //   node relayChild.js <workspace>
 import * as path from 'node:path';
-import { readDiscovery } from '../../src/mcp/discovery';
+import { readDiscovery } from '../../src/ownership/discovery';
 import { connectRelay } from '../../src/mcp/relay';
 
 async function main(): Promise<void> {

@@ -7,7 +7,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { WaypointEvent } from '../../src/core/model/schema';
 import { readLock } from '../../src/core/store/ownerLock';
-import { readDiscovery } from '../../src/mcp/discovery';
+import { readDiscovery } from '../../src/ownership/discovery';
 import { bundleScript } from '../support/bundle';
 import { buildCli, httpClient, serve, stdioSession, waitExit, type Served, type StdioSession } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';

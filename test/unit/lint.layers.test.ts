@@ -18,7 +18,10 @@ describe('lint: layers import only downward', function () {
   this.timeout(60_000);
   const cases: [string, string, boolean][] = [
     ['src/core/engine/x.ts', "import * as vscode from 'vscode';\nexport const a = vscode;\n", true],
-    ['src/core/engine/x.ts', "import { StoreLink } from '../../mcp/storeLink';\nexport const a = StoreLink;\n", true],
+    ['src/core/engine/x.ts', "import { StoreLink } from '../../ownership/storeLink';\nexport const a = StoreLink;\n", true],
+    ['src/core/engine/x.ts', "import { startOwnerEndpoint } from '../../mcp/owner';\nexport const a = startOwnerEndpoint;\n", true],
+    ['src/ownership/x.ts', "import { startOwnerEndpoint } from '../mcp/owner';\nexport const a = startOwnerEndpoint;\n", true],
+    ['src/mcp/x.ts', "import { findOwner } from '../ownership/discovery';\nexport const a = findOwner;\n", false],
     ['src/core/store/x.ts', "import { main } from '../../cli/main';\nexport const a = main;\n", true],
     ['src/mcp/x.ts', "import { activate } from '../extension/main';\nexport const a = activate;\n", true],
     ['src/mcp/x.ts', "import * as vscode from 'vscode';\nexport const a = vscode;\n", true],

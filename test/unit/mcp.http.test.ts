@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Engine } from '../../src/core/engine/engine';
 import { readLock } from '../../src/core/store/ownerLock';
-import { findOwner, readDiscovery } from '../../src/mcp/discovery';
+import { findOwner, readDiscovery } from '../../src/ownership/discovery';
 import { startOwnerEndpoint, type OwnerEndpoint } from '../../src/mcp/owner';
 import { buildCli, cli, httpClient, isAlive, sc, serve, stdioSession, type Served, type StdioSession } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import type { Engine } from '../../src/core/engine/engine';
 import { RPC_PATH } from '../../src/core/engine/api';
 import { HOOK_ROUTE } from '../../src/mcp/claudeHooks';
-import { readDiscovery, writeDiscovery } from '../../src/mcp/discovery';
+import { readDiscovery, writeDiscovery } from '../../src/ownership/discovery';
 import { startOwnerEndpoint, type OwnerEndpoint } from '../../src/mcp/owner';
 import { openEngine, tmpDir } from '../support/tmp';
 

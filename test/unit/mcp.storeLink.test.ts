@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import type { ChangeEvent } from '../../src/core/engine/engine';
 import { Logger } from '../../src/core/log';
 import { OwnerLock, readLock } from '../../src/core/store/ownerLock';
-import { StoreLink } from '../../src/mcp/storeLink';
+import { StoreLink } from '../../src/ownership/storeLink';
 import { bundleScript } from '../support/bundle';
 import { buildCli, cli, isAlive, serve, waitExit, waitFor, type Served } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { EventStore, type NewEvent } from '../../src/core/store/eventStore';
 import { FENCED_DIR, encodeRecord, listChain, listSegments, segmentName } from '../../src/core/store/journal';
 import { readLock } from '../../src/core/store/ownerLock';
-import { readDiscovery } from '../../src/mcp/discovery';
+import { readDiscovery } from '../../src/ownership/discovery';
 import { WaypointError } from '../../src/core/model/errors';
 import { SCHEMA_VERSION } from '../../src/core/model/schema';
 import { bundleScript } from '../support/bundle';

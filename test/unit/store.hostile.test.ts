@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { main } from '../../src/cli/main';
 import { Logger } from '../../src/core/log';
 import { isWaypointError } from '../../src/core/model/errors';
-import { StoreLink } from '../../src/mcp/storeLink';
+import { StoreLink } from '../../src/ownership/storeLink';
 import { openEngine, tmpDir } from '../support/tmp';
 
 /**
