@@ -14,8 +14,10 @@ import {
   assertSafePathKey,
   diffCheckpoint,
   diffManifests,
+  newTempTag,
   planRestore,
   scan,
+  sweepRestoreTemps,
   type ApplyResult,
   type FileChangeWithLines,
   type Manifest,
@@ -137,8 +139,13 @@ export class WorkspaceSnapshots implements Snapshotter {
     return planRestore(current, target, { paths, isHeld: (h) => held.has(h) });
   }
 
-  /** Stores a plan as a blob so a crashed rollback can be finished exactly; returns its ref. */
+  /**
+   * Stores a plan as a blob so a crashed rollback can be finished exactly; returns its
+   * ref. The plan gets its temp tag here, so the names of its temp files are durable
+   * before any of them exists (recovery removes exactly those).
+   */
   async savePlan(plan: RestorePlan): Promise<string> {
+    plan.tempTag ??= newTempTag();
     const { hash } = await this.blobs.put(Buffer.from(JSON.stringify(plan), 'utf8'));
     await this.blobs.flush();
     return hash;
@@ -148,6 +155,8 @@ export class WorkspaceSnapshots implements Snapshotter {
     const text = (await this.blobs.get(ref)).toString('utf8');
     const plan = JSON.parse(text) as RestorePlan;
     if (!plan || !Array.isArray(plan.writes) || !Array.isArray(plan.removes)) throw new WaypointError('corrupt', `Rollback plan ${ref} is not a plan.`);
+    // Recorded before temp tags: its temps, if a crash left any, are `<name>.waypoint-tmp`.
+    if (plan.tempTag === undefined) plan.legacyTemps = true;
     return plan;
   }
 
@@ -171,6 +180,19 @@ export class WorkspaceSnapshots implements Snapshotter {
     } catch (e) {
       if (e instanceof UnsafePathError) throw new WaypointError('unsafe_path', `Refused to restore: ${e.message}. Nothing was written.`);
       throw e;
+    }
+  }
+
+  /**
+   * Removes the temp files a plan names (see RestorePlan.tempTag), for recovery when
+   * re-applying the plan failed part-way; best effort, returns how many were removed.
+   */
+  async sweepTemps(plan: RestorePlan): Promise<number> {
+    try {
+      return await sweepRestoreTemps(plan, this.roots);
+    } catch (e) {
+      this.opts.log?.warn(`[snapshot] could not sweep a restore's temp files: ${(e as Error).message}`);
+      return 0;
     }
   }
 
