@@ -167,7 +167,11 @@ export class WorkspaceDirs {
         // Opened (not assumed) after mkdir: whatever is there now is checked like anything else.
         return this.openChild(i, parent, name, childRel, false, asked, hops) ?? this.missing(at);
       }
-      if (code === 'ELOOP' || code === 'ENOTDIR') return this.throughLink(i, at, childRel, create, asked, hops, err as Error);
+      if (code === 'ELOOP' || code === 'ENOTDIR') {
+        // Swapped back between the open and the lstat: open again (bounded, like links).
+        const retry = () => this.openChild(i, parent, name, childRel, create, asked, hops + 1);
+        return this.throughLink(i, at, childRel, create, asked, hops, err as Error, retry);
+      }
       throw err;
     }
     this.fds.push(fd);
@@ -198,14 +202,16 @@ export class WorkspaceDirs {
   }
 
   /** A symlink (or a non-directory) where a directory was expected. */
-  private throughLink(i: number, at: string, childRel: string, create: boolean, asked: string, hops: number, err: Error | null): WsDir | null {
+  private throughLink(i: number, at: string, childRel: string, create: boolean, asked: string, hops: number, err: Error | null, retry?: () => WsDir | null): WsDir | null {
+    if (hops >= MAX_LINK_HOPS) throw new UnsafePathError(asked, `parent ${childRel} passes through too many symlinks (or keeps changing)`);
     const st = fss.lstatSync(at, { throwIfNoEntry: false });
+    // Changed since the open that found a link here: look again rather than guess.
+    if (retry && (!st || st.isDirectory())) return retry();
     if (!st) {
       if (err) throw err;
       return this.missing(at);
     }
     if (!st.isSymbolicLink()) return this.notDir(at, create);
-    if (hops >= MAX_LINK_HOPS) throw new UnsafePathError(asked, `parent ${childRel} passes through too many symlinks`);
     const rootReal = this.root(i).real;
     let real: string;
     try {
