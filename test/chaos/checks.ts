@@ -14,7 +14,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Engine } from '../../src/core/engine/engine';
-import { RESTORE_TEMP_SUFFIX } from '../../src/core/snapshot';
+import { looksLikeRestoreTemp } from '../../src/core/snapshot';
 import { TEMP_MARKER } from '../../src/core/store/fsutil';
 import { diskTree, treeDiff, type Expectation } from './tree';
 
@@ -146,7 +146,7 @@ export function tempFiles(workspace: string): string[] {
       const r = rel ? `${rel}/${d.name}` : d.name;
       if (r === '.git') continue;
       const inObjects = r.startsWith('.waypoint/objects/');
-      if (d.name.includes(TEMP_MARKER) || d.name.endsWith(RESTORE_TEMP_SUFFIX) || d.name.includes('.waypoint-review-') || (inObjects && d.name.startsWith('tmp-'))) out.push(r);
+      if (d.name.includes(TEMP_MARKER) || looksLikeRestoreTemp(d.name) || d.name.includes('.waypoint-review-') || (inObjects && d.name.startsWith('tmp-'))) out.push(r);
       if (d.isDirectory()) walk(path.join(dir, d.name), r);
     }
   };

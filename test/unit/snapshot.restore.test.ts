@@ -3,7 +3,7 @@ import fss from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import fc from 'fast-check';
-import { RESTORE_TEMP_SUFFIX, UnsafePathError, applyRestore, planRestore, sameContent, scan, sweepRestoreTemps, type BlobStore, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
+import { RESTORE_TEMP_SUFFIX, UnsafePathError, applyRestore, planRestore, restoreTempName, sameContent, scan, sweepRestoreTemps, type BlobStore, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
 import { TempDirs, newStore, readTree, writeTree } from './snapshot.helpers.js';
 
 describe('snapshot restore', () => {
@@ -86,21 +86,31 @@ describe('snapshot restore', () => {
     for (let i = 0; i < 20; i++) await fs.writeFile(path.join(ws, `d${i % 3}/f${i}.txt`), `v2 ${i}`);
     await writeTree(ws, { 'extra/x.txt': 'x' });
     const current = (await scan({ roots, blobs })).manifest;
-    const plan = planRestore(current, target, { isHeld: () => true });
+    const plan = { ...planRestore(current, target, { isHeld: () => true }), tempTag: '0123456789abcdef' };
+    const tempOf = (i: number) => path.join(ws, path.dirname(plan.writes[i]!.path), restoreTempName(plan.tempTag, i));
     // Simulate a crash half-way: only some writes happened, and a temp file was left behind.
     await applyRestore({ ...plan, writes: plan.writes.slice(0, 7), removes: [] }, roots, blobs);
-    await fs.writeFile(path.join(ws, 'd0/f0.txt.waypoint-tmp'), 'partial');
+    await fs.writeFile(tempOf(0), 'partial');
     // A crash between unlinking a replaced file and renaming its temp (Linux): the path is absent, its temp beside it.
     const cut = plan.writes[10]!.path;
     await fs.rm(path.join(ws, cut));
-    await fs.writeFile(path.join(ws, `${cut}${RESTORE_TEMP_SUFFIX}`), 'partial');
+    await fs.writeFile(tempOf(10), 'partial');
     const again = await applyRestore(plan, roots, blobs);
     assert.deepEqual(again.conflicts, []);
+    // The re-run removed the temps its plan names, also beside a write it found done.
+    assert.deepEqual(await readTree(ws), wanted);
     const third = await applyRestore(plan, roots, blobs);
     assert.deepEqual([third.removed, third.conflicts], [[], []]);
-    // d0/f0.txt was already done, so its leftover temp stays until swept.
-    await fs.writeFile(path.join(ws, 'd1/f1.txt.waypoint-tmp'), 'partial');
+    // A sweep removes exactly the plan's temps: not a person's file that merely looks like one.
+    await fs.writeFile(tempOf(1), 'partial');
+    await fs.writeFile(tempOf(2), 'partial');
+    await fs.writeFile(path.join(ws, `d1/f1.txt${RESTORE_TEMP_SUFFIX}`), 'mine');
     assert.equal(await sweepRestoreTemps(plan, roots), 2);
+    wanted.set(`d1/f1.txt${RESTORE_TEMP_SUFFIX}`, `- ${Buffer.from('mine').toString('base64')}`);
+    assert.deepEqual(await readTree(ws), wanted);
+    // A plan recorded before temp tags: its crashed run's temps were `<name>.waypoint-tmp`.
+    assert.equal(await sweepRestoreTemps({ ...plan, tempTag: undefined, legacyTemps: true }, roots), 1);
+    wanted.delete(`d1/f1.txt${RESTORE_TEMP_SUFFIX}`);
     assert.deepEqual(await readTree(ws), wanted);
   });
 
@@ -166,18 +176,17 @@ describe('snapshot restore', () => {
     await writeTree(ws, Object.fromEntries(names.map((n) => [n, `new ${n}\n`.repeat(60)])));
     const target = (await scan({ roots, blobs })).manifest;
     await writeTree(ws, Object.fromEntries(names.map((n) => [n, `old ${n}\n`.repeat(50)])));
+    const plan = { ...planRestore(current, target), tempTag: 'feedc0de' };
     // The last file's temp name is taken by a non-empty directory: its write throws.
-    await writeTree(ws, { [`f29.txt${RESTORE_TEMP_SUFFIX}/blocker`]: 'x' });
-    await assert.rejects(applyRestore(planRestore(current, target), roots, blobs), /EISDIR|ENOTEMPTY|EEXIST|directory/i);
+    await writeTree(ws, { [`${restoreTempName(plan.tempTag, 29)}/blocker`]: 'x' });
+    await assert.rejects(applyRestore(plan, roots, blobs), /EISDIR|ENOTEMPTY|EEXIST|EPERM|directory/i);
     // Every earlier file is in place, no temp left.
-    for (const n of names.slice(0, 29)) {
-      assert.equal(fss.readFileSync(path.join(ws, n), 'utf8'), `new ${n}\n`.repeat(60), n);
-      assert.equal(fss.existsSync(path.join(ws, `${n}${RESTORE_TEMP_SUFFIX}`)), false, `${n} temp`);
-    }
+    for (const n of names.slice(0, 29)) assert.equal(fss.readFileSync(path.join(ws, n), 'utf8'), `new ${n}\n`.repeat(60), n);
+    assert.deepEqual(fss.readdirSync(ws).sort(), [...names.slice(0, 29), 'f29.txt', restoreTempName(plan.tempTag, 29)].sort());
     assert.equal(fss.readFileSync(path.join(ws, 'f29.txt'), 'utf8'), 'old f29.txt\n'.repeat(50));
     // Once the way is clear the same plan finishes.
-    await fs.rm(path.join(ws, `f29.txt${RESTORE_TEMP_SUFFIX}`), { recursive: true });
-    const res = await applyRestore(planRestore(current, target), roots, blobs);
+    await fs.rm(path.join(ws, restoreTempName(plan.tempTag, 29)), { recursive: true });
+    const res = await applyRestore(plan, roots, blobs);
     assert.equal(res.written.length, 30);
     assert.equal(fss.readFileSync(path.join(ws, 'f29.txt'), 'utf8'), 'new f29.txt\n'.repeat(60));
   });

@@ -36,7 +36,7 @@ import { buildResumeContext, type DriftInfo, type ResumeContext } from './resume
 import { MAX_NOT_CAPTURED_LISTED, metadataOnlySnapshotter, type NotCaptured, type Snapshotter } from './snapshotter';
 import { WorkspaceSnapshots } from './workspaceSnapshots';
 import { editedManifest, type WorkspaceEdit } from './reviewEdits';
-import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
+import { diffManifests, type FileChangeWithLines, type Manifest, type RestorePlan, type SnapshotRoot } from '../snapshot';
 
 export interface EngineOptions {
   /** The workspace root; the store lives in `<workspace>/.waypoint` unless storeDir says otherwise. */
@@ -1129,6 +1129,8 @@ export class Engine {
           removed = applied.removed.length;
           note = `A rollback to ${r.target_checkpoint_id} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).`;
         } catch (e) {
+          // No temp of the plan's may outlive this: the next scan would record it as the person's.
+          if (plan) await ws.sweepTemps(plan);
           outcome = 'failed';
           if (plan) await ws.sweepTemps(plan).catch(() => undefined); // no temp outlives it; the pre-rollback checkpoint holds the before state
           note = `A rollback to ${r.target_checkpoint_id} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly rolled back. Undo it (Undo Last Rollback, or waypoint rollback --undo) to return to the before state.`;
@@ -1262,12 +1264,15 @@ export class Engine {
         let note: string;
         let written = 0;
         let removed = 0;
+        let plan: RestorePlan | null = null;
         try {
-          const applied = await ws.apply(await ws.loadPlan(started.planRef));
+          plan = await ws.loadPlan(started.planRef);
+          const applied = await ws.apply(plan);
           written = applied.written.length;
           removed = applied.removed.length;
           note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted; it was finished on open, so the workspace holds your decisions (rejected changes reverted), but no commit was recorded: check git, and apply the review again to commit. Roll back to checkpoint ${started.preApplyCheckpointId} to undo it.`;
         } catch (e) {
+          if (plan) await ws.sweepTemps(plan);
           outcome = 'failed';
           note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly reverted. Roll back to checkpoint ${started.preApplyCheckpointId} to return to the state before it.`;
         }

@@ -14,6 +14,7 @@ import {
   assertSafePathKey,
   diffCheckpoint,
   diffManifests,
+  newTempTag,
   planRestore,
   scan,
   sweepRestoreTemps,
@@ -161,8 +162,13 @@ export class WorkspaceSnapshots implements Snapshotter {
     return planRestore(current, target, { paths, isHeld: (h) => held.has(h) });
   }
 
-  /** Stores a plan as a blob so a crashed rollback can be finished exactly; returns its ref. */
+  /**
+   * Stores a plan as a blob so a crashed rollback can be finished exactly; returns its
+   * ref. The plan gets its temp tag here, so the names of its temp files are durable
+   * before any of them exists (recovery removes exactly those).
+   */
   async savePlan(plan: RestorePlan): Promise<string> {
+    plan.tempTag ??= newTempTag();
     const { hash } = await this.blobs.put(Buffer.from(JSON.stringify(plan), 'utf8'));
     await this.blobs.flush();
     return hash;
@@ -172,6 +178,8 @@ export class WorkspaceSnapshots implements Snapshotter {
     const text = (await this.blobs.get(ref)).toString('utf8');
     const plan = JSON.parse(text) as RestorePlan;
     if (!plan || !Array.isArray(plan.writes) || !Array.isArray(plan.removes)) throw new WaypointError('corrupt', `Rollback plan ${ref} is not a plan.`);
+    // Recorded before temp tags: its temps, if a crash left any, are `<name>.waypoint-tmp`.
+    if (plan.tempTag === undefined) plan.legacyTemps = true;
     return plan;
   }
 
@@ -198,9 +206,17 @@ export class WorkspaceSnapshots implements Snapshotter {
     }
   }
 
-  /** Removes the temps a plan's writes left beside their targets (an apply that stopped part-way, e.g. on a full disk). */
+  /**
+   * Removes the temp files a plan names (see RestorePlan.tempTag), for recovery when
+   * re-applying the plan failed part-way; best effort, returns how many were removed.
+   */
   async sweepTemps(plan: RestorePlan): Promise<number> {
-    return sweepRestoreTemps(plan, this.roots);
+    try {
+      return await sweepRestoreTemps(plan, this.roots);
+    } catch (e) {
+      this.opts.log?.warn(`[snapshot] could not sweep a restore's temp files: ${(e as Error).message}`);
+      return 0;
+    }
   }
 
   /** Reads one file's content at a checkpoint (for diff editors), or null when it is absent or has no content. */

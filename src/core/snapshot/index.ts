@@ -9,6 +9,10 @@ export {
   MAX_SEGMENT_LENGTH,
   RESERVED_DIRS,
   RESTORE_TEMP_SUFFIX,
+  RESTORE_TEMP_TAG,
+  restoreTempName,
+  looksLikeRestoreTemp,
+  isInside,
   pathKeyProblem,
   childKeyProblem,
   isSafePathKey,
@@ -47,6 +51,7 @@ export {
   type ManifestStoreOptions,
 } from './manifest.js';
 export { scan, ListingCache, DEFAULT_MAX_FILE_BYTES, type ScanOptions, type ScanHooks, type ScanResult, type ScanProblem } from './scanner.js';
+export { WorkspaceDirs, writesThroughDescriptors, type WsDir } from './workspaceDirs.js';
 export { lineCounts, isBinary, diffCheckpoint, type LineCounts, type FileChangeWithLines } from './diff.js';
 export {
   planRestore,
@@ -54,6 +59,8 @@ export {
   checkRestorePaths,
   detectCaseInsensitive,
   sweepRestoreTemps,
+  newTempTag,
+  RestoreStoppedError,
   type RestorePlan,
   type PlannedWrite,
   type PlannedRemove,

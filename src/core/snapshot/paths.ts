@@ -28,10 +28,35 @@ export const MAX_SEGMENT_LENGTH = 255;
 export const RESERVED_DIRS: ReadonlySet<string> = new Set(['.git', '.waypoint']);
 
 /**
- * Suffix of the temp files restore writes beside their targets. Deterministic per
- * path so a re-run after a crash overwrites it; the scanner never records one.
+ * Suffix of the temp files restores wrote beside their targets before temp names were
+ * recorded in the plan (`<name>.waypoint-tmp`). Only a plan recorded then (see
+ * `RestorePlan.legacyTemps`) looks for temps by this name; the scanner records such
+ * files like any other, since a person's file may well be called that.
  */
 export const RESTORE_TEMP_SUFFIX = '.waypoint-tmp';
+
+/**
+ * The temp file a restore writes plan write number `index` to, in the target's own
+ * directory: short and bounded (under 40 bytes) whatever the target's name, so a
+ * 255-byte name still has a temp, and unique to the plan (its `tag` is random and
+ * durable with the plan before any temp exists), so a re-run after a crash knows
+ * exactly which names are its own.
+ */
+export function restoreTempName(tag: string, index: number): string {
+  return `.wp-${tag}-${index.toString(36)}.tmp`;
+}
+
+/** A plan's temp tag: lowercase hex, so a temp name is always one safe segment. */
+export const RESTORE_TEMP_TAG = /^[0-9a-f]{8,32}$/;
+
+/**
+ * Whether `name` has the shape of a restore's temp (`restoreTempName`) or of a legacy
+ * one. For tests and diagnostics that look for leftovers: Waypoint itself never skips
+ * or removes a file by its name's shape, only the temps its durable plan names.
+ */
+export function looksLikeRestoreTemp(name: string): boolean {
+  return /^\.wp-[0-9a-f]{8,32}-[0-9a-z]+\.tmp$/.test(name) || name.endsWith(RESTORE_TEMP_SUFFIX);
+}
 
 // C0 controls, DEL and C1 controls. NUL is checked separately for a clearer message.
 // eslint-disable-next-line no-control-regex
@@ -108,7 +133,8 @@ export function assertSafePathKey(key: string): void {
   if (problem !== null) throw new UnsafePathError(key, problem);
 }
 
-function isInside(root: string, candidate: string): boolean {
+/** Whether `candidate` is `root` or below it (both absolute, real paths). */
+export function isInside(root: string, candidate: string): boolean {
   // A prefix match with no '..' after it is inside (callers pass realpath / path.join
   // results). Anything else (a drive root, a case difference on Windows, a name with
   // '..' in it) takes the full check.

@@ -6,9 +6,25 @@
  */
 import fss, { constants as fsc } from 'node:fs';
 import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { BlobNotFoundError, sha256Hex, type BlobStore } from './blobStore.js';
 import { sameContent, type FileEntry, type Manifest, type ManifestEntry, type SymlinkEntry } from './manifest.js';
-import { RESTORE_TEMP_SUFFIX, UnsafePathError, assertSafePathKey, checkRoots, findCaseCollisions, resolveInsideSync, splitKey, type ResolveCache, type SnapshotRoot } from './paths.js';
+import {
+  MAX_SEGMENT_LENGTH,
+  RESTORE_TEMP_SUFFIX,
+  RESTORE_TEMP_TAG,
+  UnsafePathError,
+  assertSafePathKey,
+  checkRoots,
+  findCaseCollisions,
+  restoreTempName,
+  resolveInsideSync,
+  splitKey,
+  type ResolveCache,
+  type SnapshotRoot,
+} from './paths.js';
+import { WorkspaceDirs, type WsDir } from './workspaceDirs.js';
+import { WaypointError } from '../model/errors.js';
 
 
 export interface PlannedWrite {
@@ -40,6 +56,23 @@ export interface RestorePlan {
   /** Paths that differ but are deliberately left alone, with why. */
   kept: { path: string; reason: KeptReason }[];
   unchanged: number;
+  /**
+   * Names the temp file of each write: `restoreTempName(tempTag, index in writes)`,
+   * beside its target. Set (`newTempTag`) by whoever makes the plan durable, before
+   * any temp exists, so a re-run after a crash removes exactly the temps a crashed
+   * run left and nothing else. A plan applied without one gets a fresh tag per run.
+   */
+  tempTag?: string;
+  /**
+   * A plan recorded before temp tags: a crashed run of it wrote its temps to
+   * `<name>.waypoint-tmp`, which a re-run (and `sweepRestoreTemps`) removes.
+   */
+  legacyTemps?: boolean;
+}
+
+/** A fresh temp tag for a plan about to be made durable (see `RestorePlan.tempTag`). */
+export function newTempTag(): string {
+  return randomBytes(8).toString('hex');
 }
 
 export interface PlanOptions {
@@ -187,6 +220,16 @@ function unlinkIfThere(file: string): void {
   }
 }
 
+/** Best effort, for cleanup on a path that is already failing or skipping: the error that matters is elsewhere. */
+function unlinkQuietly(file: string): boolean {
+  try {
+    fss.unlinkSync(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The process umask (Linux: read, not set and restored, so no other thread sees it change); else all bits, so every file gets its fchmod. */
 function currentUmask(): number {
   if (process.platform !== 'linux') return 0o777;
@@ -241,12 +284,32 @@ function lstatOrNull(p: string): fss.Stats | null {
   }
 }
 
-/** Whether what is on disk at `abs` is exactly `entry` (content and, for files, mode). */
-function diskMatches(abs: string, st: fss.Stats, entry: ManifestEntry): boolean {
-  if (entry.type === 'symlink') return st.isSymbolicLink() && fss.readlinkSync(abs) === entry.target;
+const O_READ_NOFOLLOW = fsc.O_RDONLY | (fsc.O_NOFOLLOW ?? 0) | (fsc.O_NONBLOCK ?? 0);
+
+/** SHA-256 of the regular file at `p`, read without following a link (null if it is not one now). */
+function hashNoFollow(p: string): string | null {
+  let fd: number;
+  try {
+    fd = fss.openSync(p, O_READ_NOFOLLOW);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP' || code === 'ENOENT' || code === 'ENXIO' || code === 'EMLINK') return null;
+    throw err;
+  }
+  try {
+    if (!fss.fstatSync(fd).isFile()) return null;
+    return sha256Hex(fss.readFileSync(fd));
+  } finally {
+    fss.closeSync(fd);
+  }
+}
+
+/** Whether what is on disk at `p` is exactly `entry` (content and, for files, mode). */
+function diskMatches(p: string, st: fss.Stats, entry: ManifestEntry): boolean {
+  if (entry.type === 'symlink') return st.isSymbolicLink() && fss.readlinkSync(p) === entry.target;
   if (entry.type !== 'file' || !st.isFile() || st.size !== entry.size) return false;
   if ((st.mode & 0o111 ? 0o755 : 0o644) !== entry.mode) return false;
-  return sha256Hex(fss.readFileSync(abs)) === entry.hash;
+  return hashNoFollow(p) === entry.hash;
 }
 
 /**
@@ -264,6 +327,9 @@ export function checkRestorePaths(plan: RestorePlan, roots: SnapshotRoot[], case
     assertSafePathKey(p);
     if (seen.has(p)) throw new UnsafePathError(p, 'appears more than once in the restore plan');
     seen.add(p);
+  }
+  if (plan.tempTag !== undefined && (typeof plan.tempTag !== 'string' || !RESTORE_TEMP_TAG.test(plan.tempTag))) {
+    throw new UnsafePathError(String(plan.tempTag), 'is not a restore temp tag (8 to 32 lowercase hex digits)');
   }
   const fold = (p: string) => (caseInsensitive ? p.normalize('NFC').toLowerCase() : p);
   // Nothing may be written beneath a path the plan writes as a file or symlink:
@@ -291,11 +357,37 @@ export function checkRestorePaths(plan: RestorePlan, roots: SnapshotRoot[], case
   return abs;
 }
 
+/** Where a path key's entry lives: its directory as the restore reached it, and its name there. */
+interface Located {
+  dir: WsDir;
+  name: string;
+}
+
+/** The directory holding `key` (created where missing if `create`), or null where it does not exist. */
+function locate(dirs: WorkspaceDirs, roots: readonly SnapshotRoot[], key: string, create: boolean): Located | null {
+  const { root, rel } = roots.length === 1 ? { root: roots[0]!, rel: key } : splitKey(roots, key);
+  const slash = rel.lastIndexOf('/');
+  const dir = dirs.dir(roots.length === 1 ? 0 : roots.indexOf(root), slash < 0 ? '' : rel.slice(0, slash), create);
+  return dir ? { dir, name: slash < 0 ? rel : rel.slice(slash + 1) } : null;
+}
+
+/** The `<name>.waypoint-tmp` a legacy plan's crashed run may have left, where such a name fits at all. */
+function legacyTempOf(name: string): string | null {
+  const t = `${name}${RESTORE_TEMP_SUFFIX}`;
+  return t.length <= MAX_SEGMENT_LENGTH && Buffer.byteLength(t) <= MAX_SEGMENT_LENGTH ? t : null;
+}
+
 /**
  * Validates the whole plan, then applies it. Throws — having written nothing — on
  * any unsafe path (see paths.ts), a symlink or file entry that another entry would
  * be written beneath, a case-fold collision on a case-insensitive file system, or a
  * missing blob. Writes never overwrite something the plan did not expect.
+ *
+ * Every write, rename, chmod and removal goes through the directory descriptors of
+ * a `WorkspaceDirs` (see workspaceDirs.ts): a directory swapped for a symlink while
+ * this runs cannot send a write outside the workspace (on Linux; elsewhere each
+ * directory is checked by path). A symlinked parent that leads outside throws
+ * mid-way, loudly; the plan stays re-runnable.
  *
  * File I/O here is synchronous on purpose: a rollback is a short, serialized burst
  * of small metadata-heavy operations where thread-pool round trips cost more than
@@ -305,7 +397,7 @@ export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blo
   // --- Phase 1: validate everything; no writes. ---
   checkRoots(roots);
   const caseInsensitive = opts.caseInsensitive ?? (await detectCaseInsensitive(roots[0]!.dir));
-  const abs = checkRestorePaths(plan, roots, caseInsensitive);
+  checkRestorePaths(plan, roots, caseInsensitive);
   // Every blob must be there before anything is written. Small restores read them
   // now (phase 3 then does no second lookup); past a memory budget, only check.
   const preloaded = new Map<string, Buffer>();
@@ -326,148 +418,238 @@ export async function applyRestore(plan: RestorePlan, roots: SnapshotRoot[], blo
     reader.close();
   }
 
-  const result: ApplyResult = { written: [], removed: [], dirsRemoved: [], conflicts: [] };
-  const held = new HeldForFreeing();
+  const run: RestoreRun = {
+    plan,
+    roots,
+    blobs,
+    preloaded,
+    tag: plan.tempTag ?? newTempTag(),
+    legacy: plan.legacyTemps === true,
+    dirs: new WorkspaceDirs(roots),
+    held: new HeldForFreeing(),
+    result: { written: [], removed: [], dirsRemoved: [], conflicts: [] },
+  };
   try {
-    return await applyValidated(plan, roots, blobs, abs, preloaded, result, held);
+    removeFiles(run);
+    writeFiles(run);
+    return run.result;
+  } catch (err) {
+    const r = run.result;
+    if (err instanceof UnsafePathError && r.written.length + r.removed.length + r.dirsRemoved.length > 0) throw new RestoreStoppedError(err, r);
+    throw err;
   } finally {
-    held.release();
+    run.dirs.close();
+    run.held.release();
   }
 }
 
-async function applyValidated(plan: RestorePlan, roots: SnapshotRoot[], blobs: BlobStore, abs: Map<string, string>, preloaded: Map<string, Buffer>, result: ApplyResult, held: HeldForFreeing): Promise<ApplyResult> {
+/**
+ * A restore that found an unsafe path (a directory swapped for a symlink leading
+ * outside, say) after it had already changed some paths: it stopped there, having
+ * written nothing outside the workspace. The plan is unchanged and can be applied
+ * again, or undone from the checkpoint taken before it.
+ */
+export class RestoreStoppedError extends WaypointError {
+  constructor(
+    readonly unsafe: UnsafePathError,
+    readonly done: Readonly<ApplyResult>,
+  ) {
+    super(
+      'unsafe_path',
+      `${unsafe.message}; the restore stopped there, with ${done.written.length} path(s) written and ${done.removed.length} removed before it (nothing outside the workspace was touched)`,
+      { rule: unsafe.rule, written: done.written.length, removed: done.removed.length },
+    );
+    this.name = 'RestoreStoppedError';
+  }
+}
 
-  // --- Phase 2: removals (only what still has the recorded content). ---
-  const emptied = new Set<string>();
+/** One application of a plan: what every phase shares. */
+interface RestoreRun {
+  plan: RestorePlan;
+  roots: SnapshotRoot[];
+  blobs: BlobStore;
+  preloaded: Map<string, Buffer>;
+  /** This run's temp tag (the plan's, or a fresh one). */
+  tag: string;
+  /** Also remove `<name>.waypoint-tmp` temps (a plan recorded before temp tags). */
+  legacy: boolean;
+  dirs: WorkspaceDirs;
+  held: HeldForFreeing;
+  result: ApplyResult;
+}
+
+/** Phase 2: removals (only what still has the recorded content), then the directories they emptied. */
+function removeFiles(run: RestoreRun): void {
+  const { plan, roots, dirs, held, result } = run;
+  const emptied = new Map<string, WsDir>();
   for (const r of plan.removes) {
-    const file = abs.get(r.path)!;
+    const at = locate(dirs, roots, r.path, false);
+    if (!at) continue; // its directory is gone: removed by an earlier, interrupted run
+    const file = `${at.dir.io}/${at.name}`;
     const st = lstatOrNull(file);
     if (!st) {
-      emptied.add(path.dirname(file)); // removed by an earlier, interrupted run
+      emptied.set(`${at.dir.root}\0${at.dir.rel}`, at.dir); // removed by an earlier, interrupted run
       continue;
     }
-    const ok = r.target !== undefined ? st.isSymbolicLink() && fss.readlinkSync(file) === r.target : st.isFile() && r.hash !== undefined && sha256Hex(fss.readFileSync(file)) === r.hash;
+    const ok = r.target !== undefined ? st.isSymbolicLink() && fss.readlinkSync(file) === r.target : st.isFile() && r.hash !== undefined && hashNoFollow(file) === r.hash;
     if (!ok) {
       result.conflicts.push({ path: r.path, reason: 'changed on disk since it was scanned; kept' });
       continue;
     }
     held.hold(file, st);
-    fss.rmSync(file, { force: true });
+    unlinkIfThere(file);
     result.removed.push(r.path);
-    emptied.add(path.dirname(file));
+    emptied.set(`${at.dir.root}\0${at.dir.rel}`, at.dir);
   }
-  const rootDirs = roots.map((r) => fss.realpathSync(r.dir));
-  const insideSomeRoot = (d: string) => rootDirs.some((r) => d.startsWith(r + path.sep));
-  for (const dir of [...emptied].sort((a, b) => b.length - a.length)) {
-    for (let d = dir; insideSomeRoot(d); d = path.dirname(d)) {
+  // Deepest first, each up to its root: rmdir only succeeds on an empty directory
+  // (untracked files stay), and acts on the name in its (held) parent, never through a link.
+  for (const d of [...emptied.values()].sort((a, b) => b.rel.length - a.rel.length)) {
+    for (let rel = d.rel; rel !== ''; ) {
+      const slash = rel.lastIndexOf('/');
+      const parentRel = slash < 0 ? '' : rel.slice(0, slash);
+      let parent: WsDir | null;
       try {
-        fss.rmdirSync(d);
-        result.dirsRemoved.push(d);
+        parent = dirs.dir(d.root, parentRel, false);
+        if (!parent) break;
+        fss.rmdirSync(`${parent.io}/${rel.slice(slash + 1)}`);
       } catch {
-        break; // not empty (untracked files stay) or already gone
+        break; // not empty, already gone, or no longer a plain directory
       }
+      dirs.forget(d.root, rel);
+      result.dirsRemoved.push(path.join(roots[d.root]!.dir, rel));
+      rel = parentRel;
     }
   }
+}
 
-  // --- Phase 3: files, then symlinks last, so no link exists while files are written. ---
-  // Each file is written to a temp beside it and renamed into place. A crash at any
-  // point leaves each path with its old content, its new content, or (Linux, see
-  // UNLINK_BEFORE_RENAME) nothing but the temp with the new content beside it; the
-  // engine's recovery re-applies the plan, which writes such a path again.
-  const ordered = [...plan.writes.filter((w) => w.entry.type === 'file'), ...plan.writes.filter((w) => w.entry.type === 'symlink')];
-  // Resolved again (fresh memo) right before writing: parents may have changed since phase 1.
-  const writeCache: ResolveCache = new Map();
-  const madeDirs = new Set<string>();
+/**
+ * Phase 3: files, then symlinks last, so no link exists while files are written.
+ * Each is written to its temp (`restoreTempName`) in its directory and renamed into
+ * place. A crash at any point leaves each path with its old content, its new
+ * content, or (Linux, see UNLINK_BEFORE_RENAME) nothing but the temp with the new
+ * content beside it; the engine's recovery re-applies the plan, which writes such a
+ * path again and removes the temps of writes it finds done or in conflict.
+ */
+function writeFiles(run: RestoreRun): void {
+  const { plan, roots, dirs, held, result, tag } = run;
+  const order: number[] = [];
+  for (let i = 0; i < plan.writes.length; i++) if (plan.writes[i]!.entry.type === 'file') order.push(i);
+  for (let i = 0; i < plan.writes.length; i++) if (plan.writes[i]!.entry.type === 'symlink') order.push(i);
   const umask = currentUmask();
-  for (const w of ordered) {
-    const { root, rel } = splitKey(roots, w.path);
-    const file = resolveInsideSync(root.dir, rel, writeCache);
-    const st = lstatOrNull(file);
+  for (const i of order) {
+    const w = plan.writes[i]!;
+    const tmpName = restoreTempName(tag, i);
+    let at = locate(dirs, roots, w.path, false);
+    const existing = at ? `${at.dir.io}/${at.name}` : null;
+    const st = existing ? lstatOrNull(existing) : null;
     if (st) {
-      if (diskMatches(file, st, w.entry)) {
+      let skip: string | null = null;
+      if (diskMatches(existing!, st, w.entry)) {
         result.written.push(w.path); // already done (re-run after a crash)
-        continue;
-      }
-      if (w.expectAbsent) {
-        result.conflicts.push({ path: w.path, reason: 'an untracked or ignored file is in the way; kept' });
-        continue;
-      }
-      if (st.isDirectory()) {
-        result.conflicts.push({ path: w.path, reason: 'a directory is in the way; kept' });
+        skip = '';
+      } else if (w.expectAbsent) skip = 'an untracked or ignored file is in the way; kept';
+      else if (st.isDirectory()) skip = 'a directory is in the way; kept';
+      if (skip !== null) {
+        if (skip) result.conflicts.push({ path: w.path, reason: skip });
+        dropTemps(run, at!, tmpName); // a crashed run's temp for this write, if any
         continue;
       }
     }
-    const dir = path.dirname(file);
-    // Something at the path (being replaced) means its directory exists: no mkdir.
-    if (st) madeDirs.add(dir);
-    else if (!madeDirs.has(dir)) {
+    if (!at) {
       try {
-        fss.mkdirSync(dir, { recursive: true });
-        madeDirs.add(dir);
+        at = locate(dirs, roots, w.path, true)!;
       } catch (err) {
+        if (err instanceof UnsafePathError) throw err;
         result.conflicts.push({ path: w.path, reason: `cannot create its directory (${(err as NodeJS.ErrnoException).code}); kept` });
         continue;
       }
     }
-    const tmp = `${file}${RESTORE_TEMP_SUFFIX}`;
-    if (w.entry.type === 'file') {
-      const bytes = preloaded.get(w.entry.hash) ?? blobs.getSync(w.entry.hash);
-      // O_EXCL (which never follows a symlink) creates a fresh temp; anything already
-      // at the temp name (a crashed run's temp, a planted link) is removed first.
-      // Only then, not on every write: the metadata calls are what a restore costs.
-      const flags = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | (fsc.O_NOFOLLOW ?? 0);
-      let fd: number;
-      try {
-        fd = fss.openSync(tmp, flags, w.entry.mode);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-        fss.rmSync(tmp, { force: true });
-        fd = fss.openSync(tmp, flags, w.entry.mode);
-      }
-      try {
-        fss.writeFileSync(fd, bytes);
-        if ((w.entry.mode & umask) !== 0) fss.fchmodSync(fd, w.entry.mode); // the umask stripped bits at open
-      } finally {
-        fss.closeSync(fd);
-      }
-      if (st) {
-        held.hold(file, st);
-        if (UNLINK_BEFORE_RENAME) unlinkIfThere(file);
+    if (run.legacy) dropTemps(run, at, null);
+    const file = `${at.dir.io}/${at.name}`;
+    const tmp = `${at.dir.io}/${tmpName}`;
+    let made = false; // the temp exists: whatever fails from here on removes it
+    try {
+      if (w.entry.type === 'file') {
+        const bytes = run.preloaded.get(w.entry.hash) ?? run.blobs.getSync(w.entry.hash);
+        // O_EXCL (which never follows a symlink) creates a fresh temp; anything already
+        // at the temp name (a crashed run's temp) is removed first. Only then, not on
+        // every write: the metadata calls are what a restore costs.
+        const flags = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | (fsc.O_NOFOLLOW ?? 0);
+        let fd: number;
+        try {
+          fd = fss.openSync(tmp, flags, w.entry.mode);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+          unlinkIfThere(tmp); // a directory there throws: refused loudly, nothing replaced
+          fd = fss.openSync(tmp, flags, w.entry.mode);
+        }
+        made = true;
+        try {
+          fss.writeFileSync(fd, bytes);
+          if ((w.entry.mode & umask) !== 0) fss.fchmodSync(fd, w.entry.mode); // the umask stripped bits at open
+        } finally {
+          fss.closeSync(fd);
+        }
+        if (st) {
+          held.hold(file, st);
+          if (UNLINK_BEFORE_RENAME) unlinkIfThere(file);
+        }
+      } else {
+        unlinkIfThere(tmp);
+        fss.symlinkSync(w.entry.target, tmp);
+        made = true;
       }
       fss.renameSync(tmp, file);
-    } else {
-      fss.rmSync(tmp, { force: true });
-      fss.symlinkSync(w.entry.target, tmp);
-      fss.renameSync(tmp, file);
+    } catch (err) {
+      if (made) unlinkQuietly(tmp);
+      throw err;
     }
     result.written.push(w.path);
   }
-  return result;
+}
+
+/** Removes this write's temp (`tmpName`, if given) and, for a legacy plan, its `<name>.waypoint-tmp`; returns how many were there. */
+function dropTemps(run: Pick<RestoreRun, 'legacy'>, at: Located, tmpName: string | null): number {
+  let n = 0;
+  if (tmpName !== null && unlinkQuietly(`${at.dir.io}/${tmpName}`)) n++;
+  const legacy = run.legacy ? legacyTempOf(at.name) : null;
+  if (legacy !== null) {
+    const p = `${at.dir.io}/${legacy}`;
+    // Only a file or link: a directory of that name is the person's.
+    const st = lstatOrNull(p);
+    if (st && !st.isDirectory() && unlinkQuietly(p)) n++;
+  }
+  return n;
 }
 
 /**
  * Removes the temp files an interrupted `applyRestore(plan)` may have left beside
- * its targets. For the engine's crash recovery when it decides to revert rather
- * than finish a rollback (finishing re-applies the plan, which cleans them itself).
- * Paths are validated as in `applyRestore`; unsafe ones are skipped, not followed.
+ * its targets: exactly the names the plan's temp tag gives its writes (and, for a
+ * plan recorded before temp tags, `<name>.waypoint-tmp`). For the engine's crash
+ * recovery when re-applying a plan failed (re-applying removes them itself). Paths
+ * are reached as in `applyRestore`; unsafe ones are skipped, not followed. A plan
+ * with neither a tag nor the legacy mark names no temps: nothing is removed.
  */
 export async function sweepRestoreTemps(plan: RestorePlan, roots: SnapshotRoot[]): Promise<number> {
   checkRoots(roots);
-  const cache: ResolveCache = new Map();
+  const tag = plan.tempTag !== undefined && typeof plan.tempTag === 'string' && RESTORE_TEMP_TAG.test(plan.tempTag) ? plan.tempTag : null;
+  const legacy = plan.legacyTemps === true;
+  if (tag === null && !legacy) return 0;
+  const dirs = new WorkspaceDirs(roots);
   let n = 0;
-  for (const w of plan.writes) {
-    let file: string;
-    try {
-      const { root, rel } = splitKey(roots, w.path);
-      file = resolveInsideSync(root.dir, rel, cache);
-    } catch {
-      continue;
+  try {
+    for (let i = 0; i < plan.writes.length; i++) {
+      let at: Located | null;
+      try {
+        assertSafePathKey(plan.writes[i]!.path);
+        at = locate(dirs, roots, plan.writes[i]!.path, false);
+      } catch {
+        continue;
+      }
+      if (at) n += dropTemps({ legacy }, at, tag === null ? null : restoreTempName(tag, i));
     }
-    const tmp = `${file}${RESTORE_TEMP_SUFFIX}`;
-    if (lstatOrNull(tmp)) {
-      fss.rmSync(tmp, { force: true });
-      n++;
-    }
+  } finally {
+    dirs.close();
   }
   return n;
 }

@@ -13,7 +13,7 @@ import { IgnoreRules, levelsForDir, type LevelMemo } from './ignoreRules.js';
 import type { WorkerPack } from './packFile.js';
 import { KIND_DIR, KIND_FILE, KIND_SYMLINK, PREV_CACHEABLE, PREV_FIELDS, STAT_FIELDS, StatPool, type StatCheck } from './statPool.js';
 import { compareEntries, summarize, type ChangeSummary, type FileChange, type FileEntry, type Manifest, type ManifestEntry, type UncapturedEntry } from './manifest.js';
-import { RESERVED_DIRS, RESTORE_TEMP_SUFFIX, checkRoots, childKeyProblem, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
+import { RESERVED_DIRS, checkRoots, childKeyProblem, keyPrefixFor, pathKeyProblem, splitKey, toKey, type SnapshotRoot } from './paths.js';
 
 export const DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024;
 /** Smaller files are read synchronously during the walk; larger ones on the thread pool. */
@@ -671,7 +671,6 @@ class Scan {
     for (let di = 0; di < dirents.length; di++) {
       const d = dirents[di]!;
       const name = d.name;
-      if (name.endsWith(RESTORE_TEMP_SUFFIX)) continue;
       const reserved = isReserved(name);
       if (reserved && !isReservedVariant(name)) continue;
       const rel = rels ? rels[di]! : relBase + name;
