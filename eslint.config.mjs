@@ -37,6 +37,18 @@ export default tseslint.config(
   layer(['src/mcp/**/*.ts'], ['**/cli/**', '**/extension/**', '../cli/*', '../extension/*'], 'src/mcp sits on src/core only; it never imports vscode, the CLI or the extension.'),
   layer(['src/cli/**/*.ts'], ['**/extension/**', '../extension/*'], 'the CLI runs in plain Node: it never imports vscode or the extension.'),
   {
+    // All SQL sits behind the projection readers (src/core/engine/queries.ts) and the store:
+    // nothing else reaches into the sql.js database, so another store backend has one seam.
+    files: ['src/**/*.ts'],
+    ignores: ['src/core/store/**', 'src/core/engine/queries.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        { selector: "MemberExpression[property.name='db'][object.property.name='store']", message: 'read projections through engine.queries (src/core/engine/queries.ts), not store.db' },
+      ],
+    },
+  },
+  {
     files: ['webview-ui/**/*.ts'],
     rules: {
       'no-restricted-imports': [

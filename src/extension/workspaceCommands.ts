@@ -144,7 +144,7 @@ export class WorkspaceCommands {
     const engine = await this.api();
     const local = this.d.host.current;
     // Relaying, every task is offered: the owner refuses one with nothing to undo, with a clear message.
-    const hasRollback = (t: Task) => !local || !!local.store.db.get("SELECT 1 AS x FROM rollbacks WHERE task_id = ? AND state IN ('applied', 'failed', 'started')", [t.id]);
+    const hasRollback = (t: Task) => !local || local.queries.lastUndoableRollback(t.id) !== null;
     const task = await this.d.pickTask(arg, hasRollback, 'Undo the last rollback of which task?');
     if (!task) return undefined;
     const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: undoing the last rollback…' }, () => engine.undoRollback({ taskId: task.id }));

@@ -174,6 +174,8 @@ export class Engine {
     private readonly opts: EngineOptions,
   ) {
     this.log = (opts.log ?? silentLogger).child('engine');
+    // The one place the engine touches the database: its projection reader.
+    // eslint-disable-next-line no-restricted-syntax
     this.queries = new Queries(() => this.store.db);
     this.defaultOwner = opts.owner ?? { id: 'cli' };
     this.defaultLeaseTtlMs = opts.defaultLeaseTtlMs ?? 5 * 60_000;
@@ -397,8 +399,8 @@ export class Engine {
    * (only changed files are read) and a new task's delta base.
    */
   latestCheckpoint(): CheckpointMeta | null {
-    const r = this.store.db.get('SELECT id FROM checkpoints WHERE manifest_ref IS NOT NULL AND damaged IS NULL ORDER BY created_at DESC, rowid DESC LIMIT 1');
-    return r ? this.queries.checkpoint(String(r.id)) : null;
+    const id = this.queries.latestIntactCheckpointId();
+    return id ? this.queries.checkpoint(id) : null;
   }
 
   // ---------------------------------------------------------------------------
@@ -786,8 +788,7 @@ export class Engine {
 
   /** Waits until the events that created the ledger row we answered from are durable. */
   private waitForEffect(taskId: string, key: string): Promise<void> {
-    const r = this.store.db.get<{ m: number }>("SELECT MAX(seq) AS m FROM events WHERE task_id = ? AND type LIKE 'side_effect.%' AND json_extract(data, '$.key') = ?", [taskId, key]);
-    return this.store.waitDurable(Number(r?.m ?? 0));
+    return this.store.waitDurable(this.queries.lastSideEffectSeq(taskId, key));
   }
 
   async endSideEffect(raw: unknown): Promise<{ taskId: string; key: string; state: SideEffect['status'] }> {
@@ -1024,16 +1025,12 @@ export class Engine {
   async undoRollback(raw: unknown): Promise<RollbackResult> {
     const input = parseInput(TaskRef, raw, 'undo rollback');
     this.requireTask(input.taskId);
-    const last = this.store.db.get<{ pre: string; paths: string | null; id: string }>(
-      // A rollback that stopped part-way (failed, or started and not yet recovered) is undone like an applied one.
-      "SELECT pre_rollback_checkpoint_id AS pre, paths, id FROM rollbacks WHERE task_id = ? AND state IN ('applied', 'failed', 'started') ORDER BY started_at DESC, rowid DESC LIMIT 1",
-      [input.taskId],
-    );
+    const last = this.queries.lastUndoableRollback(input.taskId);
     if (!last) throw new WaypointError('not_found', `Task ${input.taskId} has no rollback to undo.`);
     return this.rollback({
       taskId: input.taskId,
-      checkpointId: last.pre,
-      paths: last.paths ? (JSON.parse(last.paths) as string[]) : undefined,
+      checkpointId: last.preRollbackCheckpointId,
+      paths: last.paths ?? undefined,
       reason: `undo of rollback ${last.id}`,
       idempotencyKey: input.idempotencyKey,
     });
@@ -1106,9 +1103,7 @@ export class Engine {
   async recoverRollbacks(): Promise<string[]> {
     if (!this.workspaceSnapshots) return [];
     const ws = this.workspaceSnapshots;
-    const open = this.store.db.all<{ id: string; task_id: string; plan_ref: string | null; target_checkpoint_id: string }>(
-      "SELECT id, task_id, plan_ref, target_checkpoint_id FROM rollbacks WHERE state = 'started'",
-    );
+    const open = this.queries.startedRollbacks().map((r) => ({ id: r.id, task_id: r.taskId, plan_ref: r.planRef, target_checkpoint_id: r.targetCheckpointId }));
     const notes: string[] = [];
     for (const r of open) {
       await this.exclusive(async () => {
@@ -1238,12 +1233,7 @@ export class Engine {
    * fast on a long history (and finds an apply whose events an export archived).
    */
   unfinishedReviewApplies(): { key: string; taskId: string; data: EventDataOf<'review.apply_started'> }[] {
-    return this.store.db
-      .all<{ key: string; task_id: string; data: string }>(
-        `SELECT a.start_key AS key, a.task_id, a.data FROM review_applies a JOIN tasks t ON t.id = a.task_id
-         WHERE t.state = 'waiting_review' AND a.done = 0 ORDER BY a.rowid`,
-      )
-      .map((r) => ({ key: r.key, taskId: r.task_id, data: JSON.parse(r.data) as EventDataOf<'review.apply_started'> }));
+    return this.queries.unfinishedReviewApplies().map((r) => ({ key: r.key, taskId: r.taskId, data: JSON.parse(r.data) as EventDataOf<'review.apply_started'> }));
   }
 
   /**
@@ -1347,18 +1337,7 @@ export class Engine {
     await ws.whenCompacted();
     const now = this.now;
     const pruned: string[] = [];
-    const protectedIds = (): Set<string> => {
-      const keep = new Set<string>();
-      for (const t of this.store.db.all<{ b: string | null; l: string | null }>('SELECT base_checkpoint_id AS b, last_checkpoint_id AS l FROM tasks')) {
-        if (t.b) keep.add(t.b);
-        if (t.l) keep.add(t.l);
-      }
-      for (const r of this.store.db.all<{ t: string; p: string }>('SELECT target_checkpoint_id AS t, pre_rollback_checkpoint_id AS p FROM rollbacks')) {
-        keep.add(r.t);
-        keep.add(r.p);
-      }
-      return keep;
-    };
+    const protectedIds = (): Set<string> => this.queries.protectedCheckpointIds();
     const prune = async (ids: string[], reason: string) => {
       if (!ids.length) return;
       await this.exclusive(async () => this.store.commit([{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key: `prune:${randomUUID()}`, data: { checkpointIds: ids, reason } }]).durable);
@@ -1414,7 +1393,7 @@ export class Engine {
           live.add(c.manifestRef);
         }
       }
-      for (const r of this.store.db.all<{ p: string | null }>("SELECT plan_ref AS p FROM rollbacks WHERE state = 'started'")) if (r.p) live.add(r.p);
+      for (const r of this.queries.startedRollbacks()) if (r.planRef) live.add(r.planRef);
       for (const r of this.unfinishedReviewApplies()) live.add(r.data.planRef);
       let deleted = 0;
       let bytes = 0;

@@ -155,4 +155,61 @@ export class Queries {
     const r = this.db().get<{ op: string; seq: number; result: string | null }>('SELECT op, seq, result FROM idempotency WHERE key = ?', [key]);
     return r ? { op: r.op, seq: Number(r.seq), result: r.result == null ? null : JSON.parse(r.result) } : null;
   }
+
+  // --- rollbacks, recovery and retention: every read the engine (and the UI) makes of these tables lives here ---
+
+  /** The newest checkpoint with a manifest that is not marked damaged (the base of the next scan). */
+  latestIntactCheckpointId(): string | null {
+    const r = this.db().get<{ id: string }>('SELECT id FROM checkpoints WHERE manifest_ref IS NOT NULL AND damaged IS NULL ORDER BY created_at DESC, rowid DESC LIMIT 1');
+    return r ? String(r.id) : null;
+  }
+
+  /** The seq of the last side-effect event of a task's key still in the events table (0 if none). */
+  lastSideEffectSeq(taskId: string, key: string): number {
+    const r = this.db().get<{ m: number | null }>("SELECT MAX(seq) AS m FROM events WHERE task_id = ? AND type LIKE 'side_effect.%' AND json_extract(data, '$.key') = ?", [taskId, key]);
+    return Number(r?.m ?? 0);
+  }
+
+  /**
+   * The task's rollback an undo reverses: the newest one applied, or one that stopped
+   * part-way (failed, or started and not yet recovered), which is undone like an applied one.
+   */
+  lastUndoableRollback(taskId: string): { id: string; preRollbackCheckpointId: string; paths: string[] | null } | null {
+    const r = this.db().get<{ pre: string; paths: string | null; id: string }>(
+      "SELECT pre_rollback_checkpoint_id AS pre, paths, id FROM rollbacks WHERE task_id = ? AND state IN ('applied', 'failed', 'started') ORDER BY started_at DESC, rowid DESC LIMIT 1",
+      [taskId],
+    );
+    return r ? { id: String(r.id), preRollbackCheckpointId: String(r.pre), paths: r.paths ? (JSON.parse(r.paths) as string[]) : null } : null;
+  }
+
+  /** Rollbacks whose outcome was never recorded (a crash, or a stop part-way): recovery finishes them. */
+  startedRollbacks(): { id: string; taskId: string; planRef: string | null; targetCheckpointId: string }[] {
+    return this.db()
+      .all<{ id: string; task_id: string; plan_ref: string | null; target_checkpoint_id: string }>("SELECT id, task_id, plan_ref, target_checkpoint_id FROM rollbacks WHERE state = 'started'")
+      .map((r) => ({ id: r.id, taskId: r.task_id, planRef: r.plan_ref, targetCheckpointId: r.target_checkpoint_id }));
+  }
+
+  /** Checkpoints retention must keep: every task's base and latest, every rollback's target and pre-rollback state. */
+  protectedCheckpointIds(): Set<string> {
+    const keep = new Set<string>();
+    for (const t of this.db().all<{ b: string | null; l: string | null }>('SELECT base_checkpoint_id AS b, last_checkpoint_id AS l FROM tasks')) {
+      if (t.b) keep.add(t.b);
+      if (t.l) keep.add(t.l);
+    }
+    for (const r of this.db().all<{ t: string; p: string }>('SELECT target_checkpoint_id AS t, pre_rollback_checkpoint_id AS p FROM rollbacks')) {
+      keep.add(r.t);
+      keep.add(r.p);
+    }
+    return keep;
+  }
+
+  /** Review applies whose outcome was never recorded, on tasks still waiting for review. */
+  unfinishedReviewApplies(): { key: string; taskId: string; data: string }[] {
+    return this.db()
+      .all<{ key: string; task_id: string; data: string }>(
+        `SELECT a.start_key AS key, a.task_id, a.data FROM review_applies a JOIN tasks t ON t.id = a.task_id
+         WHERE t.state = 'waiting_review' AND a.done = 0 ORDER BY a.rowid`,
+      )
+      .map((r) => ({ key: r.key, taskId: r.task_id, data: r.data }));
+  }
 }
