@@ -1,6 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { EventStore, type NewEvent } from '../../src/core/store/eventStore';
 import { FENCED_DIR, encodeRecord, listChain, listSegments, segmentName } from '../../src/core/store/journal';
@@ -192,5 +193,59 @@ describe('fencing: an owner replaced while stalled never acknowledges a write', 
         assert.ok(listSegments(dir).length >= 1);
       });
     }
+  });
+});
+
+describe('fencing: taking over from an owner that may wake, whatever it left', function () {
+  this.timeout(30_000);
+  let t: ReturnType<typeof tmpDir>;
+  let dir: string;
+  beforeEach(() => {
+    t = tmpDir('wp-fence2-');
+    dir = path.join(t.dir, '.waypoint');
+  });
+  afterEach(() => t.cleanup());
+
+  /** A lock of a live process (this one) whose lease ran out: the takeover fences it. */
+  function staleLiveLock(): void {
+    fs.writeFileSync(path.join(dir, 'owner.lock'), JSON.stringify({ ownerId: 'stalled', pid: process.pid, host: os.hostname(), startedAt: 0, leaseExpiresAt: Date.now() - 1, epoch: 1 }));
+  }
+
+  for (const [what, bytes] of [
+    ['an empty newest segment (stopped right after creating it)', 0],
+    ['a torn header', 7],
+  ] as const) {
+    it(`opens over ${what}, keeps every event, and writes on`, async () => {
+      const a = await EventStore.open({ dir });
+      for (let i = 1; i <= 3; i++) await a.commit([started(i)]).durable;
+      await a.exportNow();
+      for (let i = 4; i <= 5; i++) await a.commit([started(i)]).durable;
+      await a.simulateCrash();
+      // The segment an export would have rotated to, created but with no whole header.
+      const next = path.join(dir, segmentName(6));
+      fs.writeFileSync(next, encodeRecord({ kind: 'header', storeId: a.storeId, baseSeq: 6, v: SCHEMA_VERSION }).subarray(0, bytes));
+      staleLiveLock();
+      const b = await EventStore.open({ dir, lock: { waitMs: 2_000 } });
+      try {
+        assert.ok(b.lock.tookOver);
+        assert.equal(b.lastSeq, 5);
+        await b.commit([started(6)]).durable;
+        assert.deepEqual(b.events().map((e) => e.taskId), ['t1', 't2', 't3', 't4', 't5', 't6']);
+        assert.equal((await b.verify()).ok, true);
+      } finally {
+        await b.close();
+      }
+    });
+  }
+
+  it('a lock left by a dead process is taken without fencing (nothing can wake)', async () => {
+    const a = await EventStore.open({ dir });
+    await a.commit([started(1)]).durable;
+    await a.simulateCrash();
+    fs.writeFileSync(path.join(dir, 'owner.lock'), JSON.stringify({ ownerId: 'dead', pid: 2 ** 22 + 12345, host: os.hostname(), startedAt: 0, leaseExpiresAt: Date.now() + 60_000, epoch: 1 }));
+    const b = await EventStore.open({ dir, lock: { waitMs: 2_000 } });
+    assert.equal(b.lock.tookOver, false);
+    assert.equal(b.lastSeq, 1);
+    await b.close();
   });
 });

@@ -203,7 +203,7 @@ export class EventStore {
       }
       const fence = (): void => lock.assertHeld();
       if (last && lock.tookOver) {
-        const size = await rewriteSegment(last.file, last.validBytes, store.epoch);
+        const size = await rewriteSegment(last.file, last.validBytes, { kind: 'header', storeId, baseSeq: last.baseSeq, v: SCHEMA_VERSION, epoch: store.epoch });
         store.writer = await JournalWriter.open(last.file, { kind: 'header', storeId, baseSeq: last.baseSeq, v: SCHEMA_VERSION }, size, store.onFlush, fence);
         log.info(`took the store over from a stale owner: journal epoch ${store.epoch}, newest segment rewritten`);
       } else {
@@ -984,14 +984,14 @@ function checkSqliteHeader(bytes: Buffer): void {
  * that still holds the old file open appends to an orphaned inode from then on.
  * Returns the new file's size.
  */
-async function rewriteSegment(file: string, validBytes: number, epoch: number): Promise<number> {
+async function rewriteSegment(file: string, validBytes: number, fresh: SegmentHeader): Promise<number> {
   const buf = (await fs.promises.readFile(file)).subarray(0, validBytes);
-  const header = readSegmentHeader(file);
-  if (!header || buf.length < 12 || buf.readUInt32LE(0) !== RECORD_MAGIC) {
-    throw new WaypointError('corrupt', `Journal segment ${path.basename(file)} has no readable header; cannot take the store over safely.`, { file });
-  }
-  const headerEnd = 12 + buf.readUInt32LE(4);
-  const bytes = Buffer.concat([encodeRecord({ ...header, epoch } satisfies SegmentHeader), buf.subarray(headerEnd)]);
+  // A segment whose header was never completed (its creator was killed or stopped right
+  // after creating it) has no valid bytes: it becomes a header of the new epoch alone.
+  const header = validBytes > 0 ? readSegmentHeader(file) : null;
+  let records = buf;
+  if (header && buf.length >= 12 && buf.readUInt32LE(0) === RECORD_MAGIC) records = buf.subarray(12 + buf.readUInt32LE(4));
+  const bytes = Buffer.concat([encodeRecord({ ...(header ?? fresh), epoch: fresh.epoch } satisfies SegmentHeader), records]);
   await writeFileAtomic(file, bytes, 0o600);
   return bytes.length;
 }

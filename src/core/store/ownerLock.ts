@@ -128,7 +128,12 @@ export class OwnerLock {
     readonly dir: string,
     private readonly info: LockInfo,
     private readonly text: string,
-    /** True when this ownership began by taking a stale lock over (its predecessor may wake). */
+    /**
+     * True when this ownership began by taking over a lock whose holder may still be
+     * running (its lease ran out, but its pid lives or is on another host): that
+     * holder may wake and write, so the store fences what it left open. A holder whose
+     * pid is gone on this host cannot.
+     */
     readonly tookOver: boolean,
   ) {}
 
@@ -169,7 +174,7 @@ export class OwnerLock {
         if (seen.text !== null && isStale(seen)) {
           info = make(seen.info?.epoch ?? 0);
           won = takeOver(dir, seen.text, info);
-          tookOver = won;
+          tookOver = won && !(seen.info && seen.info.host === os.hostname() && !isPidAlive(seen.info.pid));
         }
       }
       if (won) {
