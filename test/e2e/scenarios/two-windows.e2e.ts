@@ -14,7 +14,20 @@ import { cli, openWorkbench, screenshotPath, workspaceFolder } from '../session'
  */
 const LEASE_MS = 30_000;
 
-function lock(folder: string): { pid: number; ownerId: string; endpoint?: { url: string } | null } | undefined {
+/** The lock with `serving` set when the discovery file is its holder's (same pid and epoch): the owner serves MCP. */
+function lock(folder: string): { pid: number; ownerId: string; epoch?: number; serving: boolean } | undefined {
+  const l = readLockFile(folder);
+  if (!l) return undefined;
+  let d: { pid?: number; epoch?: number } | undefined;
+  try {
+    d = JSON.parse(fs.readFileSync(path.join(folder, '.waypoint', 'mcp.json'), 'utf8'));
+  } catch {
+    d = undefined;
+  }
+  return { ...l, serving: !!d && d.pid === l.pid && (d.epoch ?? 0) === (l.epoch ?? 0) };
+}
+
+function readLockFile(folder: string): { pid: number; ownerId: string; epoch?: number } | undefined {
   try {
     return JSON.parse(fs.readFileSync(path.join(folder, '.waypoint', 'owner.lock'), 'utf8'));
   } catch {
@@ -42,7 +55,7 @@ describe('two windows on one folder', () => {
     const folder = workspaceFolder(name);
     const owner = await until('the first window to own the store and serve', () => {
       const l = lock(folder);
-      return l?.ownerId.startsWith('vscode-window:') && l.endpoint ? l : undefined;
+      return l?.ownerId.startsWith('vscode-window:') && l.serving ? l : undefined;
     }, 60_000);
     const { taskId } = cli(folder, 'task', 'start', '--goal', 'Seen from both windows') as { taskId: string };
 
@@ -62,7 +75,7 @@ describe('two windows on one folder', () => {
     await first.close({ runBeforeUnload: true });
     const next = await until('the second window to own the store', () => {
       const l = lock(folder);
-      return l && l.pid !== owner.pid && l.ownerId.startsWith('vscode-window:') && l.endpoint ? l : undefined;
+      return l && l.pid !== owner.pid && l.ownerId.startsWith('vscode-window:') && l.serving ? l : undefined;
     }, LEASE_MS + 15_000);
     const tookMs = Date.now() - closedAt;
     console.log(`      (the second window owned the store ${tookMs} ms after the first was closed; extension hosts pid ${owner.pid} → ${next.pid})`);
