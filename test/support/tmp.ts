@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Engine, type EngineOptions } from '../../src/core/engine/engine';
+import type { NewEvent } from '../../src/core/store/eventStore';
 
 /** A fresh temporary directory, removed by the returned cleanup. */
 export function tmpDir(prefix = 'wp-test-'): { dir: string; cleanup: () => void } {
@@ -29,3 +30,17 @@ export const PLAN4 = [
   { id: 'c', title: 'Test it', dependsOn: ['b'] },
   { id: 'd', title: 'Document it', dependsOn: ['a'] },
 ];
+
+/** A `task.started` event for store-level tests: task `t<i>`, key `k<i>`. */
+export function started(i: number): NewEvent {
+  return {
+    type: 'task.started',
+    taskId: `t${i}`,
+    corr: `c${i}`,
+    key: `k${i}`,
+    by: 'test',
+    op: 'task.start',
+    result: { taskId: `t${i}` },
+    data: { goal: `goal ${i}`, title: `task ${i}`, agent: null, plan: [{ id: 'a', title: 'A' }], owner: { id: 'test' }, leaseTtlMs: 60_000 },
+  };
+}

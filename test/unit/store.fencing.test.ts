@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { EventStore, type NewEvent } from '../../src/core/store/eventStore';
+import { EventStore } from '../../src/core/store/eventStore';
 import { FENCED_DIR, encodeRecord, listChain, listSegments, segmentName } from '../../src/core/store/journal';
 import { readLock } from '../../src/core/store/ownerLock';
 import { readDiscovery } from '../../src/ownership/discovery';
@@ -11,25 +11,13 @@ import { WaypointError } from '../../src/core/model/errors';
 import { SCHEMA_VERSION } from '../../src/core/model/schema';
 import { bundleScript } from '../support/bundle';
 import { isAlive, waitExit, waitFor } from '../support/mcp';
-import { openEngine, tmpDir } from '../support/tmp';
+import { openEngine, started, tmpDir } from '../support/tmp';
 
 /**
  * Fencing: an owner stalled past its lease (SIGSTOP, a debugger, a laptop lid) and
  * replaced must never acknowledge another write, and nothing its successor
  * acknowledged may be lost — whatever the stalled owner does when it wakes.
  */
-function started(i: number): NewEvent {
-  return {
-    type: 'task.started',
-    taskId: `t${i}`,
-    corr: `c${i}`,
-    key: `k${i}`,
-    by: 'test',
-    op: 'task.start',
-    result: { taskId: `t${i}` },
-    data: { goal: `goal ${i}`, title: `task ${i}`, agent: null, plan: [{ id: 'a', title: 'A' }], owner: { id: 'test' }, leaseTtlMs: 60_000 },
-  };
-}
 
 const isLost = (e: unknown): boolean => e instanceof WaypointError && e.code === 'lost_ownership';
 

@@ -2,7 +2,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
-import { EventStore, type NewEvent } from '../../src/core/store/eventStore';
+import { EventStore } from '../../src/core/store/eventStore';
 import { Db } from '../../src/core/store/db';
 import { migrate, DB_VERSION } from '../../src/core/store/migrations';
 import { insertEvent } from '../../src/core/store/projections';
@@ -11,20 +11,8 @@ import { encodeRecord, listSegments } from '../../src/core/store/journal';
 import { OwnerLock, readLock } from '../../src/core/store/ownerLock';
 import { parseEvent } from '../../src/core/model/schema';
 import { WaypointError } from '../../src/core/model/errors';
-import { tmpDir } from '../support/tmp';
+import { started, tmpDir } from '../support/tmp';
 
-function started(i: number): NewEvent {
-  return {
-    type: 'task.started',
-    taskId: `t${i}`,
-    corr: `c${i}`,
-    key: `k${i}`,
-    by: 'test',
-    op: 'task.start',
-    result: { taskId: `t${i}` },
-    data: { goal: `goal ${i}`, title: `task ${i}`, agent: null, plan: [{ id: 'a', title: 'A' }], owner: { id: 'test' }, leaseTtlMs: 60_000 },
-  };
-}
 
 async function append(store: EventStore, from: number, n: number): Promise<void> {
   const ps: Promise<void>[] = [];

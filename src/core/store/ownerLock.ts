@@ -267,19 +267,6 @@ export class OwnerLock {
     this.renewer = worker;
   }
 
-  /** Renews now, from this thread (tests; and a cheap extra touch after long work). */
-  renew(): void {
-    if (this.released || this.lostReason !== null) return;
-    const seen = readLock(this.dir);
-    if (seen.text !== this.text) return;
-    const now = new Date();
-    try {
-      fs.utimesSync(lockPath(this.dir), now, now);
-    } catch {
-      // the worker will try again
-    }
-  }
-
   release(): void {
     if (this.released) return;
     this.released = true;
