@@ -28,10 +28,13 @@ function run(cmd: string, args: string[], cwd: string): void {
 function makeWorkspace(workDir: string): string {
   const ws = path.join(workDir, 'slugkit');
   fs.cpSync(path.join(__dirname, 'sample-project'), ws, { recursive: true });
-  const git = ['-c', 'user.name=Waypoint Demo', '-c', 'user.email=demo@waypoint.invalid'];
   run('git', ['init', '-q', '-b', 'main'], ws);
+  // The identity goes into the demo repository's own config (not only this commit), so the
+  // review panel's commit works in the demo on a machine with no global git identity.
+  run('git', ['config', 'user.name', 'Waypoint Demo'], ws);
+  run('git', ['config', 'user.email', 'demo@waypoint.invalid'], ws);
   run('git', ['add', '-A'], ws);
-  run('git', [...git, 'commit', '-q', '-m', 'slugkit 1.2.0'], ws);
+  run('git', ['commit', '-q', '-m', 'slugkit 1.2.0'], ws);
   return ws;
 }
 
@@ -88,7 +91,10 @@ async function main(): Promise<void> {
     await server.stop();
     return;
   }
-  console.log(`\nWaypoint demo is running. Open:\n\n  ${url}\n\nPress Ctrl-C to stop.`);
+  const keep = process.env.WAYPOINT_KEEP_DEMO
+    ? `The demo folder ${workDir} is kept when you stop.`
+    : `Ctrl-C removes the demo folder ${workDir}; run with WAYPOINT_KEEP_DEMO=1 to keep it.`;
+  console.log(`\nWaypoint demo is running. Open:\n\n  ${url}\n\n${keep}\nPress Ctrl-C to stop.`);
 }
 
 main().catch((e) => {
