@@ -21,6 +21,13 @@ export interface SessionInfo {
   sessionId: string;
   /** The client's pid when it told us (a relay on this host), so a dead relay's tasks are interrupted. */
   clientPid: number | undefined;
+  /**
+   * Whether the client is still there: its pid is alive (a relay on this host, which lives as
+   * long as its agent's stdio connection), or it holds the session's server-sent event stream
+   * open (a direct client such as VS Code's). A client that shows neither is not known to be
+   * there between its requests.
+   */
+  connected(): boolean;
 }
 
 export interface HttpServerOptions {
@@ -86,6 +93,8 @@ interface Session {
   server: McpServer;
   clientPid: number | undefined;
   lastSeen: number;
+  /** Open GET (server-sent event) streams of this session. */
+  streams: number;
 }
 
 class HttpRefusal extends Error {
@@ -143,6 +152,10 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     const existing = typeof sid === 'string' ? sessions.get(sid) : undefined;
     if (existing) {
       existing.lastSeen = Date.now();
+      if (req.method === 'GET') {
+        existing.streams++;
+        res.once('close', () => existing.streams--);
+      }
       return existing.transport.handleRequest(req, res, body);
     }
     if (typeof sid === 'string') throw new HttpRefusal(404, `Unknown MCP session '${sid}'; initialize a new one.`);
@@ -152,13 +165,18 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     const sessionId = randomUUID();
     const pidHeader = req.headers[CLIENT_PID_HEADER];
     const clientPid = typeof pidHeader === 'string' && /^[1-9]\d{0,9}$/.test(pidHeader) ? Number(pidHeader) : undefined;
-    const server = opts.createSession({ sessionId, clientPid });
+    const connected = (): boolean => {
+      const sess = sessions.get(sessionId);
+      if (!sess) return false;
+      return sess.clientPid !== undefined ? isPidAlive(sess.clientPid) : sess.streams > 0;
+    };
+    const server = opts.createSession({ sessionId, clientPid, connected });
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => sessionId,
       // Request/response JSON: every Waypoint tool answers at once, no streaming needed.
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
-        sessions.set(id, { transport, server, clientPid, lastSeen: Date.now() });
+        sessions.set(id, { transport, server, clientPid, lastSeen: Date.now(), streams: 0 });
         log.info(`session ${id} opened${clientPid ? ` (client pid ${clientPid})` : ''}`);
       },
     });

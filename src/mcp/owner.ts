@@ -6,6 +6,7 @@ import { handleClaudeHook, HOOK_ROUTE } from './claudeHooks';
 import { removeDiscovery, writeDiscovery } from '../ownership/discovery';
 import { startHttpServer, type HttpLimits, type HttpServerHandle } from './http';
 import { createMcpServer, localDispatch } from './server';
+import { keepLeases } from './leaseKeeper';
 import { toolError, type AgentRollbackPolicy, type RollbackHandler } from './tools';
 
 /**
@@ -45,17 +46,14 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
     port: opts.port,
     maxBodyBytes: opts.maxBodyBytes,
     limits: opts.limits,
-    createSession: ({ sessionId, clientPid }) => {
-      const dispatch = localDispatch({
-        engine: localApi(engine),
-        // A relay tells us its pid; a direct HTTP client lives as long as we do at most.
-        owner: { id: `mcp:${sessionId}`, pid: clientPid ?? process.pid },
-        leaseTtlMs: opts.leaseTtlMs ?? MCP_LEASE_TTL_MS,
-        agentRollback: opts.agentRollback ?? 'ask',
-        rollback: opts.rollback,
-      });
+    createSession: ({ sessionId, clientPid, connected }) => {
+      const api = localApi(engine);
+      // A relay tells us its pid; a direct HTTP client lives as long as we do at most.
+      const owner = { id: `mcp:${sessionId}`, pid: clientPid ?? process.pid };
+      const leaseTtlMs = opts.leaseTtlMs ?? MCP_LEASE_TTL_MS;
+      const dispatch = localDispatch({ engine: api, owner, leaseTtlMs, agentRollback: opts.agentRollback ?? 'ask', rollback: opts.rollback });
       // A replaced owner answers every tool call with lost_ownership (its view is stale).
-      return createMcpServer(async (name, args) => {
+      const server = createMcpServer(async (name, args) => {
         try {
           engine.store.assertOwned();
         } catch (e) {
@@ -63,6 +61,11 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
         }
         return dispatch(name, args);
       });
+      // While this session's client is connected its tasks keep their lease; when it goes
+      // (it ended the session, died, or dropped its event stream) they run out as before.
+      const keeper = keepLeases({ engine: api, owner, ttlMs: leaseTtlMs, connected, log: log.child('lease') });
+      server.server.onclose = () => keeper.dispose();
+      return server;
     },
     // A hook's refusal is an answer, not a transport failure: the relaying hook logs it and exits 0.
     routes: {

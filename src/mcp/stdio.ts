@@ -10,6 +10,7 @@ import { resolveStore } from '../ownership/resolve';
 import { createMcpServer, localDispatch, type Dispatch } from './server';
 import { toolError, type AgentRollbackPolicy, type RollbackHandler } from './tools';
 import { headlessRollback } from './headlessRollback';
+import { keepLeases, type LeaseKeeper } from './leaseKeeper';
 
 /**
  * `waypoint mcp`: MCP over stdio for an agent that starts Waypoint itself. Relays
@@ -29,7 +30,7 @@ export interface StdioOptions {
   sweepIntervalMs?: number;
 }
 
-type Backend = { kind: 'relay'; relay: Relay; dispatch: Dispatch } | { kind: 'owner'; engine: Engine; endpoint: OwnerEndpoint; dispatch: Dispatch };
+type Backend = { kind: 'relay'; relay: Relay; dispatch: Dispatch } | { kind: 'owner'; engine: Engine; endpoint: OwnerEndpoint; dispatch: Dispatch; keeper: LeaseKeeper };
 
 export async function runStdio(o: StdioOptions): Promise<void> {
   const log = o.log.child('mcp');
@@ -50,8 +51,12 @@ export async function runStdio(o: StdioOptions): Promise<void> {
         const rollback = o.rollback ?? headlessRollback(engine);
         const endpoint = await startOwnerEndpoint({ engine, log: o.log, agentRollback: o.agentRollback, rollback });
         log.info(`owning the store ${engine.store.dir}; also serving ${endpoint.http.url}`);
-        const dispatch = localDispatch({ engine: localApi(engine), owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback: o.agentRollback, rollback });
-        return { kind: 'owner', engine, endpoint, dispatch };
+        const api = localApi(engine);
+        const dispatch = localDispatch({ engine: api, owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback: o.agentRollback, rollback });
+        // Our stdin is the agent's connection: while it is open the agent's tasks keep their
+        // lease. (A relay's session is kept by the owner it relays to, the same way.)
+        const keeper = keepLeases({ engine: api, owner: sessionOwner, ttlMs: MCP_LEASE_TTL_MS, log });
+        return { kind: 'owner', engine, endpoint, dispatch, keeper };
       },
     });
 
@@ -63,6 +68,7 @@ export async function runStdio(o: StdioOptions): Promise<void> {
       // after the takeover) and relay to whoever owns the store now.
       const sub = b.engine.store.onDidLoseOwnership((why) => {
         sub.dispose();
+        b.keeper.dispose();
         if (backend !== b || closed) return;
         log.warn(`${why.message} Switching to relay.`);
         switching = (async () => {
@@ -130,6 +136,7 @@ export async function runStdio(o: StdioOptions): Promise<void> {
   const b = backend;
   if (b.kind === 'relay') await b.relay.close();
   else {
+    b.keeper.dispose();
     await b.endpoint.close();
     await b.engine.close();
   }
