@@ -75,9 +75,16 @@ async function main() {
     }),
     esbuild.context({
       ...common,
-      entryPoints: { cli: 'src/cli/main.ts' },
+      // `waypoint` itself: a small entry that answers relayed hooks without loading the rest.
+      entryPoints: { cli: 'src/cli/entry.ts' },
       outdir: 'dist',
       banner: { js: '#!/usr/bin/env node' },
+    }),
+    esbuild.context({
+      ...common,
+      // The full CLI, loaded by dist/cli.js for every other command.
+      entryPoints: { 'waypoint-cli': 'src/cli/main.ts' },
+      outdir: 'dist',
     }),
   ]);
   copyWasm();

@@ -12,7 +12,7 @@ import { parseInput } from '../core/model/validate';
 import { UsageError, intOption, jsonOption, optional, parse, required } from './args';
 import { tasksTable, taskDetail } from './format';
 import type { Command, Ctx } from './command';
-import { MCP_COMMANDS } from './mcpCommands';
+import { MCP_COMMANDS, usePrereadHookInput } from './mcpCommands';
 
 /**
  * `waypoint` — the command line over the engine. Every subcommand takes
@@ -635,16 +635,21 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
   }
 }
 
-if (require.main === module) {
-  // Invariant 8: no door exits 0 having done nothing. If the event loop drains while the
-  // command is still pending (a promise nothing will ever settle), say so and fail.
+/**
+ * Runs the CLI as a process: prints, exits with the command's code. Invariant 8: no door
+ * exits 0 having done nothing — if the event loop drains while the command is still
+ * pending (a promise nothing will ever settle), say so and fail.
+ * `hookInput` is a hook event the fast path already read from stdin.
+ */
+export function runAsCli(argv: string[], o: { hookInput?: string } = {}): void {
+  if (o.hookInput !== undefined) usePrereadHookInput(o.hookInput);
   let settled = false;
   process.once('beforeExit', () => {
     if (settled) return;
     process.stderr.write('waypoint: the command stopped before it finished (nothing was left to wait for); its outcome is unknown.\n');
     process.exit(1);
   });
-  main(process.argv.slice(2)).then(
+  main(argv).then(
     (code) => {
       settled = true;
       process.exit(code);
@@ -655,3 +660,5 @@ if (require.main === module) {
     },
   );
 }
+
+if (require.main === module) runAsCli(process.argv.slice(2));

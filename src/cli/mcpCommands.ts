@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DEFAULT_RPC_CONNECT_TIMEOUT_MS, postLoopback } from '../core/engine/api';
 import { Engine } from '../core/engine/engine';
@@ -8,11 +7,11 @@ import { WaypointError, errorMessage } from '../core/model/errors';
 import { handleClaudeHook, HOOK_ROUTE } from '../mcp/claudeHooks';
 import { applyConnect, launchFor, planConnect, type AgentKind } from '../mcp/connect';
 import { startOwnerEndpoint } from '../mcp/owner';
-import { resolveStore, storeDirOf } from '../ownership/resolve';
+import { resolveStore } from '../ownership/resolve';
 import { runStdio } from '../mcp/stdio';
 import { AgentRollbackPolicy } from '../mcp/tools';
 import { headlessRollback } from '../mcp/headlessRollback';
-import { APPEND_NOFOLLOW, STORE_FILE_MODE, ensurePrivateStoreDir } from '../core/store/storeDir';
+import { hookLog, readHookInput } from './hookLog';
 import { UsageError, intOption, optional } from './args';
 import type { Command, Ctx } from './command';
 
@@ -70,46 +69,13 @@ const connect = (agent: AgentKind): Command => ({
   },
 });
 
-/** Reads one hook event from stdin: bounded in size and time, because a hook must never hang the agent. */
-async function readStdin(maxBytes = 1024 * 1024, timeoutMs = 5000): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no hook input on stdin within ${timeoutMs} ms`)), timeoutMs);
-    process.stdin.on('data', (d: Buffer) => {
-      size += d.length;
-      if (size > maxBytes) {
-        clearTimeout(timer);
-        reject(new Error(`hook input exceeds ${maxBytes} bytes`));
-        process.stdin.destroy();
-      } else chunks.push(d);
-    });
-    process.stdin.once('end', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    process.stdin.once('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-  });
-  return Buffer.concat(chunks).toString('utf8');
-}
-
-function hookLog(workspace: string, line: string): void {
-  process.stderr.write(`waypoint hook: ${line}\n`);
-  try {
-    const dir = storeDirOf(workspace);
-    ensurePrivateStoreDir(dir);
-    const fd = fs.openSync(path.join(dir, 'hooks.log'), APPEND_NOFOLLOW, STORE_FILE_MODE);
-    try {
-      fs.writeSync(fd, `${new Date().toISOString()} ${line}\n`);
-    } finally {
-      fs.closeSync(fd);
-    }
-  } catch {
-    // logging must not fail the hook either
-  }
+/**
+ * A hook event the fast path (entry.ts) already read from stdin before handing over to
+ * the full CLI (the owner it found went away before the event was delivered).
+ */
+let prereadHookInput: string | undefined;
+export function usePrereadHookInput(text: string): void {
+  prereadHookInput = text;
 }
 
 /** How long a replaced `serve` keeps refusing calls (with the reason) before it exits. */
@@ -172,7 +138,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
     async run(c) {
       // Nothing goes to stdout: Claude Code adds a UserPromptSubmit hook's stdout to the conversation.
       try {
-        const text = await readStdin();
+        const text = prereadHookInput ?? (await readHookInput());
         let payload: unknown;
         try {
           payload = JSON.parse(text);

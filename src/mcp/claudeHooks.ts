@@ -9,6 +9,7 @@ import type { LeaseOwner, Task } from '../core/model/schema';
 import { ACTIVE_TASK_STATES, FINAL_TASK_STATES } from '../core/model/stateMachine';
 import { writeFileAtomicSync } from '../core/store/fsutil';
 import { parseInput } from '../core/model/validate';
+import { HOOK_ROUTES } from './hookRoutes';
 
 /**
  * Claude Code hooks → the engine, with no cooperation from the agent:
@@ -25,7 +26,7 @@ import { parseInput } from '../core/model/validate';
  * fires twice (or a whole sequence fed again) appends nothing. The session → task
  * link lives in `.waypoint/hooks/<session>.json`.
  */
-export const HOOK_ROUTE = '/hooks/claude-code';
+export const HOOK_ROUTE = HOOK_ROUTES['claude-code'];
 
 /** Claude Code's documented hook input; unknown fields are kept (the format grows). */
 export const ClaudeHookInput = z.looseObject({

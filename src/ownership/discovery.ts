@@ -1,7 +1,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
-import { isStale, readLock, type LockInfo } from '../core/store/ownerLock';
+import { readLock, type LockInfo } from '../core/store/ownerLock';
+import { ownerStatusOf, type OwnerStatusOf } from './ownerStatus';
+import { DISCOVERY_FILE_NAME, storeDirOf } from './storeDirOf';
 import { writeFileAtomicSync } from '../core/store/fsutil';
 import { assertStoreNotLinked } from '../core/store/storeDir';
 
@@ -12,7 +14,8 @@ import { assertStoreNotLinked } from '../core/store/storeDir';
  * epoch; a relay trusts it only when the owner lock names the same pid and epoch
  * and the lock is live.
  */
-export const DISCOVERY_FILE = 'mcp.json';
+export const DISCOVERY_FILE = DISCOVERY_FILE_NAME;
+export { storeDirOf };
 
 export const Discovery = z.strictObject({
   url: z.string().url(),
@@ -51,24 +54,11 @@ export function removeDiscovery(storeDir: string, token: string): void {
   fs.rmSync(discoveryPath(storeDir), { force: true });
 }
 
-export type OwnerStatus =
-  /** Nobody owns the store (or the owner is dead): open it yourself. */
-  | { kind: 'none' }
-  /** A live owner serves MCP over HTTP: relay to it. */
-  | { kind: 'serving'; discovery: Discovery; lock: LockInfo }
-  /** A live owner without an endpoint (a CLI command mid-run, or an owner still starting). */
-  | { kind: 'busy'; lock: LockInfo };
+export type OwnerStatus = OwnerStatusOf<LockInfo, Discovery>;
 
 export function findOwner(storeDir: string): OwnerStatus {
   // A linked store (a hostile clone) is refused before its lock or token is read and trusted.
   assertStoreNotLinked(storeDir);
   const seen = readLock(storeDir);
-  const { info, text } = seen;
-  if (text === null || isStale(seen)) return { kind: 'none' };
-  if (!info) return { kind: 'none' };
-  const d = readDiscovery(storeDir);
-  // The discovery file must be the lock holder's own: same pid and the same epoch (a replaced
-  // owner's file, or a dead one's, never names the current holder's epoch).
-  if (d && d.pid === info.pid && (d.epoch ?? 0) === info.epoch && (!info.endpoint?.url || info.endpoint.url === d.url)) return { kind: 'serving', discovery: d, lock: info };
-  return { kind: 'busy', lock: info };
+  return ownerStatusOf(seen, seen.info ? readDiscovery(storeDir) : null);
 }

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import * as path from 'node:path';
 import { Engine } from '../core/engine/engine';
 import type { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import { describeOwner, type LockInfo } from '../core/store/ownerLock';
-import { findOwner, type Discovery } from './discovery';
+import { findOwner, storeDirOf, type Discovery } from './discovery';
 
 /**
  * One rule for every short- or long-lived surface outside the owner: if a live
@@ -28,9 +27,7 @@ export interface ResolveOptions<T> {
   maxFileBytes?: number;
 }
 
-export function storeDirOf(workspace: string): string {
-  return path.join(path.resolve(workspace), '.waypoint');
-}
+export { storeDirOf };
 
 export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
   const dir = storeDirOf(o.workspace);

@@ -21,6 +21,7 @@ const BENCHES: Bench[] = [
     },
   },
   { name: 'mcp', load: async () => require('./mcp.bench') },
+  { name: 'hooks', load: async () => require('./hooks.bench') },
   { name: 'vscode', load: async () => require('./vscode.bench') },
 ];
 

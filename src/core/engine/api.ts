@@ -1,9 +1,9 @@
-import * as http from 'node:http';
 import { z } from 'zod';
 import { WaypointError, errorMessage, isWaypointError, type WaypointErrorCode } from '../model/errors';
 import { formatZodError, parseInput } from '../model/validate';
 import type { Engine } from './engine';
 import { OPERATIONS, OPERATION_NAMES, type EngineApi, type OperationName } from './operations';
+import { DEFAULT_RPC_CONNECT_TIMEOUT_MS, DEFAULT_RPC_TIMEOUT_MS, RpcTransportError, postLoopback } from './loopback';
 
 /**
  * The engine as other processes see it. Only one process owns a store; every other
@@ -70,69 +70,7 @@ export interface RemoteApiOptions {
   owner?: string;
 }
 
-export const DEFAULT_RPC_TIMEOUT_MS = 120_000;
-export const DEFAULT_RPC_CONNECT_TIMEOUT_MS = 5_000;
-
-/**
- * Why a remote call failed. `delivered: false` means the request never reached the
- * owner (refused, or no connection in time), so nothing can have happened there and
- * the caller may look for the store's owner again and retry; otherwise the call's
- * fate is unknown and must not be repeated blindly.
- */
-export class RpcTransportError extends WaypointError {
-  constructor(
-    message: string,
-    readonly delivered: boolean,
-  ) {
-    super('io', message, { delivered });
-  }
-}
-
-/**
- * One POST on node:http rather than fetch: undici's fetch never settles when the peer
- * drops the connection before answering (and its timers do not hold the event loop,
- * so a CLI would exit 0 with nothing done), and it has no connect timeout.
- */
-export function postLoopback(url: URL, headers: Record<string, string>, body: string, o: Required<Pick<RemoteApiOptions, 'timeoutMs' | 'connectTimeoutMs'>>): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    let connected = false;
-    let settled = false;
-    const finish = (fn: () => void) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(connectTimer);
-      clearTimeout(answerTimer);
-      fn();
-    };
-    const fail = (why: string) => finish(() => {
-      reject(new RpcTransportError(why, connected));
-      req.destroy();
-    });
-    const req = http.request(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (d: Buffer) => chunks.push(d));
-      res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') })));
-      res.on('error', (e) => fail(`the answer broke off (${errorMessage(e)})`));
-      res.on('aborted', () => fail('the connection dropped in the middle of the answer'));
-    });
-    // Both timers are ref'd on purpose: while a call is pending, the process must not end.
-    const connectTimer = setTimeout(() => fail(`no connection within ${o.connectTimeoutMs} ms`), o.connectTimeoutMs);
-    const answerTimer = setTimeout(() => fail(`no answer within ${Math.round(o.timeoutMs / 1000)} s`), o.timeoutMs);
-    req.on('socket', (s) => {
-      const onConnect = () => {
-        connected = true;
-        clearTimeout(connectTimer);
-      };
-      if (!s.connecting) onConnect();
-      else s.once('connect', onConnect);
-    });
-    req.on('error', (e) => {
-      const code = (e as NodeJS.ErrnoException).code;
-      fail(code === 'ECONNRESET' && connected ? 'it dropped the connection' : `${errorMessage(e)}${code && !errorMessage(e).includes(code) ? ` (${code})` : ''}`);
-    });
-    req.end(body);
-  });
-}
+export { DEFAULT_RPC_TIMEOUT_MS, DEFAULT_RPC_CONNECT_TIMEOUT_MS, RpcTransportError, postLoopback };
 
 /** Calls an owner's engine over its loopback endpoint; rejections are WaypointErrors with the owner's code and message. */
 export function remoteApi(endpoint: { url: string; token: string }, opts: RemoteApiOptions = {}): EngineApi {

@@ -6,6 +6,7 @@ import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { WaypointError } from '../model/errors';
 import { fsyncDirSync, isPidAlive, tempPathFor } from './fsutil';
+import { isStale, leaseEnd, lockPath, readLockFile } from './lockFile';
 
 /**
  * `.waypoint/owner.lock`: which process owns the store. It holds the owner's pid,
@@ -60,9 +61,6 @@ const TAKEOVER_STALE_MS = 10_000;
 /** The highest epoch handed out so far (a hint that keeps epochs rising across clean releases). */
 const EPOCH_FILE = 'owner.epoch';
 
-export function lockPath(dir: string): string {
-  return path.join(dir, 'owner.lock');
-}
 
 export interface ReadLock {
   info: LockInfo | null;
@@ -72,44 +70,16 @@ export interface ReadLock {
 }
 
 export function readLock(dir: string): ReadLock {
-  let text: string;
-  let mtimeMs: number;
-  let fd: number;
+  const raw = readLockFile(dir);
+  if (!raw) return { info: null, text: null };
   try {
-    fd = fs.openSync(lockPath(dir), fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0));
+    return { info: LockInfo.parse(JSON.parse(raw.text)), text: raw.text, mtimeMs: raw.mtimeMs };
   } catch {
-    return { info: null, text: null };
-  }
-  try {
-    // Content and mtime from one descriptor: both belong to the same lock file.
-    mtimeMs = fs.fstatSync(fd).mtimeMs;
-    text = fs.readFileSync(fd, 'utf8');
-  } catch {
-    return { info: null, text: null };
-  } finally {
-    fs.closeSync(fd);
-  }
-  try {
-    return { info: LockInfo.parse(JSON.parse(text)), text, mtimeMs };
-  } catch {
-    return { info: null, text, mtimeMs };
+    return { info: null, text: raw.text, mtimeMs: raw.mtimeMs };
   }
 }
 
-/** When the lease runs out: the later of what the lock says and its last renewal plus the lease. */
-export function leaseEnd(seen: Pick<ReadLock, 'info' | 'mtimeMs'>): number {
-  const info = seen.info;
-  if (!info) return 0;
-  const renewed = info.leaseMs !== undefined && seen.mtimeMs !== undefined ? seen.mtimeMs + info.leaseMs : 0;
-  return Math.max(info.leaseExpiresAt, renewed);
-}
-
-export function isStale(seen: Pick<ReadLock, 'info' | 'mtimeMs'>, now = Date.now()): boolean {
-  const info = seen.info;
-  if (!info) return true; // unreadable content: nobody can be shown to own it
-  if (info.host === os.hostname() && !isPidAlive(info.pid)) return true;
-  return leaseEnd(seen) < now;
-}
+export { isStale, leaseEnd, lockPath };
 
 export function describeOwner(info: LockInfo, seen?: Pick<ReadLock, 'mtimeMs'>): string {
   const until = leaseEnd({ info, mtimeMs: seen?.mtimeMs });

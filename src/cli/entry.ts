@@ -1,0 +1,26 @@
+import * as path from 'node:path';
+import { fastHook } from './hookFastPath';
+
+/**
+ * The `waypoint` executable (dist/cli.js). Every command but a relayed hook loads the
+ * full CLI (dist/waypoint-cli.js); a hook whose store has a serving owner is answered
+ * by the small fast path, because agents wait for hooks around every tool call.
+ */
+type FullCli = { runAsCli(argv: string[], o?: { hookInput?: string }): void };
+
+function full(argv: string[], hookInput?: string): void {
+  // A runtime path, so the bundler leaves the full CLI in its own file.
+  const cli = require(path.join(__dirname, 'waypoint-cli.js')) as FullCli;
+  cli.runAsCli(argv, hookInput === undefined ? {} : { hookInput });
+}
+
+const argv = process.argv.slice(2);
+if (argv[0] === 'hook') {
+  fastHook(argv).then(
+    (r) => {
+      if (r.handled) process.exit(0);
+      else full(argv, r.hookInput);
+    },
+    () => full(argv),
+  );
+} else full(argv);
