@@ -90,13 +90,19 @@ function dur(ms: number | null): string {
 // ---------------------------------------------------------------------------
 // Decisions.
 
-const LABEL: Record<D | 'm', string> = { a: 'approved', l: 'left out', r: 'discarded', u: 'undecided', m: 'mixed' };
+const LABEL: Record<D | 'm', string> = { a: 'approved', l: 'left out', r: 'discarded', u: 'undecided', m: 'partly approved' };
 const ICON: Record<D | 'm', IconName> = { a: 'check', l: 'circle-slash', r: 'discard', u: 'circle', m: 'diff' };
 
 /** A decision as a badge: icon and word, so it never rests on colour alone. */
 function badge(d: D | 'm' | 'x'): HTMLElement {
   if (d === 'x') return h('span', { class: 'badge d-x' }, icon('eye-closed'), 'excluded');
   return h('span', { class: `badge d-${d}` }, icon(ICON[d]), LABEL[d]);
+}
+
+/** A decision button that says whether it is the current decision (for screen readers, and drawn as pressed). */
+function pressed(b: HTMLButtonElement, on: boolean): HTMLButtonElement {
+  b.setAttribute('aria-pressed', String(on));
+  return b;
 }
 
 /** An icon button: the icon is decorative, the accessible name says the action. */
@@ -314,7 +320,8 @@ function renderCommitted(c: CommittedMsg): void {
     row.append(iconButton('discard', 'Undo Commit', `Undo commit ${c.sha?.slice(0, 10) ?? ''}: its changes become uncommitted again${c.discarded.length ? ' and the discarded changes come back' : ''}`, () => send({ type: 'undoCommit' })));
   } else if (c.sha) row.append(h('span', { class: 'dim' }, 'Undo is offered while HEAD is still this commit, from the panel that made it.'));
   box.append(row);
-  app.append(header(), box, h('div', { id: 'result', role: 'alert', class: result ? (result.ok ? 'ok' : 'error') : '' }, result?.text ?? ''));
+  // An error (an Undo that failed) still shows; the success is the box itself.
+  app.append(header(), box, h('div', { id: 'result', role: 'alert', class: result ? (result.ok ? 'ok' : 'error') : '' }, result && !result.ok ? result.text : ''));
 }
 
 function timeline(): HTMLElement {
@@ -372,9 +379,9 @@ function fileHead(f: ReviewFileMsg): HTMLElement {
     h('span', { class: 'path' }, f.path),
     h('span', { class: 'counts' }, counts.short),
     badge(s.included ? s.whole : 'x'),
-    iconButton('check', null, `Approve ${f.path}`, () => decideFile(f, 'a'), 'secondary d-a'),
-    iconButton('circle-slash', null, `Leave ${f.path} out of this commit`, () => decideFile(f, 'l'), 'secondary d-l'),
-    iconButton('discard', null, `Discard ${f.path} from the working tree`, () => decideFile(f, 'r'), 'secondary d-r'),
+    pressed(iconButton('check', null, `Approve ${f.path}`, () => decideFile(f, 'a'), 'secondary d-a'), s.whole === 'a'),
+    pressed(iconButton('circle-slash', null, `Leave ${f.path} out of this commit`, () => decideFile(f, 'l'), 'secondary d-l'), s.whole === 'l'),
+    pressed(iconButton('discard', null, `Discard ${f.path} from the working tree`, () => decideFile(f, 'r'), 'secondary d-r'), s.whole === 'r'),
     iconButton('diff', null, `Open ${f.path} in the diff editor`, () => send({ type: 'openDiff', path: f.path })),
   );
   if (f.drift) {
@@ -498,9 +505,9 @@ function fileBody(f: ReviewFileMsg): HTMLElement {
     const bar = h('div', { class: 'hunk-head' }, h('span', { class: 'where' }, `Change ${i + 1} of ${l.hunks.length} · ${where}`), badge(d));
     if (f.hunkable) {
       bar.append(
-        iconButton('check', 'Approve', `Approve change ${i + 1} in ${f.path}`, () => decideHunk(f, i, 'a'), 'secondary d-a'),
-        iconButton('circle-slash', 'Leave out', `Leave change ${i + 1} in ${f.path} out of this commit`, () => decideHunk(f, i, 'l'), 'secondary d-l'),
-        iconButton('discard', 'Discard', `Discard change ${i + 1} in ${f.path}`, () => decideHunk(f, i, 'r'), 'secondary d-r'),
+        pressed(iconButton('check', 'Approve', `Approve change ${i + 1} in ${f.path}`, () => decideHunk(f, i, 'a'), 'secondary d-a'), d === 'a'),
+        pressed(iconButton('circle-slash', 'Leave out', `Leave change ${i + 1} in ${f.path} out of this commit`, () => decideHunk(f, i, 'l'), 'secondary d-l'), d === 'l'),
+        pressed(iconButton('discard', 'Discard', `Discard change ${i + 1} in ${f.path}`, () => decideHunk(f, i, 'r'), 'secondary d-r'), d === 'r'),
       );
     }
     const pre = h('div', { class: 'lines', role: 'table', 'aria-label': `Lines of change ${i + 1}` });

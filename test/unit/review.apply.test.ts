@@ -7,6 +7,7 @@ import type { Engine } from '../../src/core/engine/engine';
 import { planApply, type PlanInput } from '../../src/core/review/applyPlan';
 import { applyReview } from '../../src/core/review/applyReview';
 import { CommitRefusedError, GitCliCommitter } from '../../src/core/review/gitCli';
+import { undoReviewCommit } from '../../src/core/review/undoCommit';
 import { computeHunks } from '../../src/core/review/hunks';
 import { fileHunks, loadReview } from '../../src/core/review/reviewModel';
 import { bundleScript } from '../support/bundle';
@@ -381,6 +382,25 @@ describe('review: apply with the git command', function () {
     assert.equal(r2.finished, true);
     assert.equal(engine.task(taskId).state, 'completed');
     assert.equal(engine.task(taskId).commit, r2.commit.sha);
+  });
+
+  it('Undo Commit: a soft reset and the discards restored, back to exactly the state before; refused once HEAD moved on', async () => {
+    const taskId = await agentTask();
+    const decisions = await decided(taskId);
+    const before = snapshot(taskId) as { head: string; task: unknown };
+    const r = await commitsExactlyTheApproved(taskId, decisions, before.head);
+    const undo = { taskId, sha: r.commit.sha!, committed: r.committed, discarded: r.reverted, preApplyCheckpointId: r.preApplyCheckpointId };
+    // Someone committed on top: undoing would drop that, so it is refused and nothing changes.
+    write('unrelated.txt', 'later work\n');
+    git(ws.dir, 'commit', '-q', '-am', 'later');
+    const later = git(ws.dir, 'rev-parse', 'HEAD');
+    await assert.rejects(undoReviewCommit(engine, undo), /no longer the review's commit/);
+    assert.equal(git(ws.dir, 'rev-parse', 'HEAD'), later);
+    git(ws.dir, 'reset', '-q', '--hard', 'HEAD~1');
+    write('a.txt', '1\nTWO\n3\n4\n5\n6\n7\n8\nNINE\n10\n'); // reset --hard took the left-out hunk too: put it back
+    await undoReviewCommit(engine, undo);
+    const after = snapshot(taskId) as { task: unknown };
+    assert.deepEqual({ ...after, task: null }, { ...before, task: null }, 'files, status, HEAD and index as before the review');
   });
 
   it('a failing committer changes nothing and is not "recovered" later', async () => {

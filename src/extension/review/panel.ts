@@ -3,6 +3,7 @@ import type { Engine } from '../../core/engine/engine';
 import { errorMessage } from '../../core/model/errors';
 import { applyReview, type ApplyReviewResult } from '../../core/review/applyReview';
 import { commitMessage } from '../../core/review/commitMessage';
+import { undoReviewCommit } from '../../core/review/undoCommit';
 import { git, isGitWorkTree } from '../../core/review/gitCli';
 import { countFileLines, fileHunks, listReview, type ReviewData } from '../../core/review/reviewModel';
 import { checkpointUri, EMPTY_SIDE } from '../checkpointFs';
@@ -313,6 +314,8 @@ export class ReviewPanel extends Disposable {
     const text = describe(r);
     this.deps.log.info(`[review] ${this.taskId}: ${text}`);
     this.post({ type: 'committed', committed });
+    // The task's state changed while the apply held the panel busy (refreshes were skipped): list it again.
+    void this.sendInit().catch((e) => this.deps.log.warn(`[review] refresh after the commit failed: ${errorMessage(e)}`));
     const undo = 'Undo Commit';
     void vscode.window.showInformationMessage(`Waypoint: ${text}`, ...(r.commit.sha ? [undo] : [])).then((a) => {
       if (a === undo) void this.undoCommit().catch((e) => void vscode.window.showErrorMessage(`Waypoint: ${errorMessage(e)}`));
@@ -320,38 +323,17 @@ export class ReviewPanel extends Disposable {
     return r;
   }
 
-  /**
-   * Undoes this panel's last commit: only while HEAD is still that commit, a soft
-   * reset to its parent (the committed paths' index entries back to the parent's,
-   * so they are plain uncommitted changes again), then the discarded files restored
-   * from the pre-apply checkpoint. If the restore fails the reset is put back.
-   */
+  /** Undoes this panel's last commit (see undoReviewCommit: only while HEAD is still that commit). */
   async undoCommit(): Promise<void> {
     const last = this.last;
     const sha = last?.committed.sha;
     if (!last || !sha) return void vscode.window.showWarningMessage('Waypoint: this review made no commit to undo.');
     const engine = await this.deps.host.get();
-    const cwd = engine.workspace;
-    const head = (await git(cwd, ['rev-parse', '-q', '--verify', 'HEAD'])).stdout.trim();
-    if (head !== sha) {
-      void vscode.window.showWarningMessage(`Waypoint: HEAD is no longer the review's commit ${sha.slice(0, 10)}, so it is not undone (that would drop later commits). Use the Source Control view instead.`);
+    try {
+      await undoReviewCommit(engine, { taskId: this.taskId, sha, committed: last.committed.committed, discarded: last.committed.discarded, preApplyCheckpointId: last.preApplyCheckpointId });
+    } catch (e) {
+      void vscode.window.showWarningMessage(`Waypoint: ${errorMessage(e)}`);
       return this.sendInit();
-    }
-    const parent = (await git(cwd, ['rev-parse', '-q', '--verify', `${sha}^`])).stdout.trim();
-    if (!parent) return void vscode.window.showWarningMessage(`Waypoint: ${sha.slice(0, 10)} is the repository's first commit; undo it from a terminal (git update-ref -d HEAD).`);
-    const step = async (args: string[]) => {
-      const r = await git(cwd, args);
-      if (r.code !== 0) throw new Error(`git ${args.join(' ')} failed: ${r.stderr.trim()}`);
-    };
-    await step(['reset', '-q', '--soft', parent]);
-    if (last.committed.committed.length) await step(['reset', '-q', parent, '--', ...last.committed.committed]);
-    if (last.committed.discarded.length) {
-      try {
-        await engine.rollback({ taskId: this.taskId, checkpointId: last.preApplyCheckpointId, paths: last.committed.discarded, reason: 'undo the review commit' });
-      } catch (e) {
-        await git(cwd, ['reset', '-q', '--soft', sha]);
-        throw e;
-      }
     }
     this.last = undefined;
     const task = engine.task(this.taskId);
