@@ -40,7 +40,7 @@ export interface ApplyPlan {
   /** Working-tree actions, one per decided path (discards only; the commit never writes the working tree). */
   actions: FileAction[];
   /** What the commit holds per path: the approved content, or null for an approved deletion. */
-  commit: { path: string; content: Buffer | null }[];
+  commit: { path: string; content: Buffer | null; asInWorkTree: boolean }[];
   /** Paths whose changes are committed (wholly or in part). */
   commitPaths: string[];
   /** Paths with something discarded (put back, or removed, to match the base). */
@@ -55,7 +55,7 @@ export function planApply(inputs: readonly PlanInput[]): ApplyPlan {
   const plan: ApplyPlan = { actions: [], commit: [], commitPaths: [], reverted: [], left: [] };
   const approveAll = (f: PlanInput) => {
     plan.actions.push({ path: f.path, kind: 'unchanged' });
-    plan.commit.push({ path: f.path, content: f.current });
+    plan.commit.push({ path: f.path, content: f.current, asInWorkTree: true });
     plan.commitPaths.push(f.path);
   };
   const leave = (f: PlanInput) => {
@@ -100,8 +100,8 @@ function partial(plan: ApplyPlan, f: { path: string; base: Buffer; current: Buff
   const left = new Set((d.left ?? []).filter((i) => inRange(i) && !approved.has(i)));
   const kept = new Set([...approved, ...left]);
   const n = changes.hunks.length;
-  if (approved.size === n) plan.commit.push({ path: f.path, content: f.current });
-  else if (approved.size > 0) plan.commit.push({ path: f.path, content: Buffer.from(applyDecisions(changes, approved), 'utf8') });
+  if (approved.size === n) plan.commit.push({ path: f.path, content: f.current, asInWorkTree: true });
+  else if (approved.size > 0) plan.commit.push({ path: f.path, content: Buffer.from(applyDecisions(changes, approved), 'utf8'), asInWorkTree: false });
   if (approved.size > 0) plan.commitPaths.push(f.path);
   if (left.size > 0) plan.left.push(f.path);
   if (kept.size === n) plan.actions.push({ path: f.path, kind: 'unchanged' });

@@ -63,7 +63,7 @@ export async function applyReview(engine: Engine, input: ApplyReviewInput, commi
     throw e;
   }
   await committer.check();
-  const commitFiles: CommitFile[] = plan.commit.map((c) => ({ path: c.path, content: c.content, kind: gitKind(engine, c.path) }));
+  const commitFiles: CommitFile[] = plan.commit.map((c) => ({ path: c.path, content: c.content, kind: gitKind(engine, c.path), asInWorkTree: c.asInWorkTree }));
   const manifest = await engine.workspaceSnapshots!.load(base);
   const current = new Map(inputs.map((i) => [i.path, i.current]));
   const edits: WorkspaceEdit[] = [];

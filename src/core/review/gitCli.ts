@@ -13,6 +13,8 @@ export interface CommitFile {
   content: Buffer | null;
   /** How git records it; ignored when `content` is null. */
   kind: 'file' | 'executable' | 'symlink';
+  /** `content` is the working tree file's bytes as they are: git may read the file itself (in one batch). */
+  asInWorkTree?: boolean;
 }
 
 /** Why git would refuse (or did refuse) the commit; surfaces offer a way out per kind. */
@@ -155,17 +157,29 @@ export class GitCliCommitter implements Committer {
     try {
       const hasHead = (await git(root, ['rev-parse', '--verify', '-q', 'HEAD'])).code === 0;
       await run(hasHead ? ['read-tree', 'HEAD'] : ['read-tree', '--empty']);
+      const mode = (f: CommitFile) => (f.kind === 'symlink' ? '120000' : f.kind === 'executable' ? '100755' : '100644');
       const lines: string[] = [];
+      // Files committed as they are in the working tree are hashed in one git call (through
+      // the repository's clean filters, as `git add` would); a review of a thousand files
+      // does not spawn a thousand processes. Partly approved content and symlinks go one by one.
+      // (A path with a newline cannot be written one per line: it goes alone.)
+      const batch = files.filter((f) => f.content !== null && f.asInWorkTree && f.kind !== 'symlink' && !f.path.includes('\n'));
+      const batched = new Set(batch);
+      if (batch.length) {
+        const shas = (await run(['hash-object', '-w', '--stdin-paths'], batch.map((f) => `${prefix}${f.path}\n`).join(''))).trim().split('\n');
+        if (shas.length !== batch.length) throw new Error('git hash-object did not hash every approved file');
+        batch.forEach((f, i) => lines.push(`${mode(f)} ${shas[i]}\t${prefix}${f.path}`));
+      }
       for (const f of files) {
         const full = prefix + f.path;
         if (f.content === null) {
           lines.push(`0 ${'0'.repeat(40)}\t${full}`);
           continue;
         }
-        // Regular files go through the repository's clean filters (autocrlf, LFS), as `git add` would.
+        if (batched.has(f)) continue;
         const args = f.kind === 'symlink' ? ['hash-object', '-w', '--stdin', '--no-filters'] : ['hash-object', '-w', '--stdin', `--path=${full}`];
         const sha = (await run(args, f.content)).trim();
-        lines.push(`${f.kind === 'symlink' ? '120000' : f.kind === 'executable' ? '100755' : '100644'} ${sha}\t${full}`);
+        lines.push(`${mode(f)} ${sha}\t${full}`);
       }
       await run(['update-index', '-z', '--index-info'], lines.map((l) => `${l}\0`).join(''));
       const same = hasHead ? (await git(root, ['diff-index', '--cached', '--quiet', 'HEAD'], undefined, env)).code === 0 : (await run(['ls-files'])).trim() === '';
@@ -181,7 +195,8 @@ export class GitCliCommitter implements Committer {
     const sha = (await git(root, ['rev-parse', 'HEAD'])).stdout.trim();
     // The person's index now agrees with the new HEAD for the committed paths (as
     // `commit --only` leaves it); everything else they staged stays staged.
-    await git(root, ['reset', '-q', 'HEAD', '--', ...files.map((f) => prefix + f.path)]);
+    // Paths go through stdin, NUL-separated: a review of thousands of files stays under the argument limit.
+    await git(root, ['reset', '-q', '--pathspec-from-file=-', '--pathspec-file-nul', 'HEAD'], files.map((f) => `${prefix}${f.path}\0`).join(''));
     return { sha, via: 'git' };
   }
 }

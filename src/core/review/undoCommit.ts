@@ -30,20 +30,25 @@ export async function undoReviewCommit(engine: Engine, input: UndoCommitInput): 
   }
   const parent = (await git(cwd, ['rev-parse', '-q', '--verify', `${input.sha}^`])).stdout.trim();
   if (!parent) throw new WaypointError('invalid_input', `${input.sha.slice(0, 10)} is the repository's first commit: there is no parent to go back to. Undo it from a terminal (git update-ref -d HEAD).`);
-  const run = async (args: string[]) => {
-    const r = await git(cwd, args);
+  const run = async (args: string[], input?: string) => {
+    const r = await git(cwd, args, input);
     if (r.code !== 0) throw new WaypointError('io', `git ${args.slice(0, 3).join(' ')} failed: ${r.stderr.trim()}`);
   };
   await run(['reset', '-q', '--soft', parent]);
   try {
-    if (input.committed.length) await run(['reset', '-q', parent, '--', ...input.committed]);
+    if (input.committed.length) await run(['reset', '-q', '--pathspec-from-file=-', '--pathspec-file-nul', parent], nul(input.committed));
     if (input.discarded.length) {
       await engine.rollback({ taskId: input.taskId, checkpointId: input.preApplyCheckpointId, paths: [...input.discarded], reason: `undo the review commit ${input.sha.slice(0, 10)}` });
     }
   } catch (e) {
     // Back to the commit: a half-undone review is worse than none.
     await git(cwd, ['reset', '-q', '--soft', input.sha]);
-    if (input.committed.length) await git(cwd, ['reset', '-q', input.sha, '--', ...input.committed]);
+    if (input.committed.length) await git(cwd, ['reset', '-q', '--pathspec-from-file=-', '--pathspec-file-nul', input.sha], nul(input.committed));
     throw e;
   }
+}
+
+/** Paths for `--pathspec-from-file=- --pathspec-file-nul` (any number, any characters). */
+function nul(paths: readonly string[]): string {
+  return paths.map((p) => `${p}\0`).join('');
 }
