@@ -337,7 +337,7 @@ function timeline(): HTMLElement {
   for (const e of effects) {
     fx.append(h('li', { class: e.inDoubt ? 'in-doubt' : '' }, h('span', { class: 'badge' }, e.inDoubt ? 'in doubt' : e.status), ` ${e.kind}: ${e.description}`));
   }
-  const d = h('details', { class: 'history' }, h('summary', {}, `Timeline: ${steps.length} step(s), ${effects.length} side effect(s)${effects.some((e) => e.inDoubt) ? ' — some in doubt' : ''}`), list);
+  const d = h('details', { class: 'history' }, h('summary', {}, `Timeline: ${plural(steps.length, 'step')}, ${plural(effects.length, 'side effect')}${effects.some((e) => e.inDoubt) ? ' — some in doubt' : ''}`), list);
   if (effects.length) d.append(fx);
   if (effects.some((e) => e.inDoubt)) d.open = true;
   return d;
