@@ -6,14 +6,16 @@
  * drawn a chunk at a time as they near the viewport, and a file's hunks are asked
  * for (and drawn) only when it is expanded.
  */
-import { FIRST_LISTING_ID, HostMessage, PageState, parseInbound, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
+import { FIRST_LISTING_ID, HostMessage, PageState, parseInbound, type CommittedMsg, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
+import { icon, type IconName } from './icons';
 import { lazyList, type LazyList } from './lazyList';
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
 
 
-type D = 'a' | 'r' | 'u';
+/** approve, leave out (kept, not committed), discard (removed from the working tree), undecided. */
+type D = 'a' | 'l' | 'r' | 'u';
 interface FileState {
   included: boolean;
   /** Whole-file decision; 'm' = mixed (per-hunk decisions differ). */
@@ -36,6 +38,12 @@ const places = new Map<string, { lazy: LazyList; index: number }>();
 let message = '';
 let busy = false;
 let result: { ok: boolean; text: string } | null = null;
+/** Set once a commit is made: the page shows it (hash, message, Undo) instead of the decisions. */
+let committedView: CommittedMsg | null = null;
+/** Whether committing also completes the task; defaults to whether its plan is done. */
+let finish: boolean | null = null;
+/** The item focus moved to after a decision, so `n` there does not skip it. */
+let advancedTo: HTMLElement | null = null;
 /** Where keyboard focus goes once a file's hunks arrive (after `n`/`p` expanded it). */
 let pendingFocus: { path: string; hunk: 'first' | 'last' } | null = null;
 
@@ -82,7 +90,29 @@ function dur(ms: number | null): string {
 // ---------------------------------------------------------------------------
 // Decisions.
 
-const LABEL: Record<D | 'm', string> = { a: 'approved', r: 'rejected', u: 'undecided', m: 'partly approved' };
+const LABEL: Record<D | 'm', string> = { a: 'approved', l: 'left out', r: 'discarded', u: 'undecided', m: 'partly approved' };
+const ICON: Record<D | 'm', IconName> = { a: 'check', l: 'circle-slash', r: 'discard', u: 'circle', m: 'diff' };
+
+/** A decision as a badge: icon and word, so it never rests on colour alone. */
+function badge(d: D | 'm' | 'x'): HTMLElement {
+  if (d === 'x') return h('span', { class: 'badge d-x' }, icon('eye-closed'), 'excluded');
+  return h('span', { class: `badge d-${d}` }, icon(ICON[d]), LABEL[d]);
+}
+
+/** A decision button that says whether it is the current decision (for screen readers, and drawn as pressed). */
+function pressed(b: HTMLButtonElement, on: boolean): HTMLButtonElement {
+  b.setAttribute('aria-pressed', String(on));
+  return b;
+}
+
+/** An icon button: the icon is decorative, the accessible name says the action. */
+function iconButton(name: IconName, text: string | null, aria: string, onClick: () => void, cls = 'secondary'): HTMLButtonElement {
+  const b = button('', aria, onClick, `${cls} icon-button`);
+  b.title = aria;
+  b.append(icon(name));
+  if (text) b.append(h('span', {}, text));
+  return b;
+}
 
 function stateOf(f: ReviewFileMsg): FileState {
   let s = files.get(f.path);
@@ -98,7 +128,7 @@ function recomputeWhole(s: FileState): void {
 
 function decideFile(f: ReviewFileMsg, d: D): void {
   const s = stateOf(f);
-  if (d === 'r' && !f.revertible) return announce(`${f.path} cannot be rejected: its base content is not held.`);
+  if (d === 'r' && !f.revertible) return announce(`${f.path} cannot be discarded: its base content is not held.`);
   s.included = true;
   s.whole = d;
   if (s.hunks) s.hunks = s.hunks.map(() => d);
@@ -113,7 +143,7 @@ function decideHunk(f: ReviewFileMsg, i: number, d: D): void {
   s.hunks[i] = d;
   recomputeWhole(s);
   changed(f.path);
-  announce(`Change ${i + 1} of ${s.hunks.length} in ${f.path} ${LABEL[d]}; the file is ${LABEL[s.whole]}`);
+  announce(`Change ${i + 1} of ${s.hunks.length} in ${f.path} ${LABEL[d]}; the file is ${s.whole === 'm' ? 'partly approved' : LABEL[s.whole]}`);
 }
 
 function setAll(d: D | 'reset'): void {
@@ -153,13 +183,14 @@ function decisions(): { ok: true; list: FileDecisionMsg[] } | { ok: false; why: 
     }
     const fp = s.fingerprint ?? undefined;
     if (s.whole === 'a') list.push({ path: f.path, action: 'approve', ...(fp ? { fingerprint: fp } : {}) });
+    else if (s.whole === 'l') list.push({ path: f.path, action: 'leave', ...(fp ? { fingerprint: fp } : {}) });
     else if (s.whole === 'r') list.push({ path: f.path, action: 'reject', ...(fp ? { fingerprint: fp } : {}) });
     else if (s.hunks && s.fingerprint) {
-      const approved = s.hunks.flatMap((x, i) => (x === 'a' ? [i] : []));
-      list.push({ path: f.path, action: 'hunks', approved, hunkCount: s.hunks.length, fingerprint: s.fingerprint });
+      const pick = (d: D) => s.hunks!.flatMap((x, i) => (x === d ? [i] : []));
+      list.push({ path: f.path, action: 'hunks', approved: pick('a'), left: pick('l'), hunkCount: s.hunks.length, fingerprint: s.fingerprint });
     }
   }
-  if (undecided) return { ok: false, why: `${undecided} file(s) still have undecided changes: approve or reject them, or exclude the file.` };
+  if (undecided) return { ok: false, why: `${plural(undecided, 'file')} still ${undecided === 1 ? 'has' : 'have'} undecided changes: approve each change, leave it out, or discard it.` };
   return { ok: true, list };
 }
 
@@ -168,7 +199,31 @@ function commit(): void {
   const now = decisions();
   if (!now.ok) return announce(now.why);
   const text = (document.getElementById('message') as HTMLTextAreaElement | null)?.value.trim() || message.trim() || init.message;
-  send({ type: 'apply', message: text, decisions: now.list });
+  send({ type: 'apply', message: text, decisions: now.list, finish: finishTask() });
+}
+
+function finishTask(): boolean {
+  return finish ?? init?.planDone ?? true;
+}
+
+function plural(n: number, one: string): string {
+  return `${n} ${one}${n === 1 ? '' : 's'}`;
+}
+
+/** What the commit will do, per meaning: the person sees the discards before committing. */
+function outcome(list: FileDecisionMsg[]): { commit: string[]; left: string[]; discard: string[] } {
+  const o = { commit: [] as string[], left: [] as string[], discard: [] as string[] };
+  for (const d of list) {
+    if (d.action === 'approve') o.commit.push(d.path);
+    else if (d.action === 'leave') o.left.push(d.path);
+    else if (d.action === 'reject') o.discard.push(d.path);
+    else {
+      if (d.approved.length) o.commit.push(d.path);
+      if (d.left?.length) o.left.push(d.path);
+      if (d.approved.length + (d.left?.length ?? 0) < d.hunkCount) o.discard.push(d.path);
+    }
+  }
+  return o;
 }
 
 // ---------------------------------------------------------------------------
@@ -181,7 +236,33 @@ function announce(text: string): void {
   live.textContent = text;
 }
 
-const KEYS = 'Keys: j / k next / previous item, n / p next / previous change, a approve, r reject, u undecided, Shift+A / Shift+R the whole file, Enter or Space expand a file, o open in the diff editor, c commit message (Ctrl+Enter there commits).';
+const KEYS: [string, string][] = [
+  ['j / k', 'next / previous file or change'],
+  ['n / p', 'next / previous change'],
+  ['a', 'approve (commit it)'],
+  ['l', 'leave out of this commit (keep it in the working tree)'],
+  ['d', 'discard (remove it from the working tree)'],
+  ['u', 'undecided'],
+  ['Shift + A / L / D', 'the same for the whole file'],
+  ['Enter / Space', 'expand or collapse a file'],
+  ['o', 'open the file in the diff editor'],
+  ['c', 'commit message (Ctrl+Enter commits)'],
+];
+
+function keyHelp(): HTMLElement {
+  const list = h('dl', { class: 'keys', id: 'keys' });
+  for (const [k, what] of KEYS) list.append(h('dt', {}, h('kbd', {}, k)), h('dd', {}, what));
+  return h('details', { class: 'key-help' }, h('summary', {}, icon('keyboard'), 'Keyboard'), list);
+}
+
+function header(): HTMLElement {
+  const { task } = init!;
+  const meta = [`${task.state.replace(/_/g, ' ')}`, `agent ${task.agent ?? 'unknown'}`, dur(task.durationMs)].filter(Boolean).join(' · ');
+  const head = h('header', {}, h('h1', {}, task.title));
+  if (task.goal.trim() && task.goal.trim() !== task.title.trim()) head.append(h('p', { class: 'goal' }, task.goal));
+  head.append(h('p', { class: 'meta goal' }, meta));
+  return head;
+}
 
 function render(): void {
   app.replaceChildren();
@@ -189,28 +270,58 @@ function render(): void {
   places.clear();
   app.setAttribute('aria-busy', 'false');
   if (!init) return;
-  const { task } = init;
+  if (committedView) return renderCommitted(committedView);
   app.append(
-    h('header', {}, h('h1', {}, task.title), h('p', { class: 'goal' }, task.goal), h('p', { class: 'meta' }, `State: ${task.state.replace(/_/g, ' ')} · Agent: ${task.agent ?? 'unknown'} · Duration: ${dur(task.durationMs)}${task.commit ? ` · Commit ${task.commit.slice(0, 10)}` : ''}`)),
+    header(),
     h(
       'div',
       { class: 'toolbar', role: 'toolbar', 'aria-label': 'Review actions' },
-      button('Approve all', 'Approve every included file', () => setAll('a')),
-      button('Reject all', 'Reject every included file', () => setAll('r')),
-      button('Reset', 'Reset every decision', () => setAll('reset')),
-      button('Roll Back…', 'Roll the task back to a checkpoint', () => send({ type: 'rollback' }), 'secondary'),
-      button('Resume…', 'Resume the task', () => send({ type: 'resume' }), 'secondary'),
-      button('Refresh', 'Reload the changes from the workspace', () => send({ type: 'refresh' }), 'secondary'),
+      iconButton('check-all', 'Approve all', 'Approve every included file', () => setAll('a')),
+      iconButton('circle-slash', 'Leave all out', 'Leave every included file out of this commit', () => setAll('l')),
+      iconButton('clear-all', 'Reset', 'Reset every decision', () => setAll('reset')),
+      h('span', { class: 'spacer' }),
+      iconButton('history', 'Roll Back…', 'Roll the task back to a checkpoint', () => send({ type: 'rollback' })),
+      iconButton('debug-continue', 'Resume…', 'Resume the task', () => send({ type: 'resume' })),
+      iconButton('refresh', null, 'Reload the changes from the workspace', () => send({ type: 'refresh' })),
     ),
-    h('p', { class: 'keys', id: 'keys' }, KEYS),
+    keyHelp(),
     timeline(),
   );
   const taskFiles = order.filter((f) => !f.drift);
   const drift = order.filter((f) => f.drift);
-  app.append(fileSection(`Files changed by the task (${taskFiles.length})`, taskFiles));
+  if (!order.length) app.append(h('p', { class: 'empty' }, icon('pass'), 'No changes since the task started: nothing to review.'));
+  if (taskFiles.length) app.append(fileSection(`Files changed by the task (${taskFiles.length})`, taskFiles));
   if (drift.length) app.append(fileSection(`Your own edits during the task (${drift.length}) — excluded unless you include them`, drift));
   app.append(h('div', { id: 'footer' }));
   renderFooter();
+}
+
+/** After a commit: what it holds, what was left and discarded, and the way back. */
+function renderCommitted(c: CommittedMsg): void {
+  const box = h('section', { class: 'committed', 'aria-labelledby': 'committed-title' });
+  const title = c.sha ? `Committed ${c.sha.slice(0, 10)}` : 'Applied without a commit';
+  box.append(h('h2', { id: 'committed-title' }, icon(c.sha ? 'git-commit' : 'info'), title));
+  if (c.sha) box.append(h('p', { class: 'subject' }, c.subject));
+  if (c.reason) box.append(h('p', { class: 'dim' }, c.reason));
+  const group = (label: string, name: IconName, paths: string[]) => {
+    if (!paths.length) return;
+    const ul = h('ul', { class: 'paths', 'aria-label': label });
+    for (const p of paths.slice(0, 200)) ul.append(h('li', {}, p));
+    if (paths.length > 200) ul.append(h('li', { class: 'dim' }, `… and ${paths.length - 200} more`));
+    box.append(h('h3', {}, icon(name), `${label} (${paths.length})`), ul);
+  };
+  group('Committed', 'check', c.committed);
+  group('Left out, still in the working tree', 'circle-slash', c.left);
+  group('Discarded from the working tree', 'discard', c.discarded);
+  box.append(h('p', { class: 'dim' }, c.finished ? 'The task is completed.' : 'The task stays open: its plan is not done, or you chose to keep it open.'));
+  const row = h('div', { class: 'commit-row' });
+  if (!c.finished) row.append(button('Review the remaining changes', 'Review the changes not in this commit', () => { committedView = null; send({ type: 'refresh' }); }));
+  if (c.canUndo) {
+    row.append(iconButton('discard', 'Undo Commit', `Undo commit ${c.sha?.slice(0, 10) ?? ''}: its changes become uncommitted again${c.discarded.length ? ' and the discarded changes come back' : ''}`, () => send({ type: 'undoCommit' })));
+  } else if (c.sha) row.append(h('span', { class: 'dim' }, 'Undo is offered while HEAD is still this commit, from the panel that made it.'));
+  box.append(row);
+  // An error (an Undo that failed) still shows; the success is the box itself.
+  app.append(header(), box, h('div', { id: 'result', role: 'alert', class: result ? (result.ok ? 'ok' : 'error') : '' }, result && !result.ok ? result.text : ''));
 }
 
 function timeline(): HTMLElement {
@@ -226,7 +337,7 @@ function timeline(): HTMLElement {
   for (const e of effects) {
     fx.append(h('li', { class: e.inDoubt ? 'in-doubt' : '' }, h('span', { class: 'badge' }, e.inDoubt ? 'in doubt' : e.status), ` ${e.kind}: ${e.description}`));
   }
-  const d = h('details', { class: 'history' }, h('summary', {}, `Timeline: ${steps.length} step(s), ${effects.length} side effect(s)${effects.some((e) => e.inDoubt) ? ' — some in doubt' : ''}`), list);
+  const d = h('details', { class: 'history' }, h('summary', {}, `Timeline: ${plural(steps.length, 'step')}, ${plural(effects.length, 'side effect')}${effects.some((e) => e.inDoubt) ? ' — some in doubt' : ''}`), list);
   if (effects.length) d.append(fx);
   if (effects.some((e) => e.inDoubt)) d.open = true;
   return d;
@@ -259,18 +370,19 @@ function fileHead(f: ReviewFileMsg): HTMLElement {
     'data-nav': 'file',
     'aria-expanded': String(open),
     'aria-describedby': 'keys',
-    'aria-keyshortcuts': 'A R U Shift+A Shift+R Enter Space O',
-    'aria-label': `${f.path}, ${f.status}, ${counts.spoken}, ${s.included ? LABEL[s.whole] : 'excluded'}`,
+    'aria-keyshortcuts': 'A L D U Shift+A Shift+L Shift+D Enter Space O',
+    'aria-label': `${f.path}, ${f.status}, ${counts.spoken}, ${s.included ? (s.whole === 'm' ? 'partly approved' : LABEL[s.whole]) : 'excluded'}`,
   });
   head.append(
-    h('span', { class: 'twisty', 'aria-hidden': 'true' }, open ? '▾' : '▸'),
-    h('span', { class: `status st-${f.status}` }, f.status[0]!.toUpperCase()),
+    h('span', { class: 'twisty', 'aria-hidden': 'true' }, icon(open ? 'chevron-down' : 'chevron-right')),
+    h('span', { class: `status st-${f.status}`, title: f.status.replace(/_/g, ' ') }, f.status[0]!.toUpperCase()),
     h('span', { class: 'path' }, f.path),
     h('span', { class: 'counts' }, counts.short),
-    h('span', { class: 'decision' }, s.included ? LABEL[s.whole] : 'excluded'),
-    button('✓', `Approve ${f.path}`, () => decideFile(f, 'a')),
-    button('✗', `Reject ${f.path}`, () => decideFile(f, 'r')),
-    button('Diff', `Open ${f.path} in the diff editor`, () => send({ type: 'openDiff', path: f.path }), 'secondary'),
+    badge(s.included ? s.whole : 'x'),
+    pressed(iconButton('check', null, `Approve ${f.path}`, () => decideFile(f, 'a'), 'secondary d-a'), s.whole === 'a'),
+    pressed(iconButton('circle-slash', null, `Leave ${f.path} out of this commit`, () => decideFile(f, 'l'), 'secondary d-l'), s.whole === 'l'),
+    pressed(iconButton('discard', null, `Discard ${f.path} from the working tree`, () => decideFile(f, 'r'), 'secondary d-r'), s.whole === 'r'),
+    iconButton('diff', null, `Open ${f.path} in the diff editor`, () => send({ type: 'openDiff', path: f.path })),
   );
   if (f.drift) {
     const inc = h('input', { type: 'checkbox', 'aria-label': `Include ${f.path} in this review` });
@@ -375,6 +487,11 @@ function fileBody(f: ReviewFileMsg): HTMLElement {
     }
     lines += hk.removed.length + hk.added.length;
     const d = s.hunks?.[i] ?? 'u';
+    // First line numbers of the change itself (a pure insertion's "start" is the line before it).
+    const o0 = hk.oldLines ? hk.oldStart : hk.oldStart + 1;
+    const n0 = hk.newLines ? hk.newStart : hk.newStart + 1;
+    const span = (start: number, n: number) => (n === 0 ? 'none' : n === 1 ? `${start}` : `${start}–${start + n - 1}`);
+    const where = hk.newLines ? `line${hk.newLines === 1 ? '' : 's'} ${span(n0, hk.newLines)}` : `removed at line ${n0}`;
     const el = h('div', {
       class: `hunk d-${d}`,
       tabindex: '0',
@@ -382,17 +499,32 @@ function fileBody(f: ReviewFileMsg): HTMLElement {
       'data-nav': 'hunk',
       'data-index': String(i),
       'aria-describedby': 'keys',
-      'aria-keyshortcuts': 'A R U Shift+A Shift+R',
-      'aria-label': `Change ${i + 1} of ${l.hunks.length} in ${f.path}, old lines ${hk.oldStart}–${hk.oldStart + Math.max(0, hk.oldLines - 1)}, new lines ${hk.newStart}–${hk.newStart + Math.max(0, hk.newLines - 1)}, ${LABEL[d]}`,
+      'aria-keyshortcuts': 'A L D U Shift+A Shift+L Shift+D',
+      'aria-label': `Change ${i + 1} of ${l.hunks.length} in ${f.path}, old lines ${span(o0, hk.oldLines)}, new lines ${span(n0, hk.newLines)}, ${LABEL[d]}`,
     });
-    const bar = h('div', { class: 'hunk-head' }, h('span', {}, `@@ −${hk.oldStart},${hk.oldLines} +${hk.newStart},${hk.newLines} @@`), h('span', { class: 'decision' }, LABEL[d]));
-    if (f.hunkable) bar.append(button('✓ Approve', `Approve change ${i + 1} in ${f.path}`, () => decideHunk(f, i, 'a')), button('✗ Reject', `Reject change ${i + 1} in ${f.path}`, () => decideHunk(f, i, 'r')));
-    const pre = h('pre', { class: 'lines' });
-    const line = (cls: string, mark: string, text: string) => pre.append(h('span', { class: cls }, `${mark} ${text}\n`));
-    for (const t of hk.before) line('ctx', ' ', t);
-    for (const t of hk.removed) line('del', '−', t);
-    for (const t of hk.added) line('add', '+', t);
-    for (const t of hk.after) line('ctx', ' ', t);
+    const bar = h('div', { class: 'hunk-head' }, h('span', { class: 'where' }, `Change ${i + 1} of ${l.hunks.length} · ${where}`), badge(d));
+    if (f.hunkable) {
+      bar.append(
+        pressed(iconButton('check', 'Approve', `Approve change ${i + 1} in ${f.path}`, () => decideHunk(f, i, 'a'), 'secondary d-a'), d === 'a'),
+        pressed(iconButton('circle-slash', 'Leave out', `Leave change ${i + 1} in ${f.path} out of this commit`, () => decideHunk(f, i, 'l'), 'secondary d-l'), d === 'l'),
+        pressed(iconButton('discard', 'Discard', `Discard change ${i + 1} in ${f.path}`, () => decideHunk(f, i, 'r'), 'secondary d-r'), d === 'r'),
+      );
+    }
+    const pre = h('div', { class: 'lines', role: 'table', 'aria-label': `Lines of change ${i + 1}` });
+    const line = (cls: string, mark: string, oldNo: number | null, newNo: number | null, text: string) =>
+      pre.append(
+        h('div', { class: `ln ${cls}`, role: 'row' }, h('span', { class: 'no', 'aria-hidden': 'true' }, oldNo === null ? '' : String(oldNo)), h('span', { class: 'no', 'aria-hidden': 'true' }, newNo === null ? '' : String(newNo)), h('span', { class: 'mark', 'aria-hidden': 'true' }, mark), h('span', { class: 'code', role: 'cell' }, text)),
+      );
+    // Context already drawn under the previous change is not drawn twice.
+    const prev = i > 0 ? l.hunks[i - 1]! : null;
+    const prevShownTo = prev ? (prev.oldLines ? prev.oldStart : prev.oldStart + 1) + prev.oldLines + prev.after.length - 1 : 0;
+    hk.before.forEach((t, k) => {
+      const o = o0 - hk.before.length + k;
+      if (o > prevShownTo) line('ctx', ' ', o, n0 - hk.before.length + k, t);
+    });
+    hk.removed.forEach((t, k) => line('del', '−', o0 + k, null, t));
+    hk.added.forEach((t, k) => line('add', '+', null, n0 + k, t));
+    hk.after.forEach((t, k) => line('ctx', ' ', o0 + hk.oldLines + k, n0 + hk.newLines + k, t));
     el.append(bar, pre);
     body.append(el);
   }
@@ -416,12 +548,39 @@ function renderFooter(): void {
     }
   });
   const d = decisions();
-  const commitButton = button(init.git ? 'Commit approved changes' : 'Apply decisions (no git repository)', 'Commit the approved changes and revert the rejected ones', commit);
-  commitButton.disabled = busy || !d.ok;
+  const o = d.ok ? outcome(d.list) : null;
+  const label = !init.git ? 'Apply decisions' : o && o.discard.length ? `Commit ${plural(o.commit.length, 'file')}, discard ${o.discard.length}` : `Commit ${o ? plural(o.commit.length, 'file') : ''}`.trim();
+  const commitButton = button(label, init.git ? `Commit the approved changes${o?.discard.length ? ' and discard the discarded ones from the working tree' : ''}` : 'Apply the decisions (no git repository: nothing is committed)', commit, 'primary');
+  commitButton.disabled = busy || !d.ok || (o !== null && o.commit.length === 0 && o.discard.length === 0);
+  const fin = h('input', { type: 'checkbox', id: 'finish' });
+  fin.checked = finishTask();
+  fin.addEventListener('change', () => {
+    finish = fin.checked;
+    renderFooter();
+  });
+  const notDone = init.steps.filter((st) => st.status !== 'completed' && st.status !== 'skipped').length;
+  const finishRow = h('div', { class: 'finish' }, h('label', {}, fin, ' Finish the task with this commit'), h('span', { class: 'dim' }, init.planDone ? ' (its plan is done)' : ` (${plural(notDone, 'step')} of its plan not done: unchecked keeps the task open)`));
+  const summary = h('div', { id: 'decided', role: 'status', class: 'summary' });
+  if (!d.ok) summary.append(h('p', { class: 'dim' }, d.why));
+  else {
+    const group = (name: IconName, text: string, paths: string[], cls: string) => {
+      if (!paths.length) return;
+      const ul = h('ul', { class: 'paths' });
+      for (const p of paths.slice(0, 50)) ul.append(h('li', {}, p));
+      if (paths.length > 50) ul.append(h('li', { class: 'dim' }, `… and ${paths.length - 50} more`));
+      summary.append(h('p', { class: cls }, icon(name), text), ul);
+    };
+    summary.append(h('p', { class: 'dim' }, `${plural(d.list.length, 'file')} decided.`));
+    group('check', `Committed: ${plural(o!.commit.length, 'file')}`, o!.commit, 'will-commit');
+    group('circle-slash', `Left out, kept in the working tree: ${plural(o!.left.length, 'file')}`, o!.left, 'will-leave');
+    group('warning', `Discarded from the working tree: ${plural(o!.discard.length, 'file')} — Undo after the commit brings them back`, o!.discard, 'will-discard');
+  }
   footer.replaceChildren(
     h('h2', {}, 'Commit'),
     ta,
-    h('div', { class: 'commit-row' }, commitButton, h('span', { class: 'dim', id: 'decided', role: 'status' }, d.ok ? `${d.list.length} file(s) decided. A checkpoint is taken first, so this can be undone.` : d.why)),
+    summary,
+    finishRow,
+    h('div', { class: 'commit-row' }, commitButton, busy ? h('span', { class: 'dim' }, 'Committing…') : ''),
     h('div', { id: 'result', role: 'alert', class: result ? (result.ok ? 'ok' : 'error') : '' }, result?.text ?? ''),
   );
   if (focused) ta.focus();
@@ -505,6 +664,7 @@ document.addEventListener('keydown', (e) => {
   if (t.tagName === 'TEXTAREA' || t.tagName === 'INPUT' || e.ctrlKey || e.metaKey || e.altKey) return;
   const item = t.closest<HTMLElement>('[data-nav]');
   const onItem = item !== null && t === item;
+  if (e.key !== 'n' && advancedTo && !'aldu'.includes(e.key) && !'ALD'.includes(e.key)) advancedTo = null;
   switch (e.key) {
     case 'j':
       if (onItem) moveItem(item, 1);
@@ -515,18 +675,25 @@ document.addEventListener('keydown', (e) => {
       else navItems()[0]?.focus();
       break;
     case 'n':
+      // Focus already moved on by a decision: `n` reads where it is instead of skipping it.
+      if (onItem && item === advancedTo) {
+        advancedTo = null;
+        announce(`${item.getAttribute('aria-label') ?? ''} (already here after your decision)`);
+        break;
+      }
       moveChange(onItem ? item : null, 1);
       break;
     case 'p':
       moveChange(onItem ? item : null, -1);
       break;
     case 'a':
-    case 'r':
+    case 'l':
+    case 'd':
     case 'u': {
       if (!onItem) return;
       const f = fileOf(item);
       if (!f) return;
-      const d = e.key as D;
+      const d = KEY_DECISION[e.key]!;
       const next = navItems()[navItems().indexOf(item) + 1];
       const nextKey = next ? { path: fileOf(next)?.path, nav: next.dataset.nav, index: next.dataset.index } : null;
       if (item.dataset.nav === 'hunk') decideHunk(f, Number(item.dataset.index), d);
@@ -534,16 +701,18 @@ document.addEventListener('keydown', (e) => {
       // The row was redrawn: move on to the item that followed the decided one.
       if (nextKey?.path) {
         const row = rowOf(nextKey.path);
-        (nextKey.nav === 'hunk' ? row?.querySelector<HTMLElement>(`[data-nav="hunk"][data-index="${nextKey.index}"]`) : row?.querySelector<HTMLElement>('[data-nav="file"]'))?.focus();
+        const to = nextKey.nav === 'hunk' ? row?.querySelector<HTMLElement>(`[data-nav="hunk"][data-index="${nextKey.index}"]`) : row?.querySelector<HTMLElement>('[data-nav="file"]');
+        if (to) advanceTo(to);
       }
       break;
     }
     case 'A':
-    case 'R': {
+    case 'L':
+    case 'D': {
       if (!onItem) return;
       const f = fileOf(item);
       if (!f) return;
-      decideFile(f, e.key === 'A' ? 'a' : 'r');
+      decideFile(f, KEY_DECISION[e.key.toLowerCase()]!);
       const head = rowOf(f.path)?.querySelector<HTMLElement>('[data-nav="file"]');
       if (head) moveToNextFile(head);
       break;
@@ -570,12 +739,24 @@ document.addEventListener('keydown', (e) => {
   e.preventDefault();
 });
 
+const KEY_DECISION: Record<string, D> = { a: 'a', l: 'l', d: 'r', u: 'u' };
+
+/** Moves focus on after a decision and says so, after the decision's own announcement. */
+function advanceTo(el: HTMLElement): void {
+  el.focus();
+  advancedTo = el;
+  const said = live.textContent ?? '';
+  announce(`${said}. Moved to ${el.getAttribute('aria-label') ?? 'the next item'}`);
+}
+
 function moveToNextFile(head: HTMLElement): void {
   let items = navItems().filter((x) => x.dataset.nav === 'file');
   let i = items.indexOf(head);
   if (i + 1 >= items.length && drawMore()) items = navItems().filter((x) => x.dataset.nav === 'file');
   i = items.indexOf(head);
-  (items[i + 1] ?? head).focus();
+  const next = items[i + 1];
+  if (next) advanceTo(next);
+  else head.focus();
 }
 
 // ---------------------------------------------------------------------------
@@ -595,6 +776,8 @@ function receive(data: unknown): void {
   switch (m.type) {
     case 'init': {
       init = m;
+      committedView = m.committed;
+      if (!m.committed) result = null;
       order = [...m.files.filter((f) => !f.drift), ...m.files.filter((f) => f.drift)];
       byPath.clear();
       for (const f of order) byPath.set(f.path, f);
@@ -644,6 +827,14 @@ function receive(data: unknown): void {
       busy = m.busy;
       app.setAttribute('aria-busy', String(m.busy));
       renderFooter();
+      break;
+    case 'committed':
+      committedView = m.committed;
+      result = { ok: true, text: m.committed.sha ? `Committed ${m.committed.sha.slice(0, 10)}.` : 'Applied.' };
+      render();
+      announce(`${result.text} ${m.committed.finished ? 'The task is completed.' : 'The task stays open.'}`);
+      document.getElementById('committed-title')?.setAttribute('tabindex', '-1');
+      document.getElementById('committed-title')?.focus();
       break;
     case 'applied':
     case 'error':

@@ -12,7 +12,7 @@ async function main(): Promise<void> {
     process.kill(process.pid, 'SIGKILL');
     return new Promise<never>(() => undefined);
   };
-  await applyReview(engine, { taskId, message: 'm', decisions: JSON.parse(decisions) }, { commit: crash });
+  await applyReview(engine, { taskId, message: 'm', decisions: JSON.parse(decisions) }, { check: async () => undefined, commit: crash });
 }
 main().catch((e) => {
   process.stderr.write(String((e as Error).stack));

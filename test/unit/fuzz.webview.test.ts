@@ -27,7 +27,9 @@ const validPage = (): Record<string, unknown>[] => [
   { type: 'refresh' },
   { type: 'requestHunks', path: 'src/a.ts' },
   { type: 'openDiff', path: 'src/a.ts' },
-  { type: 'apply', message: 'Subject', decisions: [{ path: 'a', action: 'approve' }, { path: 'b', action: 'hunks', approved: [0], hunkCount: 2, fingerprint: FINGERPRINT }] },
+  { type: 'apply', message: 'Subject', decisions: [{ path: 'a', action: 'approve' }, { path: 'b', action: 'hunks', approved: [0], hunkCount: 2, fingerprint: FINGERPRINT }], finish: true },
+  { type: 'apply', message: 'Subject', decisions: [{ path: 'a', action: 'leave' }, { path: 'b', action: 'hunks', approved: [0], left: [1], hunkCount: 3, fingerprint: FINGERPRINT }], finish: false },
+  { type: 'undoCommit' },
   { type: 'rollback' },
   { type: 'resume' },
 ];
@@ -35,7 +37,7 @@ const validPage = (): Record<string, unknown>[] => [
 /** Messages a broken or hostile peer may post: mutated valid ones, random values, prototype keys, cycles, deep and wide. */
 function inbound(valid: () => Record<string, unknown>[]): fc.Arbitrary<unknown> {
   const mutated = fc
-    .tuple(fc.nat(), fc.array(fc.tuple(fc.constantFrom('type', 'path', 'message', 'decisions', 'action', 'approved', '__proto__', 'constructor', 'extra'), hostileJson), { maxLength: 3 }))
+    .tuple(fc.nat(), fc.array(fc.tuple(fc.constantFrom('type', 'path', 'message', 'decisions', 'action', 'approved', 'left', 'finish', '__proto__', 'constructor', 'extra'), hostileJson), { maxLength: 3 }))
     .map(([i, sets]) => {
       const base = valid()[i % valid().length];
       const parts = Object.entries(base).filter(([k]) => !sets.some(([s]) => s === k)).map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`);
@@ -43,12 +45,12 @@ function inbound(valid: () => Record<string, unknown>[]): fc.Arbitrary<unknown> 
       return JSON.parse(`{${parts.join(',')}}`) as unknown;
     });
   const cyclic = fc.constantFrom('decisions', 'path', 'type').map((k) => {
-    const o: Record<string, unknown> = { type: 'apply', message: 'm', decisions: [] };
+    const o: Record<string, unknown> = { type: 'apply', message: 'm', decisions: [], finish: true };
     o[k] = o;
     return o;
   });
   // One oversized message is enough to exercise the bound; many would only cost time.
-  const wide = fc.constant(null).map(() => ({ type: 'apply', message: 'm', decisions: Array.from({ length: 20_001 }, (_, i) => ({ path: `f${i}`, action: 'approve' })) }));
+  const wide = fc.constant(null).map(() => ({ type: 'apply', message: 'm', decisions: Array.from({ length: 20_001 }, (_, i) => ({ path: `f${i}`, action: 'approve' })), finish: true }));
   return fc.oneof(
     { weight: 25, arbitrary: mutated },
     { weight: 10, arbitrary: fc.anything({ withNullPrototype: true, withObjectString: true, maxDepth: 3 }) },
@@ -64,8 +66,8 @@ describe('fuzz: webview messages (review protocol)', function () {
 
   for (const [name, schema, from, valid] of [
     ['page → host', PageMessage, 'page', validPage],
-    ['host → page', HostMessage, 'host', () => [{ type: 'busy', busy: true, label: 'x' }, { type: 'error', text: 'e' }, { type: 'applied', ok: true, text: 't', commit: null }]],
-    ['restored page state', PageState, 'page', () => [{ taskId: 't_1', message: 'm', expanded: ['a'], decisions: { a: { whole: 'a', hunks: null, included: true, fingerprint: null } } }]],
+    ['host → page', HostMessage, 'host', () => [{ type: 'busy', busy: true, label: 'x' }, { type: 'error', text: 'e' }, { type: 'applied', ok: true, text: 't', commit: null }, { type: 'committed', committed: { sha: 'a'.repeat(40), subject: 's', reason: null, committed: ['a'], discarded: ['b'], left: ['c'], finished: false, canUndo: true } }]],
+    ['restored page state', PageState, 'page', () => [{ taskId: 't_1', message: 'm', expanded: ['a'], decisions: { a: { whole: 'a', hunks: null, included: true, fingerprint: null }, b: { whole: 'm', hunks: ['a', 'l', 'r'], included: true, fingerprint: null } } }]],
   ] as const) {
     it(`${name}: malformed messages are refused with one log line, never thrown; accepted ones are well-formed`, () => {
       let refused = 0;

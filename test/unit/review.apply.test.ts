@@ -6,7 +6,8 @@ import fc from 'fast-check';
 import type { Engine } from '../../src/core/engine/engine';
 import { planApply, type PlanInput } from '../../src/core/review/applyPlan';
 import { applyReview } from '../../src/core/review/applyReview';
-import { GitCliCommitter } from '../../src/core/review/gitCli';
+import { CommitRefusedError, GitCliCommitter } from '../../src/core/review/gitCli';
+import { undoReviewCommit } from '../../src/core/review/undoCommit';
 import { computeHunks } from '../../src/core/review/hunks';
 import { fileHunks, loadReview } from '../../src/core/review/reviewModel';
 import { bundleScript } from '../support/bundle';
@@ -59,6 +60,24 @@ describe('review: apply planner', () => {
     const a = plan.actions[0]!;
     assert.equal(a.kind, 'write');
     assert.equal(a.kind === 'write' && a.content.toString(), '1\n2\n3\n4\n5\n6\n7\nEIGHT\n9\n');
+  });
+
+  it('leaving everything out commits nothing and changes no file; a partly approved file commits its approved hunks only', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(content, content), { minLength: 1, maxLength: 6 }), (pairs) => {
+        const inputs: PlanInput[] = pairs.map(([base, current], i) => ({ path: `f${i}.txt`, base, current, decision: { path: `f${i}.txt`, action: 'leave' } }));
+        const plan = planApply(inputs);
+        assert.deepEqual(plan.commit, []);
+        assert.ok(plan.actions.every((a) => a.kind === 'unchanged'));
+      }),
+      { numRuns: 100 },
+    );
+    const base = Buffer.from('1\n2\n3\n4\n5\n6\n7\n8\n9\n');
+    const current = Buffer.from('1\nTWO\n3\n4\n5\n6\n7\nEIGHT\n9\n');
+    const plan = planApply([{ path: 'f', base, current, decision: { path: 'f', action: 'hunks', approved: [0], left: [1], hunkCount: 2 } }]);
+    assert.equal(plan.commit[0]!.content!.toString(), '1\nTWO\n3\n4\n5\n6\n7\n8\n9\n');
+    assert.deepEqual(plan.actions, [{ path: 'f', kind: 'unchanged' }], 'the left-out hunk stays');
+    assert.deepEqual([plan.left, plan.reverted], [['f'], []]);
   });
 
   it('refuses hunk decisions made on other content', () => {
@@ -219,11 +238,176 @@ describe('review: apply with the git command', function () {
     assert.deepEqual(engine.recoveryNotes, []);
   });
 
-  it('a failed commit is recorded, leaves the decisions applied and the review open, and is not "recovered" later', async () => {
+  /** Everything a refused commit must leave as it was: working tree bytes, git's view, the task. */
+  function snapshot(taskId: string): unknown {
+    const files: Record<string, string> = {};
+    const walk = (rel: string) => {
+      for (const d of fs.readdirSync(path.join(ws.dir, rel), { withFileTypes: true })) {
+        const r = rel ? `${rel}/${d.name}` : d.name;
+        if (r === '.git' || r === '.waypoint') continue;
+        if (d.isDirectory()) walk(r);
+        else files[r] = fs.readFileSync(path.join(ws.dir, r)).toString('base64');
+      }
+    };
+    walk('');
+    const task = engine.task(taskId);
+    return {
+      files,
+      status: git(ws.dir, 'status', '--porcelain'),
+      head: git(ws.dir, 'rev-parse', 'HEAD'),
+      index: git(ws.dir, 'ls-files', '-s'),
+      task: { state: task.state, commit: task.commit, steps: engine.queries.steps(taskId).map((s) => [s.id, s.status]) },
+      gitDir: fs.readdirSync(path.join(ws.dir, '.git')).filter((n) => n.startsWith('waypoint-')),
+    };
+  }
+
+  /** The review of the acceptance: one of a.txt's two hunks approved, the other left out; b.txt discarded. */
+  async function decided(taskId: string) {
+    const review = await loadReview(engine, taskId);
+    const a = await fileHunks(engine, review.base, 'a.txt');
+    assert.equal(a.kind, 'hunks');
+    return [
+      { path: 'a.txt', action: 'hunks' as const, approved: [0], left: [1], hunkCount: 2, fingerprint: a.fingerprint },
+      { path: 'b.txt', action: 'reject' as const },
+      { path: 'c.txt', action: 'approve' as const },
+      { path: 'new.txt', action: 'approve' as const },
+    ];
+  }
+
+  /** Commits the same decisions again and checks the one commit holds exactly the approved hunks. */
+  async function commitsExactlyTheApproved(taskId: string, decisions: Awaited<ReturnType<typeof decided>>, headBefore: string) {
+    const r = await applyReview(engine, { taskId, message: `Edit three files\n\nWaypoint-Task: ${taskId}\n`, decisions }, new GitCliCommitter(ws.dir));
+    assert.ok(r.commit.sha);
+    assert.equal(git(ws.dir, 'rev-parse', 'HEAD~1').trim(), headBefore.trim(), 'exactly one new commit');
+    assert.match(git(ws.dir, 'log', '-1', '--format=%B'), new RegExp(`Waypoint-Task: ${taskId}`));
+    assert.deepEqual(git(ws.dir, 'show', '--name-status', '--format=', 'HEAD').trim().split('\n').sort(), ['A\tnew.txt', 'D\tc.txt', 'M\ta.txt']);
+    assert.equal(git(ws.dir, 'show', 'HEAD:a.txt'), '1\nTWO\n3\n4\n5\n6\n7\n8\n9\n10\n', 'only the approved hunk is committed');
+    assert.equal(read('a.txt'), '1\nTWO\n3\n4\n5\n6\n7\n8\nNINE\n10\n', 'the left-out hunk stays in the working tree');
+    assert.equal(read('b.txt'), 'keep me\n', 'the discarded file is back to its base');
+    assert.equal(git(ws.dir, 'status', '--porcelain', '--', 'a.txt'), ' M a.txt\n', 'the left-out hunk is an unstaged change');
+    assert.equal(engine.task(taskId).state, 'completed');
+    assert.equal(engine.task(taskId).commit, r.commit.sha);
+    return r;
+  }
+
+  it('no git identity: refused before anything changes, with a way out; after setting one the same decisions commit', async () => {
+    const home = tmpDir('wp-home-');
+    const saved = { HOME: process.env.HOME, GIT_CONFIG_NOSYSTEM: process.env.GIT_CONFIG_NOSYSTEM };
+    try {
+      process.env.HOME = home.dir;
+      process.env.GIT_CONFIG_NOSYSTEM = '1';
+      git(ws.dir, 'config', '--unset', 'user.email');
+      git(ws.dir, 'config', '--unset', 'user.name');
+      // Never guess one from the host name, on any machine.
+      git(ws.dir, 'config', 'user.useConfigOnly', 'true');
+      const taskId = await agentTask();
+      const decisions = await decided(taskId);
+      const before = snapshot(taskId);
+      await assert.rejects(applyReview(engine, { taskId, message: 'm', decisions }, new GitCliCommitter(ws.dir)), (e: unknown) => {
+        assert.ok(e instanceof CommitRefusedError);
+        assert.equal(e.problem, 'identity');
+        assert.match(e.message, /user\.name and user\.email/);
+        return true;
+      });
+      assert.deepEqual(snapshot(taskId), before);
+      git(ws.dir, 'config', 'user.email', 'test@example.com');
+      git(ws.dir, 'config', 'user.name', 'Test');
+      await commitsExactlyTheApproved(taskId, decisions, (before as { head: string }).head);
+    } finally {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+      home.cleanup();
+    }
+  });
+
+  it('a pre-commit hook that fails: nothing changed, the error says why; the retry commits without new decisions', async () => {
     const taskId = await agentTask();
-    const failing = { commit: async (): Promise<never> => Promise.reject(new Error('hook said no')) };
+    const decisions = await decided(taskId);
+    const hook = path.join(ws.dir, '.git', 'hooks', 'pre-commit');
+    fs.mkdirSync(path.dirname(hook), { recursive: true });
+    fs.writeFileSync(hook, '#!/bin/sh\necho "lint failed: a.txt" >&2\nexit 1\n', { mode: 0o755 });
+    const before = snapshot(taskId);
+    await assert.rejects(applyReview(engine, { taskId, message: 'm', decisions }, new GitCliCommitter(ws.dir)), (e: unknown) => {
+      assert.ok(e instanceof CommitRefusedError);
+      assert.equal(e.problem, 'commit_failed');
+      assert.match(e.message, /lint failed: a\.txt/);
+      return true;
+    });
+    assert.deepEqual(snapshot(taskId), before);
+    await engine.close();
+    engine = await openEngine(ws.dir);
+    assert.deepEqual(engine.recoveryNotes, [], 'a refused commit is not an interrupted apply');
+    fs.rmSync(hook);
+    await commitsExactlyTheApproved(taskId, decisions, (before as { head: string }).head);
+  });
+
+  it('an index.lock: refused before anything changes; once it is gone the same decisions commit', async () => {
+    const taskId = await agentTask();
+    const decisions = await decided(taskId);
+    const lock = path.join(ws.dir, '.git', 'index.lock');
+    fs.writeFileSync(lock, '');
+    const before = snapshot(taskId);
+    await assert.rejects(applyReview(engine, { taskId, message: 'm', decisions }, new GitCliCommitter(ws.dir)), /Another git process is using this repository/);
+    assert.deepEqual(snapshot(taskId), before);
+    fs.rmSync(lock);
+    await commitsExactlyTheApproved(taskId, decisions, (before as { head: string }).head);
+  });
+
+  it('a merge in progress: refused before anything changes; after it is finished the same decisions commit', async () => {
+    git(ws.dir, 'checkout', '-q', '-b', 'side');
+    write('unrelated.txt', 'from side\n');
+    git(ws.dir, 'commit', '-q', '-am', 'side');
+    git(ws.dir, 'checkout', '-q', 'main');
+    git(ws.dir, 'merge', '-q', '--no-ff', '--no-commit', 'side');
+    const taskId = await agentTask();
+    const decisions = await decided(taskId);
+    const before = snapshot(taskId);
+    await assert.rejects(applyReview(engine, { taskId, message: 'm', decisions }, new GitCliCommitter(ws.dir)), (e: unknown) => e instanceof CommitRefusedError && e.problem === 'in_progress' && /middle of a merge/.test(e.message));
+    assert.deepEqual(snapshot(taskId), before);
+    git(ws.dir, 'commit', '-q', '--no-edit');
+    await commitsExactlyTheApproved(taskId, decisions, git(ws.dir, 'rev-parse', 'HEAD'));
+  });
+
+  it('keeps the task open when its plan is not done, unless the person says to finish it', async () => {
+    const { taskId } = await engine.startTask({ goal: 'Two steps', plan: [{ id: 's1', title: 'Edit' }, { id: 's2', title: 'Later' }] });
+    await engine.startStep({ taskId, stepId: 's1' });
+    write('b.txt', 'agent rewrote b\n');
+    await engine.completeStep({ taskId, stepId: 's1' });
+    const r = await applyReview(engine, { taskId, message: 'm', decisions: [{ path: 'b.txt', action: 'approve' }] }, new GitCliCommitter(ws.dir));
+    assert.ok(r.commit.sha);
+    assert.equal(r.finished, false);
+    assert.equal(engine.task(taskId).state, 'running', 'a pending step: the task stays open');
+    write('b.txt', 'agent rewrote b again\n');
+    const r2 = await applyReview(engine, { taskId, message: 'm2', decisions: [{ path: 'b.txt', action: 'approve' }], finish: true }, new GitCliCommitter(ws.dir));
+    assert.equal(r2.finished, true);
+    assert.equal(engine.task(taskId).state, 'completed');
+    assert.equal(engine.task(taskId).commit, r2.commit.sha);
+  });
+
+  it('Undo Commit: a soft reset and the discards restored, back to exactly the state before; refused once HEAD moved on', async () => {
+    const taskId = await agentTask();
+    const decisions = await decided(taskId);
+    const before = snapshot(taskId) as { head: string; task: unknown };
+    const r = await commitsExactlyTheApproved(taskId, decisions, before.head);
+    const undo = { taskId, sha: r.commit.sha!, committed: r.committed, discarded: r.reverted, preApplyCheckpointId: r.preApplyCheckpointId };
+    // Someone committed on top: undoing would drop that, so it is refused and nothing changes.
+    write('unrelated.txt', 'later work\n');
+    git(ws.dir, 'commit', '-q', '-am', 'later');
+    const later = git(ws.dir, 'rev-parse', 'HEAD');
+    await assert.rejects(undoReviewCommit(engine, undo), /no longer the review's commit/);
+    assert.equal(git(ws.dir, 'rev-parse', 'HEAD'), later);
+    git(ws.dir, 'reset', '-q', '--hard', 'HEAD~1');
+    write('a.txt', '1\nTWO\n3\n4\n5\n6\n7\n8\nNINE\n10\n'); // reset --hard took the left-out hunk too: put it back
+    await undoReviewCommit(engine, undo);
+    const after = snapshot(taskId) as { task: unknown };
+    assert.deepEqual({ ...after, task: null }, { ...before, task: null }, 'files, status, HEAD and index as before the review');
+  });
+
+  it('a failing committer changes nothing and is not "recovered" later', async () => {
+    const taskId = await agentTask();
+    const failing = { check: async () => undefined, commit: async (): Promise<never> => Promise.reject(new Error('hook said no')) };
     await assert.rejects(applyReview(engine, { taskId, message: 'm', decisions: [{ path: 'b.txt', action: 'reject' }] }, failing), /hook said no/);
-    assert.equal(read('b.txt'), 'keep me\n');
+    assert.equal(read('b.txt'), 'agent rewrote b\n', 'the discard waits for the commit');
     assert.equal(engine.task(taskId).state, 'waiting_review');
     await engine.close();
     engine = await openEngine(ws.dir);

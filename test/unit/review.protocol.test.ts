@@ -8,7 +8,9 @@ describe('review: panel protocol', () => {
       { type: 'shown', files: 1000, at: 1_764_500_000_000 },
       { type: 'requestHunks', path: 'src/a.ts' },
       { type: 'openDiff', path: '<img src=x onerror=alert(1)>' },
-      { type: 'apply', message: 'Subject\n\nWaypoint-Task: t_1\n', decisions: [{ path: 'a', action: 'approve' }, { path: 'b', action: 'hunks', approved: [0], hunkCount: 2, fingerprint: 'a'.repeat(32) }] },
+      { type: 'apply', message: 'Subject\n\nWaypoint-Task: t_1\n', decisions: [{ path: 'a', action: 'approve' }, { path: 'b', action: 'hunks', approved: [0], hunkCount: 2, fingerprint: 'a'.repeat(32) }], finish: true },
+      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'leave' }, { path: 'b', action: 'hunks', approved: [0], left: [1], hunkCount: 3, fingerprint: 'a'.repeat(32) }], finish: false },
+      { type: 'undoCommit' },
       { type: 'rollback' },
       { type: 'resume' },
     ]) {
@@ -30,11 +32,15 @@ describe('review: panel protocol', () => {
       { type: 'requestHunks' },
       { type: 'requestHunks', path: '' },
       { type: 'requestHunks', path: 42 },
-      { type: 'apply', message: '   ', decisions: [] },
-      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'delete' }] },
-      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'hunks', approved: [-1], hunkCount: 1, fingerprint: 'a'.repeat(32) }] },
-      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'hunks', approved: [0], hunkCount: 1 }] },
-      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'approve', fingerprint: 'not hex' }] },
+      { type: 'apply', message: '   ', decisions: [], finish: true },
+      { type: 'apply', message: 'm', decisions: [] },
+      { type: 'apply', message: 'm', decisions: [], finish: 'yes' },
+      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'hunks', approved: [0], left: [-2], hunkCount: 1, fingerprint: 'a'.repeat(32) }], finish: true },
+      { type: 'undoCommit', sha: 'x' },
+      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'delete' }] , finish: true },
+      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'hunks', approved: [-1], hunkCount: 1, fingerprint: 'a'.repeat(32) }], finish: true },
+      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'hunks', approved: [0], hunkCount: 1 }], finish: true },
+      { type: 'apply', message: 'm', decisions: [{ path: 'a', action: 'approve', fingerprint: 'not hex' }], finish: true },
     ]) {
       assert.equal(PageMessage.safeParse(m).success, false, JSON.stringify(m));
     }
@@ -42,10 +48,10 @@ describe('review: panel protocol', () => {
 
   it('refuses oversized page messages', () => {
     assert.equal(PageMessage.safeParse({ type: 'openDiff', path: 'x'.repeat(4097) }).success, false);
-    assert.equal(PageMessage.safeParse({ type: 'apply', message: 'm'.repeat(20_001), decisions: [] }).success, false);
+    assert.equal(PageMessage.safeParse({ type: 'apply', message: 'm'.repeat(20_001), decisions: [], finish: true }).success, false);
     const many = Array.from({ length: 20_001 }, (_, i) => ({ path: `f${i}`, action: 'approve' }));
-    assert.equal(PageMessage.safeParse({ type: 'apply', message: 'm', decisions: many }).success, false);
-    assert.equal(PageMessage.safeParse({ type: 'apply', message: 'm', decisions: many.slice(0, 20_000) }).success, true);
+    assert.equal(PageMessage.safeParse({ type: 'apply', message: 'm', decisions: many, finish: true }).success, false);
+    assert.equal(PageMessage.safeParse({ type: 'apply', message: 'm', decisions: many.slice(0, 20_000), finish: true }).success, true);
   });
 
   it('bounds what the host sends and what the page restores', () => {
@@ -73,6 +79,8 @@ describe('review: panel protocol', () => {
       files: hostile.map((p) => ({ path: p, status: 'added', lines: null, oversized: false, drift: false, hunkable: true, revertible: true })),
       message: 'm',
       git: true,
+      planDone: true,
+      committed: null,
     };
     const text = embedJson(init);
     assert.equal(text.includes('<'), false);

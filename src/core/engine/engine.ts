@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { WaypointError, errorMessage, notFound } from '../model/errors';
 import { validatePlan } from '../model/plan';
 import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner, SideEffect, Step, Task, TaskState, WaypointEvent } from '../model/schema';
-import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES } from '../model/stateMachine';
+import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES, FINAL_TASK_STATES } from '../model/stateMachine';
 import { boundedJson, parseInput } from '../model/validate';
 import { Logger, silentLogger } from '../log';
 import { EventStore, type NewEvent, type StoreOptions } from '../store/eventStore';
@@ -114,7 +114,16 @@ export interface ReviewApplyResult<C> {
   written: string[];
   removed: string[];
   commit: C;
+  /** Whether the task was completed with this apply (else it stays open). */
+  finished: boolean;
 }
+
+/**
+ * Whether a review apply completes the task: always, never, or only when its
+ * plan is done (every step completed or skipped — nothing pending, in progress,
+ * failed or abandoned waiting to be redone).
+ */
+export type FinishTask = boolean | 'if_plan_done';
 
 export interface VerifyReport {
   /** Projections equal a rebuild, and no checkpoint is damaged without being marked so. */
@@ -1153,19 +1162,21 @@ export class Engine {
   }
 
   /**
-   * Writes a review's decisions into the workspace the way a rollback writes: in
-   * the serialized runner, a pre-apply checkpoint (rolling back to it undoes the
-   * apply) and the exact plan are durable before any file changes; the plan is
-   * applied (temp + rename, idempotent); then `commit` makes the person's reviewed
-   * commit, and its outcome and the task's completion are recorded together. A
-   * crash after the plan is durable is finished on the next open
+   * Applies a review whole or not at all, in the serialized runner: a pre-apply
+   * checkpoint (rolling back to it undoes the apply) and the exact plan of the
+   * discards are durable first; then `commit` makes the person's reviewed commit
+   * from the approved contents without touching the working tree; only when it
+   * succeeded are the discards written (temp + rename, idempotent) and the outcome
+   * recorded, with the task's completion when `finish` says so. A refused commit
+   * changes no file and no task state, so the same decisions can be applied again.
+   * A crash after the plan is durable is finished on the next open
    * (`recoverReviewApplies`), so the workspace is never left half-reverted.
-   * Refused before anything changes: a task not waiting for review, an edit whose
-   * path changed since it was reviewed, or one that would overwrite or delete
-   * content no checkpoint can hold (a file over the snapshot size limit).
+   * Refused before anything changes: a final task, a step still in progress, an
+   * edit whose path changed since it was reviewed, or one that would overwrite or
+   * delete content no checkpoint can hold (a file over the snapshot size limit).
    */
   async applyReviewEdits<C extends { sha: string | null }>(
-    input: { taskId: string; edits: readonly WorkspaceEdit[]; idempotencyKey?: string },
+    input: { taskId: string; edits: readonly WorkspaceEdit[]; idempotencyKey?: string; finish?: FinishTask },
     commit: () => Promise<C>,
   ): Promise<ReviewApplyResult<C>> {
     const ws = this.snapshots();
@@ -1174,7 +1185,19 @@ export class Engine {
       const seen = this.queries.idempotent(key);
       if (seen) return { result: seen.result as ReviewApplyResult<C>, durable: this.store.waitDurable(seen.seq) };
       const task = this.requireTask(input.taskId);
-      assertTaskTransition(task.id, task.state, 'completed', 'apply its review');
+      const steps = this.queries.steps(task.id);
+      const open = steps.filter((s) => s.status === 'in_progress');
+      if (open.length) {
+        throw new WaypointError('illegal_transition', `Task ${task.id} still has step(s) in progress: ${open.map((s) => s.id).join(', ')}. Complete or fail them first.`);
+      }
+      const planDone = steps.every((s) => s.status === 'completed' || s.status === 'skipped');
+      const finish = input.finish === 'if_plan_done' || input.finish === undefined ? planDone : input.finish;
+      // Completing goes through review (running → waiting_review → completed); checked now, recorded only after the commit.
+      if (finish) {
+        if (task.state !== 'waiting_review') assertTaskTransition(task.id, task.state, 'waiting_review', 'commit its review and finish it');
+      } else if (FINAL_TASK_STATES.includes(task.state)) {
+        assertTaskTransition(task.id, task.state, 'completed', 'apply its review');
+      }
       // 1. The before state becomes a checkpoint; the plan and any new content are durable with it.
       const { event: preEvent, checkpoint: pre } = await this.captureCheckpoint(task, 'manual', null, 'before review apply');
       const current = await ws.load(pre);
@@ -1195,31 +1218,39 @@ export class Engine {
         { ...preEvent, key: `${key}#pre` },
         this.ev('review.apply_started', task, null, { applyId, preApplyCheckpointId: pre.id, planRef, paths }, `${key}#start`),
       ]).durable;
-      // 2. Apply (idempotent: a crash here is finished on the next open).
-      const applied = await ws.apply(plan);
-      for (const c of applied.conflicts) this.log.warn(`[review] ${c.path}: ${c.reason}`, task.correlationId);
-      const done = (outcome: { commit: string | null; note: string | null }) =>
+      const done = (outcome: { outcome: 'applied' | 'failed'; written: number; removed: number; commit: string | null; note: string | null }) =>
         this.ev(
           'review.apply_done',
           task,
           null,
-          { applyId, outcome: 'applied', filesWritten: applied.written.length, filesRemoved: applied.removed.length, recovered: false, ...outcome },
+          { applyId, outcome: outcome.outcome, filesWritten: outcome.written, filesRemoved: outcome.removed, recovered: false, commit: outcome.commit, note: outcome.note },
           key,
         );
-      // 3. The reviewed commit; the workspace is already in its final state, so a failure only records why.
+      // 2. The reviewed commit, before any file changes: it is built from the approved
+      //    contents, not from the working tree, so a refused commit leaves the workspace,
+      //    the index and the task as they were (only this apply's record says it failed).
       let made: C;
       try {
         made = await commit();
       } catch (e) {
-        await this.store.commit([done({ commit: null, note: `the commit failed: ${(e as Error).message}` })]).durable;
+        await this.store.commit([done({ outcome: 'failed', written: 0, removed: 0, commit: null, note: `the commit failed, nothing was changed: ${(e as Error).message}` })]).durable;
         throw e;
       }
-      const result: ReviewApplyResult<C> = { applyId, preApplyCheckpointId: pre.id, written: applied.written, removed: applied.removed, commit: made };
-      const recorded = this.store.commit([
-        { ...done({ commit: made.sha, note: null }), op: 'review.apply', result },
-        this.ev('task.completed', task, null, { summary: null, commit: made.sha }, `${key}#complete`),
-      ]);
-      this.log.info(`review of task ${task.id} applied: ${applied.written.length} written, ${applied.removed.length} removed, commit ${made.sha ?? 'none'}`, task.correlationId);
+      // 3. Discarded changes leave the working tree (idempotent: a crash here is finished on the next open).
+      const applied = await ws.apply(plan);
+      for (const c of applied.conflicts) this.log.warn(`[review] ${c.path}: ${c.reason}`, task.correlationId);
+      const result: ReviewApplyResult<C> = { applyId, preApplyCheckpointId: pre.id, written: applied.written, removed: applied.removed, commit: made, finished: finish };
+      const closing = finish
+        ? [
+            ...(task.state === 'waiting_review' ? [] : [this.ev('task.review_requested', task, null, { summary: null }, `${key}#review`)]),
+            this.ev('task.completed', task, null, { summary: null, commit: made.sha }, `${key}#complete`),
+          ]
+        : [];
+      const recorded = this.store.commit([{ ...done({ outcome: 'applied', written: applied.written.length, removed: applied.removed.length, commit: made.sha, note: null }), op: 'review.apply', result }, ...closing]);
+      this.log.info(
+        `review of task ${task.id} applied: commit ${made.sha ?? 'none'}, ${applied.written.length} written, ${applied.removed.length} removed, task ${finish ? 'completed' : 'kept open'}`,
+        task.correlationId,
+      );
       return { result, durable: recorded.durable };
     });
     await durable;

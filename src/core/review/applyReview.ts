@@ -1,37 +1,47 @@
-import type { Engine } from '../engine/engine';
+import * as fs from 'node:fs';
+import type { Engine, FinishTask } from '../engine/engine';
 import type { WorkspaceEdit } from '../engine/reviewEdits';
 import { WaypointError } from '../model/errors';
 import { resolveInsideSync, sha256Hex } from '../snapshot';
 import { planApply, StaleDecisionError, type FileDecision, type PlanInput } from './applyPlan';
-import type { CommitOutcome, Committer } from './gitCli';
+import type { CommitFile, CommitOutcome, Committer } from './gitCli';
 import { baseContent, fingerprint, readWorkspaceFile, requireBase } from './reviewModel';
 
 export interface ApplyReviewInput {
   taskId: string;
   message: string;
   decisions: readonly (FileDecision & { fingerprint?: string })[];
+  /** Complete the task with the commit: yes, no, or only when its plan is done (the default). */
+  finish?: FinishTask;
 }
 
 export interface ApplyReviewResult {
   preApplyCheckpointId: string;
   committed: string[];
+  /** Paths with discarded changes (put back to the base). */
   reverted: string[];
+  /** Paths with changes left out of the commit, still in the working tree. */
+  left: string[];
   commit: CommitOutcome;
+  finished: boolean;
 }
 
 /**
- * Turns a review into workspace changes and a commit:
- *  1. the task is moved to waiting_review (refused here, before anything changes,
- *     if it cannot be: e.g. a step still in progress);
- *  2. the engine takes a pre-apply checkpoint (rolling back to it undoes all of
- *     this) and makes the plan durable, then reverts rejected hunks and files to
- *     the base checkpoint's content (finished on the next open if a crash cuts in);
- *  3. exactly the approved paths are committed (the committer decides how);
- *  4. the task completes, recording the commit hash.
+ * Turns a review into a commit and workspace changes, whole or not at all:
+ *  1. every decision is checked against the content the person saw, and the
+ *     committer checks what git would refuse (identity, an index lock, a merge or
+ *     rebase in progress) — all before anything changes;
+ *  2. the engine makes a pre-apply checkpoint and the plan durable, then the commit
+ *     is made from the approved contents (a partly approved file commits only its
+ *     approved hunks; the working tree is not touched);
+ *  3. only then are discarded hunks and files put back to the base, and the task
+ *     completes if `finish` says so.
+ * If git still refuses (a pre-commit hook, say), no file, index entry or task
+ * state has changed, and the same decisions can be applied again.
  * Files without a decision are left alone and are not committed (drift, by default).
  */
 export async function applyReview(engine: Engine, input: ApplyReviewInput, committer: Committer): Promise<ApplyReviewResult> {
-  let task = engine.task(input.taskId);
+  const task = engine.task(input.taskId);
   const base = requireBase(engine, task);
   const seen = new Set<string>();
   const inputs: PlanInput[] = [];
@@ -52,10 +62,8 @@ export async function applyReview(engine: Engine, input: ApplyReviewInput, commi
     if (e instanceof StaleDecisionError) throw new WaypointError('invalid_input', e.message);
     throw e;
   }
-  if (task.state !== 'waiting_review') {
-    await engine.requestReview({ taskId: task.id, summary: undefined });
-    task = engine.task(task.id);
-  }
+  await committer.check();
+  const commitFiles: CommitFile[] = plan.commit.map((c) => ({ path: c.path, content: c.content, kind: gitKind(engine, c.path), asInWorkTree: c.asInWorkTree }));
   const manifest = await engine.workspaceSnapshots!.load(base);
   const current = new Map(inputs.map((i) => [i.path, i.current]));
   const edits: WorkspaceEdit[] = [];
@@ -71,9 +79,16 @@ export async function applyReview(engine: Engine, input: ApplyReviewInput, commi
     if (entry?.type === 'symlink') edits.push({ path: a.path, expect, to: { kind: 'symlink', target: entry.target } });
     else edits.push({ path: a.path, expect, to: { kind: 'file', content: a.content, mode: entry?.type === 'file' ? entry.mode : undefined } });
   }
-  // The engine writes through its serialized runner with a durable plan, so a crash
+  // The engine runs this through its serialized runner with a durable plan, so a crash
   // mid-apply is finished on the next open instead of leaving a half-reverted workspace.
-  const r = await engine.applyReviewEdits({ taskId: task.id, edits }, () => committer.commit(plan.commitPaths, input.message));
+  const r = await engine.applyReviewEdits({ taskId: task.id, edits, finish: input.finish ?? 'if_plan_done' }, () => committer.commit(commitFiles, input.message));
   const commit = r.commit;
-  return { preApplyCheckpointId: r.preApplyCheckpointId, committed: commit.sha ? plan.commitPaths : [], reverted: plan.reverted, commit };
+  return { preApplyCheckpointId: r.preApplyCheckpointId, committed: commit.sha ? plan.commitPaths : [], reverted: plan.reverted, left: plan.left, commit, finished: r.finished };
+}
+
+/** How git should record a committed path, from the workspace file (the commit keeps its mode). */
+function gitKind(engine: Engine, key: string): CommitFile['kind'] {
+  const st = fs.lstatSync(resolveInsideSync(engine.workspace, key), { throwIfNoEntry: false });
+  if (st?.isSymbolicLink()) return 'symlink';
+  return st && st.mode & 0o111 ? 'executable' : 'file';
 }

@@ -3,14 +3,16 @@ import type { Engine } from '../../core/engine/engine';
 import { errorMessage } from '../../core/model/errors';
 import { applyReview, type ApplyReviewResult } from '../../core/review/applyReview';
 import { commitMessage } from '../../core/review/commitMessage';
-import { isGitWorkTree } from '../../core/review/gitCli';
+import { undoReviewCommit } from '../../core/review/undoCommit';
+import { git, isGitWorkTree } from '../../core/review/gitCli';
 import { countFileLines, fileHunks, listReview, type ReviewData } from '../../core/review/reviewModel';
 import { checkpointUri, EMPTY_SIDE } from '../checkpointFs';
 import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
 import { VsCodeGitCommitter } from './gitCommitter';
 import { reviewHtml, webviewOptions } from './html';
-import { clipLine, HostMessage, MAX_FILE_BATCH, PageMessage, parseInbound, type FileDecisionMsg } from './protocol';
+import { clipLine, HostMessage, MAX_FILE_BATCH, PageMessage, parseInbound, type CommittedMsg, type FileDecisionMsg } from './protocol';
+import { offerWayOut } from './refusals';
 
 export const REVIEW_VIEW_TYPE = 'waypoint.review';
 const MAX_HUNK_LINES_SENT = 100_000;
@@ -43,6 +45,8 @@ export class ReviewPanel extends Disposable {
   private generation = 0;
   private refreshTimer: NodeJS.Timeout | undefined;
   private busy = false;
+  /** What this panel's last apply made, and how to undo it (shown instead of the decisions). */
+  private last: { committed: CommittedMsg; preApplyCheckpointId: string } | undefined;
   private readonly _onDidDispose = this.register(new vscode.EventEmitter<void>());
   readonly onDidDispose = this._onDidDispose.event;
   private readonly _onDidShowContent = this.register(new vscode.EventEmitter<ShownContent>());
@@ -109,13 +113,18 @@ export class ReviewPanel extends Disposable {
           this._onDidShowContent.fire({ files: msg.files, at: msg.at });
           return;
         case 'refresh':
+          // "Review the remaining changes" after a commit that kept the task open.
+          if (this.last && !this.last.committed.finished) this.last = undefined;
           return await this.sendInit();
         case 'requestHunks':
           return await this.sendHunks(msg.path);
         case 'openDiff':
           return await this.openDiff(msg.path);
         case 'apply':
-          await this.apply(msg.message, msg.decisions);
+          await this.apply(msg.message, msg.decisions, msg.finish);
+          return;
+        case 'undoCommit':
+          await this.undoCommit();
           return;
         case 'rollback':
           await vscode.commands.executeCommand('waypoint.rollback', this.taskId);
@@ -188,6 +197,8 @@ export class ReviewPanel extends Disposable {
       files: data.files.slice(0, 20_000),
       message: commitMessage(task, steps).slice(0, 20_000),
       git,
+      planDone: steps.every((st) => st.status === 'completed' || st.status === 'skipped'),
+      committed: await this.committedState(engine.workspace, task),
     };
     return { data, msg };
   }
@@ -244,33 +255,91 @@ export class ReviewPanel extends Disposable {
     await vscode.commands.executeCommand('vscode.diff', left, right, `${key} (task base ↔ workspace)`, { preview: true });
   }
 
-  /** Applies the page's decisions: pre-apply checkpoint, reverts, commit, task completed. */
-  async apply(message: string, decisions: readonly FileDecisionMsg[]): Promise<ApplyReviewResult | undefined> {
+  /**
+   * The committed view's data: this panel's last apply, with Undo offered only while
+   * HEAD is still its commit; or, for a task completed with a commit before this
+   * panel opened, that commit (no Undo: the pre-apply checkpoint is not known here).
+   */
+  private async committedState(workspace: string, task: ReviewData['task']): Promise<CommittedMsg | null> {
+    const last = this.last;
+    if (last) {
+      const sha = last.committed.sha;
+      const head = sha ? (await git(workspace, ['rev-parse', '-q', '--verify', 'HEAD'])).stdout.trim() : '';
+      return { ...last.committed, canUndo: !!sha && head === sha };
+    }
+    if (task.state !== 'completed' || !task.commit) return null;
+    const subject = await git(workspace, ['log', '-1', '--format=%s', task.commit]);
+    return { sha: task.commit, subject: subject.code === 0 ? subject.stdout.trim().slice(0, 500) : '', reason: null, committed: [], discarded: [], left: [], finished: true, canUndo: false };
+  }
+
+  /**
+   * Applies the page's decisions, whole or not at all (see applyReview): a commit
+   * of exactly the approved changes, discards after it, the task completed when
+   * `finish`. A refusal changes nothing and comes back as a notification with the
+   * way out and a "Commit Again" that reuses these very decisions.
+   */
+  async apply(message: string, decisions: readonly FileDecisionMsg[], finish: boolean | 'if_plan_done' = 'if_plan_done'): Promise<ApplyReviewResult | undefined> {
     if (this.busy) return undefined;
     this.busy = true;
-    this.post({ type: 'busy', busy: true, label: 'Applying the review…' });
+    this.post({ type: 'busy', busy: true, label: 'Committing…' });
+    let r: ApplyReviewResult;
     try {
-      const engine: Engine = await this.deps.host.get();
+      const e: Engine = await this.deps.host.get();
       const folder = this.deps.host.workspaceFolder;
       if (!folder) throw new Error('Open a folder first.');
-      const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: applying the review…' }, () =>
-        applyReview(engine, { taskId: this.taskId, message, decisions }, new VsCodeGitCommitter(folder.uri, this.deps.log)),
+      r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: committing the review…' }, () =>
+        applyReview(e, { taskId: this.taskId, message, decisions, finish }, new VsCodeGitCommitter(folder.uri, this.deps.log)),
       );
-      const text = describe(r);
-      this.deps.log.info(`[review] ${this.taskId}: ${text}`);
-      this.post({ type: 'applied', ok: true, text, commit: r.commit.sha });
-      const undo = 'Undo (Roll Back)';
-      void vscode.window.showInformationMessage(`Waypoint: ${text}`, undo).then((a) => {
-        if (a === undo) void engine.rollback({ taskId: this.taskId, checkpointId: r.preApplyCheckpointId }).catch((e) => void vscode.window.showErrorMessage(`Waypoint: ${errorMessage(e)}`));
-      });
-      return r;
     } catch (e) {
+      this.deps.log.warn(`[review] ${this.taskId}: nothing was changed: ${errorMessage(e)}`);
       this.post({ type: 'applied', ok: false, text: errorMessage(e).slice(0, 4_000), commit: null });
-      throw e;
+      void offerWayOut(e, this.deps.log, () => this.apply(message, decisions, finish));
+      return undefined;
     } finally {
       this.busy = false;
       this.post({ type: 'busy', busy: false, label: '' });
     }
+    const subject = message.split('\n')[0]!.trim().slice(0, 500);
+    const committed: CommittedMsg = {
+      sha: r.commit.sha,
+      subject,
+      reason: r.commit.sha ? null : 'reason' in r.commit ? r.commit.reason.slice(0, 1_000) : null,
+      committed: r.committed.slice(0, 20_000),
+      discarded: r.reverted.slice(0, 20_000),
+      left: r.left.slice(0, 20_000),
+      finished: r.finished,
+      canUndo: !!r.commit.sha,
+    };
+    this.last = { committed, preApplyCheckpointId: r.preApplyCheckpointId };
+    const text = describe(r);
+    this.deps.log.info(`[review] ${this.taskId}: ${text}`);
+    this.post({ type: 'committed', committed });
+    // The task's state changed while the apply held the panel busy (refreshes were skipped): list it again.
+    void this.sendInit().catch((e) => this.deps.log.warn(`[review] refresh after the commit failed: ${errorMessage(e)}`));
+    const undo = 'Undo Commit';
+    void vscode.window.showInformationMessage(`Waypoint: ${text}`, ...(r.commit.sha ? [undo] : [])).then((a) => {
+      if (a === undo) void this.undoCommit().catch((e) => void vscode.window.showErrorMessage(`Waypoint: ${errorMessage(e)}`));
+    });
+    return r;
+  }
+
+  /** Undoes this panel's last commit (see undoReviewCommit: only while HEAD is still that commit). */
+  async undoCommit(): Promise<void> {
+    const last = this.last;
+    const sha = last?.committed.sha;
+    if (!last || !sha) return void vscode.window.showWarningMessage('Waypoint: this review made no commit to undo.');
+    const engine = await this.deps.host.get();
+    try {
+      await undoReviewCommit(engine, { taskId: this.taskId, sha, committed: last.committed.committed, discarded: last.committed.discarded, preApplyCheckpointId: last.preApplyCheckpointId });
+    } catch (e) {
+      void vscode.window.showWarningMessage(`Waypoint: ${errorMessage(e)}`);
+      return this.sendInit();
+    }
+    this.last = undefined;
+    const task = engine.task(this.taskId);
+    const note = task.state === 'completed' ? ' The task stays completed (a completed task is final).' : '';
+    void vscode.window.showInformationMessage(`Waypoint: commit ${sha.slice(0, 10)} undone; its changes are uncommitted in the working tree again${last.committed.discarded.length ? ' and the discarded changes are back' : ''}.${note}`);
+    await this.sendInit();
   }
 }
 
@@ -283,7 +352,10 @@ export interface ShownContent {
 }
 
 function describe(r: ApplyReviewResult): string {
-  const reverted = r.reverted.length ? ` ${r.reverted.length} rejected file(s) reverted.` : '';
-  if (r.commit.sha) return `committed ${r.committed.length} file(s) as ${r.commit.sha.slice(0, 10)}.${reverted} The task is completed.`;
-  return `${'reason' in r.commit ? r.commit.reason : ''}${reverted} The task is completed without a commit.`;
+  const n = (k: number, one: string) => `${k} ${one}${k === 1 ? '' : 's'}`;
+  const discarded = r.reverted.length ? ` Discarded changes in ${n(r.reverted.length, 'file')} (Undo brings them back).` : '';
+  const left = r.left.length ? ` ${n(r.left.length, 'file')} left uncommitted.` : '';
+  const task = r.finished ? ' The task is completed.' : ' The task stays open.';
+  if (r.commit.sha) return `committed ${n(r.committed.length, 'file')} as ${r.commit.sha.slice(0, 10)}.${discarded}${left}${task}`;
+  return `${'reason' in r.commit ? r.commit.reason : ''}${discarded}${left}${task}`;
 }

@@ -26,11 +26,16 @@ const Lines = z.array(Text(MAX_LINE)).max(MAX_LINES_PER_HUNK);
 
 export const FileDecisionMsg = z.discriminatedUnion('action', [
   z.strictObject({ path: Path, action: z.literal('approve'), fingerprint: Fingerprint.optional() }),
+  /** Left out of this commit, kept in the working tree. */
+  z.strictObject({ path: Path, action: z.literal('leave'), fingerprint: Fingerprint.optional() }),
+  /** Discarded: removed from the working tree (restorable from the pre-apply checkpoint). */
   z.strictObject({ path: Path, action: z.literal('reject'), fingerprint: Fingerprint.optional() }),
   z.strictObject({
     path: Path,
     action: z.literal('hunks'),
     approved: z.array(z.number().int().min(0).max(MAX_HUNKS)).max(MAX_HUNKS),
+    /** Hunks left out of the commit and kept; the others not approved are discarded. */
+    left: z.array(z.number().int().min(0).max(MAX_HUNKS)).max(MAX_HUNKS).optional(),
     hunkCount: z.number().int().min(1).max(MAX_HUNKS),
     // Partial decisions need the exact content the person saw.
     fingerprint: Fingerprint,
@@ -45,7 +50,15 @@ export const PageMessage = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('refresh') }),
   z.strictObject({ type: z.literal('requestHunks'), path: Path }),
   z.strictObject({ type: z.literal('openDiff'), path: Path }),
-  z.strictObject({ type: z.literal('apply'), message: z.string().trim().min(1).max(20_000), decisions: z.array(FileDecisionMsg).max(MAX_FILES) }),
+  z.strictObject({
+    type: z.literal('apply'),
+    message: z.string().trim().min(1).max(20_000),
+    decisions: z.array(FileDecisionMsg).max(MAX_FILES),
+    /** Complete the task with the commit (the page asks when its plan is not done). */
+    finish: z.boolean(),
+  }),
+  /** Undo the commit this panel made (soft reset, working tree back to before the apply). */
+  z.strictObject({ type: z.literal('undoCommit') }),
   z.strictObject({ type: z.literal('rollback') }),
   z.strictObject({ type: z.literal('resume') }),
 ]);
@@ -109,6 +122,21 @@ export const HunkMsg = z.strictObject({
 });
 export type HunkMsg = z.infer<typeof HunkMsg>;
 
+/** What a commit from the review made, as the panel shows it afterwards. */
+export const CommittedMsg = z.strictObject({
+  sha: Text(64).nullable(),
+  subject: Text(500),
+  /** Why there is no commit, when `sha` is null (no git repository, nothing to commit). */
+  reason: Text(1_000).nullable(),
+  committed: z.array(Path).max(MAX_FILES),
+  discarded: z.array(Path).max(MAX_FILES),
+  left: z.array(Path).max(MAX_FILES),
+  finished: z.boolean(),
+  /** Undo is offered while HEAD is still this commit and the pre-apply checkpoint is known. */
+  canUndo: z.boolean(),
+});
+export type CommittedMsg = z.infer<typeof CommittedMsg>;
+
 export const HostMessage = z.discriminatedUnion('type', [
   z.strictObject({
     type: z.literal('init'),
@@ -119,6 +147,10 @@ export const HostMessage = z.discriminatedUnion('type', [
     message: Text(20_000),
     /** True when the workspace is a git repository (else applying only reverts). */
     git: z.boolean(),
+    /** Every step completed or skipped: committing finishes the task unless the person says otherwise. */
+    planDone: z.boolean(),
+    /** The review's last commit, when one was made: the page shows it instead of the decisions. */
+    committed: CommittedMsg.nullable(),
   }),
   /** Updated entries of listed files (line counts, streamed in batches after `init`). */
   z.strictObject({ type: z.literal('files'), files: z.array(ReviewFileMsg).max(MAX_FILE_BATCH) }),
@@ -126,6 +158,8 @@ export const HostMessage = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('summary'), path: Path, fingerprint: Fingerprint, reason: Text(500) }),
   z.strictObject({ type: z.literal('busy'), busy: z.boolean(), label: Text(200) }),
   z.strictObject({ type: z.literal('applied'), ok: z.boolean(), text: Text(4_000), commit: Text(64).nullable() }),
+  /** The commit was made: the page switches to the committed view. */
+  z.strictObject({ type: z.literal('committed'), committed: CommittedMsg }),
   z.strictObject({ type: z.literal('error'), text: Text(4_000) }),
 ]);
 export type HostMessage = z.infer<typeof HostMessage>;
@@ -135,8 +169,8 @@ export const PageState = z.strictObject({
   taskId: TaskId,
   message: Text(20_000).optional(),
   expanded: z.array(Path).max(MAX_FILES).optional(),
-  /** path → per-hunk decisions ('a' | 'r' | 'u') or a whole-file decision. */
-  decisions: z.record(Path, z.strictObject({ whole: z.enum(['a', 'r', 'u', 'm']), hunks: z.array(z.enum(['a', 'r', 'u'])).max(MAX_HUNKS).nullable(), included: z.boolean(), fingerprint: Fingerprint.nullable() })).optional(),
+  /** path → per-hunk decisions ('a' approve, 'l' leave out, 'r' discard, 'u' undecided) or a whole-file decision ('m' mixed). */
+  decisions: z.record(Path, z.strictObject({ whole: z.enum(['a', 'l', 'r', 'u', 'm']), hunks: z.array(z.enum(['a', 'l', 'r', 'u'])).max(MAX_HUNKS).nullable(), included: z.boolean(), fingerprint: Fingerprint.nullable() })).optional(),
 });
 export type PageState = z.infer<typeof PageState>;
 

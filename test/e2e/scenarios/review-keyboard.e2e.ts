@@ -58,13 +58,13 @@ describe('review panel: keyboard, reload, high contrast', () => {
     await expectFocus(view, /^Change 1 of 2 in a\.js, .*undecided$/);
     await page.keyboard.press('a');
     await expectFocus(view, /^Change 2 of 2 in a\.js, .*undecided$/); // moved on to the next item
-    await page.keyboard.press('r');
+    await page.keyboard.press('d'); // discard: removed from the working tree
     await expectFocus(view, /^b\.js, modified/);
     assert.match(await fileLabel(view, 'a.js'), /partly approved$/);
     assert.match((await view.locator('[data-nav="hunk"][data-index="0"]').getAttribute('aria-label')) ?? '', /approved$/);
-    assert.match((await view.locator('[data-nav="hunk"][data-index="1"]').getAttribute('aria-label')) ?? '', /rejected$/);
+    assert.match((await view.locator('[data-nav="hunk"][data-index="1"]').getAttribute('aria-label')) ?? '', /discarded$/);
     await page.keyboard.press('p'); // previous change: back to a.js's second hunk
-    await expectFocus(view, /^Change 2 of 2 in a\.js, .*rejected$/);
+    await expectFocus(view, /^Change 2 of 2 in a\.js, .*discarded$/);
     await page.keyboard.press('j');
     await expectFocus(view, /^b\.js, modified/);
     await page.keyboard.press('Shift+A'); // the whole file, then on to the next file
@@ -73,7 +73,7 @@ describe('review panel: keyboard, reload, high contrast', () => {
     assert.match(await fileLabel(view, 'b.js'), /approved$/);
     assert.match(await fileLabel(view, 'c.js'), /approved$/);
     assert.match(await view.locator('[role="status"].sr-only').innerText(), /c\.js approved/, 'the decision is announced to screen readers');
-    await view.locator('#decided', { hasText: '3 file(s) decided' }).waitFor();
+    await view.locator('#decided', { hasText: '3 files decided' }).waitFor();
 
     // Readable in high contrast (dark and light): a person looks at these.
     await setTheme(page, folder, 'Default High Contrast');
@@ -92,8 +92,8 @@ describe('review panel: keyboard, reload, high contrast', () => {
     assert.match(await fileLabel(view, 'b.js'), /approved$/);
     assert.match(await fileLabel(view, 'c.js'), /approved$/);
     assert.match((await view.locator('[data-nav="hunk"][data-index="0"]').getAttribute('aria-label')) ?? '', /approved$/);
-    assert.match((await view.locator('[data-nav="hunk"][data-index="1"]').getAttribute('aria-label')) ?? '', /rejected$/);
-    await view.locator('#decided', { hasText: '3 file(s) decided' }).waitFor();
+    assert.match((await view.locator('[data-nav="hunk"][data-index="1"]').getAttribute('aria-label')) ?? '', /discarded$/);
+    await view.locator('#decided', { hasText: '3 files decided' }).waitFor();
 
     // Commit with keys: c to the message, Ctrl+Enter.
     await view.locator('.goal').click();
@@ -102,9 +102,9 @@ describe('review panel: keyboard, reload, high contrast', () => {
     await page.keyboard.press('c');
     assert.equal(await view.locator(':focus').getAttribute('id'), 'message');
     await page.keyboard.press('Control+Enter');
-    const result = view.locator('#result');
-    await view.locator('#result.ok, #result.error').waitFor({ timeout: 120_000 });
-    assert.equal(await result.getAttribute('class'), 'ok', await result.innerText());
+    // The panel switches to the committed state (or shows why not).
+    await view.locator('#committed-title, #result.error').first().waitFor({ timeout: 120_000 });
+    assert.equal(await view.locator('#committed-title').count(), 1, await view.locator('#result').innerText());
 
     assert.match(git(folder, 'log', '-1', '--format=%B'), new RegExp(`Waypoint-Task: ${taskId}`));
     assert.deepEqual(git(folder, 'show', 'HEAD', '--name-only', '--format=').trim().split('\n').sort(), ['a.js', 'b.js', 'c.js']);
@@ -112,7 +112,7 @@ describe('review panel: keyboard, reload, high contrast', () => {
     assert.match(committedA, /CHANGED NEAR THE TOP/);
     assert.doesNotMatch(committedA, /CHANGED NEAR THE END/);
     assert.match(git(folder, 'show', 'HEAD:b.js'), /line 6 b ADDED/);
-    assert.doesNotMatch(fs.readFileSync(path.join(folder, 'a.js'), 'utf8'), /CHANGED NEAR THE END/, 'the rejected hunk is reverted in the workspace');
+    assert.doesNotMatch(fs.readFileSync(path.join(folder, 'a.js'), 'utf8'), /CHANGED NEAR THE END/, 'the discarded hunk is removed from the working tree');
     const detail = cli(folder, 'show', '--task', taskId) as { task: { state: string; commit: string } };
     assert.equal(detail.task.state, 'completed');
     assert.equal(detail.task.commit, git(folder, 'rev-parse', 'HEAD').trim());

@@ -76,14 +76,17 @@ describe('review panel with hostile names and content', () => {
     // File content: expand both files and read their diff lines.
     await imgRow.click();
     await svgRow.click();
-    await view.locator('pre.lines').nth(1).waitFor({ timeout: 30_000 });
-    const lines = (await view.locator('pre.lines').allInnerTexts()).join('\n');
-    for (const s of [SCRIPT_LINE, BOLD_LINE, IFRAME_LINE]) assert.ok(lines.includes(`+ ${s}`), `content line not shown literally: ${s}\n${lines}`);
+    await view.locator('.lines').nth(1).waitFor({ timeout: 30_000 });
+    const lines = await view.locator('.lines .add .code').allTextContents();
+    for (const s of [SCRIPT_LINE, BOLD_LINE, IFRAME_LINE]) assert.ok(lines.includes(s), `content line not shown literally: ${s}\n${lines.join('\n')}`);
     await page.screenshot({ path: screenshotPath('review panel hostile names and content') });
 
     // Nothing from the payloads became an element, and nothing ran.
     const dom = await body.evaluate(() => ({
-      injected: Array.from(document.querySelectorAll('img, svg, iframe, b, object, embed')).map((e) => e.outerHTML.slice(0, 120)),
+      // The page's own icons are the only SVG: one stroked path each, hidden from assistive tech.
+      injected: Array.from(document.querySelectorAll('img, svg, iframe, b, object, embed'))
+        .filter((e) => !(e.tagName.toLowerCase() === 'svg' && /^icon icon-[a-z-]+$/.test(e.getAttribute('class') ?? '') && e.getAttribute('aria-hidden') === 'true' && e.children.length === 1 && e.children[0]!.tagName.toLowerCase() === 'path'))
+        .map((e) => e.outerHTML.slice(0, 120)),
       scripts: Array.from(document.querySelectorAll('script')).map((s) => ({ src: s.getAttribute('src') ?? '', text: (s.textContent ?? '').trim(), nonce: s.nonce !== '' })),
       handlers: Array.from(document.querySelectorAll('*')).flatMap((e) => Array.from(e.attributes).filter((a) => /^on/i.test(a.name)).map((a) => `${e.tagName}[${a.name}]`)),
       pwned: document.documentElement.getAttribute('data-pwned'),

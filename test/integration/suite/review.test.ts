@@ -67,20 +67,34 @@ describe('review: approve, reject, commit', function () {
 
     const folder = vscode.workspace.workspaceFolders![0]!.uri;
     const log = vscode.window.createOutputChannel('Waypoint review test', { log: true });
-    const r = await applyReview(
-      engine,
-      {
-        taskId,
-        message: `Change three files\n\nWaypoint-Task: ${taskId}\n`,
-        decisions: [
-          { path: 'review/a.txt', action: 'hunks', approved: [1], hunkCount: 2, fingerprint: a.fingerprint }, // reject the first hunk
-          { path: 'review/b.txt', action: 'reject' },
-          { path: 'review/c.txt', action: 'approve' },
-        ],
-      },
-      new VsCodeGitCommitter(folder, log),
-    );
+    const input = {
+      taskId,
+      message: `Change three files\n\nWaypoint-Task: ${taskId}\n`,
+      decisions: [
+        { path: 'review/a.txt', action: 'hunks' as const, approved: [1], hunkCount: 2, fingerprint: a.fingerprint }, // discard the first hunk
+        { path: 'review/b.txt', action: 'reject' as const },
+        { path: 'review/c.txt', action: 'approve' as const },
+      ],
+    };
+    // A pre-commit hook that refuses: nothing may change — files, git status, HEAD, the index, the task.
+    const hook = path.join(dir, '.git', 'hooks', 'pre-commit');
+    fs.mkdirSync(path.dirname(hook), { recursive: true });
+    fs.writeFileSync(hook, '#!/bin/sh\necho "hook: not today" >&2\nexit 1\n', { mode: 0o755 });
+    const state = () => ({
+      files: ['review/a.txt', 'review/b.txt', 'review/c.txt'].map(read),
+      status: git('status', '--porcelain'),
+      head: git('rev-parse', 'HEAD'),
+      index: git('ls-files', '-s'),
+      task: engine.task(taskId).state,
+    });
+    const untouched = state();
+    await assert.rejects(applyReview(engine, input, new VsCodeGitCommitter(folder, log)), /hook: not today/);
+    assert.deepEqual(state(), untouched, 'a refused commit changes nothing');
+    fs.rmSync(hook);
+    // The same decisions, unchanged, commit once the hook lets them.
+    const r = await applyReview(engine, input, new VsCodeGitCommitter(folder, log));
     log.dispose();
+    assert.equal(git('rev-parse', 'HEAD~1'), untouched.head, 'exactly one new commit');
     assert.ok(r.commit.sha, 'a commit was made');
     assert.equal(git('rev-parse', 'HEAD').trim(), r.commit.sha);
     assert.deepEqual(git('show', '--name-only', '--format=', 'HEAD').trim().split('\n').sort(), ['review/a.txt', 'review/c.txt']);
