@@ -13,6 +13,7 @@ import { ReviewPanels } from './review/reviewPanels';
 import type { ShownContent } from './review/panel';
 import { TaskStatusBar } from './statusBar';
 import type { TimelineShown } from './timeline/panel';
+import type { TimelineModel } from './timeline/protocol';
 import { TimelinePanels } from './timeline/timelinePanels';
 import { TasksTreeProvider, type TreeNode } from './tasksTree';
 
@@ -46,8 +47,8 @@ export interface WaypointApi {
   openReview(taskId: string): Promise<ShownContent>;
   /** Opens a task's timeline and resolves once the page reports it has drawn it: its steps and attempts, and the wall-clock time of that frame. */
   openTimeline(taskId: string): Promise<TimelineShown>;
-  /** Resolves on the next time an open timeline of the task reports it has drawn (a live patch, for tests). */
-  nextTimelineShown(taskId: string): Promise<TimelineShown>;
+  /** An open timeline's last report from its page (what it drew), and the model the host last sent it; undefined when none is open. */
+  timelineState(taskId: string): { shown: TimelineShown | undefined; model: TimelineModel | undefined } | undefined;
   /** Fires when the Tasks view refreshes (after engine changes). */
   onDidRefreshTree: vscode.Event<void>;
 }
@@ -123,15 +124,9 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
         });
       });
     },
-    nextTimelineShown: (taskId) => {
+    timelineState: (taskId) => {
       const panel = timeline.panel(taskId);
-      if (!panel) return Promise.reject(new Error(`No open timeline for ${taskId}`));
-      return new Promise<TimelineShown>((resolve) => {
-        const d = panel.onDidShow((shown) => {
-          d.dispose();
-          resolve(shown);
-        });
-      });
+      return panel && { shown: panel.lastShown, model: panel.current };
     },
     mcpServerDefinitions: () => doors.definitions(),
     mcpEndpoint: async () => {

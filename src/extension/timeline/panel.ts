@@ -45,6 +45,8 @@ export class TimelinePanel extends Disposable {
   private updating: Promise<void> | undefined;
   private again = false;
   private forkAvailable: Promise<boolean> | undefined;
+  /** The page's last report of what it drew. */
+  lastShown: TimelineShown | undefined;
   private readonly _onDidDispose = this.register(new vscode.EventEmitter<void>());
   readonly onDidDispose = this._onDidDispose.event;
   private readonly _onDidShow = this.register(new vscode.EventEmitter<TimelineShown>());
@@ -128,6 +130,7 @@ export class TimelinePanel extends Disposable {
           return;
         }
         case 'shown':
+          this.lastShown = { steps: msg.steps, attempts: msg.attempts, at: msg.at };
           this._onDidShow.fire({ steps: msg.steps, attempts: msg.attempts, at: msg.at });
           return;
         case 'refresh':
