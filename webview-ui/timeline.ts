@@ -27,6 +27,8 @@ const vscode = acquireVsCodeApi();
 const SVG = 'http://www.w3.org/2000/svg';
 /** The time axis's track is drawn in a fixed coordinate space, stretched to the row's width. */
 const TRACK_W = 1000;
+/** Rows drawn per chunk of a long list: more than a tall window shows, few enough to paint at once. */
+const CHUNK = 60;
 
 let model: TimelineModel | undefined;
 let focusKey: string | undefined;
@@ -147,7 +149,9 @@ function graph(m: TimelineModel): HTMLElement {
   const hh = rows * (NODE_H + GAP_Y) - GAP_Y + 8;
   const svg = s('svg', { width: w, height: hh, viewBox: `0 0 ${w} ${hh}`, class: 'graph', role: 'img', 'aria-label': `Dependency graph: ${m.steps.length} steps in ${layers} layers. The time axis below lists each step.` });
   const pos = new Map(m.steps.map((x) => [x.id, { x: 4 + x.layer * (NODE_W + GAP_X), y: 4 + x.row * (NODE_H + GAP_Y) }]));
-  const edges = s('g', { class: 'edges' });
+  // All edges in one path and all arrowheads in another: two elements to lay out and paint, not two per edge.
+  const lines: string[] = [];
+  const heads: string[] = [];
   for (const st of m.steps) {
     const to = pos.get(st.id)!;
     for (const d of st.dependsOn) {
@@ -158,10 +162,12 @@ function graph(m: TimelineModel): HTMLElement {
       const x2 = to.x;
       const y2 = to.y + NODE_H / 2;
       const mx = (x1 + x2) / 2;
-      edges.append(s('path', { d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2 - 4},${y2}`, class: 'edge' }));
-      edges.append(s('path', { d: `M${x2 - 6},${y2 - 3} L${x2},${y2} L${x2 - 6},${y2 + 3} z`, class: 'arrow' }));
+      lines.push(`M${x1},${y1}C${mx},${y1} ${mx},${y2} ${x2 - 4},${y2}`);
+      heads.push(`M${x2 - 6},${y2 - 3}L${x2},${y2}L${x2 - 6},${y2 + 3}z`);
     }
   }
+  const edges = s('g', { class: 'edges' });
+  if (lines.length) edges.append(s('path', { d: lines.join(''), class: 'edge' }), s('path', { d: heads.join(''), class: 'arrow' }));
   svg.append(edges);
   const nodes = s('g', { class: 'nodes' });
   for (const st of m.steps) {
@@ -241,7 +247,7 @@ function axis(m: TimelineModel): HTMLElement {
     return sec;
   }
   const steps = h('ul', { class: 'rows', role: 'list', 'aria-label': 'Steps' });
-  lists.push(lazyList(steps, m.steps, (st) => stepRow(m, st, byStep.get(st.id) ?? []), 150));
+  lists.push(lazyList(steps, m.steps, (st) => stepRow(m, st, byStep.get(st.id) ?? []), CHUNK));
   sec.append(steps);
   return sec;
 }
@@ -313,7 +319,7 @@ function checkpointSection(m: TimelineModel): HTMLElement {
   }
   const titles = new Map(m.steps.map((x) => [x.id, x.title]));
   const ul = h('ul', { class: 'rows list', role: 'list', 'aria-label': 'Checkpoints' });
-  lists.push(lazyList(ul, [...m.checkpoints].reverse(), (c) => checkpointRow(c, titles), 150));
+  lists.push(lazyList(ul, [...m.checkpoints].reverse(), (c) => checkpointRow(c, titles), CHUNK));
   sec.append(ul);
   return sec;
 }
@@ -393,7 +399,7 @@ function effectSection(m: TimelineModel): HTMLElement {
   }
   const titles = new Map(m.steps.map((x) => [x.id, x.title]));
   const ul = h('ul', { class: 'rows list', role: 'list', 'aria-label': 'Side effects' });
-  lists.push(lazyList(ul, m.effects, (e) => effectRow(e, titles), 150));
+  lists.push(lazyList(ul, m.effects, (e) => effectRow(e, titles), CHUNK));
   sec.append(ul);
   return sec;
 }
@@ -462,7 +468,7 @@ app.addEventListener('keydown', (e) => {
   const go = (j: number) => {
     if (j >= all.length) {
       // The end of what is drawn: draw the next chunk of whichever list it ends.
-      for (const l of lists) if (!l.complete() && l.element.contains(all.at(-1)!)) l.drawThrough(l.element.querySelectorAll('.row').length + 150);
+      for (const l of lists) if (!l.complete() && l.element.contains(all.at(-1)!)) l.drawThrough(l.element.querySelectorAll('.row').length + CHUNK);
       all = rows();
       i = all.indexOf(r);
     }
@@ -512,7 +518,7 @@ function say(text: string, error: boolean): void {
 /** Tells the host the timeline is on screen (after the frame that draws it): the page's "first content". */
 function reportShown(): void {
   const m = model!;
-  requestAnimationFrame(() => setTimeout(() => send({ type: 'shown', steps: m.steps.length, attempts: m.attempts.length, at: Date.now() }), 0));
+  requestAnimationFrame(() => setTimeout(() => send({ type: 'shown', steps: m.steps.length, attempts: m.attempts.length, at: Date.now(), pageMs: performance.now() }), 0));
 }
 
 window.addEventListener('message', (ev: MessageEvent) => receive(ev.data));

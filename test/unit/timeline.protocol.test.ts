@@ -27,7 +27,7 @@ const validPage = (): Record<string, unknown>[] => [
   { type: 'ready' },
   { type: 'refresh' },
   { type: 'showEvents' },
-  { type: 'shown', steps: 1, attempts: 1, at: 5 },
+  { type: 'shown', steps: 1, attempts: 1, at: 5, pageMs: 120.5 },
   { type: 'checkpoint', action: 'compare', checkpointId: 'cp_1' },
   { type: 'checkpoint', action: 'fork', checkpointId: 'cp_1' },
 ];
@@ -97,7 +97,8 @@ describe('timeline protocol', function () {
       { type: 'checkpoint', action: 'delete', checkpointId: 'cp_1' }, // no such action
       { type: 'checkpoint', action: 'rollback' }, // no checkpoint
       { type: 'checkpoint', action: 'rollback', checkpointId: '' },
-      { type: 'shown', steps: -1, attempts: 0, at: 0 },
+      { type: 'shown', steps: -1, attempts: 0, at: 0, pageMs: 1 },
+      { type: 'shown', steps: 1, attempts: 0, at: 0 }, // no page time
       { type: 'ready', extra: 1 }, // strict: unknown keys refused
       { type: 'openFile', path: '/etc/passwd' },
     ];

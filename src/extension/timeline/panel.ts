@@ -4,10 +4,9 @@ import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
 import { parseInbound } from '../review/protocol';
 import { webviewOptions } from '../review/html';
-import { taskDetail } from '../storeReads';
 import { timelineHtml } from './html';
-import { buildTimeline } from './model';
 import { diffTimeline } from './patch';
+import type { TimelineReader } from './timelineReader';
 import { TimelineHostMessage, TimelinePageMessage, type CheckpointAction, type TimelineModel } from './protocol';
 
 export const TIMELINE_VIEW_TYPE = 'waypoint.timeline';
@@ -19,6 +18,8 @@ const FORK_COMMAND = 'waypoint.forkFromCheckpoint';
 
 export interface TimelineDeps {
   host: EngineHost;
+  /** Shared by the panels: a task's history is read once, then only what is new. */
+  reader: TimelineReader;
   log: vscode.LogOutputChannel;
   extensionUri: vscode.Uri;
 }
@@ -28,6 +29,8 @@ export interface TimelineShown {
   attempts: number;
   /** Wall-clock time (ms since the epoch) of the frame that drew it, as the page saw it. */
   at: number;
+  /** Milliseconds from the page's navigation start to that frame. */
+  pageMs: number;
 }
 
 /**
@@ -88,10 +91,7 @@ export class TimelinePanel extends Disposable {
   }
 
   private async build(): Promise<TimelineModel> {
-    const api = await this.deps.host.api();
-    const engine = this.deps.host.current;
-    const [detail, events] = await Promise.all([taskDetail(this.deps.host, this.taskId), engine ? engine.events({ taskId: this.taskId }) : api.events({ taskId: this.taskId })]);
-    const model = buildTimeline({ ...detail, events, now: Date.now() });
+    const model = await this.deps.reader.model(this.taskId);
     const t = model.task.title;
     this.panel.title = `Timeline: ${t.length > 40 ? `${t.slice(0, 39)}…` : t}`;
     return model;
@@ -130,8 +130,8 @@ export class TimelinePanel extends Disposable {
           return;
         }
         case 'shown':
-          this.lastShown = { steps: msg.steps, attempts: msg.attempts, at: msg.at };
-          this._onDidShow.fire({ steps: msg.steps, attempts: msg.attempts, at: msg.at });
+          this.lastShown = { steps: msg.steps, attempts: msg.attempts, at: msg.at, pageMs: msg.pageMs };
+          this._onDidShow.fire(this.lastShown);
           return;
         case 'refresh':
           return await this.sendWhole();

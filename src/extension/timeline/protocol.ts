@@ -156,8 +156,12 @@ export type CheckpointAction = z.infer<typeof CheckpointAction>;
 
 export const TimelinePageMessage = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('ready') }),
-  /** The page has drawn the timeline (first content, then each patch); `at` is the frame's wall-clock time. */
-  z.strictObject({ type: z.literal('shown'), steps: z.number().int().min(0).max(MAX_STEPS), attempts: z.number().int().min(0).max(MAX_ATTEMPTS), at: Time }),
+  /**
+   * The page has drawn the timeline (first content, then each patch); `at` is the frame's
+   * wall-clock time, `pageMs` how long after the page's own navigation began (loading
+   * the document, the script, validating and drawing): the page's share of an open.
+   */
+  z.strictObject({ type: z.literal('shown'), steps: z.number().int().min(0).max(MAX_STEPS), attempts: z.number().int().min(0).max(MAX_ATTEMPTS), at: Time, pageMs: z.number().min(0).max(3_600_000) }),
   z.strictObject({ type: z.literal('refresh') }),
   z.strictObject({ type: z.literal('checkpoint'), action: CheckpointAction, checkpointId: Id }),
   z.strictObject({ type: z.literal('showEvents') }),

@@ -5,6 +5,7 @@ import { codicon, STATE_LABEL } from '../presentation';
 import { TaskNode } from '../tasksTree';
 import { TIMELINE_VIEW_TYPE, TimelinePanel, type TimelineDeps } from './panel';
 import { TimelinePageState } from './protocol';
+import { TimelineReader } from './timelineReader';
 
 /**
  * One timeline per task: opening again focuses it. Panels survive a window reload
@@ -13,8 +14,11 @@ import { TimelinePageState } from './protocol';
 export class TimelinePanels extends Disposable {
   private readonly panels = new Map<string, TimelinePanel>();
 
-  constructor(private readonly deps: TimelineDeps) {
+  private readonly deps: TimelineDeps;
+
+  constructor(base: Omit<TimelineDeps, 'reader'>) {
     super();
+    const deps = (this.deps = { ...base, reader: new TimelineReader(base.host) });
     this.register(
       vscode.window.registerWebviewPanelSerializer(TIMELINE_VIEW_TYPE, {
         deserializeWebviewPanel: async (panel, state) => {
