@@ -33,6 +33,8 @@ const CHUNK = 60;
 let model: TimelineModel | undefined;
 let focusKey: string | undefined;
 let notice: { text: string; error: boolean } | null = null;
+/** The checkpoint whose action menu is open. */
+let menuFor: string | null = null;
 const expanded = new Set<string>();
 const lists: LazyList[] = [];
 const app = document.getElementById('app')!;
@@ -100,11 +102,17 @@ function render(): void {
   if (!model) return;
   const m = model;
   lists.length = 0;
+  // A live update redraws the page: an open checkpoint menu, and the item in it that had focus, come back as they were.
+  const reopen = menuFor;
+  const items = Array.from(document.querySelectorAll<HTMLElement>('.menu [role="menuitem"]'));
+  const focusedItem = items.indexOf(document.activeElement as HTMLElement);
   const frag = document.createDocumentFragment();
   frag.append(header(m), graph(m), axis(m), checkpointSection(m), effectSection(m));
   app.replaceChildren(frag);
   app.setAttribute('aria-busy', 'false');
+  menuFor = null;
   restoreFocus();
+  if (reopen) openMenu(reopen, focusedItem >= 0 ? focusedItem : null);
 }
 
 function header(m: TimelineModel): HTMLElement {
@@ -223,7 +231,7 @@ function axis(m: TimelineModel): HTMLElement {
   const cpLane = track(`${m.checkpoints.length} checkpoints`);
   for (const c of m.checkpoints) {
     const r = s('rect', { x: Math.min(TRACK_W - 3, x(m, c.at)), y: 0, width: 3, height: 10, class: `cp${c.restorable ? '' : ' dead'}`, 'data-cp': c.id });
-    tip(r, `${c.label ?? human(c.kind)} — ${clock(c.at)}`);
+    tip(r, `${c.title} — ${clock(c.at)}`);
     cpLane.append(r);
   }
   cpLane.addEventListener('click', (e) => {
@@ -261,7 +269,7 @@ function lane(key: string, label: string, detail: string, svg: SVGSVGElement): H
 function stepRow(m: TimelineModel, st: TimelineStep, attempts: TimelineAttempt[]): HTMLLIElement {
   const total = attempts.reduce((n, a) => n + ((a.end ?? m.range.end) - a.start), 0);
   const who = [...new Set(attempts.map((a) => a.by).filter((b): b is string => !!b))];
-  const summary = `${attempts.length} attempt${attempts.length === 1 ? '' : 's'}${attempts.length ? ` · ${dur(total)}` : ''}${who.length ? ` · ${who.join(', ')}` : ''}`;
+  const summary = `${attempts.length} attempt${attempts.length === 1 ? '' : 's'}${attempts.length ? ` · ${dur(total)}` : ''}${who.length ? ` · by ${who.join(', ')}` : ''}`;
   const key = `step:${st.id}`;
   const open = expanded.has(st.id);
   const li = h('li', { class: `row step st-${st.status}`, 'data-key': key, tabindex: '-1', 'aria-expanded': String(open), 'aria-label': `Step ${st.title}, ${human(st.status)}, ${summary}` });
@@ -317,16 +325,14 @@ function checkpointSection(m: TimelineModel): HTMLElement {
     sec.append(h('p', { class: 'dim' }, 'No checkpoint yet. Waypoint takes one when the task starts, around each step and before side effects.'));
     return sec;
   }
-  const titles = new Map(m.steps.map((x) => [x.id, x.title]));
   const ul = h('ul', { class: 'rows list', role: 'list', 'aria-label': 'Checkpoints' });
-  lists.push(lazyList(ul, [...m.checkpoints].reverse(), (c) => checkpointRow(c, titles), CHUNK));
+  lists.push(lazyList(ul, [...m.checkpoints].reverse(), checkpointRow, CHUNK));
   sec.append(ul);
   return sec;
 }
 
-function checkpointRow(c: TimelineCheckpoint, titles: Map<string, string>): HTMLLIElement {
-  const step = c.stepId ? titles.get(c.stepId) ?? c.stepId : null;
-  const name = `${c.label ?? human(c.kind)}${step ? `: ${step}` : ''}`;
+function checkpointRow(c: TimelineCheckpoint): HTMLLIElement {
+  const name = c.title;
   const li = h('li', {
     class: `row cp-row${c.restorable ? '' : ' dead'}`,
     'data-key': `cp:${c.id}`,
@@ -347,7 +353,7 @@ const ACTIONS: { action: CheckpointAction; label: string }[] = [
 ];
 
 /** The checkpoint's actions, as a menu under its row: arrows move, Enter runs, Esc closes. */
-function openMenu(checkpointId: string): void {
+function openMenu(checkpointId: string, focusItem: number | null = 0): void {
   closeMenu();
   const c = model?.checkpoints.find((x) => x.id === checkpointId);
   const row = rowByKey(`cp:${checkpointId}`);
@@ -356,7 +362,7 @@ function openMenu(checkpointId: string): void {
     say('That checkpoint has no intact snapshot: nothing to compare with, roll back to or fork from.', true);
     return;
   }
-  const menu = h('div', { class: 'menu', role: 'menu', 'aria-label': `Actions for checkpoint ${c.label ?? human(c.kind)}` });
+  const menu = h('div', { class: 'menu', role: 'menu', 'aria-label': `Actions for checkpoint ${c.title}` });
   for (const a of ACTIONS) {
     const item = h('button', { type: 'button', role: 'menuitem', tabindex: '-1', class: 'secondary', 'data-action': a.action }, a.label);
     item.addEventListener('click', (e) => {
@@ -383,10 +389,12 @@ function openMenu(checkpointId: string): void {
   });
   row.after(h('li', { class: 'menu-row' }, menu));
   row.setAttribute('aria-expanded', 'true');
-  menu.querySelector<HTMLElement>('[role="menuitem"]')!.focus();
+  menuFor = checkpointId;
+  if (focusItem !== null) menu.querySelectorAll<HTMLElement>('[role="menuitem"]')[Math.min(focusItem, ACTIONS.length - 1)]!.focus();
 }
 
 function closeMenu(): void {
+  menuFor = null;
   for (const m of Array.from(document.querySelectorAll('.menu-row'))) m.remove();
   for (const r of Array.from(document.querySelectorAll('.cp-row[aria-expanded]'))) r.removeAttribute('aria-expanded');
 }

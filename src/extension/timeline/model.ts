@@ -6,6 +6,7 @@
  * abandoned or failed under it) closes it.
  */
 import type { CheckpointMeta, SideEffect, Step, Task, WaypointEvent } from '../../core/model/schema';
+import { CHECKPOINT_LABEL } from '../checkpointLabels';
 import {
   MAX_ATTEMPTS,
   MAX_CHECKPOINTS,
@@ -36,6 +37,7 @@ const clipN = (s: string | null | undefined, n: number) => (s == null ? null : c
 export function buildTimeline(input: TimelineInput): TimelineModel {
   const { task } = input;
   const steps = input.steps.slice(0, MAX_STEPS);
+  const stepTitles = new Map(input.steps.map((s) => [s.id, clip(s.title, 500)]));
   const attempts = readAttempts(input.events);
   const marks = readMarks(input.events);
   const checkpoints = input.checkpoints.slice(-MAX_CHECKPOINTS);
@@ -71,6 +73,7 @@ export function buildTimeline(input: TimelineInput): TimelineModel {
       id: c.id,
       kind: c.kind,
       label: clipN(c.label, 500),
+      title: clip(`${c.label ?? CHECKPOINT_LABEL[c.kind]}${c.stepId && stepTitles.has(c.stepId) ? `: ${stepTitles.get(c.stepId)}` : ''}`, 1_100),
       stepId: c.stepId,
       at: c.createdAt,
       filesChanged: c.filesChanged,

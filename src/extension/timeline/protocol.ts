@@ -69,6 +69,8 @@ export const TimelineCheckpoint = z.strictObject({
   id: Id,
   kind: Text(40),
   label: Text(500).nullable(),
+  /** What a person calls it: its label or its kind, and the step it belongs to. */
+  title: Text(1_100),
   stepId: Id.nullable(),
   at: Time,
   filesChanged: z.number().int().min(0),
