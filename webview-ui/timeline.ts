@@ -63,11 +63,23 @@ function s<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, s
   return el;
 }
 
+/**
+ * An SVG element's tooltip. Thousands of bars and marks would each need a `<title>`
+ * child; the text waits in an attribute instead and becomes a `<title>` when the
+ * pointer first reaches the element (see the listener below), so the first paint
+ * builds a quarter fewer elements.
+ */
 function tip(el: SVGElement, text: string): void {
-  const t = document.createElementNS(SVG, 'title');
-  t.textContent = text;
-  el.append(t);
+  el.setAttribute('data-tip', text);
 }
+
+document.addEventListener('mouseover', (e) => {
+  const el = (e.target as Element).closest?.('[data-tip]');
+  if (!el || el.querySelector(':scope > title')) return;
+  const t = document.createElementNS(SVG, 'title');
+  t.textContent = el.getAttribute('data-tip');
+  el.append(t);
+});
 
 function dur(ms: number | null): string {
   if (ms === null) return '';
@@ -76,7 +88,11 @@ function dur(ms: number | null): string {
   return sec < 120 ? `${sec} s` : sec < 7200 ? `${Math.round(sec / 60)} min` : `${(sec / 3600).toFixed(1)} h`;
 }
 
-const clock = (ms: number) => new Date(ms).toLocaleTimeString();
+// One formatter each, made once: toLocaleTimeString() builds a new one per call, which
+// for thousands of bars and marks was the page's largest cost after layout.
+const TIME = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
+const DATE_TIME = new Intl.DateTimeFormat(undefined, { dateStyle: 'short', timeStyle: 'medium' });
+const clock = (ms: number) => TIME.format(ms);
 const human = (x: string) => x.replace(/_/g, ' ');
 
 function button(label: string, aria: string, onClick: () => void, cls = 'secondary'): HTMLButtonElement {
@@ -119,7 +135,7 @@ function header(m: TimelineModel): HTMLElement {
   const t = m.task;
   const el = h('header', {}, h('h1', {}, t.title));
   const meta = h('p', { class: 'meta' });
-  meta.append(h('span', { class: `badge st-${t.state}` }, human(t.state)), ` ${t.agent ? `${t.agent} · ` : ''}task attempt ${t.attempt} · ${m.events} events · started ${new Date(t.createdAt).toLocaleString()} · ${dur(m.range.end - m.range.start)}`);
+  meta.append(h('span', { class: `badge st-${t.state}` }, human(t.state)), ` ${t.agent ? `${t.agent} · ` : ''}task attempt ${t.attempt} · ${m.events} events · started ${DATE_TIME.format(t.createdAt)} · ${dur(m.range.end - m.range.start)}`);
   el.append(meta);
   el.append(h('p', { class: 'meta' }, 'Correlation id ', h('code', { class: 'corr', 'aria-label': `Correlation id ${t.correlationId}` }, t.correlationId)));
   if (t.interruption) el.append(h('p', { class: 'warn', role: 'note' }, t.interruption));
