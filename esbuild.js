@@ -63,10 +63,10 @@ async function main() {
       outdir: 'dist',
       external: ['vscode'],
     }),
-    // The review panel's page: a browser bundle (it shares protocol.ts with the host).
+    // The review panel's and the timeline's pages: browser bundles (each shares its protocol.ts with the host).
     esbuild.context({
       ...common,
-      entryPoints: ['webview-ui/main.ts', 'webview-ui/main.css'],
+      entryPoints: ['webview-ui/main.ts', 'webview-ui/main.css', 'webview-ui/timeline.ts', 'webview-ui/timeline.css'],
       outdir: 'dist/webview',
       format: 'iife',
       platform: 'browser',

@@ -12,6 +12,7 @@ import { settings } from './settings';
 import { listTasks, taskDetail } from './storeReads';
 import { EffectNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
 import type { ReviewPanels } from './review/reviewPanels';
+import type { TimelinePanels } from './timeline/timelinePanels';
 import { WorkspaceCommands } from './workspaceCommands';
 
 /**
@@ -29,6 +30,7 @@ export class Commands extends Disposable {
     private readonly view: vscode.TreeView<TreeNode>,
     private readonly log: vscode.LogOutputChannel,
     review: ReviewPanels,
+    timeline: TimelinePanels,
   ) {
     super();
     const ws = new WorkspaceCommands({
@@ -61,6 +63,7 @@ export class Commands extends Disposable {
       'waypoint.revealTask': (a) => this.revealTask(a),
       'waypoint.showStoreInfo': () => this.log.show(true),
       'waypoint.reviewTask': (a) => review.open(a),
+      'waypoint.showTimeline': (a) => timeline.open(a),
     };
     for (const [id, fn] of Object.entries(table)) {
       this.register(vscode.commands.registerCommand(id, (...args: unknown[]) => this.run(id, () => fn(...args))));

@@ -12,6 +12,9 @@ import { EventsDocumentProvider } from './eventsDocument';
 import { ReviewPanels } from './review/reviewPanels';
 import type { ShownContent } from './review/panel';
 import { TaskStatusBar } from './statusBar';
+import type { TimelineShown } from './timeline/panel';
+import type { TimelineModel } from './timeline/protocol';
+import { TimelinePanels } from './timeline/timelinePanels';
 import { TasksTreeProvider, type TreeNode } from './tasksTree';
 
 /** What other extensions (and our integration tests) get from `activate()`. */
@@ -42,6 +45,10 @@ export interface WaypointApi {
   mcpEndpoint(): Promise<{ url: string; token: string; relayed: boolean } | undefined>;
   /** Opens a task's review panel and resolves once the page reports it has drawn the goal and the file list: their count, and the wall-clock time of that frame. */
   openReview(taskId: string): Promise<ShownContent>;
+  /** Opens a task's timeline and resolves once the page reports it has drawn it: its steps and attempts, and the wall-clock time of that frame. */
+  openTimeline(taskId: string): Promise<TimelineShown>;
+  /** An open timeline's last report from its page (what it drew), and the model the host last sent it; undefined when none is open. */
+  timelineState(taskId: string): { shown: TimelineShown | undefined; model: TimelineModel | undefined } | undefined;
   /** Fires when the Tasks view refreshes (after engine changes). */
   onDidRefreshTree: vscode.Event<void>;
 }
@@ -74,7 +81,9 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(vscode.commands.registerCommand('waypoint.connectAgent', () => doors.connect().catch((e) => void vscode.window.showErrorMessage(`Waypoint: ${(e as Error).message}`))));
   const review = new ReviewPanels({ host, log, extensionUri: context.extensionUri });
   context.subscriptions.push(review);
-  context.subscriptions.push(new Commands(host, tree, view, log, review));
+  const timeline = new TimelinePanels({ host, log, extensionUri: context.extensionUri });
+  context.subscriptions.push(timeline);
+  context.subscriptions.push(new Commands(host, tree, view, log, review, timeline));
   context.subscriptions.push(new AttentionAlerts(host));
   // Open the store (or find its owner) in the background once the window is up, so
   // the view and the status bar show the truth without waiting for a click.
@@ -104,6 +113,20 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
           resolve(shown);
         });
       });
+    },
+    openTimeline: async (taskId) => {
+      const panel = await timeline.open(taskId);
+      if (!panel) throw new Error(`No timeline for ${taskId}`);
+      return new Promise<TimelineShown>((resolve) => {
+        const d = panel.onDidShow((shown) => {
+          d.dispose();
+          resolve(shown);
+        });
+      });
+    },
+    timelineState: (taskId) => {
+      const panel = timeline.panel(taskId);
+      return panel && { shown: panel.lastShown, model: panel.current };
     },
     mcpServerDefinitions: () => doors.definitions(),
     mcpEndpoint: async () => {

@@ -134,13 +134,4 @@ export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[]): v
 }
 
 /** How each checkpoint kind is named in the view, quick picks and titles. */
-export const CHECKPOINT_LABEL: Record<CheckpointMeta['kind'], string> = {
-  task_base: 'Start of task',
-  step_start: 'Before step',
-  step_end: 'After step',
-  before_side_effect: 'Before side effect',
-  manual: 'Checkpoint',
-  auto: 'Auto checkpoint',
-  pre_rollback: 'Before rollback',
-  periodic: 'Periodic checkpoint',
-};
+export { CHECKPOINT_LABEL } from './checkpointLabels';

@@ -124,6 +124,10 @@ export class TaskStatusBar extends Disposable {
       tip.appendText(current ? `Current step: ${current.title}` : 'No step in progress');
     }
     if (last) tip.appendText(`\n\nLast checkpoint: ${ago(last.createdAt)}`);
+    // A command link, trusted for this one command only, so the tooltip leads to the timeline.
+    tip.appendMarkdown(`\n\n[$(type-hierarchy) Show Task Timeline](command:waypoint.showTimeline?${encodeURIComponent(JSON.stringify([task.id]))} "Steps, attempts and checkpoints of this task over time")`);
+    tip.isTrusted = { enabledCommands: ['waypoint.showTimeline'] };
+    tip.supportThemeIcons = true;
     this.item.tooltip = tip;
     this.item.accessibilityInformation = { label: `Waypoint task ${task.title}, ${task.state.replace('_', ' ')}${count}` };
     this.item.show();

@@ -152,11 +152,23 @@ export class WorkspaceCommands {
     return r;
   }
 
+  /** A tree node, or `{ taskId, checkpointId }` (the timeline, other extensions). */
   async compareWithWorkspace(arg: unknown): Promise<void> {
-    if (!(arg instanceof CheckpointNode)) throw new Error('Choose a checkpoint in the Waypoint view.');
+    const direct = RollbackArgs.safeParse(arg);
+    if (!(arg instanceof CheckpointNode) && !direct.success) throw new Error('Choose a checkpoint in the Waypoint view.');
     const engine = await this.api();
-    const c = arg.checkpoint;
-    const steps = await this.stepsOf(c);
+    let c: CheckpointMeta;
+    let steps: Step[];
+    if (direct.success) {
+      const d = await taskDetail(this.d.host, direct.data.taskId);
+      const found = d.checkpoints.find((x) => x.id === direct.data.checkpointId);
+      if (!found) throw new Error(`Unknown checkpoint '${direct.data.checkpointId}'.`);
+      c = found;
+      steps = d.steps;
+    } else {
+      c = (arg as CheckpointNode).checkpoint;
+      steps = await this.stepsOf(c);
+    }
     const diff = await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: comparing' }, () => engine.diff({ from: c.id }));
     if (!diff.changes.length) {
       void vscode.window.showInformationMessage('Waypoint: the workspace matches this checkpoint.');

@@ -175,12 +175,13 @@ export const PageState = z.strictObject({
 export type PageState = z.infer<typeof PageState>;
 
 /**
- * Parses one message received from the other side. A malformed one is refused
+ * Parses one message received from the other side (of the review panel, or of
+ * another webview that names its `area` for the log line). A malformed one is refused
  * with one bounded log line naming its first problem, and never throws: the
  * other side may be broken or hostile, and a throw in a message handler would
  * only be swallowed without a trace.
  */
-export function parseInbound<S extends z.ZodType>(schema: S, raw: unknown, from: 'page' | 'host', warn: (line: string) => void): z.infer<S> | undefined {
+export function parseInbound<S extends z.ZodType>(schema: S, raw: unknown, from: 'page' | 'host', warn: (line: string) => void, area = 'review'): z.infer<S> | undefined {
   let problem: string;
   try {
     const r = schema.safeParse(raw);
@@ -190,7 +191,7 @@ export function parseInbound<S extends z.ZodType>(schema: S, raw: unknown, from:
   } catch (e) {
     problem = `unreadable (${e instanceof Error ? e.message : String(e)})`;
   }
-  warn(`[review] ignored a malformed message from the ${from}: ${problem.length > 300 ? `${problem.slice(0, 299)}…` : problem}`);
+  warn(`[${area}] ignored a malformed message from the ${from}: ${problem.length > 300 ? `${problem.slice(0, 299)}…` : problem}`);
   return undefined;
 }
 

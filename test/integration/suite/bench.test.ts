@@ -98,4 +98,60 @@ describe('bench (extension host)', function () {
     report(`BENCH review_open_1000_files_first_ms ${opens[0].toFixed(2)}`);
     report(`BENCH review_open_1000_files_ms ${median(opens).toFixed(2)}`);
   });
+
+  it('measures the Task Timeline on a task of 5,000 events: open to first paint', async () => {
+    const api = await activated();
+    const engine = await api.engine();
+    // 714 steps in layers of 20 (each after two of the layer before), each failed once
+    // and then completed, with a checkpoint and a shell command: 1 + 714 × 7 = 4,999
+    // events, written as the store records them (the engine's own calls would scan the
+    // workspace at every step and take minutes).
+    const STEPS = 714;
+    const taskId = 't_bench_timeline';
+    const corr = 'c_bench_timeline';
+    const id = (i: number) => `s${i}`;
+    const plan = Array.from({ length: STEPS }, (_, i) => ({ id: id(i), title: `Step ${i}: change module ${i % 37}`, ...(i >= 20 ? { dependsOn: [id(i - 20), id(i - 20 + ((i + 1) % 20))] } : {}) }));
+    const ev = <T extends Parameters<typeof engine.store.commit>[0][number]>(e: Omit<T, 'taskId' | 'corr' | 'by'>) => ({ ...e, taskId, corr, by: 'bench-agent' }) as T;
+    await engine.store.commit([ev({ type: 'task.started', key: 'bench-tl-start', data: { goal: 'Timeline bench', title: 'Timeline bench: 5,000 events', agent: 'bench', plan, owner: { id: 'bench-agent' }, leaseTtlMs: 3_600_000 } })]).durable;
+    let parent: string | null = null;
+    for (let i = 0; i < STEPS; i += 50) {
+      const batch = [];
+      for (let k = i; k < Math.min(STEPS, i + 50); k++) {
+        const stepId = id(k);
+        const deps = plan[k].dependsOn ?? [];
+        const cp = `cp_bench_tl_${k}`;
+        batch.push(
+          ev({ type: 'step.started', key: `b-${k}-s1`, data: { stepId, title: plan[k].title, attempt: 1, taskAttempt: 1, inputs: null, adhoc: false, dependsOn: deps } }),
+          ev({ type: 'step.failed', key: `b-${k}-f1`, data: { stepId, error: `test ${k} failed`, recoverable: true, class: 'recoverable', attempt: 1, backoffMs: 1000 } }),
+          ev({ type: 'step.started', key: `b-${k}-s2`, data: { stepId, title: plan[k].title, attempt: 2, taskAttempt: 1, inputs: null, adhoc: false, dependsOn: deps } }),
+          ev({ type: 'side_effect.intent', key: `b-${k}-i`, data: { key: `sh-${k}`, stepId, kind: 'shell', description: `npm test -- module${k % 37}`, args: null, attempt: 1 } }),
+          ev({ type: 'side_effect.done', key: `b-${k}-d`, data: { key: `sh-${k}`, result: null, by: 'agent' } }),
+          ev({ type: 'step.completed', key: `b-${k}-c`, data: { stepId, outputs: null, summary: null } }),
+          ev({ type: 'checkpoint.created', key: `b-${k}-cp`, data: { checkpointId: cp, kind: 'step_end', stepId, label: null, parentId: parent, manifestRef: null, files: 0, filesChanged: 0, bytes: 0 } }),
+        );
+        parent = cp;
+      }
+      await engine.store.commit(batch).durable;
+    }
+    const events = engine.events({ taskId }).length;
+    if (events < 4_999) throw new Error(`the task holds ${events} events`);
+    const tabs = () => vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.input instanceof vscode.TabInputWebview && t.input.viewType.includes('waypoint.timeline'));
+    const opens: number[] = [];
+    const pages: number[] = [];
+    for (let r = 0; r < 5; r++) {
+      // Wall clock on both sides: the page stamps the frame that drew the timeline, and
+      // says how long after its own navigation began (VS Code's webview set-up is the rest).
+      const t0 = Date.now();
+      const shown = await api.openTimeline(taskId);
+      opens.push(shown.at - t0);
+      pages.push(shown.pageMs);
+      if (shown.steps < STEPS || shown.attempts < STEPS * 2) throw new Error(`the timeline drew ${shown.steps} steps and ${shown.attempts} attempts`);
+      await vscode.window.tabGroups.close(tabs());
+      await eventually(() => tabs().length === 0, 'the timeline to close');
+    }
+    report(`BENCH timeline_open_5000_events_first_ms ${opens[0].toFixed(2)}`);
+    report(`BENCH timeline_open_5000_events_ms ${median(opens).toFixed(2)}`);
+    report(`BENCH timeline_page_5000_events_first_ms ${pages[0].toFixed(2)}`);
+    report(`BENCH timeline_page_5000_events_ms ${median(pages).toFixed(2)}`);
+  });
 });

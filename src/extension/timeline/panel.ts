@@ -1,0 +1,210 @@
+import * as vscode from 'vscode';
+import { errorMessage } from '../../core/model/errors';
+import { Disposable } from '../disposable';
+import type { EngineHost } from '../engineHost';
+import { parseInbound } from '../review/protocol';
+import { webviewOptions } from '../review/html';
+import { timelineHtml } from './html';
+import { diffTimeline } from './patch';
+import type { TimelineReader } from './timelineReader';
+import { TimelineHostMessage, TimelinePageMessage, type CheckpointAction, type TimelineModel } from './protocol';
+
+export const TIMELINE_VIEW_TYPE = 'waypoint.timeline';
+/** A model older than this when the page first says `ready` is rebuilt and sent whole. */
+const EMBEDDED_FRESH_MS = 10_000;
+/** Engine changes arrive in bursts (a step's start writes a checkpoint too): one patch per burst. */
+const PATCH_DELAY_MS = 200;
+const FORK_COMMAND = 'waypoint.forkFromCheckpoint';
+
+export interface TimelineDeps {
+  host: EngineHost;
+  /** Shared by the panels: a task's history is read once, then only what is new. */
+  reader: TimelineReader;
+  log: vscode.LogOutputChannel;
+  extensionUri: vscode.Uri;
+}
+
+export interface TimelineShown {
+  steps: number;
+  attempts: number;
+  /** Wall-clock time (ms since the epoch) of the frame that drew it, as the page saw it. */
+  at: number;
+  /** Milliseconds from the page's navigation start to that frame. */
+  pageMs: number;
+}
+
+/**
+ * The host side of one task's timeline. The first model is written into the page's
+ * document; after the page says `ready` (nothing is posted before), engine changes
+ * for this task become `patch` messages: the difference from the model the page
+ * holds, never a reload. Checkpoint actions go through the existing commands.
+ */
+export class TimelinePanel extends Disposable {
+  private ready = false;
+  /** The model the page holds (or will, once it says `ready`). */
+  private model: TimelineModel | undefined;
+  private embeddedAt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private updating: Promise<void> | undefined;
+  private again = false;
+  private forkAvailable: Promise<boolean> | undefined;
+  /** The page's last report of what it drew. */
+  lastShown: TimelineShown | undefined;
+  private readonly _onDidDispose = this.register(new vscode.EventEmitter<void>());
+  readonly onDidDispose = this._onDidDispose.event;
+  private readonly _onDidShow = this.register(new vscode.EventEmitter<TimelineShown>());
+  /** Fires each time the page reports it has drawn the timeline: first content, then each patch. */
+  readonly onDidShow = this._onDidShow.event;
+
+  constructor(
+    readonly taskId: string,
+    readonly panel: vscode.WebviewPanel,
+    private readonly deps: TimelineDeps,
+  ) {
+    super();
+    panel.webview.options = webviewOptions(deps.extensionUri);
+    this.register(panel.webview.onDidReceiveMessage((m) => void this.receive(m)));
+    this.register(
+      deps.host.onDidChange((e) => {
+        if (!e || e.taskIds.includes(taskId)) this.schedule();
+      }),
+    );
+    this.register(panel.onDidDispose(() => this.dispose()));
+    this.register({ dispose: () => clearTimeout(this.timer) });
+    void this.load();
+  }
+
+  override dispose(): void {
+    if (this.isDisposed) return;
+    this._onDidDispose.fire();
+    super.dispose();
+    this.panel.dispose();
+  }
+
+  reveal(): void {
+    this.panel.reveal();
+  }
+
+  /** The model the page was last sent (tests). */
+  get current(): TimelineModel | undefined {
+    return this.model;
+  }
+
+  private async build(): Promise<TimelineModel> {
+    const model = await this.deps.reader.model(this.taskId);
+    const t = model.task.title;
+    this.panel.title = `Timeline: ${t.length > 40 ? `${t.slice(0, 39)}…` : t}`;
+    return model;
+  }
+
+  private async load(): Promise<void> {
+    let first: TimelineModel | undefined;
+    try {
+      first = await this.build();
+      this.model = first;
+      this.embeddedAt = Date.now();
+    } catch (e) {
+      this.deps.log.warn(`[timeline] building ${this.taskId} failed: ${errorMessage(e)}`);
+    }
+    if (this.isDisposed) return;
+    this.panel.webview.html = timelineHtml(this.panel.webview, this.deps.extensionUri, 'Waypoint timeline', first);
+  }
+
+  private post(msg: TimelineHostMessage): void {
+    if (!this.ready || this.isDisposed) return;
+    void this.panel.webview.postMessage(msg);
+  }
+
+  private async receive(raw: unknown): Promise<void> {
+    const msg = parseInbound(TimelinePageMessage, raw, 'page', (line) => this.deps.log.warn(line), 'timeline');
+    if (!msg) return;
+    try {
+      switch (msg.type) {
+        case 'ready': {
+          this.ready = true;
+          // A hidden tab shown again reloads the page from the same document: the embedded model may be old.
+          const fresh = this.model && Date.now() - this.embeddedAt <= EMBEDDED_FRESH_MS;
+          this.embeddedAt = 0;
+          if (fresh) this.schedule();
+          else await this.sendWhole();
+          return;
+        }
+        case 'shown':
+          this.lastShown = { steps: msg.steps, attempts: msg.attempts, at: msg.at, pageMs: msg.pageMs };
+          this._onDidShow.fire(this.lastShown);
+          return;
+        case 'refresh':
+          return await this.sendWhole();
+        case 'checkpoint':
+          return await this.checkpointAction(msg.action, msg.checkpointId);
+        case 'showEvents':
+          await vscode.commands.executeCommand('waypoint.showTaskEvents', this.taskId);
+          return;
+      }
+    } catch (e) {
+      this.deps.log.error(`[timeline] ${msg.type} failed: ${errorMessage(e)}`);
+      this.post({ type: 'error', text: errorMessage(e).slice(0, 4_000) });
+    }
+  }
+
+  private async sendWhole(): Promise<void> {
+    this.model = await this.build();
+    this.post({ type: 'init', model: this.model });
+  }
+
+  private schedule(): void {
+    if (!this.ready || this.isDisposed) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.update(), PATCH_DELAY_MS);
+  }
+
+  /** Rebuilds and posts the difference; one at a time, and a change during one runs one more. */
+  update(): Promise<void> {
+    if (this.updating) {
+      this.again = true;
+      return this.updating;
+    }
+    this.updating = (async () => {
+      do {
+        this.again = false;
+        try {
+          const next = await this.build();
+          const prev = this.model;
+          this.model = next;
+          if (!prev) this.post({ type: 'init', model: next });
+          else {
+            const patch = diffTimeline(prev, next);
+            if (patch) this.post({ type: 'patch', patch });
+          }
+        } catch (e) {
+          this.deps.log.warn(`[timeline] updating ${this.taskId} failed: ${errorMessage(e)}`);
+        }
+      } while (this.again && !this.isDisposed);
+    })().finally(() => (this.updating = undefined));
+    return this.updating;
+  }
+
+  private async checkpointAction(action: CheckpointAction, checkpointId: string): Promise<void> {
+    // Only this task's checkpoints: the page cannot make the host act on anything else.
+    const c = this.model?.checkpoints.find((x) => x.id === checkpointId);
+    if (!c) throw new Error(`Checkpoint ${checkpointId} is not in this task's timeline.`);
+    if (!c.restorable) throw new Error('That checkpoint has no intact snapshot to compare with, roll back to or fork from.');
+    switch (action) {
+      case 'compare':
+        await vscode.commands.executeCommand('waypoint.compareWithWorkspace', { taskId: this.taskId, checkpointId });
+        return;
+      case 'rollback':
+        await vscode.commands.executeCommand('waypoint.rollback', { taskId: this.taskId, checkpointId });
+        return;
+      case 'fork':
+        // The fork command comes with its own feature; until it is there, say so plainly.
+        this.forkAvailable ??= Promise.resolve(vscode.commands.getCommands(true)).then((all) => all.includes(FORK_COMMAND));
+        if (!(await this.forkAvailable)) {
+          this.forkAvailable = undefined;
+          throw new Error('Forking from a checkpoint is not available in this version of Waypoint.');
+        }
+        await vscode.commands.executeCommand(FORK_COMMAND, { checkpointId });
+        return;
+    }
+  }
+}

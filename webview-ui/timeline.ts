@@ -1,0 +1,584 @@
+/**
+ * The Task Timeline page. Built with DOM APIs and `textContent` only (never
+ * `innerHTML` with data), so titles, errors and commands are inert text; messages
+ * are parsed with the shared zod schemas. The whole page is built in one pass into
+ * a fragment; long lists draw a chunk at a time as they near the viewport, so a task
+ * of thousands of events paints quickly. Bars, marks and the graph are SVG
+ * (attributes, not inline style, so the strict CSP holds).
+ */
+import { applyPatch } from '../src/extension/timeline/patch';
+import { parseInbound } from '../src/extension/review/protocol';
+import {
+  FIRST_TIMELINE_ID,
+  TimelineHostMessage,
+  TimelinePageState,
+  type CheckpointAction,
+  type TimelineAttempt,
+  type TimelineCheckpoint,
+  type TimelineEffect,
+  type TimelineModel,
+  type TimelinePageMessage,
+  type TimelineStep,
+} from '../src/extension/timeline/protocol';
+import { lazyList, type LazyList } from './lazyList';
+
+declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
+const vscode = acquireVsCodeApi();
+const SVG = 'http://www.w3.org/2000/svg';
+/** The time axis's track is drawn in a fixed coordinate space, stretched to the row's width. */
+const TRACK_W = 1000;
+/** Rows drawn per chunk of a long list: more than a tall window shows, few enough to paint at once. */
+const CHUNK = 60;
+
+let model: TimelineModel | undefined;
+let focusKey: string | undefined;
+let notice: { text: string; error: boolean } | null = null;
+/** The checkpoint whose action menu is open. */
+let menuFor: string | null = null;
+const expanded = new Set<string>();
+const lists: LazyList[] = [];
+const app = document.getElementById('app')!;
+
+const restored = TimelinePageState.safeParse(vscode.getState());
+if (restored.success) focusKey = restored.data.focus;
+
+function send(m: TimelinePageMessage): void {
+  vscode.postMessage(m);
+}
+
+function save(): void {
+  if (model) vscode.setState({ taskId: model.task.id, focus: focusKey?.slice(0, 400) } satisfies TimelinePageState);
+}
+
+function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+  for (const c of children) el.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  return el;
+}
+
+function s<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number> = {}): SVGElementTagNameMap[K] {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  return el;
+}
+
+/**
+ * An SVG element's tooltip. Thousands of bars and marks would each need a `<title>`
+ * child; the text waits in an attribute instead and becomes a `<title>` when the
+ * pointer first reaches the element (see the listener below), so the first paint
+ * builds a quarter fewer elements.
+ */
+function tip(el: SVGElement, text: string): void {
+  el.setAttribute('data-tip', text);
+}
+
+document.addEventListener('mouseover', (e) => {
+  const el = (e.target as Element).closest?.('[data-tip]');
+  if (!el || el.querySelector(':scope > title')) return;
+  const t = document.createElementNS(SVG, 'title');
+  t.textContent = el.getAttribute('data-tip');
+  el.append(t);
+});
+
+function dur(ms: number | null): string {
+  if (ms === null) return '';
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
+  const sec = Math.round(ms / 1000);
+  return sec < 120 ? `${sec} s` : sec < 7200 ? `${Math.round(sec / 60)} min` : `${(sec / 3600).toFixed(1)} h`;
+}
+
+// One formatter each, made once: toLocaleTimeString() builds a new one per call, which
+// for thousands of bars and marks was the page's largest cost after layout.
+const TIME = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
+const DATE_TIME = new Intl.DateTimeFormat(undefined, { dateStyle: 'short', timeStyle: 'medium' });
+const clock = (ms: number) => TIME.format(ms);
+const human = (x: string) => x.replace(/_/g, ' ');
+
+function button(label: string, aria: string, onClick: () => void, cls = 'secondary'): HTMLButtonElement {
+  const b = h('button', { type: 'button', 'aria-label': aria, class: cls }, label);
+  b.addEventListener('click', (e) => {
+    e.stopPropagation();
+    onClick();
+  });
+  return b;
+}
+
+/** A small inline icon drawn in SVG (the page has no icon font under its CSP): a swatch of the outcome's colour. */
+function swatch(cls: string, shape: 'bar' | 'mark' | 'dot' = 'bar'): SVGSVGElement {
+  const svg = s('svg', { width: 14, height: 10, viewBox: '0 0 14 10', class: 'swatch', 'aria-hidden': 'true' });
+  svg.append(shape === 'mark' ? s('rect', { x: 6, y: 0, width: 2, height: 10, class: cls }) : shape === 'dot' ? s('circle', { cx: 7, cy: 5, r: 4, class: cls }) : s('rect', { x: 0, y: 2, width: 14, height: 6, rx: 1, class: cls }));
+  return svg;
+}
+
+// ---------------------------------------------------------------------------
+// Drawing.
+
+function render(): void {
+  if (!model) return;
+  const m = model;
+  lists.length = 0;
+  // A live update redraws the page: an open checkpoint menu, and the item in it that had focus, come back as they were.
+  const reopen = menuFor;
+  const items = Array.from(document.querySelectorAll<HTMLElement>('.menu [role="menuitem"]'));
+  const focusedItem = items.indexOf(document.activeElement as HTMLElement);
+  const frag = document.createDocumentFragment();
+  frag.append(header(m), graph(m), axis(m), checkpointSection(m), effectSection(m));
+  app.replaceChildren(frag);
+  app.setAttribute('aria-busy', 'false');
+  menuFor = null;
+  restoreFocus();
+  if (reopen) openMenu(reopen, focusedItem >= 0 ? focusedItem : null);
+}
+
+function header(m: TimelineModel): HTMLElement {
+  const t = m.task;
+  const el = h('header', {}, h('h1', {}, t.title));
+  const meta = h('p', { class: 'meta' });
+  meta.append(h('span', { class: `badge st-${t.state}` }, human(t.state)), ` ${t.agent ? `${t.agent} · ` : ''}task attempt ${t.attempt} · ${m.events} events · started ${DATE_TIME.format(t.createdAt)} · ${dur(m.range.end - m.range.start)}`);
+  el.append(meta);
+  el.append(h('p', { class: 'meta' }, 'Correlation id ', h('code', { class: 'corr', 'aria-label': `Correlation id ${t.correlationId}` }, t.correlationId)));
+  if (t.interruption) el.append(h('p', { class: 'warn', role: 'note' }, t.interruption));
+  const omitted = Object.entries(m.omitted).filter(([, n]) => n > 0);
+  if (omitted.length) el.append(h('p', { class: 'dim' }, `Too long to show whole: left out ${omitted.map(([k, n]) => `${n} ${k}`).join(', ')} (the oldest). Show Events lists everything.`));
+  el.append(
+    h(
+      'div',
+      { class: 'toolbar' },
+      button('Refresh', 'Refresh the timeline', () => send({ type: 'refresh' })),
+      button('Show events', 'Show every event of the task', () => send({ type: 'showEvents' })),
+    ),
+  );
+  el.append(h('p', { class: 'keys' }, 'Keys: ↑ ↓ move through rows, Home/End jump, Enter acts (a step shows its attempts, a checkpoint offers compare, roll back and fork), Esc closes a menu.'));
+  const status = h('p', { id: 'notice', role: 'status', 'aria-live': 'polite', class: notice?.error ? 'error' : 'dim' }, notice?.text ?? '');
+  el.append(status);
+  return el;
+}
+
+const NODE_W = 150;
+const NODE_H = 28;
+const GAP_X = 50;
+const GAP_Y = 12;
+
+/** The `dependsOn` DAG in layers, left to right, edges from a dependency to the step that needs it. */
+function graph(m: TimelineModel): HTMLElement {
+  const sec = h('section', { 'aria-labelledby': 'graph-h' }, h('h2', { id: 'graph-h' }, 'Dependency graph'));
+  if (!m.steps.length) {
+    sec.append(h('p', { class: 'dim' }, 'No steps yet. The graph fills in as the agent plans or starts steps.'));
+    return sec;
+  }
+  const layers = Math.max(...m.steps.map((x) => x.layer)) + 1;
+  const rows = Math.max(...m.steps.map((x) => x.row)) + 1;
+  const w = layers * (NODE_W + GAP_X) - GAP_X + 8;
+  const hh = rows * (NODE_H + GAP_Y) - GAP_Y + 8;
+  const svg = s('svg', { width: w, height: hh, viewBox: `0 0 ${w} ${hh}`, class: 'graph', role: 'img', 'aria-label': `Dependency graph: ${m.steps.length} steps in ${layers} layers. The time axis below lists each step.` });
+  const pos = new Map(m.steps.map((x) => [x.id, { x: 4 + x.layer * (NODE_W + GAP_X), y: 4 + x.row * (NODE_H + GAP_Y) }]));
+  // All edges in one path and all arrowheads in another: two elements to lay out and paint, not two per edge.
+  const lines: string[] = [];
+  const heads: string[] = [];
+  for (const st of m.steps) {
+    const to = pos.get(st.id)!;
+    for (const d of st.dependsOn) {
+      const from = pos.get(d);
+      if (!from) continue;
+      const x1 = from.x + NODE_W;
+      const y1 = from.y + NODE_H / 2;
+      const x2 = to.x;
+      const y2 = to.y + NODE_H / 2;
+      const mx = (x1 + x2) / 2;
+      lines.push(`M${x1},${y1}C${mx},${y1} ${mx},${y2} ${x2 - 4},${y2}`);
+      heads.push(`M${x2 - 6},${y2 - 3}L${x2},${y2}L${x2 - 6},${y2 + 3}z`);
+    }
+  }
+  const edges = s('g', { class: 'edges' });
+  if (lines.length) edges.append(s('path', { d: lines.join(''), class: 'edge' }), s('path', { d: heads.join(''), class: 'arrow' }));
+  svg.append(edges);
+  const nodes = s('g', { class: 'nodes' });
+  for (const st of m.steps) {
+    const p = pos.get(st.id)!;
+    const g = s('g', { class: `node st-${st.status}`, 'data-step': st.id, transform: `translate(${p.x},${p.y})` });
+    g.append(s('rect', { width: NODE_W, height: NODE_H, rx: 4 }));
+    const label = s('text', { x: 8, y: NODE_H / 2 + 4 });
+    label.textContent = st.title.length > 20 ? `${st.title.slice(0, 19)}…` : st.title;
+    g.append(label);
+    tip(g, `${st.title} — ${human(st.status)}${st.dependsOn.length ? ` — after ${st.dependsOn.join(', ')}` : ''}`);
+    nodes.append(g);
+  }
+  svg.append(nodes);
+  // Clicking a node goes to its row on the time axis, where the keyboard can take over.
+  svg.addEventListener('click', (e) => {
+    const id = (e.target as Element).closest('[data-step]')?.getAttribute('data-step');
+    if (id) focusRow(`step:${id}`);
+  });
+  sec.append(h('div', { class: 'scroll' }, svg));
+  return sec;
+}
+
+const x = (m: TimelineModel, t: number) => ((t - m.range.start) / (m.range.end - m.range.start)) * TRACK_W;
+
+function track(label: string): SVGSVGElement {
+  return s('svg', { class: 'track', viewBox: `0 0 ${TRACK_W} 10`, preserveAspectRatio: 'none', role: 'img', 'aria-label': label });
+}
+
+function attemptsOf(m: TimelineModel): Map<string, TimelineAttempt[]> {
+  const by = new Map<string, TimelineAttempt[]>();
+  for (const a of m.attempts) {
+    const l = by.get(a.stepId);
+    if (l) l.push(a);
+    else by.set(a.stepId, [a]);
+  }
+  return by;
+}
+
+function legend(): HTMLElement {
+  const el = h('p', { class: 'legend dim', 'aria-hidden': 'true' });
+  for (const [cls, text] of [['o-completed', 'completed'], ['o-failed', 'failed'], ['o-running', 'running'], ['o-interrupted', 'interrupted'], ['o-skipped', 'skipped / abandoned']] as const) el.append(swatch(cls), ` ${text}  `);
+  el.append(swatch('cp', 'mark'), ' checkpoint  ', swatch('mk', 'mark'), ' task event');
+  return el;
+}
+
+/** Steps on a time axis: one row per step, one bar per attempt, then the checkpoints and the task's own moments. */
+function axis(m: TimelineModel): HTMLElement {
+  const sec = h('section', { 'aria-labelledby': 'axis-h' }, h('h2', { id: 'axis-h' }, 'Time axis'), legend());
+  sec.append(h('div', { class: 'ruler', 'aria-hidden': 'true' }, h('span', {}, clock(m.range.start)), h('span', {}, clock((m.range.start + m.range.end) / 2)), h('span', {}, clock(m.range.end))));
+  const byStep = attemptsOf(m);
+  const ul = h('ul', { class: 'rows', role: 'list', 'aria-label': 'Steps and their attempts' });
+  // The checkpoints' and the task's lanes first: they are the places to act from.
+  const cpLane = track(`${m.checkpoints.length} checkpoints`);
+  for (const c of m.checkpoints) {
+    const r = s('rect', { x: Math.min(TRACK_W - 3, x(m, c.at)), y: 0, width: 3, height: 10, class: `cp${c.restorable ? '' : ' dead'}`, 'data-cp': c.id });
+    tip(r, `${c.title} — ${clock(c.at)}`);
+    cpLane.append(r);
+  }
+  cpLane.addEventListener('click', (e) => {
+    const id = (e.target as Element).getAttribute('data-cp');
+    if (id) {
+      focusRow(`cp:${id}`);
+      openMenu(id);
+    }
+  });
+  ul.append(lane('lane:checkpoints', 'Checkpoints', `${m.checkpoints.length}`, cpLane));
+  const mkLane = track(`${m.marks.length} task events`);
+  for (const k of m.marks) {
+    const r = s('rect', { x: Math.min(TRACK_W - 3, x(m, k.at)), y: 0, width: 3, height: 10, class: 'mk' });
+    tip(r, `${clock(k.at)} ${k.text}`);
+    mkLane.append(r);
+  }
+  ul.append(lane('lane:task', 'Task', m.marks.map((k) => k.text).slice(-1)[0] ?? '', mkLane));
+  sec.append(ul);
+  if (!m.steps.length) {
+    sec.append(h('p', { class: 'dim' }, 'No step has started yet.'));
+    return sec;
+  }
+  const steps = h('ul', { class: 'rows', role: 'list', 'aria-label': 'Steps' });
+  lists.push(lazyList(steps, m.steps, (st) => stepRow(m, st, byStep.get(st.id) ?? []), CHUNK));
+  sec.append(steps);
+  return sec;
+}
+
+function lane(key: string, label: string, detail: string, svg: SVGSVGElement): HTMLLIElement {
+  const li = h('li', { class: 'row lane', 'data-key': key, tabindex: '-1', 'aria-label': `${label}: ${detail}` });
+  li.append(h('div', { class: 'label' }, h('span', { class: 'title' }, label), h('span', { class: 'dim' }, detail)), svg);
+  return li;
+}
+
+function stepRow(m: TimelineModel, st: TimelineStep, attempts: TimelineAttempt[]): HTMLLIElement {
+  const total = attempts.reduce((n, a) => n + ((a.end ?? m.range.end) - a.start), 0);
+  const who = [...new Set(attempts.map((a) => a.by).filter((b): b is string => !!b))];
+  const summary = `${attempts.length} attempt${attempts.length === 1 ? '' : 's'}${attempts.length ? ` · ${dur(total)}` : ''}${who.length ? ` · by ${who.join(', ')}` : ''}`;
+  const key = `step:${st.id}`;
+  const open = expanded.has(st.id);
+  const li = h('li', { class: `row step st-${st.status}`, 'data-key': key, tabindex: '-1', 'aria-expanded': String(open), 'aria-label': `Step ${st.title}, ${human(st.status)}, ${summary}` });
+  const t = track(`${attempts.length} attempts of ${st.title}`);
+  for (const a of attempts) {
+    const x0 = x(m, a.start);
+    const x1 = x(m, a.end ?? m.range.end);
+    const r = s('rect', { x: Math.min(x0, TRACK_W - 2), y: 1, width: Math.max(2, x1 - x0), height: 8, rx: 1, class: `o-${a.outcome}` });
+    tip(r, attemptText(a, m));
+    t.append(r);
+  }
+  li.append(
+    h(
+      'div',
+      { class: 'label' },
+      h('span', { class: 'title' }, st.title, st.adhoc ? h('span', { class: 'dim' }, ' (ad hoc)') : ''),
+      h('span', { class: `status st-${st.status}` }, human(st.status)),
+      h('span', { class: 'dim' }, summary),
+    ),
+    t,
+  );
+  if (open) li.append(attemptList(m, st, attempts));
+  li.addEventListener('click', (e) => {
+    if ((e.target as Element).closest('.attempts')) return;
+    toggle(st.id);
+  });
+  return li;
+}
+
+function attemptText(a: TimelineAttempt, m: TimelineModel): string {
+  const end = a.end === null ? 'still running' : `${dur(a.end - a.start)}`;
+  return `Attempt ${a.n}${a.taskAttempt > 1 ? ` (task attempt ${a.taskAttempt})` : ''}: ${human(a.outcome)}${a.failureClass ? ` (${human(a.failureClass)})` : ''}, ${clock(a.start)}, ${end}${a.by ? `, by ${a.by}` : ''}${a.error ? ` — ${a.error}` : ''}${a.end === null ? ` (axis ends ${clock(m.range.end)})` : ''}`;
+}
+
+function attemptList(m: TimelineModel, st: TimelineStep, attempts: TimelineAttempt[]): HTMLElement {
+  const ol = h('ol', { class: 'attempts', 'aria-label': `Attempts of ${st.title}` });
+  if (!attempts.length) ol.append(h('li', { class: 'dim' }, 'Not started yet.'));
+  for (const a of attempts) ol.append(h('li', { class: `o-text-${a.outcome}` }, swatch(`o-${a.outcome}`), ` ${attemptText(a, m)}`));
+  if (st.error) ol.append(h('li', { class: 'error' }, `Last error: ${st.error}`));
+  return ol;
+}
+
+function toggle(stepId: string): void {
+  if (expanded.has(stepId)) expanded.delete(stepId);
+  else expanded.add(stepId);
+  focusKey = `step:${stepId}`;
+  render();
+}
+
+function checkpointSection(m: TimelineModel): HTMLElement {
+  const sec = h('section', { 'aria-labelledby': 'cp-h' }, h('h2', { id: 'cp-h' }, `Checkpoints (${m.checkpoints.length})`));
+  if (!m.checkpoints.length) {
+    sec.append(h('p', { class: 'dim' }, 'No checkpoint yet. Waypoint takes one when the task starts, around each step and before side effects.'));
+    return sec;
+  }
+  const ul = h('ul', { class: 'rows list', role: 'list', 'aria-label': 'Checkpoints' });
+  lists.push(lazyList(ul, [...m.checkpoints].reverse(), checkpointRow, CHUNK));
+  sec.append(ul);
+  return sec;
+}
+
+function checkpointRow(c: TimelineCheckpoint): HTMLLIElement {
+  const name = c.title;
+  const li = h('li', {
+    class: `row cp-row${c.restorable ? '' : ' dead'}`,
+    'data-key': `cp:${c.id}`,
+    'data-cp': c.id,
+    tabindex: '-1',
+    'aria-haspopup': 'menu',
+    'aria-label': `Checkpoint ${name}, ${clock(c.at)}, ${c.filesChanged} files changed${c.restorable ? '' : ', no intact snapshot'}`,
+  });
+  li.append(swatch(c.restorable ? 'cp' : 'cp dead', 'mark'), h('span', { class: 'title' }, name), h('span', { class: 'dim' }, `${human(c.kind)} · ${clock(c.at)} · ${c.filesChanged} file${c.filesChanged === 1 ? '' : 's'} changed${c.restorable ? '' : ' · no intact snapshot'}`));
+  li.addEventListener('click', () => openMenu(c.id));
+  return li;
+}
+
+const ACTIONS: { action: CheckpointAction; label: string }[] = [
+  { action: 'compare', label: 'Compare with workspace' },
+  { action: 'rollback', label: 'Roll back here' },
+  { action: 'fork', label: 'Fork here' },
+];
+
+/** The checkpoint's actions, as a menu under its row: arrows move, Enter runs, Esc closes. */
+function openMenu(checkpointId: string, focusItem: number | null = 0): void {
+  closeMenu();
+  const c = model?.checkpoints.find((x) => x.id === checkpointId);
+  const row = rowByKey(`cp:${checkpointId}`);
+  if (!c || !row) return;
+  if (!c.restorable) {
+    say('That checkpoint has no intact snapshot: nothing to compare with, roll back to or fork from.', true);
+    return;
+  }
+  const menu = h('div', { class: 'menu', role: 'menu', 'aria-label': `Actions for checkpoint ${c.title}` });
+  for (const a of ACTIONS) {
+    const item = h('button', { type: 'button', role: 'menuitem', tabindex: '-1', class: 'secondary', 'data-action': a.action }, a.label);
+    item.addEventListener('click', (e) => {
+      e.stopPropagation();
+      closeMenu();
+      row.focus();
+      say(`${a.label}…`, false);
+      send({ type: 'checkpoint', action: a.action, checkpointId });
+    });
+    menu.append(item);
+  }
+  menu.addEventListener('keydown', (e) => {
+    const items = Array.from(menu.querySelectorAll<HTMLElement>('[role="menuitem"]'));
+    const i = items.indexOf(document.activeElement as HTMLElement);
+    if (e.key === 'ArrowDown' || e.key === 'ArrowRight') items[(i + 1) % items.length]!.focus();
+    else if (e.key === 'ArrowUp' || e.key === 'ArrowLeft') items[(i - 1 + items.length) % items.length]!.focus();
+    else if (e.key === 'Escape') {
+      closeMenu();
+      row.focus();
+    } else if (e.key === 'Tab') closeMenu();
+    else return;
+    e.preventDefault();
+    e.stopPropagation();
+  });
+  row.after(h('li', { class: 'menu-row' }, menu));
+  row.setAttribute('aria-expanded', 'true');
+  menuFor = checkpointId;
+  if (focusItem !== null) menu.querySelectorAll<HTMLElement>('[role="menuitem"]')[Math.min(focusItem, ACTIONS.length - 1)]!.focus();
+}
+
+function closeMenu(): void {
+  menuFor = null;
+  for (const m of Array.from(document.querySelectorAll('.menu-row'))) m.remove();
+  for (const r of Array.from(document.querySelectorAll('.cp-row[aria-expanded]'))) r.removeAttribute('aria-expanded');
+}
+
+function effectSection(m: TimelineModel): HTMLElement {
+  const sec = h('section', { 'aria-labelledby': 'fx-h' }, h('h2', { id: 'fx-h' }, `Side effects and shell commands (${m.effects.length})`));
+  if (!m.effects.length) {
+    sec.append(h('p', { class: 'dim' }, 'No side effect recorded. Agents record shell commands, HTTP calls and other external actions here, before they run.'));
+    return sec;
+  }
+  const titles = new Map(m.steps.map((x) => [x.id, x.title]));
+  const ul = h('ul', { class: 'rows list', role: 'list', 'aria-label': 'Side effects' });
+  lists.push(lazyList(ul, m.effects, (e) => effectRow(e, titles), CHUNK));
+  sec.append(ul);
+  return sec;
+}
+
+const EFFECT_STATE: Record<TimelineEffect['status'], string> = { intent: 'intent (running or in doubt)', done: 'done', failed: 'failed', in_doubt: 'in doubt' };
+
+function effectRow(e: TimelineEffect, titles: Map<string, string>): HTMLLIElement {
+  const step = e.stepId ? titles.get(e.stepId) ?? e.stepId : null;
+  const li = h('li', { class: `row fx fx-${e.status}`, 'data-key': `fx:${e.key}`, tabindex: '-1', 'aria-label': `${e.shell ? 'Shell command' : `Side effect ${e.kind}`} ${e.description}, ${EFFECT_STATE[e.status]}` });
+  li.append(
+    swatch(`fx-${e.status}`, 'dot'),
+    h('span', { class: `badge fx-badge-${e.status}` }, EFFECT_STATE[e.status]),
+    h('span', { class: 'kind' }, e.shell ? 'shell' : e.kind),
+    h(e.shell ? 'code' : 'span', { class: 'title' }, e.description),
+    h('span', { class: 'dim' }, `${clock(e.at)}${e.endedAt ? ` · ${dur(e.endedAt - e.at)}` : ''}${step ? ` · ${step}` : ''}${e.attempts > 1 ? ` · ${e.attempts} attempts` : ''}${e.resolvedBy === 'person' ? ' · marked by a person' : ''} · key ${e.key}`),
+  );
+  if (e.error) li.append(h('span', { class: 'error' }, e.error));
+  return li;
+}
+
+// ---------------------------------------------------------------------------
+// Keyboard: one roving focus over every row, in page order.
+
+function rows(): HTMLElement[] {
+  return Array.from(app.querySelectorAll<HTMLElement>('.row'));
+}
+
+function rowByKey(key: string): HTMLElement | undefined {
+  return rows().find((r) => r.dataset.key === key);
+}
+
+function focusRow(key: string): void {
+  let r = rowByKey(key);
+  // Not drawn yet (further down a long list): draw the lists out, then find it.
+  if (!r) {
+    for (const l of lists) l.drawThrough(Number.MAX_SAFE_INTEGER);
+    r = rowByKey(key);
+  }
+  if (!r) return;
+  r.focus();
+  r.scrollIntoView({ block: 'nearest' });
+}
+
+function restoreFocus(): void {
+  const r = (focusKey && rowByKey(focusKey)) || undefined;
+  const first = rows()[0];
+  for (const x of rows()) x.tabIndex = -1;
+  (r ?? first)?.setAttribute('tabindex', '0');
+  if (r && document.hasFocus()) r.focus({ preventScroll: true });
+}
+
+app.addEventListener('focusin', (e) => {
+  const r = (e.target as HTMLElement).closest<HTMLElement>('.row');
+  if (!r || r.dataset.key === focusKey) return;
+  for (const x of Array.from(app.querySelectorAll<HTMLElement>('.row[tabindex="0"]'))) x.tabIndex = -1;
+  r.tabIndex = 0;
+  focusKey = r.dataset.key;
+  save();
+});
+
+app.addEventListener('keydown', (e) => {
+  const r = (e.target as HTMLElement).closest<HTMLElement>('.row');
+  if (!r || e.target !== r) return;
+  let all = rows();
+  let i = all.indexOf(r);
+  const go = (j: number) => {
+    if (j >= all.length) {
+      // The end of what is drawn: draw the next chunk of whichever list it ends.
+      for (const l of lists) if (!l.complete() && l.element.contains(all.at(-1)!)) l.drawThrough(l.element.querySelectorAll('.row').length + CHUNK);
+      all = rows();
+      i = all.indexOf(r);
+    }
+    const t = all[Math.max(0, Math.min(all.length - 1, j))];
+    t?.focus();
+    t?.scrollIntoView({ block: 'nearest' });
+  };
+  switch (e.key) {
+    case 'ArrowDown':
+      go(i + 1);
+      break;
+    case 'ArrowUp':
+      go(i - 1);
+      break;
+    case 'Home':
+      go(0);
+      break;
+    case 'End':
+      for (const l of lists) l.drawThrough(Number.MAX_SAFE_INTEGER);
+      all = rows();
+      go(all.length - 1);
+      break;
+    case 'Enter':
+    case ' ':
+      if (r.dataset.cp) openMenu(r.dataset.cp);
+      else if (r.dataset.key?.startsWith('step:')) toggle(r.dataset.key.slice(5));
+      else return;
+      break;
+    default:
+      return;
+  }
+  e.preventDefault();
+});
+
+function say(text: string, error: boolean): void {
+  notice = { text, error };
+  const el = document.getElementById('notice');
+  if (el) {
+    el.textContent = text;
+    el.className = error ? 'error' : 'dim';
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Messages from the host.
+
+/** Tells the host the timeline is on screen (after the frame that draws it): the page's "first content". */
+function reportShown(): void {
+  const m = model!;
+  requestAnimationFrame(() => setTimeout(() => send({ type: 'shown', steps: m.steps.length, attempts: m.attempts.length, at: Date.now(), pageMs: performance.now() }), 0));
+}
+
+window.addEventListener('message', (ev: MessageEvent) => receive(ev.data));
+
+function receive(data: unknown): void {
+  const msg = parseInbound(TimelineHostMessage, data, 'host', (line) => console.warn(line), 'timeline');
+  if (!msg) return;
+  switch (msg.type) {
+    case 'init':
+      model = msg.model;
+      break;
+    case 'patch':
+      if (!model) return send({ type: 'refresh' });
+      model = applyPatch(model, msg.patch);
+      break;
+    case 'error':
+      say(msg.text, true);
+      return;
+  }
+  for (const id of [...expanded]) if (!model.steps.some((x) => x.id === id)) expanded.delete(id);
+  save();
+  render();
+  reportShown();
+}
+
+/** The first model comes inside the document (see html.ts): drawn at once, checked like any message. */
+function firstModel(): void {
+  const block = document.getElementById(FIRST_TIMELINE_ID);
+  if (!block?.textContent) return;
+  try {
+    receive({ type: 'init', model: JSON.parse(block.textContent) });
+  } catch {
+    console.warn('[timeline] ignored an unreadable first model');
+  }
+  block.remove();
+}
+
+send({ type: 'ready' });
+firstModel();
