@@ -1,5 +1,5 @@
 import type { Db } from '../store/db';
-import type { CheckpointMeta, Lease, SideEffect, Step, Task, TaskState } from '../model/schema';
+import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskState } from '../model/schema';
 import { notFound } from '../model/errors';
 
 /** Read side of the engine: projection rows → model objects. */
@@ -180,6 +180,21 @@ export class Queries {
       [taskId],
     );
     return r ? { id: String(r.id), preRollbackCheckpointId: String(r.pre), paths: r.paths ? (JSON.parse(r.paths) as string[]) : null } : null;
+  }
+
+  /**
+   * The steps `rollbackId` abandoned that are still abandoned, with the status each had
+   * before: what undoing that rollback gives back.
+   */
+  stepsToRestore(taskId: string, rollbackId: string): { stepId: string; status: StepStatus }[] {
+    const r = this.db().get<{ outcome: string | null }>('SELECT outcome FROM rollbacks WHERE id = ? AND task_id = ?', [rollbackId, taskId]);
+    const abandoned = r?.outcome ? ((JSON.parse(r.outcome) as { abandonedSteps?: string[] }).abandonedSteps ?? []) : [];
+    const out: { stepId: string; status: StepStatus }[] = [];
+    for (const stepId of abandoned) {
+      const s = this.db().get<{ status: string; from: string | null }>('SELECT status, abandoned_from AS "from" FROM steps WHERE task_id = ? AND id = ?', [taskId, stepId]);
+      if (s?.status === 'abandoned' && s.from && s.from !== 'abandoned') out.push({ stepId, status: s.from as StepStatus });
+    }
+    return out;
   }
 
   /** Rollbacks whose outcome was never recorded (a crash, or a stop part-way): recovery finishes them. */
