@@ -113,4 +113,18 @@ describe('engine: undoing a rollback restores the record too', () => {
     assert.equal(fs.readFileSync(path.join(ws.dir, 'src/b.ts'), 'utf8'), 'export const b = 3;\n');
     assert.deepEqual(engine.queries.steps(taskId).map((s) => s.status), ['completed', 'completed', 'in_progress', 'pending']);
   });
+
+  it('offers an undo only while there is one: not after the undo, again after a new rollback', async () => {
+    const { taskId, afterRead } = await workedTask();
+    assert.equal(engine.queries.lastUndoableRollback(taskId), null);
+    assert.deepEqual(engine.queries.undoableTaskIds(), []);
+    const r = await engine.rollback({ taskId, checkpointId: afterRead.checkpointId });
+    assert.equal(engine.queries.lastUndoableRollback(taskId)?.id, r.rollbackId);
+    assert.deepEqual(engine.queries.undoableTaskIds(), [taskId]);
+    await engine.undoRollback({ taskId });
+    assert.equal(engine.queries.lastUndoableRollback(taskId), null, 'an undo is not itself offered for undoing');
+    await assert.rejects(engine.undoRollback({ taskId }), /no rollback to undo/);
+    const again = await engine.rollback({ taskId, checkpointId: afterRead.checkpointId });
+    assert.equal(engine.queries.lastUndoableRollback(taskId)?.id, again.rollbackId);
+  });
 });
