@@ -21,7 +21,10 @@ export interface PreviewFile {
 const ACTION_ICON: Record<string, string> = { restore: 'diff-added', revert: 'diff-modified', delete: 'diff-removed' };
 
 export class ChangesPreview {
-  private constructor(private readonly labels: string[]) {}
+  private constructor(
+    private readonly labels: string[],
+    private readonly multiTitle?: string,
+  ) {}
 
   /** One file → the diff editor; several → the multi-file diff editor, titled `title` (no internal ids). */
   static async open(title: string, files: PreviewFile[], fileUri: (key: string) => vscode.Uri): Promise<ChangesPreview> {
@@ -31,12 +34,12 @@ export class ChangesPreview {
       await vscode.commands.executeCommand('vscode.diff', f.left, f.right, label, { preview: true });
       return new ChangesPreview([label]);
     }
-    await vscode.commands.executeCommand(
-      'vscode.changes',
-      title,
-      files.map((f) => [fileUri(f.key), f.left, f.right]),
-    );
-    return new ChangesPreview([title]);
+    const opened = vscode.commands.executeCommand('vscode.changes', title, files.map((f) => [fileUri(f.key), f.left, f.right]));
+    // The multi-file diff's command may settle only once every file's diff is computed (or, in
+    // code-server, not at all): the list must not wait for it, the editor is already on screen.
+    await Promise.race([opened.then(() => undefined), new Promise((r) => setTimeout(r, 1_000))]);
+    // VS Code appends the file count to the tab's label ("… (2 files)").
+    return new ChangesPreview([title], title);
   }
 
   /** Opens one file's diff beside the list (from the pick's item button). */
@@ -48,7 +51,7 @@ export class ChangesPreview {
 
   /** Closes every tab this preview opened (matched by the titles it gave them). */
   async close(): Promise<void> {
-    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => this.labels.includes(t.label));
+    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => this.labels.includes(t.label) || (this.multiTitle !== undefined && t.label.startsWith(`${this.multiTitle} (`)));
     if (tabs.length) await vscode.window.tabGroups.close(tabs, true);
   }
 }
