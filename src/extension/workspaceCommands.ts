@@ -123,7 +123,7 @@ export class WorkspaceCommands {
     const abandons = preview.abandonedSteps.length ? ` · steps after it become abandoned: ${this.stepTitles(t.steps, preview.abandonedSteps)}` : '';
     const chosen = await chooseFiles({
       title: `Roll back ${n} file${n === 1 ? '' : 's'} to “${title}” (${when})${abandons}`,
-      placeholder: 'Read the diff, uncheck files to keep as they are, then press Enter (Escape changes nothing)',
+      placeholder: 'Uncheck files to keep; Enter rolls back, Escape changes nothing',
       files,
       preview: shown,
       confirmLabel: 'Roll Back the Checked Files',
