@@ -1,4 +1,3 @@
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Engine } from '../core/engine/engine';
@@ -10,6 +9,7 @@ import type { RollbackHandler } from '../mcp/tools';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 import { settings } from './settings';
+import { findOnPath } from './resume/agentClis';
 
 /**
  * The extension's doors for agents. While this window owns the store it serves
@@ -199,17 +199,4 @@ export class AgentDoors extends Disposable {
       written.length ? `Waypoint: connected ${pick.label.replace(/^\$\([^)]*\) /, '')} (${written.map((f) => path.relative(launch.workspace, f)).join(', ')}).` : 'Waypoint: already connected; nothing to change.',
     );
   }
-}
-
-function findOnPath(bin: string): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    const p = path.join(dir, bin);
-    try {
-      fs.accessSync(p, fs.constants.X_OK);
-      return p;
-    } catch {
-      // keep looking
-    }
-  }
-  return undefined;
 }

@@ -5,21 +5,36 @@ import type { EngineHost } from './engineHost';
 
 /**
  * Checkpoint content, read-only, under the `waypoint:` scheme:
- *   waypoint:/<checkpointId>/<path key>
+ *   waypoint:<the file's own path>?<checkpointId>
  * so comparisons open in VS Code's own diff editor (`vscode.diff`) and multi-file
- * diff editor (`vscode.changes`). A path the checkpoint lacks reads as empty (so a
- * deleted or added file still has two sides to compare).
+ * diff editor (`vscode.changes`). The path is the workspace file's, as git's
+ * `git:` URIs do: both sides of a comparison then name the same file (the
+ * multi-file diff editor shows a different path on each side as a rename), and the
+ * breadcrumb shows the file, not a checkpoint id. A path the checkpoint lacks reads
+ * as empty (so a deleted or added file still has two sides to compare).
  */
 export const CHECKPOINT_SCHEME = 'waypoint';
 
 /** The empty side of a comparison (a file that does not exist on that side). */
 export const EMPTY_SIDE = 'empty';
 
-export function checkpointUri(checkpointId: string, key: string): vscode.Uri {
-  return vscode.Uri.from({ scheme: CHECKPOINT_SCHEME, path: `/${checkpointId}/${key}` });
+function folderPath(): string {
+  const f = vscode.workspace.workspaceFolders?.[0];
+  if (!f) throw new Error('Open a folder first.');
+  return f.uri.path.replace(/\/+$/, '');
 }
 
-function parse(uri: vscode.Uri): { checkpointId: string; key: string } {
+export function checkpointUri(checkpointId: string, key: string): vscode.Uri {
+  return vscode.Uri.from({ scheme: CHECKPOINT_SCHEME, path: `${folderPath()}/${key}`, query: checkpointId });
+}
+
+/** The checkpoint and the workspace-relative key a `waypoint:` URI names; also the older `waypoint:/<checkpointId>/<key>` form. */
+export function parseCheckpointUri(uri: vscode.Uri): { checkpointId: string; key: string } {
+  if (uri.query) {
+    const root = `${folderPath()}/`;
+    if (!uri.path.startsWith(root) || uri.path.length === root.length) throw vscode.FileSystemError.FileNotFound(uri);
+    return { checkpointId: uri.query, key: uri.path.slice(root.length) };
+  }
   const m = /^\/([^/]+)\/(.+)$/.exec(uri.path);
   if (!m) throw vscode.FileSystemError.FileNotFound(uri);
   return { checkpointId: m[1], key: m[2] };
@@ -35,13 +50,13 @@ export class CheckpointFileSystem extends Disposable implements vscode.FileSyste
   }
 
   async stat(uri: vscode.Uri): Promise<vscode.FileStat> {
-    const { checkpointId, key } = parse(uri);
+    const { checkpointId, key } = parseCheckpointUri(uri);
     const f = await this.file(checkpointId, key);
     return { type: vscode.FileType.File, ctime: f.createdAt, mtime: f.createdAt, size: f.bytes.length, permissions: vscode.FilePermission.Readonly };
   }
 
   async readFile(uri: vscode.Uri): Promise<Uint8Array> {
-    const { checkpointId, key } = parse(uri);
+    const { checkpointId, key } = parseCheckpointUri(uri);
     return (await this.file(checkpointId, key)).bytes;
   }
 

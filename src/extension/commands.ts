@@ -8,12 +8,13 @@ import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 import { eventsUri, storageUri } from './eventsDocument';
 import { ago, isResumable, progressText, STATE_LABEL, codicon } from './presentation';
-import { settings } from './settings';
 import { listTasks, taskDetail } from './storeReads';
 import { EffectNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
 import type { ReviewPanels } from './review/reviewPanels';
 import type { TimelinePanels } from './timeline/timelinePanels';
 import { WorkspaceCommands } from './workspaceCommands';
+import { ResumeFlow } from './resume/resumeFlow';
+import { describeStop } from './resume/words';
 
 /**
  * Every command, registered through one place that turns failures into readable
@@ -24,6 +25,7 @@ import { WorkspaceCommands } from './workspaceCommands';
 type Handler = (...args: unknown[]) => unknown;
 
 export class Commands extends Disposable {
+  private readonly resume: ResumeFlow;
   constructor(
     private readonly host: EngineHost,
     private readonly tree: TasksTreeProvider,
@@ -42,6 +44,7 @@ export class Commands extends Disposable {
       },
       pickTask: (arg, filter, placeHolder) => this.resolveTask(arg, filter, placeHolder),
     });
+    this.resume = new ResumeFlow({ host, log, owner: () => this.leaseOwner(), folder: () => this.host.workspaceFolder });
     const table: Record<string, Handler> = {
       'waypoint.rollback': (a) => ws.rollback(a),
       'waypoint.undoRollback': (a) => ws.undo(a),
@@ -117,7 +120,7 @@ export class Commands extends Disposable {
     const items = tasks.map((t) => ({
       label: `$(${codicon(t.state)}) ${t.title}`,
       description: `${STATE_LABEL[t.state]} · ${progressText(t, stepsByTask.get(t.id) ?? [])}`,
-      detail: t.interruption ? `Stopped ${ago(t.interruption.at)}: ${t.interruption.reason}` : `${t.agent ? `${t.agent} · ` : ''}updated ${ago(t.updatedAt)}`,
+      detail: t.interruption ? describeStop(t, Date.now()) : `${t.agent ? `${t.agent} · ` : ''}updated ${ago(t.updatedAt)}`,
       task: t,
     }));
     const pick = await vscode.window.showQuickPick(items, { placeHolder, matchOnDescription: true, matchOnDetail: true });
@@ -157,76 +160,7 @@ export class Commands extends Disposable {
   private async resumeTask(arg: unknown): Promise<ResumeContext | undefined> {
     const task = await this.resolveTask(arg, isResumable, 'Choose a task to resume');
     if (!task) return undefined;
-    const engine = await this.engine();
-    // Health check: what the next driver must know before it continues.
-    const inDoubt = (await taskDetail(this.host, task.id)).sideEffects.filter((e) => e.status === 'in_doubt' || e.status === 'intent');
-    if (inDoubt.length) {
-      const list = inDoubt.map((e) => `• ${e.description} (${e.kind})`).join('\n');
-      const go = await vscode.window.showWarningMessage(
-        `${inDoubt.length} side effect${inDoubt.length > 1 ? 's are' : ' is'} in doubt for “${task.title}”`,
-        { modal: true, detail: `They were begun but no outcome was recorded:\n${list}\n\nThe resume context tells the agent to verify them before repeating them.` },
-        'Resume Anyway',
-      );
-      if (go !== 'Resume Anyway') return undefined;
-    }
-    // Drift: files changed since the task's last checkpoint by someone else (you, a tool).
-    const drift = await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: checking the workspace' }, () => engine.drift(task.id));
-    if (drift.files.length && drift.since) {
-      const list = drift.files.slice(0, 8).map((f) => `${f.status}: ${f.path}`);
-      const keep = `Keep ${drift.files.length === 1 ? 'This Change' : 'These Changes'}`;
-      const roll = 'Roll Them Back';
-      const choice = await vscode.window.showWarningMessage(
-        `${drift.files.length} file${drift.files.length === 1 ? ' has' : 's have'} changed since “${task.title}” last checkpointed`,
-        {
-          modal: true,
-          detail: `${list.join('\n')}${drift.files.length > 8 ? `\n… and ${drift.files.length - 8} more` : ''}\n\nKeep them (the agent is told about them) or roll them back to the checkpoint (undoable).`,
-        },
-        keep,
-        roll,
-      );
-      if (!choice) return undefined;
-      if (choice === roll) {
-        await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: rolling back the changes…' }, () =>
-          engine.rollback({ taskId: task.id, checkpointId: drift.since!, paths: drift.files.map((f) => f.path), reason: 'drift rolled back before resuming' }),
-        );
-      }
-    }
-    const ctx = await engine.resumeTask({ taskId: task.id, owner: this.leaseOwner() });
-    await this.deliver(ctx);
-    return ctx;
-  }
-
-  private async deliver(ctx: ResumeContext): Promise<void> {
-    let how = settings().resumeDelivery;
-    if (how === 'ask') {
-      const pick = await vscode.window.showQuickPick(
-        [
-          { label: '$(comment-discussion) Open in Chat', detail: 'Start a chat with the resume prompt', how: 'chat' as const },
-          { label: '$(terminal) Send to Terminal', detail: 'Type the resume prompt into the active terminal (an agent CLI waiting for input)', how: 'terminal' as const },
-          { label: '$(copy) Copy to Clipboard', detail: 'Paste it into any agent', how: 'clipboard' as const },
-        ],
-        { placeHolder: `Resume “${ctx.task.title}” (attempt ${ctx.task.attempt}): hand the context to the agent` },
-      );
-      if (!pick) return;
-      how = pick.how;
-    }
-    if (how === 'chat') {
-      try {
-        await vscode.commands.executeCommand('workbench.action.chat.open', { query: ctx.markdown });
-        return;
-      } catch (e) {
-        this.log.warn(`[resume] chat is not available (${errorMessage(e)}); copied instead`);
-        how = 'clipboard';
-      }
-    }
-    if (how === 'terminal') {
-      const term = vscode.window.activeTerminal ?? vscode.window.createTerminal('Waypoint resume');
-      term.show();
-      term.sendText(ctx.markdown, false);
-      return;
-    }
-    await vscode.env.clipboard.writeText(ctx.markdown);
-    void vscode.window.showInformationMessage('Waypoint: resume context copied to the clipboard.');
+    return this.resume.run(task);
   }
 
   private async copyResumeContext(arg: unknown): Promise<void> {

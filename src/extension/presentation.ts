@@ -1,4 +1,5 @@
 import * as vscode from 'vscode';
+import { describeStop } from './resume/words';
 import type { CheckpointMeta, SideEffect, Step, Task, TaskState } from '../core/model/schema';
 
 /**
@@ -122,7 +123,8 @@ export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[]): v
   ];
   const inDoubt = effects.filter((e) => e.status === 'in_doubt').length;
   if (inDoubt) rows.push(['Side effects in doubt', String(inDoubt)]);
-  if (task.interruption) rows.push(['Stopped', `${task.interruption.reason} (${task.interruption.class.replace('_', ' ')})`]);
+  const stop = describeStop(task, Date.now());
+  if (stop) rows.push(['Stopped', stop]);
   const lastError = steps.filter((s) => s.error).sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))[0]?.error;
   if (lastError) rows.push(['Last error', lastError.message]);
   for (const [k, v] of rows) {

@@ -21,6 +21,8 @@ export class TaskNode {
   constructor(
     readonly task: Task,
     readonly steps: readonly Step[] = [],
+    /** Its latest rollback can be undone (drives the Undo Last Rollback menu item). */
+    readonly undoable = false,
   ) {}
   get id(): string {
     return `task:${this.task.id}`;
@@ -62,12 +64,13 @@ export class EffectNode {
 }
 
 /** Composite context values matched by regex in package.json `when` clauses. */
-export function taskContextValue(t: Task): string {
+export function taskContextValue(t: Task, undoable = false): string {
   const flags = [
     isResumable(t) ? 'resumable' : '',
     t.state === 'completed' || t.state === 'abandoned' ? '' : 'open',
     t.state === 'running' || t.state === 'waiting_tool' || t.state === 'planning' ? '' : 'deletable',
     t.state === 'waiting_review' || t.state === 'running' || t.state === 'interrupted' ? 'reviewable' : '',
+    undoable ? 'undoable' : '',
   ].filter(Boolean);
   return `task:${t.state}:${flags.join(':')}`;
 }
@@ -113,8 +116,10 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
 
   private async children(node?: TreeNode): Promise<TreeNode[]> {
     if (!node) {
-      const { tasks, stepsByTask } = await listTasks(this.host);
-      return sortTasks(tasks).map((t) => new TaskNode(t, stepsByTask.get(t.id) ?? []));
+      const [{ tasks, stepsByTask }, undoable] = await Promise.all([listTasks(this.host), this.undoableTaskIds()]);
+      // The palette's Undo Last Rollback follows the same state as the task menus.
+      void vscode.commands.executeCommand('setContext', 'waypoint.canUndoRollback', undoable.size > 0);
+      return sortTasks(tasks).map((t) => new TaskNode(t, stepsByTask.get(t.id) ?? [], undoable.has(t.id)));
     }
     if (node instanceof TaskNode) {
       const d = await taskDetail(this.host, node.task.id);
@@ -132,6 +137,11 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       return d.checkpoints.filter((c) => c.stepId === node.step.id).map((c) => new CheckpointNode(node, c));
     }
     return [];
+  }
+
+  private async undoableTaskIds(): Promise<Set<string>> {
+    const engine = this.host.current;
+    return new Set(engine ? engine.queries.undoableTaskIds() : await (await this.host.api()).undoableTaskIds());
   }
 
   async resolveTreeItem(item: vscode.TreeItem, node: TreeNode): Promise<vscode.TreeItem> {
@@ -155,7 +165,7 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       item.iconPath = taskIcon(t.state);
       item.description = `${STATE_LABEL[t.state]} · ${progressText(t, steps)}`;
       // The tooltip (side effects, last error) is filled in resolveTreeItem, on hover only.
-      item.contextValue = taskContextValue(t);
+      item.contextValue = taskContextValue(t, node.undoable);
       item.accessibilityInformation = { label: `Task ${t.title}, ${STATE_LABEL[t.state]}, ${progressText(t, steps)}` };
       return item;
     }

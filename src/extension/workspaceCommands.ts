@@ -4,6 +4,8 @@ import type { RollbackResult } from '../core/engine/engine';
 import type { CheckpointMeta, Step, Task } from '../core/model/schema';
 import { checkpointUri, EMPTY_SIDE } from './checkpointFs';
 import { CHECKPOINT_LABEL, ago } from './presentation';
+import { ChangesPreview, chooseFiles, type PreviewFile } from './rollbackPreview';
+import { localTime } from './resume/words';
 import { settings } from './settings';
 import { z } from 'zod';
 import type { EngineHost } from './engineHost';
@@ -11,7 +13,9 @@ import { taskDetail, type TaskDetail } from './storeReads';
 import { CheckpointNode, TaskNode } from './tasksTree';
 
 /** Programmatic arguments to Roll Back to Checkpoint. */
-const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.string().min(1), confirmed: z.boolean().optional() });
+const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.string().min(1), paths: z.array(z.string().min(1)).min(1).optional(), confirmed: z.boolean().optional() });
+/** Programmatic arguments to Undo Last Rollback (the notification's Undo button passes `confirmed`). */
+const UndoArgs = z.object({ taskId: z.string().min(1), confirmed: z.literal(true) });
 
 /**
  * The commands that change or compare the workspace: roll back (with a preview in
@@ -93,6 +97,9 @@ export class WorkspaceCommands {
     if (!t) return undefined;
     const { engine, task, checkpoint } = t;
     const title = checkpointTitle(t.steps, checkpoint);
+    const direct = RollbackArgs.safeParse(arg);
+    // A caller that already confirmed (an agent request the person approved, a test) skips the preview and the choice.
+    if (direct.success && direct.data.confirmed) return this.applyRollback(engine, task, checkpoint, title, direct.data.paths);
     const preview = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: comparing the workspace with the checkpoint…' }, () =>
       engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, preview: true }),
     );
@@ -100,55 +107,95 @@ export class WorkspaceCommands {
       void vscode.window.showInformationMessage(`Waypoint: the workspace already matches “${title}”.`);
       return preview;
     }
-    // A caller that already confirmed (an agent request the person approved, a test) skips the preview and the modal.
-    const confirmed = RollbackArgs.safeParse(arg).success && (arg as { confirmed?: boolean }).confirmed === true;
-    if (!confirmed) await this.showChanges(
-      `Roll back to: ${title} (${preview.changes.length} file${preview.changes.length === 1 ? '' : 's'})`,
-      preview.changes.map((c) => ({
-        key: c.path,
-        left: c.action === 'create' ? checkpointUri(EMPTY_SIDE, c.path) : this.fileUri(c.path),
-        right: c.action === 'delete' ? checkpointUri(EMPTY_SIDE, c.path) : checkpointUri(checkpoint.id, c.path),
-      })),
-    );
-    const n = preview.changes.length;
-    // Every delete is listed first, those no step of the task created marked: they are what a person may not expect to lose.
+    const when = localTime(checkpoint.createdAt, Date.now());
+    // Deletes first: they are what a person may not expect to lose.
     const ordered = [...preview.changes.filter((c) => c.action === 'delete'), ...preview.changes.filter((c) => c.action !== 'delete')];
-    const list = ordered.slice(0, Math.max(12, preview.changes.filter((c) => c.action === 'delete').length)).map((c) => `${c.action === 'create' ? 'restore' : c.action} ${c.path}${c.createdOutsideTask ? ' (not created by the task: yours?)' : ''}`);
-    const outside = preview.changes.filter((c) => c.createdOutsideTask).length;
-    const ok = confirmed
-      ? 'Roll Back'
-      : await vscode.window.showWarningMessage(
-      `Roll back ${n} file${n === 1 ? '' : 's'} to “${title}”?`,
-      {
-        modal: true,
-        detail:
-          `${list.join('\n')}${n > list.length ? `\n… and ${n - list.length} more` : ''}\n\n` +
-          (preview.abandonedSteps.length ? `Steps started after it will be marked abandoned: ${preview.abandonedSteps.join(', ')}.\n` : '') +
-          (outside ? `${outside} file${outside === 1 ? '' : 's'} to delete ${outside === 1 ? 'was' : 'were'} not created by a step of this task (made by you or another tool since the checkpoint).\n` : '') +
-          'The current state is saved as a checkpoint first, so you can undo this. Ignored files, and files the checkpoint could not read, are not touched.',
-      },
-      'Roll Back',
+    const files: PreviewFile[] = ordered.map((c) => ({
+      key: c.path,
+      left: c.action === 'create' ? checkpointUri(EMPTY_SIDE, c.path) : this.fileUri(c.path),
+      right: c.action === 'delete' ? checkpointUri(EMPTY_SIDE, c.path) : checkpointUri(checkpoint.id, c.path),
+      action: c.action === 'create' ? 'restore' : c.action === 'modify' ? 'revert' : 'delete',
+      note: c.createdOutsideTask ? '$(warning) Not created by a step of this task (yours, or another tool’s, since the checkpoint)' : undefined,
+    }));
+    const n = files.length;
+    const previewTitle = `Roll back to “${title}” (${when})`;
+    const shown = await ChangesPreview.open(previewTitle, files, (k) => this.fileUri(k));
+    const abandons = preview.abandonedSteps.length ? ` · steps after it become abandoned: ${this.stepTitles(t.steps, preview.abandonedSteps)}` : '';
+    const chosen = await chooseFiles({
+      title: `Roll back ${n} file${n === 1 ? '' : 's'} to “${title}” (${when})${abandons}`,
+      placeholder: 'Uncheck files to keep; Enter rolls back, Escape changes nothing',
+      files,
+      preview: shown,
+      confirmLabel: 'Roll Back the Checked Files',
+    });
+    if (!chosen) {
+      await shown.close();
+      return undefined;
+    }
+    // All files: a whole rollback (the steps after the checkpoint are abandoned); some: only those files, steps untouched.
+    const paths = chosen.length === n ? undefined : chosen;
+    const r = await this.applyRollback(engine, task, checkpoint, title, paths);
+    await shown.close();
+    return r;
+  }
+
+  private stepTitles(steps: readonly Step[], ids: readonly string[]): string {
+    return ids.map((id) => steps.find((s) => s.id === id)?.title ?? id).join(', ');
+  }
+
+  private async applyRollback(engine: EngineApi, task: Task, checkpoint: CheckpointMeta, title: string, paths: string[] | undefined): Promise<RollbackResult> {
+    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Waypoint: rolling back to “${title}”…` }, () =>
+      engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, ...(paths ? { paths } : {}) }),
     );
-    if (ok !== 'Roll Back') return undefined;
-    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Waypoint: rolling back ${n} file${n === 1 ? '' : 's'}…` }, () =>
-      engine.rollback({ taskId: task.id, checkpointId: checkpoint.id }),
-    );
-    const conflicts = r.conflicts.length ? ` ${r.conflicts.length} file(s) were left for you: ${r.conflicts.slice(0, 3).join(', ')}${r.conflicts.length > 3 ? '…' : ''}.` : '';
-    void vscode.window.showInformationMessage(`Waypoint: rolled back ${r.filesWritten + r.filesRemoved} file(s) to “${title}”.${conflicts}`, 'Undo').then((a) => {
-      if (a === 'Undo') void vscode.commands.executeCommand('waypoint.undoRollback', task.id);
+    const n = r.filesWritten + r.filesRemoved;
+    const conflicts = r.conflicts.length ? ` ${r.conflicts.length} file${r.conflicts.length === 1 ? ' was' : 's were'} left for you: ${r.conflicts.slice(0, 3).join(', ')}${r.conflicts.length > 3 ? '…' : ''}.` : '';
+    void vscode.window.showInformationMessage(`Waypoint: rolled back ${n} file${n === 1 ? '' : 's'} to “${title}”.${conflicts}`, 'Undo').then((a) => {
+      if (a === 'Undo') void vscode.commands.executeCommand('waypoint.undoRollback', { taskId: task.id, confirmed: true });
     });
     return r;
   }
 
   async undo(arg: unknown): Promise<RollbackResult | undefined> {
     const engine = await this.api();
-    const local = this.d.host.current;
-    // Relaying, every task is offered: the owner refuses one with nothing to undo, with a clear message.
-    const hasRollback = (t: Task) => !local || local.queries.lastUndoableRollback(t.id) !== null;
-    const task = await this.d.pickTask(arg, hasRollback, 'Undo the last rollback of which task?');
+    const undoable = new Set(await engine.undoableTaskIds());
+    const ref = UndoArgs.safeParse(arg);
+    const task = await this.d.pickTask(ref.success ? ref.data.taskId : arg, (t) => undoable.has(t.id), 'Undo the last rollback of which task?');
     if (!task) return undefined;
+    const last = await engine.lastUndoableRollback(task.id);
+    if (!last) {
+      void vscode.window.showInformationMessage(`Waypoint: “${task.title}” has no rollback to undo.`);
+      return undefined;
+    }
+    // A confirmed caller (the rollback notification's own Undo button, a test) applies at once.
+    if (!ref.success) {
+      const preview = await engine.rollback({ taskId: task.id, checkpointId: last.preRollbackCheckpointId, paths: last.paths ?? undefined, preview: true });
+      const d = await taskDetail(this.d.host, task.id);
+      const pre = d.checkpoints.find((c) => c.id === last.preRollbackCheckpointId);
+      const when = pre ? localTime(pre.createdAt, Date.now()) : 'before the rollback';
+      const restored = d.steps.filter((s) => s.status === 'abandoned').length;
+      const title = `Undo the rollback of “${task.title}”: back to the files of ${when}`;
+      if (preview.changes.length) {
+        const shown = await ChangesPreview.open(title, preview.changes.map((c) => ({
+          key: c.path,
+          left: c.action === 'create' ? checkpointUri(EMPTY_SIDE, c.path) : this.fileUri(c.path),
+          right: c.action === 'delete' ? checkpointUri(EMPTY_SIDE, c.path) : checkpointUri(last.preRollbackCheckpointId, c.path),
+          action: c.action,
+        })), (k) => this.fileUri(k));
+        const ok = await vscode.window.showInformationMessage(
+          `Undo the rollback of “${task.title}”? ${preview.changes.length} file${preview.changes.length === 1 ? '' : 's'} go back to how they were at ${when} (the diff is open)${restored ? ', and the steps it abandoned get their status back' : ''}.`,
+          'Undo Rollback',
+        );
+        await shown.close();
+        if (ok !== 'Undo Rollback') return undefined;
+      } else {
+        const ok = await vscode.window.showInformationMessage(`Undo the rollback of “${task.title}”? The files already match; only the steps it abandoned get their status back.`, 'Undo Rollback');
+        if (ok !== 'Undo Rollback') return undefined;
+      }
+    }
     const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: undoing the last rollback…' }, () => engine.undoRollback({ taskId: task.id }));
-    void vscode.window.showInformationMessage(`Waypoint: undid the rollback of “${task.title}” (${r.filesWritten + r.filesRemoved} file(s)).`);
+    const n = r.filesWritten + r.filesRemoved;
+    const steps = r.restoredSteps.length ? `; ${r.restoredSteps.length} step${r.restoredSteps.length === 1 ? '' : 's'} back as before` : '';
+    void vscode.window.showInformationMessage(`Waypoint: undid the rollback of “${task.title}” (${n} file${n === 1 ? '' : 's'}${steps}).`);
     return r;
   }
 

@@ -105,6 +105,8 @@ export interface RollbackResult extends NotCapturedReport {
   filesWritten: number;
   filesRemoved: number;
   abandonedSteps: string[];
+  /** Undoing a rollback: the steps it had abandoned, given back their earlier status. */
+  restoredSteps: string[];
 }
 
 export interface ReviewApplyResult<C> {
@@ -913,7 +915,8 @@ export class Engine {
     return input.preview ? this.rollbackNow(input) : this.needingSpace('a rollback', () => this.rollbackNow(input));
   }
 
-  private async rollbackNow(input: RollbackInput): Promise<RollbackResult> {
+  /** `undoOf`: the rollback this one undoes, whose abandoned steps get their earlier status back in the same batch. */
+  private async rollbackNow(input: RollbackInput, undoOf?: string): Promise<RollbackResult> {
     const ws = this.snapshots();
     const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
     const { result, durable } = await this.exclusive(async () => {
@@ -958,7 +961,10 @@ export class Engine {
         filesWritten: 0,
         filesRemoved: 0,
         abandonedSteps: toAbandon.map((s) => s.id),
+        restoredSteps: [],
       };
+      const toRestore = undoOf ? this.queries.stepsToRestore(task.id, undoOf).filter((r) => !toAbandon.some((s) => s.id === r.stepId)) : [];
+      base.restoredSteps = toRestore.map((r) => r.stepId);
       if (input.preview) return { result: base, durable: Promise.resolve() };
       // A plan that applying would refuse (a hostile manifest, a symlinked parent) is refused now, before anything is recorded.
       await ws.validate(plan);
@@ -1022,6 +1028,7 @@ export class Engine {
           result,
         },
         ...toAbandon.map((s, i) => this.ev('step.abandoned', task, null, { stepId: s.id, reason: `rolled back to ${target.id}` }, `${key}#abandon${i}`)),
+        ...toRestore.map((r, i) => this.ev('step.restored', task, null, { stepId: r.stepId, status: r.status, rollbackId: undoOf!, reason: `undo of rollback ${undoOf}` }, `${key}#restore${i}`)),
       ]);
       this.log.info(`rolled back task ${task.id} to ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, task.correlationId);
       return { result, durable: done.durable };
@@ -1036,13 +1043,13 @@ export class Engine {
     this.requireTask(input.taskId);
     const last = this.queries.lastUndoableRollback(input.taskId);
     if (!last) throw new WaypointError('not_found', `Task ${input.taskId} has no rollback to undo.`);
-    return this.rollback({
-      taskId: input.taskId,
-      checkpointId: last.preRollbackCheckpointId,
-      paths: last.paths ?? undefined,
-      reason: `undo of rollback ${last.id}`,
-      idempotencyKey: input.idempotencyKey,
-    });
+    const rollback = parseInput(
+      RollbackInput,
+      { taskId: input.taskId, checkpointId: last.preRollbackCheckpointId, paths: last.paths ?? undefined, reason: `undo of rollback ${last.id}`, idempotencyKey: input.idempotencyKey },
+      'undo rollback',
+    );
+    // Files and record together: the steps the rollback abandoned get their earlier status back in the undo's own batch.
+    return this.needingSpace('a rollback', () => this.rollbackNow(rollback, last.id));
   }
 
   /** For `agent-only`: paths changed inside step windows since the target, minus those the person touched too. */

@@ -1,5 +1,5 @@
 import type { Db } from '../store/db';
-import type { CheckpointMeta, Lease, SideEffect, Step, Task, TaskState } from '../model/schema';
+import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskState } from '../model/schema';
 import { notFound } from '../model/errors';
 
 /** Read side of the engine: projection rows → model objects. */
@@ -174,12 +174,46 @@ export class Queries {
    * The task's rollback an undo reverses: the newest one applied, or one that stopped
    * part-way (failed, or started and not yet recovered), which is undone like an applied one.
    */
-  lastUndoableRollback(taskId: string): { id: string; preRollbackCheckpointId: string; paths: string[] | null } | null {
-    const r = this.db().get<{ pre: string; paths: string | null; id: string }>(
-      "SELECT pre_rollback_checkpoint_id AS pre, paths, id FROM rollbacks WHERE task_id = ? AND state IN ('applied', 'failed', 'started') ORDER BY started_at DESC, rowid DESC LIMIT 1",
+  /**
+   * The task's latest rollback, when it is one to undo: not itself an undo (its target
+   * is an earlier rollback's before state) and not undone since (a later rollback went
+   * back to its before state). Undoing an undo is a new rollback to that checkpoint,
+   * from the tree, not "Undo Last Rollback" again.
+   */
+  lastUndoableRollback(taskId: string): { id: string; preRollbackCheckpointId: string; targetCheckpointId: string; paths: string[] | null } | null {
+    const r = this.db().get<{ pre: string; target: string; paths: string | null; id: string }>(
+      `SELECT r.pre_rollback_checkpoint_id AS pre, r.target_checkpoint_id AS target, r.paths, r.id FROM rollbacks r
+       WHERE r.task_id = ? AND r.state IN ('applied', 'failed', 'started')
+         AND NOT EXISTS (SELECT 1 FROM rollbacks o WHERE o.task_id = r.task_id AND o.id <> r.id AND o.pre_rollback_checkpoint_id = r.target_checkpoint_id)
+       ORDER BY r.started_at DESC, r.rowid DESC LIMIT 1`,
       [taskId],
     );
-    return r ? { id: String(r.id), preRollbackCheckpointId: String(r.pre), paths: r.paths ? (JSON.parse(r.paths) as string[]) : null } : null;
+    if (!r) return null;
+    const undone = this.db().get('SELECT 1 AS x FROM rollbacks WHERE task_id = ? AND id <> ? AND target_checkpoint_id = ?', [taskId, r.id, r.pre]);
+    return undone ? null : { id: String(r.id), preRollbackCheckpointId: String(r.pre), targetCheckpointId: String(r.target), paths: r.paths ? (JSON.parse(r.paths) as string[]) : null };
+  }
+
+  /** The tasks whose latest rollback can be undone (for the "Undo Last Rollback" menu item and palette entry). */
+  undoableTaskIds(): string[] {
+    return this.db()
+      .all<{ id: string }>('SELECT DISTINCT task_id AS id FROM rollbacks')
+      .map((r) => r.id)
+      .filter((id) => this.lastUndoableRollback(id) !== null);
+  }
+
+  /**
+   * The steps `rollbackId` abandoned that are still abandoned, with the status each had
+   * before: what undoing that rollback gives back.
+   */
+  stepsToRestore(taskId: string, rollbackId: string): { stepId: string; status: StepStatus }[] {
+    const r = this.db().get<{ outcome: string | null }>('SELECT outcome FROM rollbacks WHERE id = ? AND task_id = ?', [rollbackId, taskId]);
+    const abandoned = r?.outcome ? ((JSON.parse(r.outcome) as { abandonedSteps?: string[] }).abandonedSteps ?? []) : [];
+    const out: { stepId: string; status: StepStatus }[] = [];
+    for (const stepId of abandoned) {
+      const s = this.db().get<{ status: string; from: string | null }>('SELECT status, abandoned_from AS "from" FROM steps WHERE task_id = ? AND id = ?', [taskId, stepId]);
+      if (s?.status === 'abandoned' && s.from && s.from !== 'abandoned') out.push({ stepId, status: s.from as StepStatus });
+    }
+    return out;
   }
 
   /** Rollbacks whose outcome was never recorded (a crash, or a stop part-way): recovery finishes them. */

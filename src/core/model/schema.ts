@@ -248,6 +248,11 @@ export const EventData = {
   }),
   'step.skipped': z.strictObject({ stepId: z.string(), reason: z.string().nullable() }),
   'step.abandoned': z.strictObject({ stepId: z.string(), reason: z.string() }),
+  /**
+   * Undoing a rollback gives a step it abandoned back the status it had before
+   * (so the record, and the resume context, say again what was already done).
+   */
+  'step.restored': z.strictObject({ stepId: z.string(), status: StepStatus, rollbackId: z.string(), reason: z.string() }),
   'checkpoint.created': CheckpointData,
   /** Retention dropped these checkpoints; their unique blobs become garbage. */
   'checkpoint.pruned': z.strictObject({ checkpointIds: z.array(z.string()).min(1), reason: z.string() }),

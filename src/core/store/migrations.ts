@@ -95,6 +95,15 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE checkpoints ADD COLUMN damaged TEXT;
     `,
   },
+  {
+    version: 8,
+    description: 'the status a step had before a rollback abandoned it, so undoing the rollback restores it',
+    // Filled from the step.abandoned events by the rebuild (a fold: the status the row had when each was applied).
+    rebuildProjections: true,
+    up: `
+      ALTER TABLE steps ADD COLUMN abandoned_from TEXT;
+    `,
+  },
 ];
 
 export const DB_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

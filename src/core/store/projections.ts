@@ -155,7 +155,19 @@ const handlers: Handlers = {
     db.run(`UPDATE steps SET status = 'skipped', summary = COALESCE(?, summary), ended_at = ? WHERE task_id = ? AND id = ?`, [d.reason, e.ts, e.taskId, d.stepId]);
   },
   'step.abandoned': (db, e, d) => {
-    db.run(`UPDATE steps SET status = 'abandoned', ended_at = COALESCE(ended_at, ?) WHERE task_id = ? AND id = ?`, [e.ts, e.taskId, d.stepId]);
+    // SET reads the row as it was: the status before this abandon is kept (once; abandoning twice keeps the first).
+    db.run(
+      `UPDATE steps SET abandoned_from = CASE WHEN status = 'abandoned' THEN abandoned_from ELSE status END, status = 'abandoned', ended_at = COALESCE(ended_at, ?)
+       WHERE task_id = ? AND id = ?`,
+      [e.ts, e.taskId, d.stepId],
+    );
+  },
+  'step.restored': (db, e, d) => {
+    // A step that was running before the rollback is running again: its abandon-time end goes with it.
+    db.run(
+      `UPDATE steps SET status = ?, abandoned_from = NULL, ended_at = CASE WHEN ? IN ('in_progress', 'pending') THEN NULL ELSE ended_at END WHERE task_id = ? AND id = ?`,
+      [d.status, d.status, e.taskId, d.stepId],
+    );
   },
   'checkpoint.created': (db, e, d) => {
     db.run(

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { current } from '../hooks';
-import { cli, interruptedTaskFixture, openWorkbench } from '../session';
+import { cli, interruptedTaskFixture, openWorkbench, screenshotPath } from '../session';
 import { runCommand } from '../workbench';
 
 describe('resume from the palette', () => {
-  it('Waypoint: Resume Task on an interrupted task delivers the resume prompt', async function () {
+  it('Waypoint: Resume Task: Escape at the delivery choice changes nothing; Copy resumes and delivers the prompt', async function () {
     this.timeout(180_000);
     let folder = '';
     let taskId = '';
@@ -16,14 +16,28 @@ describe('resume from the palette', () => {
     }));
     // Wait until the extension has opened the store and marked the task interrupted.
     await page.locator('.statusbar', { hasText: 'interrupted' }).waitFor({ timeout: 60_000 });
-    await runCommand(page, 'Waypoint: Resume Task', 60_000, { opensQuickPick: true });
-    const taskRow = page.locator('.quick-input-list .monaco-list-row', { hasText: 'Make app.js return 2' }).first();
-    await taskRow.waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Enter');
+    const chooseTask = async () => {
+      await runCommand(page, 'Waypoint: Resume Task', 60_000, { opensQuickPick: true });
+      const taskRow = page.locator('.quick-input-list .monaco-list-row', { hasText: 'Make app.js return 2' }).first();
+      await taskRow.waitFor({ timeout: 15_000 });
+      await page.keyboard.press('Enter');
+    };
+    await chooseTask();
+    // The delivery picker has a title and says the state in words; Escape there changes nothing.
+    const picker = page.locator('.quick-input-widget', { hasText: 'Resume “Make app.js return 2”' });
+    await picker.waitFor({ timeout: 15_000 });
+    assert.doesNotMatch(await picker.innerText(), /lease of|\d{4}-\d\d-\d\dT/);
+    await page.screenshot({ path: screenshotPath('resume delivery picker') });
+    await page.keyboard.press('Escape');
+    await picker.waitFor({ state: 'hidden', timeout: 15_000 });
+    const unchanged = cli(folder, 'show', '--task', taskId) as { task: { state: string; attempt: number } };
+    assert.equal(unchanged.task.state, 'interrupted');
+    assert.equal(unchanged.task.attempt, 1);
+    await chooseTask();
     const copyRow = page.locator('.quick-input-list .monaco-list-row', { hasText: 'Copy to Clipboard' }).first();
     await copyRow.waitFor({ timeout: 15_000 });
     await copyRow.click();
-    await page.locator('.notifications-toasts', { hasText: 'resume context copied' }).waitFor({ timeout: 15_000 });
+    await page.locator('.notifications-toasts', { hasText: 'resume prompt of' }).waitFor({ timeout: 15_000 });
     const prompt = await page.evaluate(() => navigator.clipboard.readText());
     assert.match(prompt, /# Resume task: Make app\.js return 2/);
     assert.match(prompt, /\[x\] `edit` Edit app\.js/);

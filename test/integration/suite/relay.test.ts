@@ -109,7 +109,7 @@ describe('second window: relays to the owner, takes over when it goes away', fun
 
     // Commands work in-process: undo the rollback done through the old owner.
     fs.writeFileSync(path.join(ws, 'notes.txt'), 'first\n');
-    await vscode.commands.executeCommand('waypoint.undoRollback', taskId);
+    await vscode.commands.executeCommand('waypoint.undoRollback', { taskId, confirmed: true });
     assert.equal(fs.readFileSync(path.join(ws, 'notes.txt'), 'utf8'), 'changed by a person\n');
   });
 });

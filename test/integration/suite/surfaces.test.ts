@@ -70,7 +70,7 @@ describe('surfaces', function () {
     await vscode.commands.executeCommand('waypoint.rollback', { taskId, checkpointId: baseCheckpointId, confirmed: true });
     assert.equal(fs.readFileSync(file('src/app.ts'), 'utf8'), 'export const version = 1;\n');
     assert.equal(fs.existsSync(file('src/extra.ts')), false);
-    await vscode.commands.executeCommand('waypoint.undoRollback', taskId);
+    await vscode.commands.executeCommand('waypoint.undoRollback', { taskId, confirmed: true });
     assert.equal(fs.readFileSync(file('src/app.ts'), 'utf8'), 'export const version = 2; // agent\n');
     assert.equal(fs.readFileSync(file('src/extra.ts'), 'utf8'), 'export const extra = true;\n');
     await engine.abandonTask({ taskId });

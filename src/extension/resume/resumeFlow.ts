@@ -1,0 +1,147 @@
+import * as vscode from 'vscode';
+import type { EngineApi } from '../../core/engine/api';
+import type { ResumeContext } from '../../core/engine/resumeContext';
+import type { Task } from '../../core/model/schema';
+import { settings } from '../settings';
+import { taskDetail } from '../storeReads';
+import type { EngineHost } from '../engineHost';
+import { installedAgentClis, type AgentCli } from './agentClis';
+import { describeStop, driverName } from './words';
+
+/**
+ * Resume Task as a hand-off: everything is asked first (side effects in doubt,
+ * drift, how the context reaches the next agent), and the task changes only once
+ * the person has confirmed a delivery. Escape at any prompt leaves the task, its
+ * attempt and its events exactly as they were.
+ */
+export interface ResumeFlowDeps {
+  host: EngineHost;
+  log: vscode.LogOutputChannel;
+  owner: () => { id: string; pid: number };
+  folder: () => vscode.WorkspaceFolder | undefined;
+}
+
+/** A way to hand the context over that works in this editor, on this machine. */
+export type Delivery = { how: 'chat' } | { how: 'cli'; cli: AgentCli; path: string } | { how: 'clipboard' };
+
+const CHAT_COMMAND = 'workbench.action.chat.open';
+
+/** What can deliver here: chat only when the chat command exists and AI features are on; each agent CLI found on PATH; the clipboard always. */
+export async function availableDeliveries(task: Task): Promise<Delivery[]> {
+  const out: Delivery[] = [];
+  const commands = await vscode.commands.getCommands(true);
+  const aiOff = vscode.workspace.getConfiguration('chat').get<boolean>('disableAIFeatures', false);
+  if (commands.includes(CHAT_COMMAND) && !aiOff) out.push({ how: 'chat' });
+  for (const f of installedAgentClis(task.agent)) out.push({ how: 'cli', cli: f.cli, path: f.path });
+  out.push({ how: 'clipboard' });
+  return out;
+}
+
+type DriftChoice = { rollBack: false } | { rollBack: true; since: string; paths: string[] };
+
+export class ResumeFlow {
+  constructor(private readonly d: ResumeFlowDeps) {}
+
+  /** Runs the hand-off for `task`; answers the resume context once delivered, undefined when the person stepped back. */
+  async run(task: Task): Promise<ResumeContext | undefined> {
+    const engine = await this.d.host.api();
+    if (!(await this.confirmInDoubt(task))) return undefined;
+    const drift = await this.askDrift(engine, task);
+    if (!drift) return undefined;
+    const delivery = await this.pickDelivery(task);
+    if (!delivery) return undefined;
+    // Confirmed: now, and only now, the workspace and the task change.
+    if (drift.rollBack) {
+      await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: rolling back the changes…' }, () =>
+        engine.rollback({ taskId: task.id, checkpointId: drift.since, paths: drift.paths, reason: 'drift rolled back before resuming' }),
+      );
+    }
+    const ctx = await engine.resumeTask({ taskId: task.id, owner: this.d.owner() });
+    await this.deliver(ctx, delivery);
+    return ctx;
+  }
+
+  private async confirmInDoubt(task: Task): Promise<boolean> {
+    const inDoubt = (await taskDetail(this.d.host, task.id)).sideEffects.filter((e) => e.status === 'in_doubt' || e.status === 'intent');
+    if (!inDoubt.length) return true;
+    const list = inDoubt.map((e) => `• ${e.description} (${e.kind})`).join('\n');
+    const go = await vscode.window.showWarningMessage(
+      `${inDoubt.length} side effect${inDoubt.length > 1 ? 's are' : ' is'} in doubt for “${task.title}”`,
+      { modal: true, detail: `They were begun but no outcome was recorded:\n${list}\n\nThe resume context tells the agent to verify them before repeating them.` },
+      'Continue',
+    );
+    return go === 'Continue';
+  }
+
+  /** Files changed since the task's last checkpoint by someone else: keep them (the agent is told) or roll them back once the hand-off is confirmed. */
+  private async askDrift(engine: EngineApi, task: Task): Promise<DriftChoice | undefined> {
+    const drift = await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: checking the workspace' }, () => engine.drift(task.id));
+    if (!drift.files.length || !drift.since) return { rollBack: false };
+    const list = drift.files.slice(0, 8).map((f) => `${f.status}: ${f.path}`);
+    const keep = `Keep ${drift.files.length === 1 ? 'This Change' : 'These Changes'}`;
+    const roll = 'Roll Them Back';
+    const choice = await vscode.window.showWarningMessage(
+      `${drift.files.length} file${drift.files.length === 1 ? ' has' : 's have'} changed since “${task.title}” last checkpointed`,
+      {
+        modal: true,
+        detail: `${list.join('\n')}${drift.files.length > 8 ? `\n… and ${drift.files.length - 8} more` : ''}\n\nKeep them (the agent is told about them) or roll them back to the checkpoint (undoable). Nothing changes until you choose how to hand the task over.`,
+      },
+      keep,
+      roll,
+    );
+    if (!choice) return undefined;
+    return choice === roll ? { rollBack: true, since: drift.since, paths: drift.files.map((f) => f.path) } : { rollBack: false };
+  }
+
+  /** The configured delivery when it works here; otherwise the picker (title, short items, the state in words above them). */
+  private async pickDelivery(task: Task): Promise<Delivery | undefined> {
+    const options = await availableDeliveries(task);
+    const configured = settings().resumeDelivery;
+    const preset = options.find((o) => (configured === 'terminal' ? o.how === 'cli' : o.how === configured));
+    if (preset) return preset;
+    if (configured !== 'ask') this.d.log.info(`[resume] the configured delivery '${configured}' is not available here; asking`);
+    const stop = describeStop(task, Date.now()) ?? `${driverName(task)} is not running it`;
+    type Item = vscode.QuickPickItem & { delivery?: Delivery };
+    const items: Item[] = [
+      { label: stop, kind: vscode.QuickPickItemKind.Separator },
+      ...options.map((o): Item => {
+        if (o.how === 'chat') return { label: '$(comment-discussion) Open in Chat', detail: 'Start a chat with the resume prompt in the input, ready to send', delivery: o };
+        if (o.how === 'cli') return { label: `$(terminal) Start ${o.cli.name}`, description: o.cli.bin, detail: `Open a terminal running ${o.cli.bin} with the resume prompt as its first message`, delivery: o };
+        return { label: '$(copy) Copy to Clipboard', detail: 'Paste the resume prompt into any agent', delivery: o };
+      }),
+    ];
+    const pick = await vscode.window.showQuickPick(items, {
+      title: `Resume “${task.title}”`,
+      placeHolder: 'How should the next agent get the context?',
+      matchOnDetail: true,
+    });
+    return pick?.delivery;
+  }
+
+  private async deliver(ctx: ResumeContext, delivery: Delivery): Promise<void> {
+    if (delivery.how === 'chat') {
+      try {
+        // isPartialQuery: the prompt lands in the chat input for the person to read and send (it may be long).
+        await vscode.commands.executeCommand(CHAT_COMMAND, { query: ctx.markdown, isPartialQuery: true });
+        this.d.log.info(`[resume] opened the chat with the resume prompt of ${ctx.task.id}`);
+        return;
+      } catch (e) {
+        this.d.log.warn(`[resume] the chat did not open (${(e as Error).message}); copying the prompt instead`);
+      }
+    } else if (delivery.how === 'cli') {
+      // The agent is the terminal's process and the prompt one argv element: no shell quoting of a multi-line prompt.
+      const term = vscode.window.createTerminal({
+        name: `${delivery.cli.name}: ${ctx.task.title}`,
+        shellPath: delivery.path,
+        shellArgs: delivery.cli.args(ctx.markdown),
+        cwd: this.d.folder()?.uri,
+        iconPath: new vscode.ThemeIcon('debug-continue'),
+      });
+      term.show();
+      this.d.log.info(`[resume] started ${delivery.path} for ${ctx.task.id} with the resume prompt`);
+      return;
+    }
+    await vscode.env.clipboard.writeText(ctx.markdown);
+    void vscode.window.showInformationMessage(`Waypoint: the resume prompt of “${ctx.task.title}” is copied; paste it into your agent.`);
+  }
+}

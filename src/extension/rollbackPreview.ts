@@ -1,0 +1,103 @@
+import * as vscode from 'vscode';
+
+/**
+ * The inspect-then-decide part of a rollback (and of its undo): the changes open
+ * in VS Code's diff editors first, then a non-modal pick lists the files — all
+ * checked — so the person can read any diff, uncheck what to keep, and confirm
+ * with Enter or step back with Escape. The preview tabs are closed afterwards so
+ * no out-of-date diff is left open.
+ */
+export interface PreviewFile {
+  /** Workspace-relative path. */
+  key: string;
+  left: vscode.Uri;
+  right: vscode.Uri;
+  /** What confirming does to it: "restore", "revert", "delete". */
+  action: string;
+  /** A warning shown under the file (e.g. a delete of a file no step created). */
+  note?: string;
+}
+
+const ACTION_ICON: Record<string, string> = { restore: 'diff-added', revert: 'diff-modified', delete: 'diff-removed' };
+
+export class ChangesPreview {
+  private constructor(
+    private readonly labels: string[],
+    private readonly multiTitle?: string,
+  ) {}
+
+  /** One file → the diff editor; several → the multi-file diff editor, titled `title` (no internal ids). */
+  static async open(title: string, files: PreviewFile[], fileUri: (key: string) => vscode.Uri): Promise<ChangesPreview> {
+    if (files.length === 1) {
+      const f = files[0];
+      const label = `${f.key} (${title})`;
+      await vscode.commands.executeCommand('vscode.diff', f.left, f.right, label, { preview: true });
+      return new ChangesPreview([label]);
+    }
+    const opened = vscode.commands.executeCommand('vscode.changes', title, files.map((f) => [fileUri(f.key), f.left, f.right]));
+    // The multi-file diff's command may settle only once every file's diff is computed (or, in
+    // code-server, not at all): the list must not wait for it, the editor is already on screen.
+    await Promise.race([opened.then(() => undefined), new Promise((r) => setTimeout(r, 1_000))]);
+    // VS Code appends the file count to the tab's label ("… (2 files)").
+    return new ChangesPreview([title], title);
+  }
+
+  /** Opens one file's diff beside the list (from the pick's item button). */
+  async showFile(f: PreviewFile, title: string): Promise<void> {
+    const label = `${f.key} (${title})`;
+    this.labels.push(label);
+    await vscode.commands.executeCommand('vscode.diff', f.left, f.right, label, { preview: true, preserveFocus: true });
+  }
+
+  /** Closes every tab this preview opened (matched by the titles it gave them). */
+  async close(): Promise<void> {
+    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => this.labels.includes(t.label) || (this.multiTitle !== undefined && t.label.startsWith(`${this.multiTitle} (`)));
+    if (tabs.length) await vscode.window.tabGroups.close(tabs, true);
+  }
+}
+
+/**
+ * Asks which files to restore; answers the checked keys (all of them by default),
+ * or undefined when the person pressed Escape. `ignoreFocusOut` keeps the list
+ * open while the person scrolls the diff.
+ */
+export async function chooseFiles(opts: { title: string; placeholder: string; files: PreviewFile[]; preview: ChangesPreview; confirmLabel: string }): Promise<string[] | undefined> {
+  type Item = vscode.QuickPickItem & { file: PreviewFile };
+  const openDiff: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('diff'), tooltip: 'Show this file’s diff' };
+  const qp = vscode.window.createQuickPick<Item>();
+  qp.title = opts.title;
+  qp.placeholder = opts.placeholder;
+  qp.canSelectMany = true;
+  qp.ignoreFocusOut = true;
+  qp.matchOnDescription = true;
+  qp.items = opts.files.map((f) => ({
+    label: `$(${ACTION_ICON[f.action] ?? 'diff'}) ${f.key}`,
+    description: f.action,
+    detail: f.note,
+    buttons: [openDiff],
+    file: f,
+  }));
+  qp.selectedItems = qp.items;
+  qp.buttons = [{ iconPath: new vscode.ThemeIcon('check'), tooltip: opts.confirmLabel }];
+  return new Promise<string[] | undefined>((resolve) => {
+    let done = false;
+    const finish = (v: string[] | undefined) => {
+      if (done) return;
+      done = true;
+      resolve(v);
+      qp.dispose();
+    };
+    const accept = () => {
+      if (qp.selectedItems.length === 0) {
+        qp.placeholder = 'Check at least one file, or press Escape to change nothing.';
+        return;
+      }
+      finish(qp.selectedItems.map((i) => i.file.key));
+    };
+    qp.onDidAccept(accept);
+    qp.onDidTriggerButton(accept);
+    qp.onDidTriggerItemButton((e) => void opts.preview.showFile(e.item.file, opts.title));
+    qp.onDidHide(() => finish(undefined));
+    qp.show();
+  });
+}
