@@ -127,8 +127,7 @@ export class FileReads {
       opened = await retryTransient(() => this.openInside(dir, key, abs, io), rec.retryBudget);
     } catch (err) {
       if (large) this.io.release();
-      if (!READ_ERRORS.has(errCode(err))) throw err;
-      rec.notCaptured(key, errInfo(err, io, abs));
+      this.readFailed(err, key, io, abs);
       return;
     }
     const { fd, st: fst } = opened;
@@ -152,8 +151,7 @@ export class FileReads {
         // before put returns its promise (no allocation per file).
         bytes = readSyncInto(fd, fst.size, fst.size <= this.scratch.length ? this.scratch : Buffer.allocUnsafe(fst.size));
       } catch (err) {
-        if (!READ_ERRORS.has(errCode(err))) throw err;
-        rec.notCaptured(key, errInfo(err, io, abs));
+        this.readFailed(err, key, io, abs);
         return;
       } finally {
         fss.closeSync(fd);
@@ -169,8 +167,7 @@ export class FileReads {
         try {
           bytes = await readAllAsync(fd, fst.size);
         } catch (err) {
-          if (!READ_ERRORS.has(errCode(err))) throw err;
-          rec.notCaptured(key, errInfo(err, io, abs));
+          this.readFailed(err, key, io, abs);
           return;
         } finally {
           fss.closeSync(fd);
@@ -179,6 +176,12 @@ export class FileReads {
         await this.store(key, st, fst, bytes);
       })(),
     );
+  }
+
+  /** A failed open or read: recorded as not captured when the workspace can cause it (READ_ERRORS), else thrown (the scan fails). */
+  private readFailed(err: unknown, key: string, io: string, abs: string): void {
+    if (!READ_ERRORS.has(errCode(err))) throw err;
+    this.rec.notCaptured(key, errInfo(err, io, abs));
   }
 
   /**
