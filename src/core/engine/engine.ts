@@ -36,9 +36,10 @@ import { MAX_NOT_CAPTURED_LISTED, metadataOnlySnapshotter, type NotCaptured, typ
 import { WorkspaceSnapshots } from './workspaceSnapshots';
 import { editedManifest, type WorkspaceEdit } from './reviewEdits';
 import { StorageUpkeep, type GcResult, type StorageReport, type VerifyReport } from './storageUpkeep';
-
-export type { GcResult, StorageReport, VerifyReport } from './storageUpkeep';
 import { diffManifests, type FileChangeWithLines, type Manifest, type RestorePlan, type SnapshotRoot } from '../snapshot';
+
+// Moved to storageUpkeep.ts with the methods that build them; every surface still imports them from here.
+export type { GcResult, StorageReport, VerifyReport } from './storageUpkeep';
 
 export interface EngineOptions {
   /** The workspace root; the store lives in `<workspace>/.waypoint` unless storeDir says otherwise. */

@@ -202,7 +202,7 @@ export class Walk {
         rec.notCaptured(key, errInfo(err));
         continue;
       }
-      await this.listedEntry(dir, name, key, prev, st);
+      await this.listedEntry(dir, file, key, prev, st);
     }
     if (!deferred) return;
     const nums = new Float64Array(deferred.length * PREV_FIELDS);
@@ -265,7 +265,7 @@ export class Walk {
         rescan.touched.add(key);
         rescan.planChanged(plan, i);
         const st = new PooledStat(values[at]!, values[at + 1]!, values[at + 2]!, values[at + 3]!, values[at + 4]!);
-        await this.listedEntry(dir, nameList[i]!, key, prevs[i], st);
+        await this.listedEntry(dir, dir.absBase + nameList[i]!, key, prevs[i], st);
       }
     };
     rec.work.track(
@@ -279,24 +279,28 @@ export class Walk {
     );
   }
 
-  /** One listed non-new entry `name` of `dir`, given its lstat: a directory that replaced it is walked, anything else examined (and read if changed). */
-  private async listedEntry(dir: DirContext, name: string, key: string, prev: ManifestEntry | undefined, st: StatLike): Promise<void> {
+  /**
+   * One listed non-new entry of `dir` (`file`: its absolute path, as the walk or the
+   * stat batch built it), given its lstat: a directory that replaced it is walked,
+   * anything else examined (and read if changed). Its bare name is cut from `file`
+   * only when it must be opened (a symlink, a file to read): not once per file.
+   */
+  private async listedEntry(dir: DirContext, file: string, key: string, prev: ManifestEntry | undefined, st: StatLike): Promise<void> {
     const rec = this.rec;
     // A directory that replaced the entry between readdir and lstat.
     if (st.isDirectory()) {
-      await this.dir(DirContext.child(dir, dir.relBase + name));
+      await this.dir(DirContext.child(dir, dir.relBase + file.slice(dir.absBase.length)));
       return;
     }
     let io = '';
     try {
       // Only a symlink (readlink) or a file the stat cache cannot vouch for (read) needs the descriptor.
-      if (st.isSymbolicLink() || (st.isFile() && st.size <= rec.maxFileBytes && !this.files.statCacheHolds(st, prev))) io = await retryTransient(() => dir.entryIo(name), rec.retryBudget);
+      if (st.isSymbolicLink() || (st.isFile() && st.size <= rec.maxFileBytes && !this.files.statCacheHolds(st, prev))) io = await retryTransient(() => dir.entryIo(file.slice(dir.absBase.length)), rec.retryBudget);
     } catch (err) {
       rec.counts.filesSeen++;
       rec.notCaptured(key, errInfo(err));
       return;
     }
-    const file = dir.absBase + name;
     if (!this.files.examineMeta(key, file, io, st, prev)) await this.files.read(dir, key, file, io, st);
   }
 }
