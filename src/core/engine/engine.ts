@@ -24,7 +24,6 @@ import {
   RetentionInput,
   RollbackInput,
   DiffInput,
-  VerifyInput,
   SkipStepInput,
   StartStepInput,
   StartTaskInput,
@@ -36,7 +35,11 @@ import { buildResumeContext, type DriftInfo, type ResumeContext } from './resume
 import { MAX_NOT_CAPTURED_LISTED, metadataOnlySnapshotter, type NotCaptured, type Snapshotter } from './snapshotter';
 import { WorkspaceSnapshots } from './workspaceSnapshots';
 import { editedManifest, type WorkspaceEdit } from './reviewEdits';
+import { StorageUpkeep, type GcResult, type StorageReport, type VerifyReport } from './storageUpkeep';
 import { diffManifests, type FileChangeWithLines, type Manifest, type RestorePlan, type SnapshotRoot } from '../snapshot';
+
+// Moved to storageUpkeep.ts with the methods that build them; every surface still imports them from here.
+export type { GcResult, StorageReport, VerifyReport } from './storageUpkeep';
 
 export interface EngineOptions {
   /** The workspace root; the store lives in `<workspace>/.waypoint` unless storeDir says otherwise. */
@@ -126,34 +129,6 @@ export interface ReviewApplyResult<C> {
  * failed or abandoned waiting to be redone).
  */
 export type FinishTask = boolean | 'if_plan_done';
-
-export interface VerifyReport {
-  /** Projections equal a rebuild, and no checkpoint is damaged without being marked so. */
-  ok: boolean;
-  events: number;
-  differences: Awaited<ReturnType<EventStore['verify']>>['differences'];
-  /** The checkpoints' objects (null for a store without workspace snapshots). */
-  objects: {
-    checkpoints: number;
-    blobs: number;
-    /** Damaged checkpoints, with why; `marked`: recorded as damaged (by this or an earlier repair). */
-    damaged: { checkpointId: string; taskId: string | null; reason: string; marked: boolean }[];
-    /** Blobs stored again from the workspace by this repair. */
-    restored: number;
-    /** Checkpoints this repair marked damaged. */
-    markedNow: string[];
-  } | null;
-  repaired: boolean;
-}
-
-export interface StorageReport {
-  /** Bytes of the blob store on disk. */
-  totalBytes: number;
-  /** Bytes of file content that live checkpoints reference (deduplicated). */
-  referencedBytes: number;
-  blobs: number;
-  tasks: { taskId: string; title: string | null; checkpoints: number; uniqueBytes: number; sharedBytes: number }[];
-}
 
 /** Exponential backoff hint for recoverable step failures: 1 s, 2 s, 4 s … capped at 5 min. */
 export function backoffFor(attempt: number): number {
@@ -1321,174 +1296,37 @@ export class Engine {
     return notes;
   }
 
+  // Storage report, retention and garbage collection, verify and repair: see storageUpkeep.ts.
+
+  /** Built on first use, so the constructor (and what it sets up) stays as it is. */
+  private get upkeep(): StorageUpkeep {
+    this.upkeepCache ??= new StorageUpkeep({
+      store: this.store,
+      queries: this.queries,
+      log: this.log,
+      workspaceSnapshots: this.workspaceSnapshots,
+      now: () => this.now,
+      exclusive: (fn) => this.exclusive(fn),
+      snapshots: () => this.snapshots(),
+      reviewApplyPlanRefs: () => this.unfinishedReviewApplies().map((r) => r.data.planRef),
+    });
+    return this.upkeepCache;
+  }
+  private upkeepCache: StorageUpkeep | undefined;
+
   /** Bytes per task (unique to it, and shared with others) and in total, deduplicated. */
-  async storage(): Promise<StorageReport> {
-    const ws = this.snapshots();
-    // Sizes after the compression a bulk checkpoint started, not in the middle of it.
-    await ws.whenCompacted();
-    return this.exclusive(async () => {
-      const owners = new Map<string, Set<string>>(); // blob → tasks
-      const perTask = new Map<string, { checkpoints: number; blobs: Set<string> }>();
-      for (const c of this.queries.checkpoints()) {
-        if (!c.manifestRef || c.damaged) continue;
-        const t = c.taskId ?? '(none)';
-        const entry = perTask.get(t) ?? { checkpoints: 0, blobs: new Set<string>() };
-        entry.checkpoints++;
-        perTask.set(t, entry);
-        const m = await ws.manifests.load(c.manifestRef);
-        for (const e of m.values()) {
-          if (e.type !== 'file') continue;
-          entry.blobs.add(e.hash);
-          const s = owners.get(e.hash) ?? new Set<string>();
-          s.add(t);
-          owners.set(e.hash, s);
-        }
-      }
-      const size = new Map<string, number>();
-      for (const h of owners.keys()) size.set(h, (await ws.blobs.sizeOf(h)) ?? 0);
-      const tasks = [...perTask].map(([taskId, v]) => {
-        let unique = 0;
-        let shared = 0;
-        for (const h of v.blobs) {
-          if (owners.get(h)!.size === 1) unique += size.get(h)!;
-          else shared += size.get(h)!;
-        }
-        return { taskId, title: this.queries.findTask(taskId)?.title ?? null, checkpoints: v.checkpoints, uniqueBytes: unique, sharedBytes: shared };
-      });
-      const referencedBytes = [...size.values()].reduce((a, b) => a + b, 0);
-      return { totalBytes: ws.diskBytes(), referencedBytes, blobs: owners.size, tasks: tasks.sort((a, b) => b.uniqueBytes - a.uniqueBytes) };
-    });
+  storage(): Promise<StorageReport> {
+    return this.upkeep.storage();
   }
 
-  /**
-   * Applies the retention policy (max checkpoints per task, max age, max total size)
-   * and collects garbage: blobs no remaining checkpoint (or pending rollback plan)
-   * needs are deleted. The base checkpoint, the head and rollback checkpoints of a
-   * task are never pruned.
-   */
-  async gc(raw: RetentionInput = {}): Promise<{ pruned: string[]; blobsDeleted: number; bytesFreed: number; totalBytes: number }> {
-    const policy = parseInput(RetentionInput, raw, 'retention policy');
-    const ws = this.snapshots();
-    // Sizes after the compression a bulk checkpoint started: raw packs would count
-    // ~3.6x and make a size limit prune checkpoints it does not need to. (The sweep
-    // below would wait for it too, being serialized with compaction; this says so.)
-    await ws.whenCompacted();
-    const now = this.now;
-    const pruned: string[] = [];
-    const protectedIds = (): Set<string> => this.queries.protectedCheckpointIds();
-    const prune = async (ids: string[], reason: string) => {
-      if (!ids.length) return;
-      await this.exclusive(async () => this.store.commit([{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key: `prune:${randomUUID()}`, data: { checkpointIds: ids, reason } }]).durable);
-      pruned.push(...ids);
-    };
-    const keep = protectedIds();
-    const all = this.queries.checkpoints();
-    if (policy.maxAgeDays !== undefined) {
-      await prune(all.filter((c) => !keep.has(c.id) && now - c.createdAt > policy.maxAgeDays! * 86_400_000).map((c) => c.id), `older than ${policy.maxAgeDays} days`);
-    }
-    if (policy.maxPerTask !== undefined) {
-      const byTask = new Map<string, CheckpointMeta[]>();
-      for (const c of this.queries.checkpoints()) if (c.taskId) byTask.set(c.taskId, [...(byTask.get(c.taskId) ?? []), c]);
-      const ids: string[] = [];
-      for (const cs of byTask.values()) {
-        const removable = cs.filter((c) => !keep.has(c.id));
-        const excess = cs.length - policy.maxPerTask;
-        ids.push(...removable.slice(0, Math.max(0, excess)).map((c) => c.id));
-      }
-      await prune(ids, `more than ${policy.maxPerTask} checkpoints per task`);
-    }
-    let swept = await this.sweepBlobs();
-    if (policy.maxTotalBytes !== undefined) {
-      // Oldest first, finished tasks before live ones, until the store fits.
-      const order = (c: CheckpointMeta) => (['completed', 'abandoned'].includes(this.queries.findTask(c.taskId ?? '')?.state ?? 'completed') ? 0 : 1);
-      while (ws.diskBytes() > policy.maxTotalBytes) {
-        const cands = this.queries
-          .checkpoints()
-          .filter((c) => !keep.has(c.id))
-          .sort((a, b) => order(a) - order(b) || a.createdAt - b.createdAt);
-        if (!cands.length) break;
-        await prune(cands.slice(0, Math.max(1, Math.ceil(cands.length / 10))).map((c) => c.id), `store larger than ${policy.maxTotalBytes} bytes`);
-        const more = await this.sweepBlobs();
-        swept = { deleted: swept.deleted + more.deleted, bytes: swept.bytes + more.bytes };
-      }
-    }
-    return { pruned, blobsDeleted: swept.deleted, bytesFreed: swept.bytes, totalBytes: ws.diskBytes() };
+  /** Applies the retention policy and collects garbage (see StorageUpkeep.gc). */
+  gc(raw: RetentionInput = {}): Promise<GcResult> {
+    return this.upkeep.gc(raw);
   }
 
-  /** Mark (every blob a live checkpoint or an unfinished rollback needs) and sweep. */
-  private async sweepBlobs(): Promise<{ deleted: number; bytes: number }> {
-    const ws = this.snapshots();
-    return this.exclusive(async () => {
-      const live = new Set<string>();
-      for (const c of this.queries.checkpoints()) {
-        if (!c.manifestRef) continue;
-        try {
-          for (const ref of await ws.manifests.objectChain(c.manifestRef)) live.add(ref);
-          for (const e of (await ws.manifests.load(c.manifestRef)).values()) if (e.type === 'file') live.add(e.hash);
-        } catch (e) {
-          // A damaged checkpoint keeps what it still has (marked live above, as far as its chain reads).
-          if (!c.damaged) throw e;
-          live.add(c.manifestRef);
-        }
-      }
-      for (const r of this.queries.startedRollbacks()) if (r.planRef) live.add(r.planRef);
-      for (const r of this.unfinishedReviewApplies()) live.add(r.data.planRef);
-      let deleted = 0;
-      let bytes = 0;
-      const doomed: string[] = [];
-      for await (const h of ws.blobs.list()) if (!live.has(h)) doomed.push(h);
-      for (const h of doomed) {
-        bytes += (await ws.blobs.sizeOf(h)) ?? 0;
-        deleted++;
-      }
-      // One call, so a pack holding several doomed blobs is rewritten once.
-      await ws.blobs.deleteMany(doomed);
-      if (deleted) this.log.info(`[gc] deleted ${deleted} unreferenced blob(s), ${bytes} bytes`);
-      return { deleted, bytes };
-    });
-  }
-
-  /**
-   * Proves the store whole: the projections equal a rebuild from the events, and
-   * every object a live checkpoint needs (its manifest objects, its files' content)
-   * is there and hashes to its name; damaged checkpoints are named with why. With
-   * `repair`: content still in the workspace is stored again, and checkpoints that
-   * stay damaged are marked so (a `checkpoint.damaged` event: part of the record), so
-   * new checkpoints no longer build on them and rollbacks to them are refused with
-   * the reason. `ok` is false while a damaged checkpoint is not marked.
-   */
-  async verify(raw: unknown = {}): Promise<VerifyReport> {
-    const input = parseInput(VerifyInput, raw ?? {}, 'verify');
-    const ws = this.workspaceSnapshots;
-    let objects: VerifyReport['objects'] = null;
-    if (ws) {
-      objects = await this.exclusive(async () => {
-        const cps = this.queries.checkpoints();
-        let check = await ws.checkObjects(cps);
-        let restored: string[] = [];
-        const markedNow: string[] = [];
-        if (input.repair && check.damaged.size) {
-          if (check.bad.size) {
-            restored = await ws.restoreFromWorkspace(check.bad);
-            if (restored.length) check = await ws.checkObjects(cps);
-          }
-          const mark = cps.filter((c) => !c.damaged && check.damaged.has(c.id)).map((c) => ({ checkpointId: c.id, reason: check.damaged.get(c.id)! }));
-          if (mark.length) {
-            await this.store.commit([{ type: 'checkpoint.damaged', taskId: null, corr: null, by: null, key: `verify.repair:${randomUUID()}`, data: { checkpoints: mark } }]).durable;
-            markedNow.push(...mark.map((m) => m.checkpointId));
-            this.log.warn(`marked ${mark.length} checkpoint(s) damaged: ${mark.map((m) => `${m.checkpointId} (${m.reason})`).join('; ')}`);
-          }
-        }
-        const damaged = cps
-          .filter((c) => check.damaged.has(c.id) || c.damaged)
-          .map((c) => ({ checkpointId: c.id, taskId: c.taskId, reason: check.damaged.get(c.id) ?? c.damaged!, marked: !!c.damaged || markedNow.includes(c.id) }));
-        return { checkpoints: check.checkpoints, blobs: check.blobs, damaged, restored: restored.length, markedNow };
-      });
-    }
-    // After any marking: the new event must fold to the same projections as a rebuild.
-    const proj = await this.store.verify();
-    const unmarked = objects?.damaged.filter((d) => !d.marked).length ?? 0;
-    return { ...proj, ok: proj.ok && unmarked === 0, objects, repaired: input.repair === true };
+  /** Proves the store whole, repairing what it can with `repair` (see StorageUpkeep.verify). */
+  verify(raw: unknown = {}): Promise<VerifyReport> {
+    return this.upkeep.verify(raw);
   }
 
   async rebuild(): Promise<void> {

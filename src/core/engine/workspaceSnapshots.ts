@@ -97,7 +97,7 @@ export class WorkspaceSnapshots implements Snapshotter {
 
   async capture(req: CaptureRequest): Promise<Capture> {
     // Shared, not copied: the scan never changes its previous manifest, and a rescan from
-    // the map the last capture saved reuses that scan's directory plans (see scanner.ts).
+    // the map the last capture saved reuses that scan's directory plans (see DirPlan in snapshot/scan/listingCache.ts).
     const prev = req.previous?.manifestRef ? await this.manifests.loadShared(req.previous.manifestRef) : undefined;
     const r = await scan({
       roots: this.roots,

@@ -60,7 +60,7 @@ export class IgnoreRules {
 export type LevelMemo = Map<string, { sig: string; level: RuleLevel | null }>;
 
 // Synchronous: ignore files are tiny and read once per directory during a walk
-// that is itself synchronous for metadata (see scanner.ts).
+// that is itself synchronous for metadata (see scan/walk.ts).
 function readText(file: string): string | null {
   return readTextAt(file, statQuiet(file));
 }
