@@ -351,6 +351,34 @@ export const COMMANDS: Record<string, Command> = {
       );
     },
   },
+  fork: {
+    summary: 'start a new task from a checkpoint of another (the workspace goes to it, undoably; the original stays as it was)',
+    usage: 'waypoint fork --checkpoint CP [--goal G] [--title T] [--plan FILE] [--agent NAME] [--key K] [--lease-ttl SECONDS] [--preview]',
+    options: { checkpoint: s('c'), goal: s('g'), title: s(), plan: s(), agent: s(), key: s(), 'lease-ttl': s(), preview: b },
+    async run(c) {
+      const planFile = optional(c.values, 'plan');
+      const ttl = intOption(c.values, 'lease-ttl');
+      const r = await (await c.engine()).forkTask({
+        checkpointId: required(c.values, 'checkpoint'),
+        goal: optional(c.values, 'goal'),
+        title: optional(c.values, 'title'),
+        plan: planFile ? readPlanFile(planFile) : undefined,
+        agent: optional(c.values, 'agent'),
+        idempotencyKey: optional(c.values, 'key'),
+        leaseTtlMs: ttl === undefined ? undefined : ttl * 1000,
+        owner: owner(c.values),
+        preview: c.values.preview === true,
+      });
+      const list = [...r.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}`), ...r.kept.map((k) => `  keep    ${k.path}  (${k.reason})`)].join('\n') || '  (no file changes)';
+      const lines = (ids: string[]) => (ids.length ? ids.join(', ') : 'none');
+      const head = r.preview
+        ? `Forking from ${r.forkedFrom.checkpointId} (task ${r.forkedFrom.taskId}) would change ${r.changes.length} file(s):`
+        : `Started task ${r.taskId}, forked from task ${r.forkedFrom.taskId} at ${r.forkedFrom.checkpointId} (base checkpoint ${r.baseCheckpointId}): ${r.filesWritten} file(s) written, ${r.filesRemoved} removed:`;
+      const tail = [`Inherits: ${lines(r.inherited)}`, `Left behind: ${lines(r.leftBehind)}`, `Plan: ${lines(r.plan)}`];
+      if (!r.preview) tail.push(`Undo the workspace change with: waypoint rollback --task ${r.taskId} --undo`);
+      c.out([head, list, ...tail].join('\n'), r);
+    },
+  },
   storage: {
     summary: 'bytes used by checkpoints, per task (unique and shared) and in total',
     usage: 'waypoint storage',

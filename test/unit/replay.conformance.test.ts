@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { Engine } from '../../src/core/engine/engine';
 import { SCHEMA_VERSION } from '../../src/core/model/schema';
 import { EventStore } from '../../src/core/store/eventStore';
-import { DB_VERSION } from '../../src/core/store/migrations';
+import { DB_VERSION, MIGRATIONS } from '../../src/core/store/migrations';
 import { dumpProjections } from '../../src/core/store/projections';
 import { tmpDir } from '../support/tmp';
 
@@ -56,7 +56,8 @@ describe('replay conformance (stores recorded by every released schema version)'
       `No replay fixture for the current schema: add test/fixtures/replay/${current}/ by running ` +
         `'node --import tsx scripts/replay/record-fixture.ts test/fixtures/replay/${current} ${current}' (see test/fixtures/replay/README.md).`,
     );
-    for (let v = 1; v <= DB_VERSION; v++) assert.ok(metas.some((m) => m.dbVersion === v), `no replay fixture written by database version ${v}`);
+    // Every version a migration declares (parallel branches reserve numbers, so the list may have gaps until they land).
+    for (const { version: v } of MIGRATIONS) assert.ok(metas.some((m) => m.dbVersion === v), `no replay fixture written by database version ${v}`);
     for (let v = 1; v <= SCHEMA_VERSION; v++) assert.ok(metas.some((m) => m.eventVersion === v), `no replay fixture written with event version ${v}`);
     for (const m of metas) assert.ok(m.dbVersion <= DB_VERSION && m.eventVersion <= SCHEMA_VERSION, `${m.label} is from a newer schema than this code`);
   });

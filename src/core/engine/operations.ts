@@ -18,6 +18,7 @@ import {
   SkipStepInput,
   StartStepInput,
   StartTaskInput,
+  ForkTaskInput,
   SuspendTaskInput,
   TaskId,
   TaskRef,
@@ -54,6 +55,8 @@ const query = <S extends z.ZodType, R>(label: string, input: S, run: (engine: En
 
 export const OPERATIONS = {
   startTask: mutation('task start', StartTaskInput, (e, a) => e.startTask(a)),
+  /** A new task from a checkpoint of another; the workspace goes to the checkpoint (undoable), the original is untouched. */
+  forkTask: mutation('task fork', ForkTaskInput, (e, a) => e.forkTask(a)),
   extendPlan: mutation('plan update', ExtendPlanInput, (e, a) => e.extendPlan(a)),
   requestReview: mutation('task complete', RequestReviewInput, (e, a) => e.requestReview(a)),
   completeTask: mutation('task approve', CompleteTaskInput, (e, a) => e.completeTask(a)),
