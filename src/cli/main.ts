@@ -11,6 +11,7 @@ import { Plan } from '../core/model/schema';
 import { parseInput } from '../core/model/validate';
 import { UsageError, intOption, jsonOption, optional, parse, required } from './args';
 import { tasksTable, taskDetail } from './format';
+import { statsText } from './statsFormat';
 import type { Command, Ctx } from './command';
 import { MCP_COMMANDS } from './mcpCommands';
 
@@ -79,6 +80,15 @@ class VerifyFailed extends WaypointError {
   constructor(message: string) {
     super('corrupt', message);
   }
+}
+
+/** `--since`: an ISO date or time, or a span back from now (`7d`, `12h`). */
+function sinceOption(v: string): number {
+  const span = /^(\d{1,5})([dh])$/.exec(v);
+  if (span) return Date.now() - Number(span[1]) * (span[2] === 'd' ? 86_400_000 : 3_600_000);
+  const t = /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(v) ? Date.parse(v) : NaN;
+  if (Number.isNaN(t)) throw new UsageError(`--since must be a date (2026-11-30, 2026-11-30T09:00Z) or a span like 7d or 12h, not '${v}'.`);
+  return t;
 }
 
 function owner(values: Ctx['values']) {
@@ -377,6 +387,16 @@ export const COMMANDS: Record<string, Command> = {
       const tail = [`Inherits: ${lines(r.inherited)}`, `Left behind: ${lines(r.leftBehind)}`, `Plan: ${lines(r.plan)}`];
       if (!r.preview) tail.push(`Undo the workspace change with: waypoint rollback --task ${r.taskId} --undo`);
       c.out([head, list, ...tail].join('\n'), r);
+    },
+  },
+  stats: {
+    summary: 'metrics: tasks by state, interruptions, retries, step durations (median, p95), checkpoints, side effects, per agent and per day',
+    usage: 'waypoint stats [--task ID] [--since DATE|Nd|Nh]',
+    options: { task: s('t'), since: s() },
+    async run(c) {
+      const since = optional(c.values, 'since');
+      const r = await (await c.engine()).stats({ taskId: optional(c.values, 'task'), since: since === undefined ? undefined : sinceOption(since) });
+      c.out(statsText(r), r);
     },
   },
   storage: {

@@ -34,6 +34,7 @@ import {
   ForkTaskInput,
 } from './inputs';
 import { forkInheritance, type ForkInheritance } from './forkInheritance';
+import { computeStats, type Stats, type StatsFilter } from './stats';
 import { Queries } from './queries';
 import { buildResumeContext, type DriftInfo, type ResumeContext } from './resumeContext';
 import { MAX_NOT_CAPTURED_LISTED, metadataOnlySnapshotter, type NotCaptured, type Snapshotter } from './snapshotter';
@@ -1486,6 +1487,24 @@ export class Engine {
       const referencedBytes = [...size.values()].reduce((a, b) => a + b, 0);
       return { totalBytes: ws.diskBytes(), referencedBytes, blobs: owners.size, tasks: tasks.sort((a, b) => b.uniqueBytes - a.uniqueBytes) };
     });
+  }
+
+  /** Metrics (see stats.ts); with `taskId`, of that task only (an unknown one is refused). */
+  stats(filter: StatsFilter = {}): Stats {
+    if (filter.taskId) this.queries.task(filter.taskId);
+    return computeStats(
+      {
+        tasks: this.queries.tasks(),
+        steps: filter.taskId ? this.queries.steps(filter.taskId) : this.queries.allSteps(),
+        checkpoints: this.queries.checkpoints(filter.taskId),
+        sideEffects: filter.taskId ? this.queries.sideEffects(filter.taskId) : this.queries.allSideEffects(),
+        // The events hold what the projections overwrite (each attempt, each interruption); older ones are read from the segments.
+        events: this.store.events(filter.taskId ? { taskId: filter.taskId } : {}),
+        storeBytes: this.workspaceSnapshots ? this.workspaceSnapshots.diskBytes() : null,
+        now: this.now,
+      },
+      filter,
+    );
   }
 
   /**

@@ -115,6 +115,13 @@ export const ForkTaskInput = z.strictObject({
 });
 export type ForkTaskInput = z.input<typeof ForkTaskInput>;
 
+/** `stats`: metrics over every task, those active since a time (ms since the epoch), or one task. */
+export const StatsInput = z.strictObject({
+  since: z.number().int('must be a whole number of ms since the epoch').min(0).max(8.64e15).optional(),
+  taskId: TaskId.optional(),
+});
+export type StatsInput = z.input<typeof StatsInput>;
+
 export const DiffInput = z.strictObject({ from: CheckpointId, to: CheckpointId.optional() });
 
 export const RetentionInput = z.strictObject({

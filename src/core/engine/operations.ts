@@ -19,6 +19,7 @@ import {
   StartStepInput,
   StartTaskInput,
   ForkTaskInput,
+  StatsInput,
   SuspendTaskInput,
   TaskId,
   TaskRef,
@@ -98,6 +99,8 @@ export const OPERATIONS = {
   }),
   events: query('events filter', EventsFilter.optional(), (e, f) => e.events(f)),
   storage: query('storage query', None, (e) => e.storage()),
+  /** Metrics: tasks by state, interruptions by cause, retries, step durations, checkpoints, side effects, per agent and per day. */
+  stats: query('stats query', StatsInput.optional(), (e, a) => e.stats(a ?? {})),
   drift: query('task id', TaskId, (e, id) => e.drift(id)),
   /** A mutation: with `repair` it stores lost content again and records damaged checkpoints. */
   verify: mutation('verify', VerifyInput.optional(), (e, a) => e.verify(a ?? {})),

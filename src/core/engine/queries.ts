@@ -147,6 +147,11 @@ export class Queries {
     return this.db().all('SELECT * FROM side_effects WHERE task_id = ? ORDER BY intent_at, key', [taskId]).map(toSideEffect);
   }
 
+  /** Every task's side effects in one query (metrics). */
+  allSideEffects(): SideEffect[] {
+    return this.db().all('SELECT * FROM side_effects ORDER BY task_id, intent_at, key').map(toSideEffect);
+  }
+
   sideEffect(taskId: string, key: string): SideEffect | null {
     const r = this.db().get('SELECT * FROM side_effects WHERE task_id = ? AND key = ?', [taskId, key]);
     return r ? toSideEffect(r) : null;
