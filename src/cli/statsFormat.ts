@@ -1,15 +1,7 @@
 import type { Stats, StatsTotals } from '../core/engine/stats';
-import { STATE_ORDER } from '../core/engine/stats';
+import { STATE_ORDER, formatMs as ms } from '../core/engine/stats';
 
 /** `waypoint stats` for eyes: aligned tables (the --json document is the contract). */
-
-export function ms(v: number | null): string {
-  if (v === null) return '-';
-  if (v < 1000) return `${Math.round(v)} ms`;
-  if (v < 60_000) return `${(v / 1000).toFixed(1)} s`;
-  if (v < 3_600_000) return `${(v / 60_000).toFixed(1)} min`;
-  return `${(v / 3_600_000).toFixed(1)} h`;
-}
 
 function table(head: string[], rows: string[][], textColumns: readonly number[] = [0]): string[] {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));

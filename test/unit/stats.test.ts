@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import type { Engine } from '../../src/core/engine/engine';
 import { median, percentile, type Stats } from '../../src/core/engine/stats';
 import { main } from '../../src/cli/main';
+import { metricsMarkdown } from '../../src/extension/metricsMarkdown';
 import { FakeClock, openEngine, tmpDir } from '../support/tmp';
 
 /** Metrics (issue 19, item 3): the percentile method, and every number for a history built on a fixed clock. */
@@ -148,6 +149,20 @@ describe('stats: a constructed history', function () {
     assert.equal(since.totals.tasks, 1);
     assert.equal(since.byAgent[0].agent, 'beta');
     assert.throws(() => engine.stats({ taskId: 't_missing' }), /Unknown task 't_missing'/);
+  });
+
+  it('the Metrics view (Markdown): the numbers, the tables, and agent text escaped', async () => {
+    const md = metricsMarkdown(engine.stats());
+    assert.match(md, /^# Waypoint metrics/);
+    assert.match(md, /\| Attempts \| 5 step starts, \*\*2 retries\*\*/);
+    assert.match(md, /median \*\*3\.0 s\*\* · p95 \*\*6\.0 s\*\*/);
+    assert.match(md, /\| alpha \| 1 \| 4 \| 2 \| 2 \| 1 \| 3\.5 s \| 6\.0 s \|/);
+    assert.match(md, /\| 2026-11-30 \| 1 \| 4 \| 2 \| 2 \| 1 \| 3\.5 s \| 6\.0 s \| 0 \|/);
+    assert.match(md, /\| step m failed: schema drift \| 1 \|/);
+    const hostile = metricsMarkdown({ ...engine.stats(), interruptions: { total: 1, byClass: {}, failedTasks: 0, byReason: [{ reason: 'a | b [x](javascript:alert(1)) <img>', count: 1 }] } });
+    assert.match(hostile, /\| a \\\| b \\\[x\\\]\\\(javascript:alert\\\(1\\\)\\\) \\<img\\> \| 1 \|/);
+    const empty = metricsMarkdown(engine.stats({ since: Date.UTC(2030, 0, 1) }));
+    assert.match(empty, /No tasks yet/);
   });
 
   it('waypoint stats --json --task T reports retries, interruptions and durations for that task; the table is readable; bad input exits non-zero', async () => {

@@ -295,3 +295,12 @@ export function computeStats(src: StatsSource, filter: StatsFilter = {}): Stats 
 
 /** Every task state, in the state machine's order, for tables that list them all. */
 export const STATE_ORDER: readonly TaskState[] = TASK_STATES;
+
+/** A duration for people: ms under a second, then s, min, h with one decimal; "-" for none. */
+export function formatMs(v: number | null): string {
+  if (v === null) return '-';
+  if (v < 1000) return `${Math.round(v)} ms`;
+  if (v < 60_000) return `${(v / 1000).toFixed(1)} s`;
+  if (v < 3_600_000) return `${(v / 60_000).toFixed(1)} min`;
+  return `${(v / 3_600_000).toFixed(1)} h`;
+}
