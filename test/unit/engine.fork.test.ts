@@ -228,6 +228,50 @@ describe('engine: fork a task from a checkpoint', function () {
     assert.equal(engine.tasks().length, 2);
   });
 
+  it('a fork stopped after its plan was durable (a crash before any file changed) is finished on the next open, base included', async () => {
+    const o = await original();
+    const snaps = engine.workspaceSnapshots!;
+    // Freeze the fork at the instant a crash would hit: the task, the before state and the plan are durable, no file written.
+    let frozen!: () => void;
+    let release!: () => void;
+    const atApply = new Promise<void>((resolve) => (frozen = resolve));
+    const realApply = snaps.apply.bind(snaps);
+    snaps.apply = (() => {
+      frozen();
+      return new Promise((_resolve, reject) => (release = () => reject(new Error('test: the frozen fork is let go'))));
+    }) as typeof snaps.apply;
+    const stuck = engine.forkTask({ checkpointId: o.checkpointId, idempotencyKey: 'crashy' }).catch((e: Error) => e);
+    await atApply;
+    // What the disk holds at that instant, as a fresh process would find it (the lock's owner gone).
+    const copy = tmpDir('wp-fork-crash-');
+    try {
+      fs.cpSync(ws.dir, copy.dir, { recursive: true });
+      for (const n of fs.readdirSync(path.join(copy.dir, '.waypoint'))) if (/lock/.test(n)) fs.rmSync(path.join(copy.dir, '.waypoint', n), { force: true });
+      assert.deepEqual(tree(copy.dir), o.after, 'no file changed before the crash');
+      const again = await openEngine(copy.dir);
+      try {
+        assert.equal(again.recoveryNotes.length, 1, 'the interrupted restore was finished on open');
+        assert.deepEqual(tree(copy.dir), o.atRead);
+        const fork = again.tasks().find((t) => t.forkedFrom)!;
+        assert.ok(fork.baseCheckpointId, 'the fork got its base');
+        assert.equal(again.queries.checkpoint(fork.baseCheckpointId)!.parentId, o.checkpointId);
+        const repeat = await again.forkTask({ checkpointId: o.checkpointId, idempotencyKey: 'crashy' });
+        assert.equal(repeat.taskId, fork.id, 'the repeated call finds the fork it made, not a second one');
+        assert.equal(again.tasks().length, 2);
+        await again.undoRollback({ taskId: fork.id });
+        assert.deepEqual(tree(copy.dir), o.after);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      copy.cleanup();
+      // Let this engine's frozen fork go (it records the stop as a failed restore), so it closes.
+      release();
+      snaps.apply = realApply;
+      assert.match(String(await stuck), /stopped part-way \(test: the frozen fork is let go\)/);
+    }
+  });
+
   it('forkInheritance: null when the events hold no record of the checkpoint', () => {
     assert.equal(forkInheritance([], 'c_x'), null);
   });

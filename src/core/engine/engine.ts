@@ -1311,6 +1311,11 @@ export class Engine {
           data: { rollbackId: r.id, outcome, filesWritten: written, filesRemoved: removed, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts: [], note },
         };
         const batch: NewEvent[] = [ev, ...toAbandon.map((s, i) => ({ ...this.ev('step.abandoned', task!, null, { stepId: s.id, reason: `rolled back to ${r.target_checkpoint_id}` }, `${key}#abandon${i}`) }))];
+        // A fork stopped before its base was taken: its base is the workspace the finished restore left.
+        if (task?.forkedFrom && !task.baseCheckpointId && outcome === 'applied') {
+          const { event } = await this.captureCheckpoint({ ...task, lastCheckpointId: r.target_checkpoint_id }, 'task_base', null, `forked from ${r.target_checkpoint_id}`);
+          batch.push({ ...event, key: `${key}#base` });
+        }
         await this.store.commit(batch).durable;
         notes.push(note);
         this.log.warn(note, task?.correlationId);
