@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { spawn } from 'node:child_process';
 import { EventStore } from '../../src/core/store/eventStore';
 import { Db } from '../../src/core/store/db';
-import { migrate, DB_VERSION } from '../../src/core/store/migrations';
+import { migrate, DB_VERSION, MIGRATIONS } from '../../src/core/store/migrations';
 import { insertEvent } from '../../src/core/store/projections';
 import { loadSqlJs } from '../../src/core/store/sqlite';
 import { encodeRecord, listSegments } from '../../src/core/store/journal';
@@ -260,7 +260,9 @@ describe('store', () => {
   it('migrates a store written by the previous schema version (N-1) and rebuilds its projections', async () => {
     const SQL = await loadSqlJs();
     const db = new Db(new SQL.Database());
-    migrate(db, DB_VERSION - 1);
+    // The version before the current one is the previous migration's (numbers reserved by parallel branches leave gaps).
+    const previous = MIGRATIONS[MIGRATIONS.length - 2].version;
+    migrate(db, previous);
     db.run("INSERT INTO meta (k, v) VALUES ('storeId', 'old-store')");
     for (let i = 1; i <= 3; i++) {
       const e = parseEvent({ ...started(i), seq: i, ts: 1000 + i, v: 1, op: 'task.start', result: { taskId: `t${i}` } });
@@ -281,7 +283,7 @@ describe('store', () => {
     fs.writeFileSync(path.join(dir, 'waypoint.db'), db.export());
     db.close();
     const s = await EventStore.open({ dir });
-    assert.equal(s.report.migratedFrom, DB_VERSION - 1);
+    assert.equal(s.report.migratedFrom, previous);
     assert.equal(Number(s.db.get<{ user_version: number }>('PRAGMA user_version')?.user_version), DB_VERSION);
     assert.equal(s.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM steps')?.n, 3, 'projections rebuilt from the events');
     assert.equal((await s.verify()).ok, true);
