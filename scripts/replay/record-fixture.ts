@@ -126,6 +126,16 @@ async function main(): Promise<void> {
       await (engine.verify as (a?: unknown) => Promise<unknown>)({ repair: true });
     }
 
+    // From database v6 on: a fork of task 1 from the checkpoint at the end of its first
+    // step (the workspace restored, the fork's own rollback recorded, its base taken).
+    const forkTask = (engine as unknown as { forkTask?: (a: unknown) => Promise<unknown> }).forkTask;
+    if (forkTask && engine.workspaceSnapshots) {
+      const readEnd = engine.queries.checkpoints(id).find((c) => c.kind === 'step_end' && c.stepId === 'read');
+      if (!readEnd) throw new Error('no step_end checkpoint of read to fork from');
+      tick();
+      await forkTask.call(engine, { checkpointId: readEnd.id, goal: 'Make greet polite, another way', idempotencyKey: 'fork-1' });
+    }
+
     const verify = await engine.verify();
     if (!verify.ok) throw new Error(`this version's own projections differ from a rebuild: ${JSON.stringify(verify.differences)}`);
     const events = engine.events();

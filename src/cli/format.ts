@@ -28,6 +28,7 @@ export function taskDetail(d: { task: Task; steps: Step[]; checkpoints: Checkpoi
   out.push(`${task.title}  [${task.state}]`);
   out.push(`  id ${task.id} · attempt ${task.attempt}${task.agent ? ` · agent ${task.agent}` : ''} · started ${age(task.createdAt)}`);
   out.push(`  goal: ${task.goal}`);
+  if (task.forkedFrom) out.push(`  forked from task ${task.forkedFrom.taskId} at checkpoint ${task.forkedFrom.checkpointId}${task.forkedFrom.stepId ? ` (step ${task.forkedFrom.stepId})` : ''}`);
   if (task.interruption) out.push(`  stopped: ${task.interruption.reason} (${task.interruption.class})`);
   if (task.lease) out.push(`  lease: ${task.lease.owner}, expires ${new Date(task.lease.expiresAt).toISOString()}`);
   out.push('', 'Steps:');

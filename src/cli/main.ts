@@ -11,6 +11,7 @@ import { Plan } from '../core/model/schema';
 import { parseInput } from '../core/model/validate';
 import { UsageError, intOption, jsonOption, optional, parse, required } from './args';
 import { tasksTable, taskDetail } from './format';
+import { statsText } from './statsFormat';
 import type { Command, Ctx } from './command';
 import { MCP_COMMANDS, usePrereadHookInput } from './mcpCommands';
 
@@ -79,6 +80,15 @@ class VerifyFailed extends WaypointError {
   constructor(message: string) {
     super('corrupt', message);
   }
+}
+
+/** `--since`: an ISO date or time, or a span back from now (`7d`, `12h`). */
+function sinceOption(v: string): number {
+  const span = /^(\d{1,5})([dh])$/.exec(v);
+  if (span) return Date.now() - Number(span[1]) * (span[2] === 'd' ? 86_400_000 : 3_600_000);
+  const t = /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(v) ? Date.parse(v) : NaN;
+  if (Number.isNaN(t)) throw new UsageError(`--since must be a date (2026-11-30, 2026-11-30T09:00Z) or a span like 7d or 12h, not '${v}'.`);
+  return t;
 }
 
 function owner(values: Ctx['values']) {
@@ -349,6 +359,44 @@ export const COMMANDS: Record<string, Command> = {
           `\nUndo with: waypoint rollback --task ${r.taskId} --undo`,
         r,
       );
+    },
+  },
+  fork: {
+    summary: 'start a new task from a checkpoint of another (the workspace goes to it, undoably; the original stays as it was)',
+    usage: 'waypoint fork --checkpoint CP [--goal G] [--title T] [--plan FILE] [--agent NAME] [--key K] [--lease-ttl SECONDS] [--preview]',
+    options: { checkpoint: s('c'), goal: s('g'), title: s(), plan: s(), agent: s(), key: s(), 'lease-ttl': s(), preview: b },
+    async run(c) {
+      const planFile = optional(c.values, 'plan');
+      const ttl = intOption(c.values, 'lease-ttl');
+      const r = await (await c.engine()).forkTask({
+        checkpointId: required(c.values, 'checkpoint'),
+        goal: optional(c.values, 'goal'),
+        title: optional(c.values, 'title'),
+        plan: planFile ? readPlanFile(planFile) : undefined,
+        agent: optional(c.values, 'agent'),
+        idempotencyKey: optional(c.values, 'key'),
+        leaseTtlMs: ttl === undefined ? undefined : ttl * 1000,
+        owner: owner(c.values),
+        preview: c.values.preview === true,
+      });
+      const list = [...r.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}`), ...r.kept.map((k) => `  keep    ${k.path}  (${k.reason})`)].join('\n') || '  (no file changes)';
+      const lines = (ids: string[]) => (ids.length ? ids.join(', ') : 'none');
+      const head = r.preview
+        ? `Forking from ${r.forkedFrom.checkpointId} (task ${r.forkedFrom.taskId}) would change ${r.changes.length} file(s):`
+        : `Started task ${r.taskId}, forked from task ${r.forkedFrom.taskId} at ${r.forkedFrom.checkpointId} (base checkpoint ${r.baseCheckpointId}): ${r.filesWritten} file(s) written, ${r.filesRemoved} removed:`;
+      const tail = [`Inherits: ${lines(r.inherited)}`, `Left behind: ${lines(r.leftBehind)}`, `Plan: ${lines(r.plan)}`];
+      if (!r.preview) tail.push(`Undo the workspace change with: waypoint rollback --task ${r.taskId} --undo`);
+      c.out([head, list, ...tail].join('\n'), r);
+    },
+  },
+  stats: {
+    summary: 'metrics: tasks by state, interruptions, retries, step durations (median, p95), checkpoints, side effects, per agent and per day',
+    usage: 'waypoint stats [--task ID] [--since DATE|Nd|Nh]',
+    options: { task: s('t'), since: s() },
+    async run(c) {
+      const since = optional(c.values, 'since');
+      const r = await (await c.engine()).stats({ taskId: optional(c.values, 'task'), since: since === undefined ? undefined : sinceOption(since) });
+      c.out(statsText(r), r);
     },
   },
   storage: {

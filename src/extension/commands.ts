@@ -6,7 +6,7 @@ import { errorMessage, isWaypointError } from '../core/model/errors';
 import type { Step, Task, TaskState } from '../core/model/schema';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
-import { eventsUri, storageUri } from './eventsDocument';
+import { eventsUri, metricsUri, storageUri } from './eventsDocument';
 import { ago, isResumable, progressText, STATE_LABEL, codicon } from './presentation';
 import { listTasks, taskDetail } from './storeReads';
 import { EffectNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
@@ -67,6 +67,9 @@ export class Commands extends Disposable {
       'waypoint.showStoreInfo': () => this.log.show(true),
       'waypoint.reviewTask': (a) => review.open(a),
       'waypoint.showTimeline': (a) => timeline.open(a),
+      'waypoint.forkFromCheckpoint': (a) => ws.fork(a),
+      'waypoint.revealForkOrigin': (a) => this.revealForkOrigin(a),
+      'waypoint.showMetrics': () => this.showMetrics(),
     };
     for (const [id, fn] of Object.entries(table)) {
       this.register(vscode.commands.registerCommand(id, (...args: unknown[]) => this.run(id, () => fn(...args))));
@@ -228,6 +231,27 @@ export class Commands extends Disposable {
     if (!task) return;
     const doc = await vscode.workspace.openTextDocument(eventsUri(task.id));
     await vscode.window.showTextDocument(doc, { preview: true });
+  }
+
+  /** The metrics in VS Code's Markdown preview (themed, read-only), refreshed as the store changes. */
+  private async showMetrics(): Promise<void> {
+    await vscode.commands.executeCommand('markdown.showPreview', metricsUri());
+  }
+
+  /** From a fork's row: selects the task it was forked from. */
+  private async revealForkOrigin(arg: unknown): Promise<void> {
+    const task = await this.resolveTask(arg, (t) => t.forkedFrom !== null, 'Reveal the original of which fork?');
+    if (!task?.forkedFrom) return;
+    const original = task.forkedFrom.taskId;
+    const exists = await taskDetail(this.host, original).then(
+      () => true,
+      () => false,
+    );
+    if (!exists) {
+      void vscode.window.showInformationMessage(`Waypoint: “${task.title}” was forked from task ${original}, which has been deleted.`);
+      return;
+    }
+    await this.revealTask(original);
   }
 
   private async showStorage(): Promise<void> {

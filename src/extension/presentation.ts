@@ -106,7 +106,25 @@ export function isResumable(t: Task): boolean {
   return t.state === 'interrupted' || t.state === 'suspended' || (t.state === 'failed' && t.interruption?.class !== 'unrecoverable');
 }
 
-export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[]): vscode.MarkdownString {
+/** Where a fork came from, for its row and tooltip: the original (null when it was deleted) and the checkpoint's label. */
+export interface ForkOriginView {
+  original: { id: string; title: string; goal: string } | null;
+  checkpointLabel: string;
+}
+
+/** "forked from <original goal> at <checkpoint label>" (the goal shortened for a row). */
+export function forkedFromText(task: Task, o: ForkOriginView, max = 60): string {
+  const goal = o.original ? o.original.goal : `deleted task ${task.forkedFrom?.taskId ?? ''}`;
+  return `forked from “${goal.length > max ? `${goal.slice(0, max - 1)}…` : goal}” at ${o.checkpointLabel}`;
+}
+
+/** A checkpoint's label for a person: its own label, or its kind and the step's title. */
+export function checkpointLabelOf(c: CheckpointMeta, steps: readonly Step[]): string {
+  const step = c.stepId ? steps.find((s) => s.id === c.stepId) : undefined;
+  return `${c.label ?? CHECKPOINT_LABEL[c.kind]}${step ? `: ${step.title}` : ''}`;
+}
+
+export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[], fork?: ForkOriginView): vscode.MarkdownString {
   const md = new vscode.MarkdownString(undefined, true);
   md.supportHtml = false;
   md.appendMarkdown(`$(${codicon(task.state)}) **`);
@@ -115,6 +133,7 @@ export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[]): v
   md.appendText(task.goal);
   md.appendMarkdown('\n\n');
   const rows: [string, string][] = [
+    ...(fork ? ([['Fork', forkedFromText(task, fork, 200)]] as [string, string][]) : []),
     ['Agent', task.agent ?? '—'],
     ['Started', new Date(task.createdAt).toLocaleString()],
     ['Last activity', ago(task.updatedAt)],
@@ -136,4 +155,5 @@ export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[]): v
 }
 
 /** How each checkpoint kind is named in the view, quick picks and titles. */
-export { CHECKPOINT_LABEL } from './checkpointLabels';
+import { CHECKPOINT_LABEL } from './checkpointLabels';
+export { CHECKPOINT_LABEL };

@@ -3,7 +3,22 @@ import type { CheckpointMeta, SideEffect, Step, Task } from '../core/model/schem
 import { Disposable } from './disposable';
 import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
 import { listTasks, taskDetail } from './storeReads';
-import { CHECKPOINT_LABEL, ago, checkpointIcon, effectIcon, isResumable, progressText, sortTasks, STATE_LABEL, stepIcon, taskIcon, taskTooltip } from './presentation';
+import {
+  CHECKPOINT_LABEL,
+  ago,
+  checkpointIcon,
+  checkpointLabelOf,
+  effectIcon,
+  forkedFromText,
+  isResumable,
+  progressText,
+  sortTasks,
+  STATE_LABEL,
+  stepIcon,
+  taskIcon,
+  taskTooltip,
+  type ForkOriginView,
+} from './presentation';
 
 /**
  * The Tasks view: tasks → steps (plan order) → the checkpoints taken in each step;
@@ -23,6 +38,8 @@ export class TaskNode {
     readonly steps: readonly Step[] = [],
     /** Its latest rollback can be undone (drives the Undo Last Rollback menu item). */
     readonly undoable = false,
+    /** For a fork: the original task as the list holds it (null when it was deleted). */
+    readonly original: Task | null = null,
   ) {}
   get id(): string {
     return `task:${this.task.id}`;
@@ -71,6 +88,7 @@ export function taskContextValue(t: Task, undoable = false): string {
     t.state === 'running' || t.state === 'waiting_tool' || t.state === 'planning' ? '' : 'deletable',
     t.state === 'waiting_review' || t.state === 'running' || t.state === 'interrupted' ? 'reviewable' : '',
     undoable ? 'undoable' : '',
+    t.forkedFrom ? 'forked' : '',
   ].filter(Boolean);
   return `task:${t.state}:${flags.join(':')}`;
 }
@@ -119,7 +137,8 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       const [{ tasks, stepsByTask }, undoable] = await Promise.all([listTasks(this.host), this.undoableTaskIds()]);
       // The palette's Undo Last Rollback follows the same state as the task menus.
       void vscode.commands.executeCommand('setContext', 'waypoint.canUndoRollback', undoable.size > 0);
-      return sortTasks(tasks).map((t) => new TaskNode(t, stepsByTask.get(t.id) ?? [], undoable.has(t.id)));
+      const byId = new Map(tasks.map((t) => [t.id, t]));
+      return sortTasks(tasks).map((t) => new TaskNode(t, stepsByTask.get(t.id) ?? [], undoable.has(t.id), t.forkedFrom ? (byId.get(t.forkedFrom.taskId) ?? null) : null));
     }
     if (node instanceof TaskNode) {
       const d = await taskDetail(this.host, node.task.id);
@@ -147,9 +166,17 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
   async resolveTreeItem(item: vscode.TreeItem, node: TreeNode): Promise<vscode.TreeItem> {
     if (node instanceof TaskNode && !item.tooltip) {
       const d = await taskDetail(this.host, node.task.id).catch(() => undefined);
-      if (d) item.tooltip = taskTooltip(d.task, d.steps, d.sideEffects);
+      if (d) item.tooltip = taskTooltip(d.task, d.steps, d.sideEffects, d.task.forkedFrom ? await this.forkOrigin(d.task) : undefined);
     }
     return item;
+  }
+
+  /** The fork's original and the label of the checkpoint it started from (read on hover only). */
+  private async forkOrigin(t: Task): Promise<ForkOriginView> {
+    const from = t.forkedFrom!;
+    const o = await taskDetail(this.host, from.taskId).catch(() => undefined);
+    const c = o?.checkpoints.find((x) => x.id === from.checkpointId);
+    return { original: o ? { id: o.task.id, title: o.task.title, goal: o.task.goal } : null, checkpointLabel: c ? checkpointLabelOf(c, o!.steps) : from.checkpointId };
   }
 
   getParent(node: TreeNode): TreeNode | undefined {
@@ -164,6 +191,11 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       item.id = node.id;
       item.iconPath = taskIcon(t.state);
       item.description = `${STATE_LABEL[t.state]} · ${progressText(t, steps)}`;
+      if (t.forkedFrom) {
+        // The row names the original by its goal; the checkpoint's full label is in the tooltip (it needs the original's detail).
+        const at = t.forkedFrom.stepId ? `step ${t.forkedFrom.stepId}` : t.forkedFrom.checkpointId;
+        item.description += ` · ${forkedFromText(t, { original: node.original, checkpointLabel: at }, 40)}`;
+      }
       // The tooltip (side effects, last error) is filled in resolveTreeItem, on hover only.
       item.contextValue = taskContextValue(t, node.undoable);
       item.accessibilityInformation = { label: `Task ${t.title}, ${STATE_LABEL[t.state]}, ${progressText(t, steps)}` };

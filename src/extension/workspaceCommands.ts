@@ -1,6 +1,6 @@
 import * as vscode from 'vscode';
 import type { EngineApi } from '../core/engine/api';
-import type { RollbackResult } from '../core/engine/engine';
+import type { ForkResult, RollbackResult } from '../core/engine/engine';
 import type { CheckpointMeta, Step, Task } from '../core/model/schema';
 import { checkpointUri, EMPTY_SIDE } from './checkpointFs';
 import { CHECKPOINT_LABEL, ago } from './presentation';
@@ -16,6 +16,8 @@ import { CheckpointNode, TaskNode } from './tasksTree';
 const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.string().min(1), paths: z.array(z.string().min(1)).min(1).optional(), confirmed: z.boolean().optional() });
 /** Programmatic arguments to Undo Last Rollback (the notification's Undo button passes `confirmed`). */
 const UndoArgs = z.object({ taskId: z.string().min(1), confirmed: z.literal(true) });
+/** Programmatic arguments to Fork Task from Checkpoint (the Task Timeline's "fork here"); `goal` skips the input box. */
+const ForkArgs = z.strictObject({ checkpointId: z.string().min(1).max(64), goal: z.string().min(1).max(10_000).optional() });
 
 /**
  * The commands that change or compare the workspace: roll back (with a preview in
@@ -46,7 +48,7 @@ export class WorkspaceCommands {
     return vscode.Uri.joinPath(this.d.folder().uri, ...key.split('/'));
   }
 
-  private async pickCheckpoint(detail: TaskDetail): Promise<CheckpointMeta | undefined> {
+  private async pickCheckpoint(detail: TaskDetail, placeHolder = `Roll “${detail.task.title}” back to which checkpoint?`): Promise<CheckpointMeta | undefined> {
     const task = detail.task;
     const cps = detail.checkpoints
       .filter((c) => c.manifestRef && !c.damaged)
@@ -62,7 +64,7 @@ export class WorkspaceCommands {
         detail: c.id,
         c,
       })),
-      { placeHolder: `Roll “${task.title}” back to which checkpoint?`, matchOnDescription: true },
+      { placeHolder, matchOnDescription: true },
     );
     return pick?.c;
   }
@@ -152,6 +154,71 @@ export class WorkspaceCommands {
     void vscode.window.showInformationMessage(`Waypoint: rolled back ${n} file${n === 1 ? '' : 's'} to “${title}”.${conflicts}`, 'Undo').then((a) => {
       if (a === 'Undo') void vscode.commands.executeCommand('waypoint.undoRollback', { taskId: task.id, confirmed: true });
     });
+    return r;
+  }
+
+  /**
+   * Fork Task from Checkpoint: from a checkpoint row, `{ checkpointId }`, or a pick of
+   * task and checkpoint. Shows what the workspace will become (the diff editor, as a
+   * rollback does), asks for the new task's goal, forks with progress and offers Undo
+   * (the fork's own rollback) and the original task.
+   */
+  async fork(arg: unknown): Promise<ForkResult | undefined> {
+    const engine = await this.api();
+    let checkpointId: string;
+    let goal: string | undefined;
+    const direct = ForkArgs.safeParse(arg);
+    if (direct.success) ({ checkpointId, goal } = direct.data);
+    else if (arg instanceof CheckpointNode) checkpointId = arg.checkpoint.id;
+    else if (arg !== undefined && !(arg instanceof TaskNode) && typeof arg !== 'string') throw new Error(`Fork Task from Checkpoint takes a checkpoint in the Waypoint view or { checkpointId }: ${direct.error.issues[0]?.message ?? 'not that'}.`);
+    else {
+      const task = await this.d.pickTask(arg, (t) => !!t.baseCheckpointId, 'Fork which task?');
+      if (!task) return undefined;
+      const c = await this.pickCheckpoint(await taskDetail(this.d.host, task.id), `Fork “${task.title}” from which checkpoint?`);
+      if (!c) return undefined;
+      checkpointId = c.id;
+    }
+    // The preview validates the checkpoint (unknown, damaged, of a deleted task) before anything is asked.
+    const preview = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: comparing the workspace with the checkpoint…' }, () =>
+      engine.forkTask({ checkpointId, preview: true }),
+    );
+    const original = await taskDetail(this.d.host, preview.forkedFrom.taskId);
+    const cp = original.checkpoints.find((c) => c.id === checkpointId);
+    const title = cp ? checkpointTitle(original.steps, cp) : checkpointId;
+    if (preview.changes.length && goal === undefined) {
+      await this.showChanges(
+        `Fork from: ${title} (${preview.changes.length} file${preview.changes.length === 1 ? '' : 's'})`,
+        preview.changes.map((c) => ({
+          key: c.path,
+          left: c.action === 'create' ? checkpointUri(EMPTY_SIDE, c.path) : this.fileUri(c.path),
+          right: c.action === 'delete' ? checkpointUri(EMPTY_SIDE, c.path) : checkpointUri(checkpointId, c.path),
+        })),
+      );
+    }
+    if (goal === undefined) {
+      const n = preview.changes.length;
+      goal = await vscode.window.showInputBox({
+        title: `Fork “${original.task.title}” from ${title}`,
+        prompt:
+          `The new task's goal. ${n ? `The workspace becomes the checkpoint (${n} file${n === 1 ? '' : 's'} change; the current state is saved first, so Undo brings it back).` : 'The workspace already matches the checkpoint.'} ` +
+          `Inherits: ${preview.inherited.join(', ') || 'no finished step'}. Left behind: ${preview.leftBehind.join(', ') || 'nothing'}. The original task stays as it is.`,
+        value: `Fork of: ${original.task.goal}`,
+        ignoreFocusOut: true,
+        validateInput: (v) => (v.trim() ? undefined : 'The goal must not be empty.'),
+      });
+      if (goal === undefined) return undefined;
+    }
+    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Waypoint: forking from ${title}…` }, () =>
+      engine.forkTask({ checkpointId, goal: goal.trim(), owner: { id: this.d.host.ownerId, pid: process.pid } }),
+    );
+    const forkId = r.taskId!;
+    await vscode.commands.executeCommand('waypoint.revealTask', forkId);
+    void vscode.window
+      .showInformationMessage(`Waypoint: started a fork of “${original.task.title}” from ${title} (${r.filesWritten + r.filesRemoved} file(s) restored).`, 'Undo', 'Show Original')
+      .then((a) => {
+        if (a === 'Undo') void vscode.commands.executeCommand('waypoint.undoRollback', forkId);
+        if (a === 'Show Original') void vscode.commands.executeCommand('waypoint.revealTask', original.task.id);
+      });
     return r;
   }
 

@@ -17,7 +17,7 @@ import { ACTIVE_TASK_STATES } from '../core/model/stateMachine';
 /** The engine operations the tools use, typed by the operation table (localApi or a remote owner's). */
 export type EngineLike = Pick<
   EngineApi,
-  'startTask' | 'startStep' | 'completeStep' | 'failStep' | 'checkpoint' | 'beginSideEffect' | 'endSideEffect' | 'resumeTask' | 'requestReview' | 'taskDetail' | 'tasks'
+  'startTask' | 'startStep' | 'completeStep' | 'failStep' | 'checkpoint' | 'beginSideEffect' | 'endSideEffect' | 'resumeTask' | 'requestReview' | 'taskDetail' | 'tasks' | 'forkTask' | 'resumeContext'
 >;
 
 export type AgentRollbackPolicy = 'ask' | 'allow' | 'deny';
@@ -359,6 +359,44 @@ const rollback = defineTool({
   },
 });
 
+const fork = defineTool({
+  name: 'waypoint_fork',
+  title: 'Fork a task from a checkpoint',
+  description:
+    'Start a NEW task from a checkpoint of an existing task (see waypoint_task_status for checkpoint ids) to try another approach from that point while keeping the original task and its history as they are. ' +
+    'The workspace is restored to the checkpoint (undoable: the state before is kept as a checkpoint). Call with preview=true first to see which files would change. ' +
+    'Returns the new taskId and its resume context: what it inherits (the steps finished by the checkpoint, with outputs) and which later steps were left behind. Drive the new task like one from waypoint_task_start. ' +
+    'Changing the workspace is governed by the same setting as waypoint_rollback.',
+  input: z.strictObject({
+    checkpointId: Identifier.describe('The checkpoint to fork from (any task’s).'),
+    goal: S.goal.optional().describe('The new task’s goal (defaults to the original’s).'),
+    title: S.title.describe('A short title.'),
+    plan: z.array(PlanItemArg).max(1000).optional().describe('The new task’s plan (defaults to the original’s steps not finished by the checkpoint).'),
+    agent: S.agent.describe('Your name, e.g. "claude-code".'),
+    idempotencyKey: IdempotencyKey.optional().describe('Makes the call safe to retry: the same key returns the same fork.'),
+    preview: z.boolean().optional().describe('true: only report what would change; nothing is recorded or written.'),
+  }),
+  output: z.looseObject({ taskId: z.string().nullable(), preview: z.boolean(), forkedFrom: z.looseObject({ taskId: z.string(), checkpointId: z.string() }) }),
+  annotations: { destructiveHint: true },
+  async run(ctx, a) {
+    if (!a.preview && ctx.agentRollback !== 'allow') {
+      const why = ctx.agentRollback === 'deny' ? 'Changing the workspace by agents is turned off in this workspace (setting agentRollback = deny).' : 'The person asked to confirm workspace changes by agents (setting agentRollback = ask).';
+      throw new ToolRefusal(`${why} Tell the person you would fork from checkpoint ${a.checkpointId} and why; they can run "Waypoint: Fork Task from Checkpoint" on it. waypoint_fork with preview=true shows what it would change.`);
+    }
+    const r = await ctx.engine.forkTask({ ...a, owner: ctx.owner, leaseTtlMs: ctx.leaseTtlMs });
+    const structured = r as unknown as Record<string, unknown>;
+    if (r.preview || !r.taskId) {
+      return { structured, summary: `Forking from ${a.checkpointId} would change ${r.changes.length} file(s); it inherits ${r.inherited.join(', ') || 'no finished step'}.`, detail: r.changes.map((c) => `${c.action} ${c.path}`).join('\n') || undefined };
+    }
+    const ctxDoc = await ctx.engine.resumeContext(r.taskId);
+    return {
+      structured: { ...structured, resumeContext: ctxDoc },
+      summary: `Started task ${r.taskId}, forked from ${r.forkedFrom.taskId} at ${r.forkedFrom.checkpointId}: ${r.filesWritten} file(s) written, ${r.filesRemoved} removed. Continue it with its taskId.`,
+      detail: ctxDoc.markdown,
+    };
+  },
+});
+
 /** A refusal by policy: reported as a tool error like an engine refusal. */
 export class ToolRefusal extends Error {}
 
@@ -374,6 +412,7 @@ export const TOOLS: readonly ToolSpec[] = [
   taskStatus,
   taskComplete,
   rollback,
+  fork,
 ] as ToolSpec[];
 
 export const TOOL_NAMES = TOOLS.map((t) => t.name);

@@ -66,7 +66,7 @@ describe('mcp over streamable HTTP (owner endpoint)', function () {
     const client = await httpClient(endpoint.http.url, endpoint.http.token);
     clients.push(client);
     const { tools } = await client.listTools();
-    assert.equal(tools.length, 11);
+    assert.equal(tools.length, 12);
     const { taskId } = sc<Json>(await client.callTool({ name: 'waypoint_task_start', arguments: { goal: 'over http' } }));
     const task = engine.task(taskId);
     assert.match(task.lease!.owner, /^mcp:[0-9a-f-]{36}$/);

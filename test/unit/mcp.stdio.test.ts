@@ -30,7 +30,7 @@ describe('mcp over stdio (waypoint mcp, real SDK client)', function () {
     const { client } = await session();
     const { tools } = await client.listTools();
     assert.deepEqual(tools.map((t) => t.name).sort(), [...TOOL_NAMES].sort());
-    assert.equal(TOOL_NAMES.length, 11);
+    assert.equal(TOOL_NAMES.length, 12);
     const byName = new Map(tools.map((t) => [t.name, t]));
     const expect: Record<string, { required: string[]; props: Record<string, string | undefined> }> = {
       waypoint_task_start: { required: ['goal'], props: { goal: 'string', title: 'string', plan: 'array', agent: 'string', idempotencyKey: 'string' } },

@@ -1,6 +1,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
+import type { z } from 'zod';
 import { WaypointError, errorMessage, notFound } from '../model/errors';
 import { validatePlan } from '../model/plan';
 import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner, SideEffect, Step, Task, TaskState, WaypointEvent } from '../model/schema';
@@ -29,7 +30,10 @@ import {
   StartTaskInput,
   SuspendTaskInput,
   TaskRef,
+  ForkTaskInput,
 } from './inputs';
+import { forkInheritance, type ForkInheritance } from './forkInheritance';
+import { computeStats, type Stats, type StatsFilter } from './stats';
 import { Queries } from './queries';
 import { buildResumeContext, type DriftInfo, type ResumeContext } from './resumeContext';
 import { MAX_NOT_CAPTURED_LISTED, metadataOnlySnapshotter, type NotCaptured, type Snapshotter } from './snapshotter';
@@ -110,6 +114,28 @@ export interface RollbackResult extends NotCapturedReport {
   abandonedSteps: string[];
   /** Undoing a rollback: the steps it had abandoned, given back their earlier status. */
   restoredSteps: string[];
+}
+
+/** What `forkTask` did (or, with `preview`, would do); `taskId` is null on a preview. */
+export interface ForkResult extends NotCapturedReport {
+  taskId: string | null;
+  preview: boolean;
+  forkedFrom: { taskId: string; checkpointId: string; stepId: string | null };
+  goal: string;
+  baseCheckpointId: string | null;
+  /** The workspace before the fork; the fork's Undo Last Rollback returns to it. */
+  preRollbackCheckpointId: string | null;
+  rollbackId: string | null;
+  changes: RollbackResult['changes'];
+  kept: RollbackResult['kept'];
+  filesWritten: number;
+  filesRemoved: number;
+  /** Step ids of the original finished by the checkpoint. */
+  inherited: string[];
+  /** Step ids the original worked on without finishing by the checkpoint. */
+  leftBehind: string[];
+  /** The fork's plan, by step id. */
+  plan: string[];
 }
 
 export interface ReviewApplyResult<C> {
@@ -825,7 +851,9 @@ export class Engine {
     const task = this.queries.task(taskId);
     const drift = this.opts.drift ? await this.opts.drift(task) : await this.drift(taskId).catch(() => null);
     const last = task.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : null;
-    return buildResumeContext(task, this.queries.steps(taskId), this.queries.sideEffects(taskId), last, drift);
+    // A fork's inheritance is read from the original's events, which outlive its deletion.
+    const fork = task.forkedFrom ? forkInheritance(this.store.events({ taskId: task.forkedFrom.taskId }), task.forkedFrom.checkpointId) : null;
+    return buildResumeContext(task, this.queries.steps(taskId), this.queries.sideEffects(taskId), last, drift, fork);
   }
 
   // ---------------------------------------------------------------------------
@@ -1027,6 +1055,145 @@ export class Engine {
     return this.needingSpace('a rollback', () => this.rollbackNow(rollback, last.id));
   }
 
+  /**
+   * Starts a new task from a checkpoint of another task (`waypoint fork`). The
+   * workspace goes to the checkpoint the way a rollback goes there, recorded on the
+   * new task: a `pre_rollback` checkpoint of the workspace before, the plan durable
+   * before any file changes (a crash half-way is finished on open), and the fork's
+   * Undo Last Rollback returns the workspace. The fork's base checkpoint is taken
+   * after the restore, so it holds the forked checkpoint's state, with that checkpoint
+   * as its parent in the checkpoint tree. The original task gets no event at all.
+   * Refused before anything changes: an unknown or damaged checkpoint, one with no
+   * files, no task or a deleted task.
+   */
+  async forkTask(raw: ForkTaskInput): Promise<ForkResult> {
+    const input = parseInput(ForkTaskInput, raw, 'task fork');
+    if (input.plan) validatePlan(input.plan);
+    return input.preview ? this.forkNow(input) : this.needingSpace('a fork', () => this.forkNow(input));
+  }
+
+  /** The checkpoint to fork from, its task and what a fork inherits, or a refusal saying why not. */
+  private forkSource(checkpointId: string): { target: CheckpointMeta; original: Task; inheritance: ForkInheritance } {
+    const target = this.queries.checkpoint(checkpointId);
+    if (!target) {
+      const gone = this.queries.deletedCheckpointTask(checkpointId);
+      if (gone) throw new WaypointError('not_found', `Checkpoint ${checkpointId} belonged to task ${gone}, which was deleted; nothing of it is left to fork from.`, { checkpointId, taskId: gone });
+      throw notFound('checkpoint', checkpointId);
+    }
+    if (target.damaged) {
+      throw new WaypointError('corrupt', `Checkpoint ${target.id} is damaged (${target.damaged}); a fork cannot start from it. Fork from an earlier checkpoint, or run 'waypoint verify' to see what was lost.`, { checkpointId: target.id });
+    }
+    if (!target.taskId) throw new WaypointError('invalid_input', `Checkpoint ${target.id} belongs to no task (it is workspace history); a fork starts from a task's checkpoint. Roll back to it instead.`, { checkpointId: target.id });
+    if (!target.manifestRef) throw new WaypointError('invalid_input', `Checkpoint ${target.id} records no files (a metadata-only checkpoint); there is no workspace state to fork from.`, { checkpointId: target.id });
+    const original = this.queries.findTask(target.taskId);
+    if (!original) throw new WaypointError('not_found', `Checkpoint ${target.id} belonged to task ${target.taskId}, which was deleted; nothing of it is left to fork from.`, { checkpointId: target.id });
+    const inheritance = forkInheritance(this.store.events({ taskId: original.id }), target.id);
+    if (!inheritance) throw new WaypointError('corrupt', `The history of task ${original.id} no longer holds checkpoint ${target.id}'s record; a fork cannot say what it inherits.`, { checkpointId: target.id });
+    return { target, original, inheritance };
+  }
+
+  private async forkNow(input: z.output<typeof ForkTaskInput>): Promise<ForkResult> {
+    const ws = this.snapshots();
+    const key = input.idempotencyKey ?? `task.fork:${randomUUID()}`;
+    const owner = this.ownerOf(input.owner);
+    const { result, durable } = await this.exclusive(async () => {
+      const seen = this.queries.idempotent(key);
+      if (seen) {
+        if (seen.op !== 'task.fork') throw new WaypointError('conflict', `Idempotency key '${key}' was already used for ${seen.op}, not task.fork.`, { key, op: seen.op });
+        return { result: seen.result as ForkResult, durable: this.store.waitDurable(seen.seq) };
+      }
+      const begun = this.queries.idempotent(`${key}#task`);
+      if (begun) return { result: begun.result as ForkResult, durable: this.store.waitDurable(begun.seq) };
+      const { target, original, inheritance } = this.forkSource(input.checkpointId);
+      // Loading the manifest checks it: a checkpoint whose objects are gone is refused here, before anything is recorded.
+      const targetManifest = await ws.load(target);
+      const current = await ws.scanNow(this.latestCheckpoint());
+      const plan = await ws.plan(current, targetManifest);
+      const changes: RollbackResult['changes'] = [
+        ...plan.writes.map((w) => ({ path: w.path, action: current.has(w.path) ? ('modify' as const) : ('create' as const) })),
+        ...plan.removes.map((r) => ({ path: r.path, action: 'delete' as const })),
+      ].sort((a, b) => (a.path < b.path ? -1 : 1));
+      const kept = plan.kept.map((k) => ({ path: k.path, reason: k.reason as string }));
+      const forkedFrom = { taskId: original.id, checkpointId: target.id, stepId: target.stepId };
+      const goal = input.goal ?? original.goal;
+      const steps = input.plan ?? inheritance.remaining;
+      const base: ForkResult = {
+        taskId: null,
+        preview: input.preview === true,
+        forkedFrom,
+        goal,
+        baseCheckpointId: null,
+        preRollbackCheckpointId: null,
+        rollbackId: null,
+        changes,
+        kept,
+        filesWritten: 0,
+        filesRemoved: 0,
+        inherited: inheritance.inherited.map((s) => s.id),
+        leftBehind: inheritance.leftBehind.map((s) => s.id),
+        plan: steps.map((s) => s.id),
+      };
+      if (input.preview) return { result: base, durable: Promise.resolve() };
+      await ws.validate(plan);
+
+      const taskId = newId('t');
+      const corr = randomUUID();
+      const title = input.title ?? (goal.length > 80 ? `${goal.slice(0, 77)}…` : goal);
+      const task = { id: taskId, correlationId: corr, lastCheckpointId: null } as Task;
+      const started: NewEvent = {
+        type: 'task.started',
+        taskId,
+        corr,
+        by: owner.id,
+        key: `${key}#task`,
+        // Keyed on its own, so a repeat of the call after a crash before the end finds the task it made, not a second fork.
+        op: 'task.fork.started',
+        result: { ...base, taskId },
+        data: { goal, title, agent: input.agent ?? original.agent, plan: steps, owner, leaseTtlMs: input.leaseTtlMs ?? this.defaultLeaseTtlMs, forkedFrom },
+      };
+      // 1. The task, the before state and the plan are durable before any file changes (as a rollback's are).
+      const { event: preEvent, checkpoint: pre } = await this.captureCheckpoint(task, 'pre_rollback', null, `before forking from ${target.id}`);
+      const planRef = await ws.savePlan(plan);
+      const rollbackId = newId('r');
+      await this.store.commit([
+        started,
+        { ...preEvent, key: `${key}#pre` },
+        this.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: null, mode: 'all', planRef }, `${key}#start`),
+      ]).durable;
+      // 2. Apply; a stop part-way is recorded as a failed rollback of the fork, which its Undo reverses.
+      let applied: Awaited<ReturnType<typeof ws.apply>>;
+      try {
+        applied = await ws.apply(plan);
+      } catch (e) {
+        await ws.sweepTemps(plan).catch((err: unknown) => this.log.warn(`[fork] could not remove its temp files: ${errorMessage(err)}`, corr));
+        const note = `The fork from ${target.id} stopped part-way (${errorMessage(e)}); the workspace is partly restored. Everything it held before is in checkpoint ${pre.id}: undo the fork's rollback (waypoint rollback --task ${taskId} --undo) to return to it.`;
+        await this.store
+          .commit([this.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)])
+          .durable.catch(() => undefined);
+        throw new WaypointError('io', note, { taskId, preRollbackCheckpointId: pre.id });
+      }
+      // 3. The outcome, then the fork's base: the workspace as the checkpoint left it, branching from it.
+      const done = this.ev('rollback.done', task, null, { rollbackId, outcome: 'applied', filesWritten: applied.written.length, filesRemoved: applied.removed.length, recovered: false, abandonedSteps: [], conflicts: applied.conflicts.map((c) => c.path), note: `fork of ${original.id} from ${target.id}` }, `${key}#done`);
+      const { event: baseEvent, checkpoint: baseCp, report } = await this.captureCheckpoint({ ...task, lastCheckpointId: target.id }, 'task_base', null, `forked from ${target.label ?? target.id}`);
+      const result: ForkResult = {
+        ...base,
+        ...report,
+        taskId,
+        baseCheckpointId: baseCp.id,
+        preRollbackCheckpointId: pre.id,
+        rollbackId,
+        filesWritten: applied.written.length,
+        filesRemoved: applied.removed.length,
+        kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
+      };
+      const committed = this.store.commit([{ ...done, key, op: 'task.fork', result }, { ...baseEvent, key: `${key}#base` }]);
+      this.log.info(`task ${taskId} forked from task ${original.id} at ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, corr);
+      return { result, durable: committed.durable };
+    });
+    await durable;
+    return result;
+  }
+
   /** For `agent-only`: paths changed inside step windows since the target, minus those the person touched too. */
   private async agentOnlyPaths(task: Task, target: CheckpointMeta, current: Manifest): Promise<{ revert: string[]; conflicts: string[] }> {
     const { agent, person } = await this.changesByOwner(task.id, target.id, current);
@@ -1135,6 +1302,11 @@ export class Engine {
           data: { rollbackId: r.id, outcome, filesWritten: written, filesRemoved: removed, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts: [], note },
         };
         const batch: NewEvent[] = [ev, ...toAbandon.map((s, i) => ({ ...this.ev('step.abandoned', task!, null, { stepId: s.id, reason: `rolled back to ${r.target_checkpoint_id}` }, `${key}#abandon${i}`) }))];
+        // A fork stopped before its base was taken: its base is the workspace the finished restore left.
+        if (task?.forkedFrom && !task.baseCheckpointId && outcome === 'applied') {
+          const { event } = await this.captureCheckpoint({ ...task, lastCheckpointId: r.target_checkpoint_id }, 'task_base', null, `forked from ${r.target_checkpoint_id}`);
+          batch.push({ ...event, key: `${key}#base` });
+        }
         await this.store.commit(batch).durable;
         notes.push(note);
         this.log.warn(note, task?.correlationId);
@@ -1317,6 +1489,24 @@ export class Engine {
   /** Bytes per task (unique to it, and shared with others) and in total, deduplicated. */
   storage(): Promise<StorageReport> {
     return this.upkeep.storage();
+  }
+
+  /** Metrics (see stats.ts); with `taskId`, of that task only (an unknown one is refused). */
+  stats(filter: StatsFilter = {}): Stats {
+    if (filter.taskId) this.queries.task(filter.taskId);
+    return computeStats(
+      {
+        tasks: this.queries.tasks(),
+        steps: filter.taskId ? this.queries.steps(filter.taskId) : this.queries.allSteps(),
+        checkpoints: this.queries.checkpoints(filter.taskId),
+        sideEffects: filter.taskId ? this.queries.sideEffects(filter.taskId) : this.queries.allSideEffects(),
+        // The events hold what the projections overwrite (each attempt, each interruption); older ones are read from the segments.
+        events: this.store.events(filter.taskId ? { taskId: filter.taskId } : {}),
+        storeBytes: this.workspaceSnapshots ? this.workspaceSnapshots.diskBytes() : null,
+        now: this.now,
+      },
+      filter,
+    );
   }
 
   /** Applies the retention policy and collects garbage (see StorageUpkeep.gc). */

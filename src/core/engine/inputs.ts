@@ -97,6 +97,31 @@ export const RollbackInput = TaskRef.extend({
 });
 export type RollbackInput = z.input<typeof RollbackInput>;
 
+/**
+ * `forkTask`: a new task from a checkpoint of another. Without a plan the fork takes
+ * the original's steps it had not finished by that checkpoint; without a goal, the
+ * original's. `preview` lists what the workspace would become and records nothing.
+ */
+export const ForkTaskInput = z.strictObject({
+  checkpointId: CheckpointId,
+  goal: StartTaskInput.shape.goal.optional(),
+  title: StartTaskInput.shape.title,
+  plan: Plan.optional(),
+  agent: StartTaskInput.shape.agent,
+  idempotencyKey: Key,
+  leaseTtlMs: StartTaskInput.shape.leaseTtlMs,
+  owner: LeaseOwner.optional(),
+  preview: z.boolean().optional(),
+});
+export type ForkTaskInput = z.input<typeof ForkTaskInput>;
+
+/** `stats`: metrics over every task, those active since a time (ms since the epoch), or one task. */
+export const StatsInput = z.strictObject({
+  since: z.number().int('must be a whole number of ms since the epoch').min(0).max(8.64e15).optional(),
+  taskId: TaskId.optional(),
+});
+export type StatsInput = z.input<typeof StatsInput>;
+
 export const DiffInput = z.strictObject({ from: CheckpointId, to: CheckpointId.optional() });
 
 export const RetentionInput = z.strictObject({

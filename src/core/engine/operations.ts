@@ -18,6 +18,8 @@ import {
   SkipStepInput,
   StartStepInput,
   StartTaskInput,
+  ForkTaskInput,
+  StatsInput,
   SuspendTaskInput,
   TaskId,
   TaskRef,
@@ -54,6 +56,8 @@ const query = <S extends z.ZodType, R>(label: string, input: S, run: (engine: En
 
 export const OPERATIONS = {
   startTask: mutation('task start', StartTaskInput, (e, a) => e.startTask(a)),
+  /** A new task from a checkpoint of another; the workspace goes to the checkpoint (undoable), the original is untouched. */
+  forkTask: mutation('task fork', ForkTaskInput, (e, a) => e.forkTask(a)),
   extendPlan: mutation('plan update', ExtendPlanInput, (e, a) => e.extendPlan(a)),
   requestReview: mutation('task complete', RequestReviewInput, (e, a) => e.requestReview(a)),
   completeTask: mutation('task approve', CompleteTaskInput, (e, a) => e.completeTask(a)),
@@ -97,6 +101,8 @@ export const OPERATIONS = {
   }),
   events: query('events filter', EventsFilter.optional(), (e, f) => e.events(f)),
   storage: query('storage query', None, (e) => e.storage()),
+  /** Metrics: tasks by state, interruptions by cause, retries, step durations, checkpoints, side effects, per agent and per day. */
+  stats: query('stats query', StatsInput.optional(), (e, a) => e.stats(a ?? {})),
   drift: query('task id', TaskId, (e, id) => e.drift(id)),
   /** A mutation: with `repair` it stores lost content again and records damaged checkpoints. */
   verify: mutation('verify', VerifyInput.optional(), (e, a) => e.verify(a ?? {})),

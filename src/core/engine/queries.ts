@@ -35,6 +35,7 @@ export function toTask(r: Record<string, unknown>, lease: Record<string, unknown
     commit: (r.commit_hash as string | null) ?? null,
     interruption: parse(r.interruption) as Task['interruption'],
     lease: toLease(lease),
+    forkedFrom: parse(r.forked_from) as Task['forkedFrom'],
   };
 }
 
@@ -146,6 +147,11 @@ export class Queries {
     return this.db().all('SELECT * FROM side_effects WHERE task_id = ? ORDER BY intent_at, key', [taskId]).map(toSideEffect);
   }
 
+  /** Every task's side effects in one query (metrics). */
+  allSideEffects(): SideEffect[] {
+    return this.db().all('SELECT * FROM side_effects ORDER BY task_id, intent_at, key').map(toSideEffect);
+  }
+
   sideEffect(taskId: string, key: string): SideEffect | null {
     const r = this.db().get('SELECT * FROM side_effects WHERE task_id = ? AND key = ?', [taskId, key]);
     return r ? toSideEffect(r) : null;
@@ -235,6 +241,19 @@ export class Queries {
       keep.add(r.p);
     }
     return keep;
+  }
+
+  /**
+   * The task a checkpoint no longer in the projection belonged to, when that task was
+   * deleted (its creation event is still in the events table): lets a refusal say why.
+   */
+  deletedCheckpointTask(checkpointId: string): string | null {
+    const r = this.db().get<{ t: string | null }>(
+      `SELECT c.task_id AS t FROM events c WHERE c.type = 'checkpoint.created' AND json_extract(c.data, '$.checkpointId') = ?
+         AND EXISTS (SELECT 1 FROM events d WHERE d.type = 'task.deleted' AND d.task_id = c.task_id) LIMIT 1`,
+      [checkpointId],
+    );
+    return r?.t ?? null;
   }
 
   /** Review applies whose outcome was never recorded, on tasks still waiting for review. */

@@ -1,5 +1,6 @@
 import { nextReadySteps } from '../model/plan';
 import { SCHEMA_VERSION, type CheckpointMeta, type SideEffect, type Step, type Task } from '../model/schema';
+import type { ForkInheritance } from './forkInheritance';
 
 /**
  * The resume context: everything an agent needs to continue a task without
@@ -44,6 +45,12 @@ export interface ResumeContext {
   nextSteps: { id: string; title: string; dependsOn: string[] }[];
   lastCheckpoint: { id: string; kind: CheckpointMeta['kind']; stepId: string | null; createdAt: string; files: number } | null;
   drift: DriftInfo | null;
+  /**
+   * Set on a fork: where it came from and what it inherits (the original's goal, the
+   * steps finished by the checkpoint with their outputs, the later work left behind).
+   * `original` is null when the original's history is gone.
+   */
+  forkedFrom: ({ taskId: string; checkpointId: string; stepId: string | null } & { inheritance: Omit<ForkInheritance, 'remaining'> | null }) | null;
   markdown: string;
 }
 
@@ -69,7 +76,14 @@ function brief(s: SideEffect): SideEffectBrief {
   };
 }
 
-export function buildResumeContext(task: Task, steps: Step[], effects: SideEffect[], lastCheckpoint: CheckpointMeta | null, drift: DriftInfo | null): ResumeContext {
+export function buildResumeContext(
+  task: Task,
+  steps: Step[],
+  effects: SideEffect[],
+  lastCheckpoint: CheckpointMeta | null,
+  drift: DriftInfo | null,
+  fork: ForkInheritance | null = null,
+): ResumeContext {
   const interrupted =
     steps.find((s) => s.status === 'in_progress') ??
     (task.interruption?.stepId ? steps.find((s) => s.id === task.interruption!.stepId) : undefined) ??
@@ -112,6 +126,9 @@ export function buildResumeContext(task: Task, steps: Step[], effects: SideEffec
       ? { id: lastCheckpoint.id, kind: lastCheckpoint.kind, stepId: lastCheckpoint.stepId, createdAt: new Date(lastCheckpoint.createdAt).toISOString(), files: lastCheckpoint.files }
       : null,
     drift,
+    forkedFrom: task.forkedFrom
+      ? { ...task.forkedFrom, inheritance: fork ? { original: fork.original, checkpoint: fork.checkpoint, inherited: fork.inherited, leftBehind: fork.leftBehind } : null }
+      : null,
   };
   return { ...ctx, markdown: renderMarkdown(ctx) };
 }
@@ -138,6 +155,7 @@ export function renderMarkdown(c: Omit<ResumeContext, 'markdown'>): string {
   out.push(`**Goal:** ${c.task.goal}`, '');
   out.push(`Task \`${c.task.id}\` · attempt ${c.task.attempt}${c.task.agent ? ` · agent ${c.task.agent}` : ''}`);
   if (c.task.interruption) out.push(`Stopped because: ${c.task.interruption.reason} (${c.task.interruption.class.replace('_', ' ')}).`);
+  if (c.forkedFrom) renderFork(out, c.forkedFrom);
   out.push('', '## Plan', '');
   for (const s of c.plan) {
     const deps = s.dependsOn.length ? ` (after ${s.dependsOn.join(', ')})` : '';
@@ -173,4 +191,29 @@ export function renderMarkdown(c: Omit<ResumeContext, 'markdown'>): string {
   else out.push(c.interruptedStep ? `- Finish \`${c.interruptedStep.id}\` first.` : '- No plan step is ready; decide the next step from the goal, or complete the task.');
   if (c.lastCheckpoint) out.push('', `Last checkpoint: \`${c.lastCheckpoint.id}\` (${c.lastCheckpoint.kind}, ${c.lastCheckpoint.createdAt}).`);
   return out.join('\n') + '\n';
+}
+
+function renderFork(out: string[], f: NonNullable<ResumeContext['forkedFrom']>): void {
+  out.push('', '## Forked from', '');
+  const inh = f.inheritance;
+  if (!inh) {
+    out.push(`This task is a fork of task \`${f.taskId}\` at checkpoint \`${f.checkpointId}\`; that task's history is no longer in the store, so what it did is not known here.`);
+    return;
+  }
+  const at = inh.checkpoint.label ? `"${inh.checkpoint.label}" (\`${inh.checkpoint.id}\`)` : `\`${inh.checkpoint.id}\``;
+  out.push(`This task is a fork of task \`${inh.original.taskId}\` (${inh.original.title}) at checkpoint ${at}, taken ${new Date(inh.checkpoint.createdAt).toISOString()}. The workspace was restored to that checkpoint when the fork started.`);
+  out.push('', `**Original goal:** ${inh.original.goal}`, '');
+  if (inh.inherited.length) {
+    out.push('Inherited (finished by the original before the checkpoint; their results are in the workspace — do not redo them):');
+    for (const s of inh.inherited) {
+      out.push(`- \`${s.id}\` ${s.title} — ${s.status}`);
+      if (s.summary) out.push(`  - summary: ${short(s.summary)}`);
+      const outputs = short(s.outputs);
+      if (outputs) out.push(`  - outputs: ${outputs}`);
+    }
+  } else out.push('Inherited: no finished step (the checkpoint was taken before the original finished any).');
+  if (inh.leftBehind.length) {
+    out.push('', 'Left behind (the original worked on these after the checkpoint, or had not finished them; none of that work is in this workspace):');
+    for (const s of inh.leftBehind) out.push(`- \`${s.id}\` ${s.title} — ${s.statusAtCheckpoint} at the checkpoint, ${s.statusNow} in the original now`);
+  }
 }

@@ -108,7 +108,13 @@ export interface Task {
   /** Why the task stopped being driven, when it is interrupted, suspended or failed. */
   interruption: { reason: string; class: FailureClass; at: number; stepId: string | null; error?: string } | null;
   lease: Lease | null;
+  /** Set when the task was forked from another task's checkpoint: where it came from. */
+  forkedFrom: ForkOrigin | null;
 }
+
+/** Where a forked task came from: the original task, the checkpoint, and that checkpoint's step. */
+export const ForkOrigin = z.strictObject({ taskId: z.string(), checkpointId: z.string(), stepId: z.string().nullable() });
+export type ForkOrigin = z.infer<typeof ForkOrigin>;
 
 export interface Lease {
   owner: string;
@@ -216,6 +222,8 @@ export const EventData = {
     plan: z.array(PlanItem),
     owner: LeaseOwner,
     leaseTtlMs: z.number().int().positive(),
+    /** A fork: the task and checkpoint it started from (absent on every task started fresh, and on events before forks existed). */
+    forkedFrom: ForkOrigin.optional(),
   }),
   'task.plan_updated': z.strictObject({ added: z.array(PlanItem) }),
   'task.review_requested': z.strictObject({ summary: z.string().nullable() }),

@@ -95,6 +95,16 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE checkpoints ADD COLUMN damaged TEXT;
     `,
   },
+  // 5 is the retry policy's (a parallel branch); the numbers are renumbered if it lands without one.
+  {
+    version: 6,
+    description: 'forked tasks: the task and checkpoint a fork started from',
+    // No task.started before this version names an origin, so NULL is every row's fold already.
+    rebuildProjections: true,
+    up: `
+      ALTER TABLE tasks ADD COLUMN forked_from TEXT;
+    `,
+  },
   {
     version: 8,
     description: 'the status a step had before a rollback abandoned it, so undoing the rollback restores it',

@@ -62,9 +62,9 @@ function insertPlan(db: Db, taskId: string, items: { id: string; title: string; 
 const handlers: Handlers = {
   'task.started': (db, e, d) => {
     db.run(
-      `INSERT INTO tasks (id, title, goal, agent, state, correlation_id, created_at, updated_at, attempt)
-       VALUES (?,?,?,?, 'running', ?,?,?, 1)`,
-      [e.taskId, d.title, d.goal, d.agent, e.corr ?? e.taskId, e.ts, e.ts],
+      `INSERT INTO tasks (id, title, goal, agent, state, correlation_id, created_at, updated_at, attempt, forked_from)
+       VALUES (?,?,?,?, 'running', ?,?,?, 1, ?)`,
+      [e.taskId, d.title, d.goal, d.agent, e.corr ?? e.taskId, e.ts, e.ts, json(d.forkedFrom)],
     );
     insertPlan(db, e.taskId!, d.plan);
     takeLease(db, e.taskId!, d.owner, d.leaseTtlMs, e.ts);
