@@ -95,6 +95,17 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE checkpoints ADD COLUMN damaged TEXT;
     `,
   },
+  {
+    version: 5,
+    description: 'enforced retry policy: each task\'s policy, why it waits for a person, each step\'s attempt limit',
+    // Tasks recorded before it get the default policy (their task.started has none) on the rebuild.
+    rebuildProjections: true,
+    up: `
+      ALTER TABLE tasks ADD COLUMN retry TEXT;
+      ALTER TABLE tasks ADD COLUMN hold TEXT;
+      ALTER TABLE steps ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 3;
+    `,
+  },
 ];
 
 export const DB_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
