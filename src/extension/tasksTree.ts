@@ -3,7 +3,8 @@ import type { CheckpointMeta, SideEffect, Step, Task } from '../core/model/schem
 import { Disposable } from './disposable';
 import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
 import { listTasks, taskDetail } from './storeReads';
-import { CHECKPOINT_LABEL, ago, checkpointIcon, effectIcon, isResumable, progressText, sortTasks, STATE_LABEL, stepIcon, taskIcon, taskTooltip } from './presentation';
+import { CHECKPOINT_LABEL, ago, checkpointIcon, effectIcon, holdText, isResumable, progressText, sortTasks, STATE_LABEL, stepIcon, stepRetryText, taskIconOf, taskTooltip } from './presentation';
+import { retryState } from '../core/engine/retryPolicy';
 
 /**
  * The Tasks view: tasks → steps (plan order) → the checkpoints taken in each step;
@@ -68,6 +69,7 @@ export function taskContextValue(t: Task): string {
     t.state === 'completed' || t.state === 'abandoned' ? '' : 'open',
     t.state === 'running' || t.state === 'waiting_tool' || t.state === 'planning' ? '' : 'deletable',
     t.state === 'waiting_review' || t.state === 'running' || t.state === 'interrupted' ? 'reviewable' : '',
+    t.hold?.cause === 'retries_exhausted' ? 'held-retries' : '',
   ].filter(Boolean);
   return `task:${t.state}:${flags.join(':')}`;
 }
@@ -152,11 +154,11 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       const steps = [...node.steps];
       const item = new vscode.TreeItem(t.title, vscode.TreeItemCollapsibleState.Collapsed);
       item.id = node.id;
-      item.iconPath = taskIcon(t.state);
-      item.description = `${STATE_LABEL[t.state]} · ${progressText(t, steps)}`;
+      item.iconPath = taskIconOf(t);
+      item.description = `${holdText(t) ?? STATE_LABEL[t.state]} · ${progressText(t, steps)}`;
       // The tooltip (side effects, last error) is filled in resolveTreeItem, on hover only.
       item.contextValue = taskContextValue(t);
-      item.accessibilityInformation = { label: `Task ${t.title}, ${STATE_LABEL[t.state]}, ${progressText(t, steps)}` };
+      item.accessibilityInformation = { label: `Task ${t.title}, ${holdText(t) ?? STATE_LABEL[t.state]}, ${progressText(t, steps)}` };
       return item;
     }
     if (node instanceof StepNode) {
@@ -166,15 +168,17 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       item.iconPath = stepIcon(s.status);
       const deps = s.dependsOn.length ? ` · after ${s.dependsOn.join(', ')}` : '';
       const timing = s.startedAt ? ` · ${s.endedAt ? `${Math.max(1, Math.round((s.endedAt - s.startedAt) / 1000))} s` : ago(s.startedAt)}` : '';
-      item.description = `${s.id} · ${s.status.replace('_', ' ')}${s.attempts > 1 ? ` (attempt ${s.attempts})` : ''}${deps}${timing}`;
+      const retry = stepRetryText(s);
+      item.description = `${s.id} · ${s.status.replace('_', ' ')}${s.attempts > 1 || s.status === 'failed' ? ` (${retry})` : ''}${deps}${timing}`;
       const md = new vscode.MarkdownString();
       md.appendMarkdown('**');
       md.appendText(s.title);
       md.appendMarkdown(`** — ${s.status.replace('_', ' ')}\n\n`);
       if (s.summary) md.appendText(`${s.summary}\n\n`);
-      if (s.error) md.appendText(`Error: ${s.error.message}${s.error.recoverable ? ' (recoverable)' : ''}`);
+      if (s.error) md.appendText(`Error: ${s.error.message}${s.error.recoverable ? ' (recoverable)' : ''}\n\n`);
+      if (s.attempts) md.appendText(stepRetryText(s));
       item.tooltip = md;
-      item.contextValue = `step:${s.status}`;
+      item.contextValue = `step:${s.status}${retryState(s, Date.now()).exhausted ? ':exhausted' : ''}`;
       return item;
     }
     if (node instanceof CheckpointNode) {
