@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TaskState, type Step } from '../model/schema';
+import { TaskState, type SideEffect, type Step } from '../model/schema';
 import {
   AbandonTaskInput,
   BeginSideEffectInput,
@@ -95,6 +95,8 @@ export const OPERATIONS = {
     const bytes = await e.workspaceSnapshots.fileAt(c, path);
     return { createdAt: c.createdAt, base64: bytes ? bytes.toString('base64') : null };
   }),
+  /** Side effects in doubt across tasks, so every window (relaying ones too) can alert on them in one call. */
+  sideEffectsInDoubt: query('side effects query', None, (e): SideEffect[] => e.queries.sideEffectsInDoubt()),
   events: query('events filter', EventsFilter.optional(), (e, f) => e.events(f)),
   storage: query('storage query', None, (e) => e.storage()),
   drift: query('task id', TaskId, (e, id) => e.drift(id)),

@@ -168,6 +168,11 @@ export class Queries {
     return r ? toCheckpoint(r) : null;
   }
 
+  /** Every task's side effects in doubt (begun, outcome unknown), oldest first: what alerts watch. */
+  sideEffectsInDoubt(): SideEffect[] {
+    return this.db().all("SELECT * FROM side_effects WHERE status = 'in_doubt' ORDER BY intent_at, task_id, key").map(toSideEffect);
+  }
+
   sideEffects(taskId: string): SideEffect[] {
     return this.db().all('SELECT * FROM side_effects WHERE task_id = ? ORDER BY intent_at, key', [taskId]).map(toSideEffect);
   }
