@@ -33,6 +33,11 @@ export class AttentionAlerts extends Disposable {
     this.register({ dispose: () => clearInterval(timer) });
   }
 
+  /** The keys of the alerts shown in this workspace (oldest first), as remembered across reloads. */
+  shown(): string[] {
+    return this.state.get<string[]>(SHOWN_KEY, []);
+  }
+
   /** Raises what is due at `now`; resolves with the alerts it raised. */
   check(now?: number): Promise<Alert[]> {
     const run = this.queue.then(() => this.raise(now ?? Date.now())).catch(() => [] as Alert[]); // no store yet, or the owner did not answer: the next check tries again

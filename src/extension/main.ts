@@ -46,6 +46,8 @@ export interface WaypointApi {
   onDidRefreshTree: vscode.Event<void>;
   /** Runs the alert check now (optionally as if at `now`); resolves with the keys of the alerts it raised. */
   checkAlerts(now?: number): Promise<string[]>;
+  /** The keys of every alert already shown in this workspace. */
+  shownAlerts(): string[];
 }
 
 /**
@@ -133,6 +135,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     },
     onDidRefreshTree: (listener, thisArg, disposables) => tree.onDidChangeTreeData(() => listener.call(thisArg, undefined), undefined, disposables),
     checkAlerts: async (now) => (await alerts.check(now)).map((a) => a.key),
+    shownAlerts: () => alerts.shown(),
   };
 }
 

@@ -108,9 +108,9 @@ const clock = (ms: number) => new Date(ms).toLocaleTimeString(undefined, { hour:
 export function holdChoices(hold: TaskHold, taskId: string): string {
   if (hold.cause === 'retries_exhausted') {
     const s = hold.stepId ?? 'STEP';
-    return `Stop and ask a person: they can grant more attempts (waypoint step grant --task ${taskId} --step ${s}), skip the step (waypoint step skip --task ${taskId} --step ${s}) or abandon the task (waypoint task abandon ${taskId}).`;
+    return `Stop and ask a person: they can grant more attempts (waypoint step grant --task ${taskId} --step ${s}), skip the step (waypoint step skip --task ${taskId} --step ${s}) or abandon the task (waypoint task abandon --task ${taskId}).`;
   }
-  return `Stop and ask a person: settle each side effect in doubt (waypoint effect end --task ${taskId} --key KEY --ok|--failed --by person), roll the workspace back, or abandon the task; then resume it.`;
+  return `Stop and ask a person: settle each side effect in doubt (waypoint effect end --task ${taskId} --key KEY --ok --by person, or --error WHY --by person), roll the workspace back, or abandon the task; then resume it.`;
 }
 
 /** The refusal of a start the held task may not make. */
