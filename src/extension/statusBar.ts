@@ -3,6 +3,7 @@ import type { Task } from '../core/model/schema';
 import { Disposable } from './disposable';
 import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
 import { ago } from './presentation';
+import { retryState } from '../core/engine/retryPolicy';
 import { taskDetail, tasksOnly } from './storeReads';
 
 /**
@@ -133,6 +134,9 @@ export class TaskStatusBar extends Disposable {
       this.item.text = `$(sync~spin) ${title}${count}`;
       this.item.command = { title: 'Show Task', command: 'waypoint.revealTask', arguments: [task.id] };
       tip.appendText(current ? `Current step: ${current.title}` : 'No step in progress');
+      // A step inside its retry backoff: when it may start again, and which attempt that is.
+      const waiting = steps.map((s) => ({ s, r: retryState(s, Date.now()) })).find((x) => x.r.retryAt !== null);
+      if (waiting) tip.appendText(`\n\n${waiting.s.title} failed; it may retry at ${new Date(waiting.r.retryAt!).toLocaleTimeString()} (attempt ${waiting.s.attempts + 1} of ${waiting.s.maxAttempts})`);
     }
     if (last) tip.appendText(`\n\nLast checkpoint: ${ago(last.createdAt)}`);
     this.item.tooltip = tip;
