@@ -98,6 +98,19 @@ describe('retry policy (enforced)', () => {
     assert.equal(engine.task(taskId).state, 'running');
   });
 
+  it('a person’s grant hands the task back to the agent that used the attempts (its calls renew the lease)', async () => {
+    const agent = { id: 'agent-7' };
+    const { taskId } = await engine.startTask({ goal: 'g', plan: PLAN2, retry: { maxAttempts: 1 }, owner: agent });
+    await engine.startStep({ taskId, stepId: 'fetch', owner: agent });
+    await engine.failStep({ taskId, stepId: 'fetch', error: 'x', recoverable: true, owner: agent });
+    assert.equal(engine.task(taskId).lease, null, 'nobody drives a held task');
+    await engine.grantAttempts({ taskId, stepId: 'fetch', owner: { id: 'vscode-window', pid: process.pid } });
+    assert.equal(engine.task(taskId).lease?.owner, 'agent-7');
+    clock.advance(60_000);
+    await engine.startStep({ taskId, stepId: 'fetch', owner: agent });
+    assert.equal(engine.task(taskId).lease?.expiresAt, clock.t + engine.defaultLeaseTtlMs, 'the agent’s call renewed it');
+  });
+
   it('a start inside the backoff is refused with retryAt; wait: true waits for it', async () => {
     const { taskId } = await engine.startTask({ goal: 'g', plan: PLAN2 });
     await engine.startStep({ taskId, stepId: 'fetch' });

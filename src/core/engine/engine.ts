@@ -727,7 +727,8 @@ export class Engine {
       } else if (exhausted) {
         assertTaskTransition(task.id, task.state, 'suspended', 'hold it for a person');
         const reason = exhaustedReason(step, input.error);
-        events.push(this.ev('task.held', task, null, { cause: 'retries_exhausted', stepId: step.id, reason }, `${key}#held`));
+        // `by` names the driver that used the last attempt: a grant hands the task back to it.
+        events.push(this.ev('task.held', task, owner.id, { cause: 'retries_exhausted', stepId: step.id, reason }, `${key}#held`));
         hold = { cause: 'retries_exhausted', stepId: step.id, reason, since: this.now };
         this.log.warn(`task ${task.id} waits for a person: ${reason}`, task.correlationId);
       }
@@ -792,8 +793,15 @@ export class Engine {
     });
   }
 
-  /** A held task goes back to running under whoever answered the hold (a new task attempt, as a resume is). */
-  private release(task: Task, owner: LeaseOwner): NewEvent {
+  /**
+   * A held task goes back to running (a new task attempt, as a resume is), leased to
+   * the driver whose failure put it on hold: the agent carries on, and its calls
+   * renew the lease. If it is gone, the lease runs out and the sweep says so. A
+   * person answering the hold does not become the task's driver.
+   */
+  private release(task: Task, answeredBy: LeaseOwner): NewEvent {
+    const held = this.store.events({ taskId: task.id }).filter((e) => e.type === 'task.held').pop();
+    const owner: LeaseOwner = held?.by ? { id: held.by } : answeredBy;
     return this.ev('task.resumed', task, owner.id, { owner, leaseTtlMs: this.defaultLeaseTtlMs, attempt: task.attempt + 1 }, '');
   }
 
