@@ -78,6 +78,7 @@ const PlanItemArg = z.strictObject({
   id: Identifier.describe('Short id you choose for the step, unique in the task (e.g. "parse", "tests").'),
   title: z.string().min(1).max(500).describe('What the step does.'),
   dependsOn: z.array(Identifier).max(256).optional().describe('Ids of steps that must be completed first.'),
+  maxAttempts: z.number().int().min(1).max(100).optional().describe('How many times this step may be attempted before the task waits for the person (default: the workspace setting, 3).'),
 });
 
 const Brief = z.looseObject({ id: z.string(), title: z.string(), state: TaskState });
