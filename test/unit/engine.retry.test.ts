@@ -261,7 +261,7 @@ describe('retry policy on the CLI', function () {
   it('refuses a held start non-zero with the reason, --wait waits out a backoff, step grant lets it run', () => {
     const t = tmpDir('wp-retry-cli-');
     try {
-      const started = run(t.dir, 'task', 'start', '--goal', 'flaky fetch', '--max-attempts', '2', '--backoff-ms', '4000', '--json');
+      const started = run(t.dir, 'task', 'start', '--goal', 'flaky fetch', '--max-attempts', '2', '--backoff-ms', '16000', '--json');
       assert.equal(started.status, 0, started.stderr);
       const taskId = (JSON.parse(started.stdout) as { taskId: string }).taskId;
       assert.equal(run(t.dir, 'step', 'start', '--task', taskId, '--step', 'fetch').status, 0);
