@@ -125,8 +125,22 @@ async function main(): Promise<void> {
       tick();
       await (engine.verify as (a?: unknown) => Promise<unknown>)({ repair: true });
     }
+    // From database v5 on: the retry policy is enforced. A step fails on every attempt
+    // its plan item allows, the task waits for a person, who grants one more.
+    if ('step.attempts_granted' in EventData) {
+      const t7 = await engine.startTask({ goal: 'Fetch the rates', plan: [{ id: 'fetch', title: 'Fetch', maxAttempts: 2 } as { id: string; title: string }] });
+      for (let i = 0; i < 2; i++) {
+        await engine.startStep({ taskId: t7.taskId, stepId: 'fetch' });
+        tick();
+        await engine.failStep({ taskId: t7.taskId, stepId: 'fetch', error: 'HTTP 503', recoverable: true });
+        tick(10_000);
+      }
+      await (engine as unknown as { grantAttempts(a: unknown): Promise<unknown> }).grantAttempts({ taskId: t7.taskId, stepId: 'fetch', reason: 'the API is back' });
+      tick();
+      await engine.startStep({ taskId: t7.taskId, stepId: 'fetch' });
+    }
 
-    // From database v6 on: a fork of task 1 from the checkpoint at the end of its first
+    // From database v5 on: a fork of task 1 from the checkpoint at the end of its first
     // step (the workspace restored, the fork's own rollback recorded, its base taken).
     const forkTask = (engine as unknown as { forkTask?: (a: unknown) => Promise<unknown> }).forkTask;
     if (forkTask && engine.workspaceSnapshots) {

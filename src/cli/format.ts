@@ -1,4 +1,5 @@
 import type { CheckpointMeta, SideEffect, Step, Task } from '../core/model/schema';
+import { retryState } from '../core/engine/retryPolicy';
 
 /** Human-readable renderings for the CLI (the --json output is the contract; this is for eyes). */
 
@@ -16,7 +17,8 @@ function pad(s: string, n: number): string {
 
 export function tasksTable(tasks: Task[], progress: (t: Task) => string): string {
   if (!tasks.length) return 'No tasks yet. Start one with: waypoint task start --goal "…"';
-  const rows = tasks.map((t) => [t.id, t.state, progress(t), age(t.updatedAt), t.title]);
+  // A task waiting for a person says so in its state column: that is what the reader must act on.
+  const rows = tasks.map((t) => [t.id, t.hold ? `${t.state} (waits for you)` : t.state, progress(t), age(t.updatedAt), t.title]);
   const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i].length), ['TASK', 'STATE', 'STEPS', 'UPDATED'][i].length));
   const head = ['TASK', 'STATE', 'STEPS', 'UPDATED', 'TITLE'];
   return [head, ...rows].map((r) => r.map((c, i) => (i < 4 ? pad(c, widths[i]) : c)).join('  ')).join('\n');
@@ -29,15 +31,20 @@ export function taskDetail(d: { task: Task; steps: Step[]; checkpoints: Checkpoi
   out.push(`  id ${task.id} · attempt ${task.attempt}${task.agent ? ` · agent ${task.agent}` : ''} · started ${age(task.createdAt)}`);
   out.push(`  goal: ${task.goal}`);
   if (task.forkedFrom) out.push(`  forked from task ${task.forkedFrom.taskId} at checkpoint ${task.forkedFrom.checkpointId}${task.forkedFrom.stepId ? ` (step ${task.forkedFrom.stepId})` : ''}`);
+  if (task.hold) out.push(`  WAITS FOR A PERSON (${task.hold.cause.replace('_', ' ')}, since ${age(task.hold.since)}): ${task.hold.reason}`);
   if (task.interruption) out.push(`  stopped: ${task.interruption.reason} (${task.interruption.class})`);
   if (task.lease) out.push(`  lease: ${task.lease.owner}, expires ${new Date(task.lease.expiresAt).toISOString()}`);
   out.push('', 'Steps:');
   if (!d.steps.length) out.push('  (none)');
   for (const s of d.steps) {
     const deps = s.dependsOn.length ? ` ← ${s.dependsOn.join(', ')}` : '';
-    out.push(`  ${pad(s.status, 11)} ${s.id}  ${s.title}${deps}${s.attempts > 1 ? `  (${s.attempts} attempts)` : ''}`);
+    const r = retryState(s, Date.now());
+    out.push(`  ${pad(s.status, 11)} ${s.id}  ${s.title}${deps}${s.attempts > 0 ? `  (attempt ${s.attempts} of ${s.maxAttempts})` : ''}`);
     if (s.summary) out.push(`              ${s.summary}`);
-    if (s.error) out.push(`              error: ${s.error.message}${s.error.recoverable ? ` (recoverable, retry in ${s.error.backoffMs ?? 0} ms)` : ''}`);
+    if (s.error) {
+      const when = r.exhausted ? ', attempts used up' : r.retryAt !== null ? `, may retry at ${new Date(r.retryAt).toLocaleTimeString()}` : s.error.recoverable ? ', may retry now' : '';
+      out.push(`              error: ${s.error.message}${s.error.recoverable ? ` (recoverable${when})` : ''}`);
+    }
   }
   if (d.sideEffects.length) {
     out.push('', 'Side effects:');

@@ -6,6 +6,7 @@ import { DEFAULT_RPC_TIMEOUT_MS, RpcTransportError, localApi, remoteApi, type En
 import { resolveStore } from '../ownership/resolve';
 import { describeOwner } from '../core/store/ownerLock';
 import { Logger } from '../core/log';
+import { startWhenAllowed } from '../core/engine/retryPolicy';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import { Plan } from '../core/model/schema';
 import { parseInput } from '../core/model/validate';
@@ -108,12 +109,15 @@ export const COMMANDS: Record<string, Command> = {
   },
   'task start': {
     summary: 'start a task (takes its base checkpoint)',
-    usage: 'waypoint task start --goal G [--title T] [--plan FILE] [--agent NAME] [--key K] [--lease-ttl SECONDS]',
-    options: { goal: s('g'), title: s(), plan: s(), agent: s(), key: s(), 'lease-ttl': s() },
+    usage: 'waypoint task start --goal G [--title T] [--plan FILE] [--agent NAME] [--key K] [--lease-ttl SECONDS] [--max-attempts N] [--backoff-ms MS]',
+    options: { goal: s('g'), title: s(), plan: s(), agent: s(), key: s(), 'lease-ttl': s(), 'max-attempts': s(), 'backoff-ms': s() },
     async run(c) {
       const goal = required(c.values, 'goal');
       const planFile = optional(c.values, 'plan');
       const ttl = intOption(c.values, 'lease-ttl');
+      const maxAttempts = intOption(c.values, 'max-attempts');
+      const backoffMs = intOption(c.values, 'backoff-ms');
+      const retry = maxAttempts === undefined && backoffMs === undefined ? undefined : { maxAttempts, backoffMs };
       const plan = planFile ? readPlanFile(planFile) : undefined;
       const e = await c.engine();
       const r = await e.startTask({
@@ -124,6 +128,7 @@ export const COMMANDS: Record<string, Command> = {
         idempotencyKey: optional(c.values, 'key'),
         leaseTtlMs: ttl === undefined ? undefined : ttl * 1000,
         owner: owner(c.values),
+        retry,
       });
       c.out(`Started task ${r.taskId} (base checkpoint ${r.baseCheckpointId})`, r);
     },
@@ -237,10 +242,11 @@ export const COMMANDS: Record<string, Command> = {
   },
   'step start': {
     summary: 'start a plan step (or an ad hoc one); takes a step_start checkpoint',
-    usage: 'waypoint step start --task ID [--step ID] [--title T] [--inputs JSON] [--depends-on A,B] [--key K]',
-    options: { task: s('t'), step: s(), title: s(), inputs: s(), 'depends-on': s(), key: s() },
+    usage: 'waypoint step start --task ID [--step ID] [--title T] [--inputs JSON] [--depends-on A,B] [--key K] [--wait]',
+    options: { task: s('t'), step: s(), title: s(), inputs: s(), 'depends-on': s(), key: s(), wait: b },
     async run(c) {
-      const r = await (await c.engine()).startStep({
+      const e = await c.engine();
+      const args = {
         taskId: required(c.values, 'task'),
         stepId: optional(c.values, 'step'),
         title: optional(c.values, 'title'),
@@ -248,8 +254,14 @@ export const COMMANDS: Record<string, Command> = {
         dependsOn: optional(c.values, 'depends-on')?.split(',').filter(Boolean),
         idempotencyKey: optional(c.values, 'key'),
         owner: owner(c.values),
-      });
-      c.out(`Step ${r.stepId} started (attempt ${r.attempt}, checkpoint ${r.checkpointId})`, r);
+      };
+      // --wait waits here rather than in the engine, so a long backoff never outlasts a relayed call's timeout.
+      const sleep = (ms: number) => {
+        process.stderr.write(`waypoint: waiting ${Math.ceil(ms / 1000)} s for the retry backoff of step ${args.stepId ?? ''} to pass…\n`);
+        return new Promise<void>((r) => setTimeout(r, ms));
+      };
+      const r = c.values.wait === true ? await startWhenAllowed(() => e.startStep(args), Date.now, sleep, Number.MAX_SAFE_INTEGER) : await e.startStep(args);
+      c.out(`Step ${r.stepId} started (attempt ${r.attempt} of ${r.maxAttempts}, checkpoint ${r.checkpointId})`, r);
     },
   },
   'step complete': {
@@ -281,7 +293,12 @@ export const COMMANDS: Record<string, Command> = {
         idempotencyKey: optional(c.values, 'key'),
         owner: owner(c.values),
       });
-      c.out(r.retry ? `Step ${r.stepId} failed; retry as attempt ${r.retry.attempt} after ${r.retry.backoffMs} ms` : `Step ${r.stepId} failed; task is ${r.state}`, r);
+      const human = r.hold
+        ? `Step ${r.stepId} failed; the task waits for a person: ${r.hold.reason}.`
+        : r.retry
+          ? `Step ${r.stepId} failed; it may retry as attempt ${r.retry.attempt} of ${r.retry.maxAttempts} at ${new Date(r.retry.retryAt).toLocaleTimeString()} (in ${Math.ceil(r.retry.backoffMs / 1000)} s)`
+          : `Step ${r.stepId} failed; task is ${r.state}`;
+      c.out(human, r);
     },
   },
   'step skip': {
@@ -291,6 +308,22 @@ export const COMMANDS: Record<string, Command> = {
     async run(c) {
       const r = await (await c.engine()).skipStep({ taskId: required(c.values, 'task'), stepId: required(c.values, 'step'), reason: optional(c.values, 'reason'), idempotencyKey: optional(c.values, 'key') });
       c.out(`Step ${r.stepId} skipped`, r);
+    },
+  },
+  'step grant': {
+    summary: 'let a step that used its attempts try again (a person’s answer to a task waiting for one)',
+    usage: 'waypoint step grant --task ID --step ID [--attempts N] [--reason R]',
+    options: { task: s('t'), step: s(), attempts: s(), reason: s(), key: s() },
+    async run(c) {
+      const r = await (await c.engine()).grantAttempts({
+        taskId: required(c.values, 'task'),
+        stepId: required(c.values, 'step'),
+        attempts: intOption(c.values, 'attempts'),
+        reason: optional(c.values, 'reason'),
+        idempotencyKey: optional(c.values, 'key'),
+        owner: owner(c.values),
+      });
+      c.out(`Step ${r.stepId} may try ${r.attempts} more time(s) (${r.maxAttempts} attempts in all); task is ${r.state}`, r);
     },
   },
   checkpoint: {
@@ -676,7 +709,9 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     const message = !isWaypointError(e) && isNoSpace(e) ? `No space left on the disk holding ${workspaceOf(argv)}: ${errorMessage(e)}. Free some space and try again.` : errorMessage(e);
     io.stderr.write(`waypoint: ${message}\n`);
     if (usage && found) io.stderr.write(`usage: ${commandNamed(found.name)!.usage}\n`);
-    if (wantsJson && !(e instanceof VerifyFailed)) io.stdout.write(JSON.stringify({ error: { code, message } }) + '\n');
+    // A refusal an agent acts on (when to retry, what the person must decide) carries its details.
+    const details = isWaypointError(e) && (e.code === 'retry_later' || e.code === 'held') && e.details ? { details: e.details } : {};
+    if (wantsJson && !(e instanceof VerifyFailed)) io.stdout.write(JSON.stringify({ error: { code, message, ...details } }) + '\n');
     return usage ? 2 : 1;
   } finally {
     await engine?.close().catch((e) => io.stderr.write(`waypoint: closing the store failed: ${errorMessage(e)}\n`));

@@ -1,15 +1,17 @@
 import * as vscode from 'vscode';
+import { z } from 'zod';
 import type { EngineApi } from '../core/engine/api';
 import { notCapturedLine } from '../core/engine/engine';
 import type { ResumeContext } from '../core/engine/resumeContext';
-import { errorMessage, isWaypointError } from '../core/model/errors';
-import type { Step, Task, TaskState } from '../core/model/schema';
+import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
+import type { SideEffect, Step, Task, TaskState } from '../core/model/schema';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 import { eventsUri, metricsUri, storageUri } from './eventsDocument';
 import { ago, isResumable, progressText, STATE_LABEL, codicon } from './presentation';
+import { retryPolicySetting } from './settings';
 import { listTasks, taskDetail } from './storeReads';
-import { EffectNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
+import { EffectNode, StepNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
 import type { ReviewPanels } from './review/reviewPanels';
 import type { TimelinePanels } from './timeline/timelinePanels';
 import { WorkspaceCommands } from './workspaceCommands';
@@ -23,6 +25,10 @@ import { describeStop } from './resume/words';
  * bar), or nothing (the palette → a quick pick).
  */
 type Handler = (...args: unknown[]) => unknown;
+
+/** Command arguments an alert's button passes (parsed, never cast: they could come from anywhere). */
+const EffectRef = z.strictObject({ taskId: z.string().min(1).max(64), key: z.string().min(1).max(256) });
+const StepRef = z.strictObject({ taskId: z.string().min(1).max(64), stepId: z.string().min(1).max(128) });
 
 export class Commands extends Disposable {
   private readonly resume: ResumeFlow;
@@ -54,6 +60,7 @@ export class Commands extends Disposable {
       'waypoint.prune': () => ws.prune(),
       'waypoint.startTask': () => this.startTask(),
       'waypoint.resumeTask': (a) => this.resumeTask(a),
+      'waypoint.grantAttempts': (a) => this.grantAttempts(a),
       'waypoint.completeTask': (a) => this.completeTask(a),
       'waypoint.abandonTask': (a) => this.abandonTask(a),
       'waypoint.deleteTask': (a) => this.deleteTask(a),
@@ -153,7 +160,7 @@ export class Commands extends Disposable {
     const plan = titles.map((title, i) => ({ id: `step-${i + 1}`, title, ...(i ? { dependsOn: [`step-${i}`] } : {}) }));
     const engine = await this.engine();
     const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: taking the task’s base checkpoint…' }, () =>
-      engine.startTask({ goal: goal.trim(), plan, agent: 'manual', owner: this.leaseOwner() }),
+      engine.startTask({ goal: goal.trim(), plan, agent: 'manual', owner: this.leaseOwner(), retry: retryPolicySetting() }),
     );
     await this.revealTask(r.taskId);
     void vscode.window.showInformationMessage(`Waypoint: started task “${(await this.task(r.taskId)).title}”.`);
@@ -260,14 +267,65 @@ export class Commands extends Disposable {
   }
 
   private async settleEffect(arg: unknown, ok: boolean): Promise<void> {
-    if (!(arg instanceof EffectNode)) throw new Error('Choose a side effect in the Waypoint view.');
-    const e = arg.effect;
+    const e = await this.effectOf(arg);
     let error: string | undefined;
     if (!ok) {
       error = await vscode.window.showInputBox({ prompt: `Why did “${e.description}” fail?`, value: 'did not happen (checked by hand)', ignoreFocusOut: true });
       if (error === undefined) return;
     }
     await (await this.engine()).endSideEffect({ taskId: e.taskId, key: e.key, ok, error: error || undefined, result: ok ? 'confirmed by hand' : undefined, by: 'person' });
+  }
+
+  /** A side effect from the tree, or `{taskId, key}` (an alert's button). */
+  private async effectOf(arg: unknown): Promise<SideEffect> {
+    if (arg instanceof EffectNode) return arg.effect;
+    const ref = EffectRef.safeParse(arg);
+    if (!ref.success) throw new Error('Choose a side effect in the Waypoint view.');
+    const found = (await taskDetail(this.host, ref.data.taskId)).sideEffects.find((x) => x.key === ref.data.key);
+    if (!found) throw new WaypointError('not_found', `Task ${ref.data.taskId} has no side effect '${ref.data.key}'.`);
+    return found;
+  }
+
+  /**
+   * The person's answer to a step that used its attempts: how many more it may try.
+   * From a held task, its step; from a step, that step; from an alert, `{taskId, stepId}`.
+   */
+  private async grantAttempts(arg: unknown): Promise<number | undefined> {
+    let taskId: string | undefined;
+    let stepId: string | undefined;
+    if (arg instanceof StepNode) [taskId, stepId] = [arg.step.taskId, arg.step.id];
+    else if (arg instanceof TaskNode || typeof arg === 'string') taskId = arg instanceof TaskNode ? arg.task.id : arg;
+    else if (arg !== undefined) {
+      const ref = StepRef.safeParse(arg);
+      if (!ref.success) throw new Error('Choose a task or step in the Waypoint view.');
+      [taskId, stepId] = [ref.data.taskId, ref.data.stepId];
+    } else {
+      const task = await this.resolveTask(undefined, (t) => t.hold?.cause === 'retries_exhausted', 'Choose a task whose step used its attempts');
+      taskId = task?.id;
+    }
+    if (!taskId) return undefined;
+    const d = await taskDetail(this.host, taskId);
+    stepId ??= d.task.hold?.stepId ?? undefined;
+    if (!stepId) {
+      const pick = await vscode.window.showQuickPick(
+        d.steps.filter((s) => s.status === 'failed' || s.status === 'pending').map((s) => ({ label: s.title, description: `${s.id} · attempt ${s.attempts} of ${s.maxAttempts}`, step: s })),
+        { placeHolder: 'Choose the step to grant more attempts' },
+      );
+      stepId = pick?.step.id;
+    }
+    const step = d.steps.find((s) => s.id === stepId);
+    if (!step) return undefined;
+    const answer = await vscode.window.showInputBox({
+      title: `Waypoint: Grant More Attempts — ${step.title}`,
+      prompt: `${step.id} used ${step.attempts} of ${step.maxAttempts} attempt(s)${step.error ? `; last error: ${step.error.message.slice(0, 200)}` : ''}. How many more may it try?`,
+      value: '1',
+      validateInput: (v) => (/^\d+$/.test(v.trim()) && Number(v) >= 1 && Number(v) <= 100 ? undefined : 'A whole number from 1 to 100'),
+      ignoreFocusOut: true,
+    });
+    if (answer === undefined) return undefined;
+    const r = await (await this.engine()).grantAttempts({ taskId, stepId: step.id, attempts: Number(answer.trim()), reason: 'granted in VS Code', owner: this.leaseOwner() });
+    void vscode.window.showInformationMessage(`Waypoint: ${step.id} may try ${r.attempts} more time(s) (${r.maxAttempts} in all); the task is ${r.state.replace('_', ' ')}. Tell the agent to continue.`);
+    return r.maxAttempts;
   }
 
   private async revealTask(arg: unknown): Promise<void> {

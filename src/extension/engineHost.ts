@@ -8,7 +8,7 @@ import { WaypointError, errorMessage } from '../core/model/errors';
 import type { LockInfo } from '../core/store/ownerLock';
 import { StoreLink, type LinkMode } from '../ownership/storeLink';
 import { Disposable } from './disposable';
-import { settings } from './settings';
+import { retryPolicySetting, settings } from './settings';
 
 /** The owner lock's id for a VS Code window, so another window can say whom it relays to. */
 export const WINDOW_OWNER_PREFIX = 'vscode-window:';
@@ -113,6 +113,8 @@ export class EngineHost extends Disposable {
           owner: { id: this.ownerId, pid: process.pid },
           defaultLeaseTtlMs: s.leaseTtlSeconds * 1000,
           sweepIntervalMs: 15_000,
+          // Tasks started through this owner (MCP, a relaying CLI) without a policy of their own get the settings'.
+          retry: retryPolicySetting(s),
           snapshots: { excludes: s.excludes, maxFileBytes: Math.round(s.maxFileSizeMB * 1024 * 1024) },
           // A short wait: when another process holds the store the link relays to it instead.
           // Unique per process: code-server hands every window the same sessionId, and the lock's

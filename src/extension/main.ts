@@ -51,6 +51,10 @@ export interface WaypointApi {
   timelineState(taskId: string): { shown: TimelineShown | undefined; model: TimelineModel | undefined } | undefined;
   /** Fires when the Tasks view refreshes (after engine changes). */
   onDidRefreshTree: vscode.Event<void>;
+  /** Runs the alert check now (optionally as if at `now`); resolves with the keys of the alerts it raised. */
+  checkAlerts(now?: number): Promise<string[]>;
+  /** The keys of every alert already shown in this workspace. */
+  shownAlerts(): string[];
 }
 
 /**
@@ -84,7 +88,8 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   const timeline = new TimelinePanels({ host, log, extensionUri: context.extensionUri });
   context.subscriptions.push(timeline);
   context.subscriptions.push(new Commands(host, tree, view, log, review, timeline));
-  context.subscriptions.push(new AttentionAlerts(host));
+  const alerts = new AttentionAlerts(host, context.workspaceState);
+  context.subscriptions.push(alerts);
   // Open the store (or find its owner) in the background once the window is up, so
   // the view and the status bar show the truth without waiting for a click.
   const warm = setTimeout(() => void host.start().catch(() => undefined), 0);
@@ -152,6 +157,8 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
       });
     },
     onDidRefreshTree: (listener, thisArg, disposables) => tree.onDidChangeTreeData(() => listener.call(thisArg, undefined), undefined, disposables),
+    checkAlerts: async (now) => (await alerts.check(now)).map((a) => a.key),
+    shownAlerts: () => alerts.shown(),
   };
 }
 

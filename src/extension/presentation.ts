@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import { describeStop } from './resume/words';
 import type { CheckpointMeta, SideEffect, Step, Task, TaskState } from '../core/model/schema';
+import { retryState } from '../core/engine/retryPolicy';
 
 /**
  * How Waypoint's states look in VS Code: one codicon and theme colour per state,
@@ -38,6 +39,9 @@ const EFFECT_ICON: Record<SideEffect['status'], [string, string | undefined]> = 
 const icon = ([id, color]: [string, string | undefined]) => new vscode.ThemeIcon(id, color ? new vscode.ThemeColor(color) : undefined);
 
 export const taskIcon = (s: TaskState) => icon(TASK_ICON[s]);
+/** A task waiting for a person's decision looks the same everywhere: a person, in the warning colour. */
+export const HOLD_CODICON = 'person';
+export const taskIconOf = (t: Task) => (t.hold ? icon([HOLD_CODICON, 'problemsWarningIcon.foreground']) : taskIcon(t.state));
 export const stepIcon = (s: Step['status']) => icon(STEP_ICON[s]);
 export const effectIcon = (s: SideEffect['status']) => icon(EFFECT_ICON[s]);
 export const checkpointIcon = (c: CheckpointMeta) => new vscode.ThemeIcon(c.kind === 'pre_rollback' ? 'history' : c.kind === 'task_base' ? 'debug-start' : 'git-commit');
@@ -58,6 +62,7 @@ export const STATE_LABEL: Record<TaskState, string> = {
 
 /** Attention first (interrupted, failed, review), then live work, then history. */
 export function taskRank(t: Task): number {
+  if (t.hold) return 0;
   switch (t.state) {
     case 'interrupted':
     case 'failed':
@@ -102,7 +107,23 @@ export function progressText(task: Task, steps: Step[], now = Date.now()): strin
   return `${stepPart} · ${time}`;
 }
 
+/** What the person is asked for, in a few words: `waits for you: fetch used its 3 attempts`. */
+export function holdText(t: Task): string | null {
+  if (!t.hold) return null;
+  return t.hold.cause === 'retries_exhausted' ? `waits for you: ${t.hold.stepId ?? 'a step'} used its attempts` : 'waits for you: side effects in doubt';
+}
+
+/** A step's retry state for a row: `attempt 2 of 3 · retry at 14:02:10`, or `attempts used up`. */
+export function stepRetryText(s: Step, now = Date.now()): string {
+  if (s.attempts === 0) return '';
+  const r = retryState(s, now);
+  const when = r.exhausted ? ' · attempts used up' : r.retryAt !== null ? ` · retry at ${new Date(r.retryAt).toLocaleTimeString()}` : '';
+  return `attempt ${s.attempts} of ${s.maxAttempts}${when}`;
+}
+
+/** Resuming a task whose step used its attempts is refused: the person grants, skips or abandons instead. */
 export function isResumable(t: Task): boolean {
+  if (t.hold?.cause === 'retries_exhausted') return false;
   return t.state === 'interrupted' || t.state === 'suspended' || (t.state === 'failed' && t.interruption?.class !== 'unrecoverable');
 }
 
@@ -127,7 +148,7 @@ export function checkpointLabelOf(c: CheckpointMeta, steps: readonly Step[]): st
 export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[], fork?: ForkOriginView): vscode.MarkdownString {
   const md = new vscode.MarkdownString(undefined, true);
   md.supportHtml = false;
-  md.appendMarkdown(`$(${codicon(task.state)}) **`);
+  md.appendMarkdown(`$(${task.hold ? HOLD_CODICON : codicon(task.state)}) **`);
   md.appendText(task.title);
   md.appendMarkdown(`** — ${STATE_LABEL[task.state]}\n\n`);
   md.appendText(task.goal);
@@ -140,6 +161,8 @@ export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[], fo
     ['Attempt', String(task.attempt)],
     ['Steps', `${steps.filter((s) => s.status === 'completed').length} of ${steps.length} completed`],
   ];
+  if (task.hold) rows.push(['Waits for you', `${task.hold.reason} (since ${new Date(task.hold.since).toLocaleString()})`]);
+  rows.push(['Retry policy', `${task.retry.maxAttempts} attempts per step, backoff from ${duration(task.retry.backoffMs)}`]);
   const inDoubt = effects.filter((e) => e.status === 'in_doubt').length;
   if (inDoubt) rows.push(['Side effects in doubt', String(inDoubt)]);
   const stop = describeStop(task, Date.now());

@@ -11,6 +11,18 @@ export interface Settings {
   leaseTtlSeconds: number;
   attentionDelayMinutes: number;
   resumeDelivery: 'ask' | 'chat' | 'terminal' | 'clipboard';
+  /** The retry policy of tasks this window starts (or serves as the store's owner). */
+  retry: { maxAttempts: number; backoffSeconds: number };
+  alerts: AlertSettings;
+}
+
+/** When an alert fires (see alertRules.ts); 0 turns a timed one off. */
+export interface AlertSettings {
+  interruptedMinutes: number;
+  failed: boolean;
+  inDoubtMinutes: number;
+  reviewHours: number;
+  retriesExhausted: boolean;
 }
 
 const DEFAULTS: Settings = {
@@ -23,7 +35,18 @@ const DEFAULTS: Settings = {
   leaseTtlSeconds: 300,
   attentionDelayMinutes: 10,
   resumeDelivery: 'ask',
+  retry: { maxAttempts: 3, backoffSeconds: 1 },
+  alerts: { interruptedMinutes: 10, failed: true, inDoubtMinutes: 30, reviewHours: 24, retriesExhausted: true },
 };
+
+/** The interrupted-task threshold: the new setting, else the deprecated `attentionDelayMinutes` a person set before it existed. */
+function interruptedMinutes(c: vscode.WorkspaceConfiguration): number {
+  const now = c.inspect<number>('alerts.interruptedMinutes');
+  const set = now?.workspaceFolderValue ?? now?.workspaceValue ?? now?.globalValue;
+  if (set !== undefined) return set;
+  const old = c.inspect<number>('attentionDelayMinutes');
+  return old?.workspaceFolderValue ?? old?.workspaceValue ?? old?.globalValue ?? DEFAULTS.alerts.interruptedMinutes;
+}
 
 export function settings(scope?: vscode.ConfigurationScope): Settings {
   const c = vscode.workspace.getConfiguration('waypoint', scope);
@@ -41,5 +64,23 @@ export function settings(scope?: vscode.ConfigurationScope): Settings {
     leaseTtlSeconds: c.get('leaseTtlSeconds', DEFAULTS.leaseTtlSeconds),
     attentionDelayMinutes: c.get('attentionDelayMinutes', DEFAULTS.attentionDelayMinutes),
     resumeDelivery: c.get('resumeDelivery', DEFAULTS.resumeDelivery),
+    retry: {
+      maxAttempts: c.get('retry.maxAttempts', DEFAULTS.retry.maxAttempts),
+      backoffSeconds: c.get('retry.backoffSeconds', DEFAULTS.retry.backoffSeconds),
+    },
+    alerts: {
+      interruptedMinutes: interruptedMinutes(c),
+      failed: c.get('alerts.failed', DEFAULTS.alerts.failed),
+      inDoubtMinutes: c.get('alerts.inDoubtMinutes', DEFAULTS.alerts.inDoubtMinutes),
+      reviewHours: c.get('alerts.reviewHours', DEFAULTS.alerts.reviewHours),
+      retriesExhausted: c.get('alerts.retriesExhausted', DEFAULTS.alerts.retriesExhausted),
+    },
   };
+}
+
+/** The engine's retry policy from the settings, bounded as the engine's input schema bounds it (a hand-edited value never fails a start). */
+export function retryPolicySetting(s: Settings = settings()): { maxAttempts: number; backoffMs: number } {
+  const maxAttempts = Math.min(100, Math.max(1, Math.round(Number(s.retry.maxAttempts) || 3)));
+  const backoffMs = Math.min(3_600_000, Math.max(0, Math.round((Number(s.retry.backoffSeconds) || 0) * 1000)));
+  return { maxAttempts, backoffMs };
 }

@@ -3,6 +3,7 @@ import type { Task } from '../core/model/schema';
 import { Disposable } from './disposable';
 import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
 import { ago } from './presentation';
+import { retryState } from '../core/engine/retryPolicy';
 import { taskDetail, tasksOnly } from './storeReads';
 
 /**
@@ -56,6 +57,7 @@ export class TaskStatusBar extends Disposable {
   static pick(tasks: Task[]): Task | undefined {
     const newest = (xs: Task[]) => xs.sort((a, b) => b.updatedAt - a.updatedAt)[0];
     return (
+      newest(tasks.filter((t) => t.hold)) ??
       newest(tasks.filter((t) => t.state === 'running' || t.state === 'waiting_tool' || t.state === 'planning')) ??
       newest(tasks.filter((t) => t.state === 'interrupted')) ??
       newest(tasks.filter((t) => t.state === 'waiting_review'))
@@ -108,7 +110,17 @@ export class TaskStatusBar extends Disposable {
     tip.appendMarkdown('**');
     tip.appendText(task.title);
     tip.appendMarkdown('**\n\n');
-    if (task.state === 'interrupted') {
+    if (task.hold) {
+      // A task waiting for a person outranks live work: nothing moves until they decide.
+      this.item.text = `$(person) ${title} · waits for you`;
+      this.item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
+      this.item.command =
+        task.hold.cause === 'retries_exhausted'
+          ? { title: 'Grant More Attempts', command: 'waypoint.grantAttempts', arguments: [{ taskId: task.id, stepId: task.hold.stepId }] }
+          : { title: 'Show Task', command: 'waypoint.revealTask', arguments: [task.id] };
+      tip.appendText(`Waits for you: ${task.hold.reason}\n\n`);
+      tip.appendMarkdown(task.hold.cause === 'retries_exhausted' ? 'Click to grant more attempts (or skip the step or abandon the task from the Waypoint view).' : 'Click to show the task: settle each side effect in doubt, then resume it.');
+    } else if (task.state === 'interrupted') {
       this.item.text = `$(debug-pause) ${title} · interrupted`;
       this.item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
       this.item.command = { title: 'Resume Task', command: 'waypoint.resumeTask', arguments: [task.id] };
@@ -122,6 +134,9 @@ export class TaskStatusBar extends Disposable {
       this.item.text = `$(sync~spin) ${title}${count}`;
       this.item.command = { title: 'Show Task', command: 'waypoint.revealTask', arguments: [task.id] };
       tip.appendText(current ? `Current step: ${current.title}` : 'No step in progress');
+      // A step inside its retry backoff: when it may start again, and which attempt that is.
+      const waiting = steps.map((s) => ({ s, r: retryState(s, Date.now()) })).find((x) => x.r.retryAt !== null);
+      if (waiting) tip.appendText(`\n\n${waiting.s.title} failed; it may retry at ${new Date(waiting.r.retryAt!).toLocaleTimeString()} (attempt ${waiting.s.attempts + 1} of ${waiting.s.maxAttempts})`);
     }
     if (last) tip.appendText(`\n\nLast checkpoint: ${ago(last.createdAt)}`);
     // A command link, trusted for this one command only, so the tooltip leads to the timeline.
@@ -129,7 +144,7 @@ export class TaskStatusBar extends Disposable {
     tip.isTrusted = { enabledCommands: ['waypoint.showTimeline'] };
     tip.supportThemeIcons = true;
     this.item.tooltip = tip;
-    this.item.accessibilityInformation = { label: `Waypoint task ${task.title}, ${task.state.replace('_', ' ')}${count}` };
+    this.item.accessibilityInformation = { label: `Waypoint task ${task.title}, ${task.hold ? 'waits for you' : task.state.replace('_', ' ')}${count}` };
     this.item.show();
   }
 }

@@ -15,10 +15,13 @@ import {
   sortTasks,
   STATE_LABEL,
   stepIcon,
-  taskIcon,
+  holdText,
+  stepRetryText,
+  taskIconOf,
   taskTooltip,
   type ForkOriginView,
 } from './presentation';
+import { retryState } from '../core/engine/retryPolicy';
 
 /**
  * The Tasks view: tasks → steps (plan order) → the checkpoints taken in each step;
@@ -89,6 +92,7 @@ export function taskContextValue(t: Task, undoable = false): string {
     t.state === 'waiting_review' || t.state === 'running' || t.state === 'interrupted' ? 'reviewable' : '',
     undoable ? 'undoable' : '',
     t.forkedFrom ? 'forked' : '',
+    t.hold?.cause === 'retries_exhausted' ? 'held-retries' : '',
   ].filter(Boolean);
   return `task:${t.state}:${flags.join(':')}`;
 }
@@ -189,8 +193,8 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       const steps = [...node.steps];
       const item = new vscode.TreeItem(t.title, vscode.TreeItemCollapsibleState.Collapsed);
       item.id = node.id;
-      item.iconPath = taskIcon(t.state);
-      item.description = `${STATE_LABEL[t.state]} · ${progressText(t, steps)}`;
+      item.iconPath = taskIconOf(t);
+      item.description = `${holdText(t) ?? STATE_LABEL[t.state]} · ${progressText(t, steps)}`;
       if (t.forkedFrom) {
         // The row names the original by its goal; the checkpoint's full label is in the tooltip (it needs the original's detail).
         const at = t.forkedFrom.stepId ? `step ${t.forkedFrom.stepId}` : t.forkedFrom.checkpointId;
@@ -198,7 +202,7 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       }
       // The tooltip (side effects, last error) is filled in resolveTreeItem, on hover only.
       item.contextValue = taskContextValue(t, node.undoable);
-      item.accessibilityInformation = { label: `Task ${t.title}, ${STATE_LABEL[t.state]}, ${progressText(t, steps)}` };
+      item.accessibilityInformation = { label: `Task ${t.title}, ${holdText(t) ?? STATE_LABEL[t.state]}, ${progressText(t, steps)}` };
       return item;
     }
     if (node instanceof StepNode) {
@@ -208,15 +212,17 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       item.iconPath = stepIcon(s.status);
       const deps = s.dependsOn.length ? ` · after ${s.dependsOn.join(', ')}` : '';
       const timing = s.startedAt ? ` · ${s.endedAt ? `${Math.max(1, Math.round((s.endedAt - s.startedAt) / 1000))} s` : ago(s.startedAt)}` : '';
-      item.description = `${s.id} · ${s.status.replace('_', ' ')}${s.attempts > 1 ? ` (attempt ${s.attempts})` : ''}${deps}${timing}`;
+      const retry = stepRetryText(s);
+      item.description = `${s.id} · ${s.status.replace('_', ' ')}${s.attempts > 1 || s.status === 'failed' ? ` (${retry})` : ''}${deps}${timing}`;
       const md = new vscode.MarkdownString();
       md.appendMarkdown('**');
       md.appendText(s.title);
       md.appendMarkdown(`** — ${s.status.replace('_', ' ')}\n\n`);
       if (s.summary) md.appendText(`${s.summary}\n\n`);
-      if (s.error) md.appendText(`Error: ${s.error.message}${s.error.recoverable ? ' (recoverable)' : ''}`);
+      if (s.error) md.appendText(`Error: ${s.error.message}${s.error.recoverable ? ' (recoverable)' : ''}\n\n`);
+      if (s.attempts) md.appendText(stepRetryText(s));
       item.tooltip = md;
-      item.contextValue = `step:${s.status}`;
+      item.contextValue = `step:${s.status}${retryState(s, Date.now()).exhausted ? ':exhausted' : ''}`;
       return item;
     }
     if (node instanceof CheckpointNode) {

@@ -183,6 +183,12 @@ async function handle(engine: Engine, raw: unknown, log: Logger): Promise<HookRe
         await engine.failStep({ taskId: task.id, stepId: s.id, error: 'The tool call did not finish (denied, cancelled or failed before its result).', recoverable: true, owner });
         actions.push(`failed open step ${s.id}`);
       }
+      // A failure that used the step's last attempt put the task on hold: it waits for the person, not for review.
+      const held = engine.queries.findTask(task.id)?.hold;
+      if (held) {
+        actions.push(`${task.id} waits for a person: ${held.reason}`);
+        break;
+      }
       await engine.requestReview({ taskId: task.id, owner });
       actions.push(`${task.id} waiting_review`);
       break;

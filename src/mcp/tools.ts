@@ -78,6 +78,7 @@ const PlanItemArg = z.strictObject({
   id: Identifier.describe('Short id you choose for the step, unique in the task (e.g. "parse", "tests").'),
   title: z.string().min(1).max(500).describe('What the step does.'),
   dependsOn: z.array(Identifier).max(256).optional().describe('Ids of steps that must be completed first.'),
+  maxAttempts: z.number().int().min(1).max(100).optional().describe('How many times this step may be attempted before the task waits for the person (default: the workspace setting, 3).'),
 });
 
 const Brief = z.looseObject({ id: z.string(), title: z.string(), state: TaskState });
@@ -92,6 +93,8 @@ function brief(t: Task, progress?: string) {
     attempt: t.attempt,
     updatedAt: new Date(t.updatedAt).toISOString(),
     leaseOwner: t.lease?.owner ?? null,
+    // A task waiting for a person: the agent must stop and say why, not retry.
+    hold: t.hold,
     ...(progress ? { progress } : {}),
   };
 }
@@ -144,17 +147,22 @@ const stepStart = defineTool({
   title: 'Start a step',
   description:
     'Call this BEFORE you edit files or do the next unit of work: it takes a checkpoint of the workspace so this step can be reviewed and rolled back on its own. ' +
-    'Pass stepId to start a step of your plan (its dependencies must be completed), or omit it for an ad hoc step (give a title). Then do the work and call waypoint_step_complete (or waypoint_step_fail).',
+    'Pass stepId to start a step of your plan (its dependencies must be completed), or omit it for an ad hoc step (give a title). Then do the work and call waypoint_step_complete (or waypoint_step_fail). ' +
+    'A step that failed may start again only after its retry backoff (the refusal names the time; pass wait=true to wait up to a minute) and only for as many attempts as the retry policy allows; when they are used up the task waits for a person — stop and tell the person, do not try again.',
   input: z.strictObject({
     taskId,
     stepId: stepId.optional().describe('The plan step to start; omit for an ad hoc step.'),
     title: z.string().max(500).optional().describe('What this step does (required in spirit for ad hoc steps).'),
     inputs: json.optional().describe('Anything worth recording about what the step starts from (JSON).'),
+    wait: z.boolean().optional().describe('If the step is inside its retry backoff, wait (up to a minute) for it to pass instead of being refused.'),
   }),
-  output: z.looseObject({ stepId: z.string(), checkpointId: z.string(), attempt: z.number() }),
+  output: z.looseObject({ stepId: z.string(), checkpointId: z.string(), attempt: z.number(), maxAttempts: z.number() }),
   async run(ctx, a) {
     const r = await ctx.engine.startStep({ ...a, owner: ctx.owner });
-    return warnNotCaptured(r.checkpointId, r, { structured: { taskId: r.taskId, stepId: r.stepId, checkpointId: r.checkpointId, attempt: r.attempt }, summary: `Step ${r.stepId} started (attempt ${r.attempt}); checkpoint ${r.checkpointId}.` });
+    return warnNotCaptured(r.checkpointId, r, {
+      structured: { taskId: r.taskId, stepId: r.stepId, checkpointId: r.checkpointId, attempt: r.attempt, maxAttempts: r.maxAttempts },
+      summary: `Step ${r.stepId} started (attempt ${r.attempt} of ${r.maxAttempts}); checkpoint ${r.checkpointId}.`,
+    });
   },
 });
 
@@ -183,19 +191,28 @@ const stepFail = defineTool({
   name: 'waypoint_step_fail',
   title: 'Fail a step',
   description:
-    'Call this when a step you started cannot be finished. recoverable=true keeps the task running and tells you when to retry the step (start it again); recoverable=false fails the whole task for the person to look at.',
+    'Call this when a step you started cannot be finished. recoverable=true keeps the task running and tells you when you may retry the step (start it again, not before retryAt); on the last attempt the policy allows, the task waits for a person instead (hold) and you must stop. recoverable=false fails the whole task for the person to look at.',
   input: z.strictObject({
     taskId,
     stepId: stepId.describe('The step that failed.'),
     error: z.string().min(1).max(10_000).describe('What went wrong, readable by a person.'),
     recoverable: z.boolean().describe('true if retrying the step may succeed; false fails the task.'),
   }),
-  output: z.looseObject({ state: TaskState, retry: z.looseObject({ attempt: z.number(), backoffMs: z.number() }).optional() }),
+  output: z.looseObject({
+    state: TaskState,
+    retry: z.looseObject({ attempt: z.number(), maxAttempts: z.number(), backoffMs: z.number(), retryAt: z.string() }).optional(),
+    hold: z.looseObject({ cause: z.string(), reason: z.string() }).optional(),
+  }),
   async run(ctx, a) {
     const r = await ctx.engine.failStep({ ...a, owner: ctx.owner });
+    const retry = r.retry ? { ...r.retry, retryAt: new Date(r.retry.retryAt).toISOString() } : undefined;
     return {
-      structured: clean({ taskId: r.taskId, stepId: r.stepId, state: r.state, retry: r.retry ?? undefined }),
-      summary: r.retry ? `Step ${r.stepId} failed; retry it as attempt ${r.retry.attempt} after ${r.retry.backoffMs} ms.` : `Step ${r.stepId} failed; task is ${r.state}.`,
+      structured: clean({ taskId: r.taskId, stepId: r.stepId, state: r.state, retry, hold: r.hold ?? undefined }),
+      summary: r.hold
+        ? `STOP: step ${r.stepId} failed on its last allowed attempt and task ${r.taskId} now waits for a person (${r.hold.reason}). Do not start it again; tell the person.`
+        : retry
+          ? `Step ${r.stepId} failed; you may retry it as attempt ${retry.attempt} of ${retry.maxAttempts} at ${retry.retryAt} (in ${Math.ceil(retry.backoffMs / 1000)} s), not before.`
+          : `Step ${r.stepId} failed; task is ${r.state}.`,
     };
   },
 });
@@ -435,6 +452,11 @@ export async function runTool(spec: ToolSpec, ctx: ToolContext, args: unknown): 
     if (out.detail) content.push({ type: 'text', text: out.detail });
     return { content, structuredContent: out.structured };
   } catch (e) {
+    if (isWaypointError(e) && e.code === 'held') return toolError(`STOP — this task waits for a person; do not retry. ${e.message}`);
+    if (isWaypointError(e) && e.code === 'retry_later') {
+      const at = Number(e.details?.retryAt);
+      return toolError(`${e.message}${Number.isFinite(at) ? ` (retryAt ${new Date(at).toISOString()})` : ''}`);
+    }
     if (isWaypointError(e) || e instanceof ToolRefusal) return toolError(e.message);
     return toolError(`Waypoint failed internally: ${errorMessage(e)}`);
   }
@@ -446,4 +468,5 @@ export const SERVER_INSTRUCTIONS = [
   'for each unit of work: waypoint_step_start BEFORE editing files, then waypoint_step_complete →',
   'before a command that changes the outside world: waypoint_side_effect_begin, obey its decision, then waypoint_side_effect_end →',
   'waypoint_task_complete when done. After any interruption call waypoint_task_resume first and follow its context.',
+  'When a result says STOP or a task has a hold, it waits for a person (retries used up, side effects in doubt): stop and tell the person; do not retry.',
 ].join(' ');

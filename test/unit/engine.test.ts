@@ -116,15 +116,20 @@ describe('engine', () => {
       const { taskId } = await engine.startTask({ goal: 'g', plan: PLAN4 });
       await engine.startStep({ taskId, stepId: 'a' });
       const f = await engine.failStep({ taskId, stepId: 'a', error: 'rate limited', recoverable: true });
-      assert.deepEqual(f.retry, { attempt: 2, backoffMs: 1000 });
+      // Equal jitter: between half and all of the 1 s base, fixed by the ids.
+      assert.equal(f.retry?.attempt, 2);
+      assert.equal(f.retry?.maxAttempts, 3);
+      assert.ok(f.retry!.backoffMs >= 500 && f.retry!.backoffMs <= 1000, `${f.retry!.backoffMs}`);
+      assert.equal(f.retry?.retryAt, clock.t + f.retry!.backoffMs);
       assert.equal(engine.task(taskId).state, 'running');
       const step = engine.queries.step(taskId, 'a')!;
       assert.equal(step.status, 'failed');
       assert.equal(step.error?.class, 'recoverable');
+      clock.advance(f.retry!.backoffMs);
       const again = await engine.startStep({ taskId, stepId: 'a' });
       assert.equal(again.attempt, 2);
       const f2 = await engine.failStep({ taskId, stepId: 'a', error: 'again', recoverable: true });
-      assert.equal(f2.retry?.backoffMs, 2000);
+      assert.ok(f2.retry!.backoffMs >= 1000 && f2.retry!.backoffMs <= 2000, `${f2.retry!.backoffMs}`);
     });
 
     it('an unrecoverable failure fails the task and keeps the error context', async () => {

@@ -47,7 +47,7 @@ async function makeStore(root: string, exportMidway: boolean): Promise<Golden> {
   fs.mkdirSync(ws, { recursive: true });
   const engine = await Engine.open({ workspace: ws, snapshots: false, store: { lock: { waitMs: 200 } } });
   for (let t = 0; t < 4; t++) {
-    const { taskId } = await engine.startTask({ goal: `goal ${t} ${'é'.repeat(t)}`, plan: [{ id: 'a', title: 'A' }, { id: 'b', title: 'B', dependsOn: ['a'] }] });
+    const { taskId } = await engine.startTask({ goal: `goal ${t} ${'é'.repeat(t)}`, plan: [{ id: 'a', title: 'A' }, { id: 'b', title: 'B', dependsOn: ['a'] }], retry: { backoffMs: 0 } });
     await engine.startStep({ taskId, stepId: 'a', inputs: { t } });
     await engine.failStep({ taskId, stepId: 'a', error: 'flaky', recoverable: true });
     await engine.startStep({ taskId, stepId: 'a' });

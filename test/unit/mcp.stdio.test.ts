@@ -34,7 +34,7 @@ describe('mcp over stdio (waypoint mcp, real SDK client)', function () {
     const byName = new Map(tools.map((t) => [t.name, t]));
     const expect: Record<string, { required: string[]; props: Record<string, string | undefined> }> = {
       waypoint_task_start: { required: ['goal'], props: { goal: 'string', title: 'string', plan: 'array', agent: 'string', idempotencyKey: 'string' } },
-      waypoint_step_start: { required: ['taskId'], props: { taskId: 'string', stepId: 'string', title: 'string', inputs: undefined } },
+      waypoint_step_start: { required: ['taskId'], props: { taskId: 'string', stepId: 'string', title: 'string', inputs: undefined, wait: 'boolean' } },
       waypoint_step_complete: { required: ['stepId', 'taskId'], props: { taskId: 'string', stepId: 'string', outputs: undefined, summary: 'string' } },
       waypoint_step_fail: { required: ['error', 'recoverable', 'stepId', 'taskId'], props: { taskId: 'string', stepId: 'string', error: 'string', recoverable: 'boolean' } },
       waypoint_checkpoint: { required: ['taskId'], props: { taskId: 'string', label: 'string' } },

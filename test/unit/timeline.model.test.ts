@@ -169,7 +169,7 @@ describe('timeline model', () => {
 
 describe('timeline layout and attempts (edge cases)', () => {
   const step = (id: string, order: number, dependsOn: string[] = []): Step => ({
-    taskId: 't', id, order, title: id, dependsOn, status: 'pending', attempts: 0, inputs: null, outputs: null, summary: null, error: null, startedAt: null, endedAt: null, adhoc: false, taskAttempt: null,
+    taskId: 't', id, order, title: id, dependsOn, status: 'pending', attempts: 0, inputs: null, outputs: null, summary: null, error: null, startedAt: null, endedAt: null, adhoc: false, taskAttempt: null, maxAttempts: 3,
   });
 
   it('ignores unknown dependencies and cuts a cycle instead of looping', () => {

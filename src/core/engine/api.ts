@@ -45,7 +45,10 @@ export const RpcRequest = z.strictObject({
   arg: z.unknown().optional(),
 });
 
-export type RpcResponse = { ok: true; result: unknown } | { ok: false; error: { code: WaypointErrorCode | 'internal'; message: string } };
+export type RpcResponse = { ok: true; result: unknown } | { ok: false; error: { code: WaypointErrorCode | 'internal'; message: string; details?: Record<string, unknown> } };
+
+/** Refusals whose details a caller acts on (when to retry, what the person must decide): they travel with the error. */
+const CODES_WITH_DETAILS: ReadonlySet<string> = new Set<WaypointErrorCode>(['retry_later', 'held']);
 
 /** The owner's side of `POST /rpc`. Errors travel as data, with their code, and change nothing. */
 export async function serveRpc(engine: Engine, body: unknown): Promise<RpcResponse> {
@@ -55,7 +58,8 @@ export async function serveRpc(engine: Engine, body: unknown): Promise<RpcRespon
   try {
     return { ok: true, result: await api[req.data.method](req.data.arg) };
   } catch (e) {
-    return { ok: false, error: { code: isWaypointError(e) ? e.code : 'internal', message: errorMessage(e) } };
+    const details = isWaypointError(e) && CODES_WITH_DETAILS.has(e.code) && e.details ? { details: e.details } : {};
+    return { ok: false, error: { code: isWaypointError(e) ? e.code : 'internal', message: errorMessage(e), ...details } };
   }
 }
 
@@ -96,7 +100,11 @@ export function remoteApi(endpoint: { url: string; token: string }, opts: Remote
       throw new WaypointError('io', `${who} answered something that is not JSON.`);
     }
     if (!body || typeof body !== 'object' || typeof body.ok !== 'boolean') throw new WaypointError('io', `${who} answered something that is not an RPC response.`);
-    if (!body.ok) throw new WaypointError(body.error.code === 'internal' ? 'io' : body.error.code, body.error.message);
+    if (!body.ok) {
+      const d = body.error.details;
+      const details = CODES_WITH_DETAILS.has(body.error.code) && d && typeof d === 'object' && !Array.isArray(d) ? d : undefined;
+      throw new WaypointError(body.error.code === 'internal' ? 'io' : body.error.code, body.error.message, details);
+    }
     return body.result;
   };
   const methods = new Set<string>(RPC_METHODS);

@@ -20,6 +20,7 @@ import {
   EndSideEffectInput,
   ExtendPlanInput,
   FailStepInput,
+  GrantAttemptsInput,
   RequestReviewInput,
   ResumeTaskInput,
   RetentionInput,
@@ -35,6 +36,7 @@ import {
 import { forkInheritance, type ForkInheritance } from './forkInheritance';
 import { computeStats, type Stats, type StatsFilter } from './stats';
 import { Queries } from './queries';
+import { assertMayStart, backoffFor, exhaustedReason, failureExhausts, heldError, resolvePolicy, startWhenAllowed, type RetryPolicyInput } from './retryPolicy';
 import { buildResumeContext, type DriftInfo, type ResumeContext } from './resumeContext';
 import { MAX_NOT_CAPTURED_LISTED, metadataOnlySnapshotter, type NotCaptured, type Snapshotter } from './snapshotter';
 import { WorkspaceSnapshots } from './workspaceSnapshots';
@@ -61,6 +63,8 @@ export interface EngineOptions {
   store?: Omit<StoreOptions, 'dir' | 'log'>;
   /** Run the lease sweep on a timer (long-lived owners: the extension, `waypoint serve`). */
   sweepIntervalMs?: number;
+  /** The retry policy of tasks started without one of their own (the `waypoint.retry.*` settings). */
+  retry?: RetryPolicyInput;
 }
 
 export interface ChangeEvent {
@@ -156,10 +160,8 @@ export interface ReviewApplyResult<C> {
  */
 export type FinishTask = boolean | 'if_plan_done';
 
-/** Exponential backoff hint for recoverable step failures: 1 s, 2 s, 4 s … capped at 5 min. */
-export function backoffFor(attempt: number): number {
-  return Math.min(1000 * 2 ** Math.max(0, attempt - 1), 300_000);
-}
+/** How long a `wait: true` start waits in the engine: under the RPC timeout, so a relayed call still answers. */
+const ENGINE_RETRY_WAIT_MS = 60_000;
 
 /**
  * The one API every surface calls. Mutations go through one serialized runner
@@ -435,7 +437,8 @@ export class Engine {
         corr,
         by: owner.id,
         key,
-        data: { goal: input.goal, title, agent: input.agent ?? null, plan, owner, leaseTtlMs },
+        // The effective policy is recorded, so a replay decides retries as this call did whatever the settings are later.
+        data: { goal: input.goal, title, agent: input.agent ?? null, plan, owner, leaseTtlMs, retry: resolvePolicy(this.opts.retry, input.retry) },
       };
       const pseudo = { id: taskId, correlationId: corr, lastCheckpointId: null } as Task;
       const { event, checkpoint, report } = await this.captureCheckpoint(pseudo, 'task_base', null, null);
@@ -551,6 +554,8 @@ export class Engine {
     const input = parseInput(ResumeTaskInput, raw, 'task resume');
     const owner = this.ownerOf(input.owner);
     const current = this.requireTask(input.taskId);
+    // Resuming would only meet the same refusal at the step: the person's decision comes first.
+    if (current.hold?.cause === 'retries_exhausted') throw heldError({ ...current, hold: current.hold }, 'resume');
     const sameOwnerRunning = ACTIVE_TASK_STATES.includes(current.state) && current.lease?.owner === owner.id;
     if (!sameOwnerRunning) {
       const key = input.idempotencyKey ?? `task.resume:${current.id}:${current.attempt + 1}`;
@@ -629,8 +634,12 @@ export class Engine {
   // ---------------------------------------------------------------------------
   // Steps.
 
-  async startStep(raw: unknown): Promise<{ taskId: string; stepId: string; checkpointId: string; attempt: number } & NotCapturedReport> {
+  async startStep(raw: unknown): Promise<{ taskId: string; stepId: string; checkpointId: string; attempt: number; maxAttempts: number } & NotCapturedReport> {
     const input = parseInput(StartStepInput, raw, 'step start');
+    if (input.wait) {
+      const once = { ...input, wait: undefined };
+      return startWhenAllowed(() => this.startStep(once), () => this.now, (ms) => new Promise((r) => setTimeout(r, ms)), ENGINE_RETRY_WAIT_MS);
+    }
     const inputs = boundedJson(input.inputs, 'step inputs');
     const owner = this.ownerOf(input.owner);
     // Derive the key from the transition (seed 004): a repeat of the same start is recognised.
@@ -642,6 +651,7 @@ export class Engine {
     const key = input.idempotencyKey ?? (input.stepId ? `step.start:${pre.id}:${input.stepId}:${stepAttempt}` : `step.start:${randomUUID()}`);
     return this.mutate('step.start', key, async () => {
       const task = this.requireTask(input.taskId);
+      if (task.hold) throw heldError({ ...task, hold: task.hold }, 'start a step');
       this.requireActive(task, 'start a step');
       const steps = this.queries.steps(task.id);
       const step: Step | undefined = input.stepId ? steps.find((s) => s.id === input.stepId) : undefined;
@@ -654,6 +664,7 @@ export class Engine {
         }
       } else {
         assertStepTransition(task.id, step.id, step.status, 'in_progress', 'start it');
+        assertMayStart(task, step, this.now);
         const blocked = step.dependsOn.filter((d) => {
           const dep = steps.find((s) => s.id === d);
           return !dep || (dep.status !== 'completed' && dep.status !== 'skipped');
@@ -669,7 +680,7 @@ export class Engine {
       const { event, checkpoint, report } = await this.captureCheckpoint(task, 'step_start', stepId!, null, input.dirty);
       return {
         events: [this.ev('step.started', task, owner.id, { stepId: stepId!, title, attempt, taskAttempt: task.attempt, inputs, adhoc, dependsOn: input.dependsOn ?? [] }, ''), event],
-        result: { taskId: task.id, stepId: stepId!, checkpointId: checkpoint.id, attempt, ...report },
+        result: { taskId: task.id, stepId: stepId!, checkpointId: checkpoint.id, attempt, maxAttempts: step?.maxAttempts ?? task.retry.maxAttempts, ...report },
       };
     });
   }
@@ -698,7 +709,14 @@ export class Engine {
    * A recoverable failure keeps the step retryable (attempt count + backoff hint);
    * an unrecoverable one fails the task, keeping the error context.
    */
-  async failStep(raw: unknown): Promise<{ taskId: string; stepId: string; state: TaskState; retry: { attempt: number; backoffMs: number } | null }> {
+  async failStep(raw: unknown): Promise<{
+    taskId: string;
+    stepId: string;
+    state: TaskState;
+    /** The next attempt and when it may start; null when there is none without a person. */
+    retry: { attempt: number; maxAttempts: number; backoffMs: number; retryAt: number } | null;
+    hold: Task['hold'];
+  }> {
     const input = parseInput(FailStepInput, raw, 'step fail');
     const owner = this.ownerOf(input.owner);
     const pre = this.queries.step(input.taskId, input.stepId);
@@ -709,20 +727,33 @@ export class Engine {
       const step = this.queries.step(task.id, input.stepId);
       if (!step) throw notFound(`step of task ${task.id}`, input.stepId);
       assertStepTransition(task.id, step.id, step.status, 'failed', 'fail it');
-      const backoffMs = input.recoverable ? backoffFor(step.attempts) : null;
+      // The last allowed attempt failing hands the task to a person: no backoff to wait out.
+      const exhausted = input.recoverable && failureExhausts(step);
+      const backoffMs = input.recoverable && !exhausted ? backoffFor(task.retry, task.id, step.id, step.attempts) : null;
       const cls = input.recoverable ? 'recoverable' : 'unrecoverable';
       const events = [this.ev('step.failed', task, owner.id, { stepId: step.id, error: input.error, recoverable: input.recoverable, class: cls, attempt: step.attempts, backoffMs }, '')];
+      let hold: Task['hold'] = null;
       if (!input.recoverable) {
         assertTaskTransition(task.id, task.state, 'failed', 'fail it');
         events.push(this.ev('task.failed', task, null, { reason: `step ${step.id} failed: ${input.error}`, stepId: step.id, class: 'unrecoverable' }, `${key}#task`));
+      } else if (exhausted) {
+        assertTaskTransition(task.id, task.state, 'suspended', 'hold it for a person');
+        const reason = exhaustedReason(step, input.error);
+        // `by` names the driver that used the last attempt: a grant hands the task back to it.
+        events.push(this.ev('task.held', task, owner.id, { cause: 'retries_exhausted', stepId: step.id, reason }, `${key}#held`));
+        hold = { cause: 'retries_exhausted', stepId: step.id, reason, since: this.now };
+        this.log.warn(`task ${task.id} waits for a person: ${reason}`, task.correlationId);
       }
+      const state: TaskState = !input.recoverable ? 'failed' : exhausted ? 'suspended' : task.state;
+      const now = this.now;
       return {
         events,
         result: {
           taskId: task.id,
           stepId: step.id,
-          state: (input.recoverable ? task.state : 'failed') as TaskState,
-          retry: input.recoverable ? { attempt: step.attempts + 1, backoffMs: backoffMs! } : null,
+          state,
+          retry: backoffMs !== null ? { attempt: step.attempts + 1, maxAttempts: step.maxAttempts, backoffMs, retryAt: now + backoffMs } : null,
+          hold,
         },
       };
     });
@@ -732,12 +763,58 @@ export class Engine {
     const input = parseInput(SkipStepInput, raw, 'step skip');
     return this.mutate('step.skip', input.idempotencyKey ?? `step.skip:${input.taskId}:${input.stepId}`, () => {
       const task = this.requireTask(input.taskId);
-      this.requireActive(task, 'skip a step');
+      // Skipping the step that used its attempts is one of the person's answers to the hold.
+      const answersHold = task.hold?.cause === 'retries_exhausted' && task.hold.stepId === input.stepId;
+      if (!answersHold) this.requireActive(task, 'skip a step');
       const step = this.queries.step(task.id, input.stepId);
       if (!step) throw notFound(`step of task ${task.id}`, input.stepId);
       assertStepTransition(task.id, step.id, step.status, 'skipped', 'skip it');
-      return { events: [this.ev('step.skipped', task, this.ownerOf(input.owner).id, { stepId: step.id, reason: input.reason ?? null }, '')], result: { taskId: task.id, stepId: step.id } };
+      const owner = this.ownerOf(input.owner);
+      const events = [this.ev('step.skipped', task, owner.id, { stepId: step.id, reason: input.reason ?? null }, '')];
+      if (answersHold) events.push(this.release(task, owner));
+      return { events, result: { taskId: task.id, stepId: step.id } };
     });
+  }
+
+  /**
+   * A person lets a step try `attempts` more times (default 1) and waives its backoff.
+   * A task held because that step used its attempts goes back to running, under the
+   * caller, so the next start of the step runs.
+   */
+  async grantAttempts(raw: unknown): Promise<{ taskId: string; stepId: string; attempts: number; maxAttempts: number; state: TaskState }> {
+    const input = parseInput(GrantAttemptsInput, raw, 'step grant');
+    const pre = this.queries.step(input.taskId, input.stepId);
+    const key = input.idempotencyKey ?? `step.grant:${input.taskId}:${input.stepId}:${pre?.attempts ?? 0}:${pre?.maxAttempts ?? 0}`;
+    return this.mutate('step.grant', key, () => {
+      const task = this.requireTask(input.taskId);
+      const step = this.queries.step(task.id, input.stepId);
+      if (!step) throw notFound(`step of task ${task.id}`, input.stepId);
+      const answersHold = task.hold?.cause === 'retries_exhausted' && task.hold.stepId === step.id;
+      if (!answersHold) this.requireActive(task, `grant step ${step.id} more attempts`);
+      if (step.status === 'completed' || step.status === 'skipped') {
+        throw new WaypointError('illegal_transition', `Step ${step.id} of task ${task.id} is ${step.status}; it needs no more attempts.`, { taskId: task.id, stepId: step.id, status: step.status });
+      }
+      const attempts = input.attempts ?? 1;
+      // Counted from what the step used, so a grant after the limit gives exactly `attempts` more runs.
+      const maxAttempts = Math.max(step.maxAttempts, step.attempts) + attempts;
+      const owner = this.ownerOf(input.owner);
+      const events = [this.ev('step.attempts_granted', task, owner.id, { stepId: step.id, attempts, maxAttempts, reason: input.reason ?? null }, '')];
+      if (answersHold) events.push(this.release(task, owner));
+      this.log.info(`step ${step.id} of task ${task.id} granted ${attempts} more attempt(s) (${maxAttempts} in all)`, task.correlationId);
+      return { events, result: { taskId: task.id, stepId: step.id, attempts, maxAttempts, state: (answersHold ? 'running' : task.state) as TaskState } };
+    });
+  }
+
+  /**
+   * A held task goes back to running (a new task attempt, as a resume is), leased to
+   * the driver whose failure put it on hold: the agent carries on, and its calls
+   * renew the lease. If it is gone, the lease runs out and the sweep says so. A
+   * person answering the hold does not become the task's driver.
+   */
+  private release(task: Task, answeredBy: LeaseOwner): NewEvent {
+    const held = this.store.events({ taskId: task.id }).filter((e) => e.type === 'task.held').pop();
+    const owner: LeaseOwner = held?.by ? { id: held.by } : answeredBy;
+    return this.ev('task.resumed', task, owner.id, { owner, leaseTtlMs: this.defaultLeaseTtlMs, attempt: task.attempt + 1 }, '');
   }
 
   // ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { IdempotencyKey, Identifier, LeaseOwner, Plan } from '../model/schema';
 import { FreeJson } from '../model/validate';
 import { pathKeyProblem } from '../snapshot/paths';
+import { RetryPolicyInput } from './retryPolicy';
 
 /**
  * The engine's inputs, one zod schema per operation. Every surface (CLI, MCP,
@@ -20,6 +21,8 @@ export const StartTaskInput = z.strictObject({
   idempotencyKey: Key,
   leaseTtlMs: z.number().int().min(1000, 'must be at least 1000 ms').max(7 * 24 * 3600 * 1000).optional(),
   owner: LeaseOwner.optional(),
+  /** Attempts per step and backoff; unset fields come from the engine's setting, then the default (3 attempts, 1 s doubling to 5 min). */
+  retry: RetryPolicyInput.optional(),
 });
 export type StartTaskInput = z.input<typeof StartTaskInput>;
 
@@ -38,6 +41,8 @@ export const StartStepInput = TaskRef.extend({
   inputs: FreeJson.optional(),
   dependsOn: z.array(Identifier).max(256).optional(),
   dirty: z.array(z.string().max(4096)).max(100_000).optional(),
+  /** Inside a retry backoff, wait (up to a minute) for it to pass instead of being refused with retry_later. */
+  wait: z.boolean().optional(),
 });
 export const CompleteStepInput = TaskRef.extend({
   stepId: Identifier,
@@ -49,6 +54,12 @@ export const FailStepInput = TaskRef.extend({
   stepId: Identifier,
   error: text(10_000).min(1, 'must not be empty'),
   recoverable: z.boolean(),
+});
+/** A person lets a step that used its attempts (or is about to) try `attempts` more times. */
+export const GrantAttemptsInput = TaskRef.extend({
+  stepId: Identifier,
+  attempts: z.number().int().min(1, 'must be at least 1').max(100, 'must be at most 100').optional(),
+  reason: text(2_000).optional(),
 });
 export const SkipStepInput = TaskRef.extend({ stepId: Identifier, reason: text(2_000).optional() });
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TaskState, type Step } from '../model/schema';
+import { TaskState, type SideEffect, type Step } from '../model/schema';
 import {
   AbandonTaskInput,
   BeginSideEffectInput,
@@ -11,6 +11,7 @@ import {
   EndSideEffectInput,
   ExtendPlanInput,
   FailStepInput,
+  GrantAttemptsInput,
   RequestReviewInput,
   ResumeTaskInput,
   RetentionInput,
@@ -71,6 +72,7 @@ export const OPERATIONS = {
   completeStep: mutation('step complete', CompleteStepInput, (e, a) => e.completeStep(a)),
   failStep: mutation('step fail', FailStepInput, (e, a) => e.failStep(a)),
   skipStep: mutation('step skip', SkipStepInput, (e, a) => e.skipStep(a)),
+  grantAttempts: mutation('step grant', GrantAttemptsInput, (e, a) => e.grantAttempts(a)),
   checkpoint: mutation('checkpoint', CheckpointInput, (e, a) => e.checkpoint(a)),
   beginSideEffect: mutation('side effect begin', BeginSideEffectInput, (e, a) => e.beginSideEffect(a)),
   endSideEffect: mutation('side effect end', EndSideEffectInput, (e, a) => e.endSideEffect(a)),
@@ -99,6 +101,8 @@ export const OPERATIONS = {
     const bytes = await e.workspaceSnapshots.fileAt(c, path);
     return { createdAt: c.createdAt, base64: bytes ? bytes.toString('base64') : null };
   }),
+  /** Side effects in doubt across tasks, so every window (relaying ones too) can alert on them in one call. */
+  sideEffectsInDoubt: query('side effects query', None, (e): SideEffect[] => e.queries.sideEffectsInDoubt()),
   events: query('events filter', EventsFilter.optional(), (e, f) => e.events(f)),
   storage: query('storage query', None, (e) => e.storage()),
   /** Metrics: tasks by state, interruptions by cause, retries, step durations, checkpoints, side effects, per agent and per day. */

@@ -1,6 +1,7 @@
 import type { Db } from '../store/db';
-import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskState } from '../model/schema';
+import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskHold, TaskState } from '../model/schema';
 import { notFound } from '../model/errors';
+import { DEFAULT_RETRY_POLICY } from './retryPolicy';
 
 /** Read side of the engine: projection rows → model objects. */
 
@@ -36,6 +37,28 @@ export function toTask(r: Record<string, unknown>, lease: Record<string, unknown
     interruption: parse(r.interruption) as Task['interruption'],
     lease: toLease(lease),
     forkedFrom: parse(r.forked_from) as Task['forkedFrom'],
+    retry: (parse(r.retry) as Task['retry'] | null) ?? { ...DEFAULT_RETRY_POLICY },
+    hold: holdOf(r),
+  };
+}
+
+/**
+ * The task's hold: recorded when retries ran out; otherwise derived while a stopped
+ * task has side effects in doubt (`in_doubt` counted by the query), which only a
+ * person can settle — it lifts by itself once they are.
+ */
+function holdOf(r: Record<string, unknown>): TaskHold | null {
+  const recorded = parse(r.hold) as TaskHold | null;
+  if (recorded) return recorded;
+  const stopped = r.state === 'interrupted' || r.state === 'suspended';
+  const inDoubt = Number(r.in_doubt ?? 0);
+  if (!stopped || inDoubt === 0) return null;
+  const why = parse(r.interruption) as Task['interruption'];
+  return {
+    cause: 'inconsistent_state',
+    stepId: why?.stepId ?? null,
+    reason: `${inDoubt} side effect${inDoubt === 1 ? ' is' : 's are'} in doubt (it may or may not have happened)${why ? ` after: ${why.reason}` : ''}`,
+    since: why?.at ?? Number(r.updated_at),
   };
 }
 
@@ -56,6 +79,7 @@ export function toStep(r: Record<string, unknown>): Step {
     endedAt: r.ended_at == null ? null : Number(r.ended_at),
     adhoc: Number(r.adhoc) === 1,
     taskAttempt: r.task_attempt == null ? null : Number(r.task_attempt),
+    maxAttempts: r.max_attempts == null ? DEFAULT_RETRY_POLICY.maxAttempts : Number(r.max_attempts),
   };
 }
 
@@ -94,11 +118,13 @@ export function toSideEffect(r: Record<string, unknown>): SideEffect {
   };
 }
 
+const IN_DOUBT = "(SELECT COUNT(*) FROM side_effects x WHERE x.task_id = tasks.id AND x.status = 'in_doubt') AS in_doubt";
+
 export class Queries {
   constructor(private readonly db: () => Db) {}
 
   findTask(id: string): Task | null {
-    const r = this.db().get('SELECT * FROM tasks WHERE id = ?', [id]);
+    const r = this.db().get(`SELECT *, ${IN_DOUBT} FROM tasks WHERE id = ?`, [id]);
     if (!r) return null;
     return toTask(r, this.db().get('SELECT * FROM leases WHERE task_id = ?', [id]));
   }
@@ -113,7 +139,7 @@ export class Queries {
     const leases = new Map(this.db().all('SELECT * FROM leases').map((l) => [String(l.task_id), l]));
     const states = filter.states?.length ? `WHERE state IN (${filter.states.map(() => '?').join(',')})` : '';
     return this.db()
-      .all(`SELECT * FROM tasks ${states} ORDER BY updated_at DESC, id LIMIT ?`, [...(filter.states ?? []), filter.limit ?? -1])
+      .all(`SELECT *, ${IN_DOUBT} FROM tasks ${states} ORDER BY updated_at DESC, id LIMIT ?`, [...(filter.states ?? []), filter.limit ?? -1])
       .map((r) => toTask(r, leases.get(String(r.id))));
   }
 
@@ -141,6 +167,11 @@ export class Queries {
   checkpoint(id: string): CheckpointMeta | null {
     const r = this.db().get('SELECT * FROM checkpoints WHERE id = ?', [id]);
     return r ? toCheckpoint(r) : null;
+  }
+
+  /** Every task's side effects in doubt (begun, outcome unknown), oldest first: what alerts watch. */
+  sideEffectsInDoubt(): SideEffect[] {
+    return this.db().all("SELECT * FROM side_effects WHERE status = 'in_doubt' ORDER BY intent_at, task_id, key").map(toSideEffect);
   }
 
   sideEffects(taskId: string): SideEffect[] {

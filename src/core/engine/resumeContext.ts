@@ -1,6 +1,7 @@
 import { nextReadySteps } from '../model/plan';
 import { SCHEMA_VERSION, type CheckpointMeta, type SideEffect, type Step, type Task } from '../model/schema';
 import type { ForkInheritance } from './forkInheritance';
+import { holdChoices, retryAt } from './retryPolicy';
 
 /**
  * The resume context: everything an agent needs to continue a task without
@@ -25,6 +26,9 @@ export interface ResumeContext {
     correlationId: string;
     createdAt: string;
     interruption: Task['interruption'];
+    /** Set while the task waits for a person: the agent stops; `choices` says what the person may do. */
+    hold: (NonNullable<Task['hold']> & { choices: string }) | null;
+    retry: Task['retry'];
   };
   plan: {
     id: string;
@@ -32,6 +36,9 @@ export interface ResumeContext {
     status: Step['status'];
     dependsOn: string[];
     attempts: number;
+    maxAttempts: number;
+    /** When a failed step may start again (ISO); null when now, or not waiting. */
+    retryAt: string | null;
     outputs: unknown;
     summary: string | null;
     error: Step['error'];
@@ -101,6 +108,8 @@ export function buildResumeContext(
       correlationId: task.correlationId,
       createdAt: new Date(task.createdAt).toISOString(),
       interruption: task.interruption,
+      hold: task.hold ? { ...task.hold, choices: holdChoices(task.hold, task.id) } : null,
+      retry: task.retry,
     },
     plan: steps.map((s) => ({
       id: s.id,
@@ -108,6 +117,8 @@ export function buildResumeContext(
       status: s.status,
       dependsOn: s.dependsOn,
       attempts: s.attempts,
+      maxAttempts: s.maxAttempts,
+      retryAt: retryAt(s) === null ? null : new Date(retryAt(s)!).toISOString(),
       outputs: s.outputs,
       summary: s.summary,
       error: s.error,
@@ -156,10 +167,16 @@ export function renderMarkdown(c: Omit<ResumeContext, 'markdown'>): string {
   out.push(`Task \`${c.task.id}\` · attempt ${c.task.attempt}${c.task.agent ? ` · agent ${c.task.agent}` : ''}`);
   if (c.task.interruption) out.push(`Stopped because: ${c.task.interruption.reason} (${c.task.interruption.class.replace('_', ' ')}).`);
   if (c.forkedFrom) renderFork(out, c.forkedFrom);
+  if (c.task.hold) {
+    out.push('', '## Waiting for a person', '');
+    out.push(`**Do not continue on your own.** Since ${new Date(c.task.hold.since).toISOString()} this task waits for a person (${c.task.hold.cause.replace('_', ' ')}): ${c.task.hold.reason}.`);
+    out.push(c.task.hold.choices);
+  }
   out.push('', '## Plan', '');
   for (const s of c.plan) {
     const deps = s.dependsOn.length ? ` (after ${s.dependsOn.join(', ')})` : '';
-    out.push(`- ${STATUS_MARK[s.status]} \`${s.id}\` ${s.title}${deps} — ${s.status}${s.attempts > 1 ? `, ${s.attempts} attempts` : ''}`);
+    const retry = s.retryAt ? `, may retry at ${s.retryAt}` : '';
+    out.push(`- ${STATUS_MARK[s.status]} \`${s.id}\` ${s.title}${deps} — ${s.status}${s.attempts > 0 ? `, attempt ${s.attempts} of ${s.maxAttempts}` : ''}${retry}`);
     if (s.summary) out.push(`  - summary: ${short(s.summary)}`);
     const outputs = short(s.outputs);
     if (outputs) out.push(`  - outputs: ${outputs}`);

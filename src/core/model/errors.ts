@@ -12,7 +12,9 @@ export type WaypointErrorCode =
   | 'corrupt' // a file on disk failed validation
   | 'unsafe_path' // a path that would leave the workspace
   | 'lost_ownership' // this process was replaced as the store's owner (stalled past its lease); it accepts no more writes
-  | 'io'; // the disk refused
+  | 'io' // the disk refused
+  | 'retry_later' // a step's retry backoff has not passed; details.retryAt says when it may start
+  | 'held'; // the task waits for a person (details.hold): retries used up, side effects in doubt
 
 export class WaypointError extends Error {
   constructor(

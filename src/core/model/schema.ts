@@ -75,6 +75,8 @@ export const PlanItem = z.strictObject({
   id: Identifier,
   title: Text(500).min(1, 'must not be empty'),
   dependsOn: z.array(Identifier).max(256).optional(),
+  /** This step's own attempt limit, over the task's retry policy. */
+  maxAttempts: z.number().int().min(1, 'must be at least 1').max(100, 'must be at most 100').optional(),
 });
 export type PlanItem = z.infer<typeof PlanItem>;
 export const Plan = z.array(PlanItem).max(1000, 'a plan may hold at most 1000 steps');
@@ -110,6 +112,25 @@ export interface Task {
   lease: Lease | null;
   /** Set when the task was forked from another task's checkpoint: where it came from. */
   forkedFrom: ForkOrigin | null;
+  /** The retry policy the task was started with (issue #19): attempts per step, backoff. */
+  retry: { maxAttempts: number; backoffMs: number; maxBackoffMs: number };
+  /** Set while the task waits for a person's decision; null otherwise. */
+  hold: TaskHold | null;
+}
+
+/** The retry policy of a task that sets none (and of tasks recorded before policies were). */
+export const DEFAULT_RETRY_POLICY: Readonly<Task['retry']> = Object.freeze({ maxAttempts: 3, backoffMs: 1000, maxBackoffMs: 300_000 });
+
+/**
+ * Why a task waits for a person: a step used every attempt the retry policy allows
+ * (`retries_exhausted`, the task is suspended), or it stopped with side effects in
+ * doubt (`inconsistent_state`) that someone must settle before it goes on.
+ */
+export interface TaskHold {
+  cause: 'retries_exhausted' | 'inconsistent_state';
+  stepId: string | null;
+  reason: string;
+  since: number;
 }
 
 /** Where a forked task came from: the original task, the checkpoint, and that checkpoint's step. */
@@ -131,7 +152,7 @@ export interface StepError {
   class: FailureClass;
   attempt: number;
   at: number;
-  /** Hint for the next retry (exponential, capped). */
+  /** The wait before the next start (exponential with jitter, capped); a start before `at + backoffMs` is refused. */
   backoffMs?: number;
 }
 
@@ -153,6 +174,8 @@ export interface Step {
   adhoc: boolean;
   /** The task attempt in which the step last started. */
   taskAttempt: number | null;
+  /** Attempts it may use: its plan item's limit or the task's policy, plus what a person granted. */
+  maxAttempts: number;
 }
 
 export interface CheckpointMeta {
@@ -224,6 +247,8 @@ export const EventData = {
     leaseTtlMs: z.number().int().positive(),
     /** A fork: the task and checkpoint it started from (absent on every task started fresh, and on events before forks existed). */
     forkedFrom: ForkOrigin.optional(),
+    /** Absent in tasks started before the policy was enforced: they have the default. */
+    retry: z.strictObject({ maxAttempts: z.number().int().min(1), backoffMs: z.number().int().min(0), maxBackoffMs: z.number().int().min(0) }).optional(),
   }),
   'task.plan_updated': z.strictObject({ added: z.array(PlanItem) }),
   'task.review_requested': z.strictObject({ summary: z.string().nullable() }),
@@ -232,6 +257,8 @@ export const EventData = {
   'task.failed': z.strictObject({ reason: z.string(), stepId: z.string().nullable(), class: FailureClass }),
   'task.interrupted': z.strictObject({ reason: z.string(), class: FailureClass, stepId: z.string().nullable() }),
   'task.suspended': z.strictObject({ reason: z.string().nullable() }),
+  /** The task waits for a person (suspended, with why): a step used every attempt its retry policy allows. */
+  'task.held': z.strictObject({ cause: z.enum(['retries_exhausted']), stepId: z.string(), reason: z.string() }),
   'task.resumed': z.strictObject({ owner: LeaseOwner, leaseTtlMs: z.number().int().positive(), attempt: z.number().int() }),
   'task.deleted': z.strictObject({}),
   'lease.heartbeat': z.strictObject({}),
@@ -254,6 +281,8 @@ export const EventData = {
     attempt: z.number().int(),
     backoffMs: z.number().int().nonnegative().nullable(),
   }),
+  /** A person let a step that used its attempts try `attempts` more times (its backoff is waived). */
+  'step.attempts_granted': z.strictObject({ stepId: z.string(), attempts: z.number().int().positive(), maxAttempts: z.number().int().positive(), reason: z.string().nullable() }),
   'step.skipped': z.strictObject({ stepId: z.string(), reason: z.string().nullable() }),
   'step.abandoned': z.strictObject({ stepId: z.string(), reason: z.string() }),
   /**

@@ -95,22 +95,18 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE checkpoints ADD COLUMN damaged TEXT;
     `,
   },
-  // 5 is the retry policy's (a parallel branch); the numbers are renumbered if it lands without one.
   {
-    version: 6,
-    description: 'forked tasks: the task and checkpoint a fork started from',
-    // No task.started before this version names an origin, so NULL is every row's fold already.
+    version: 5,
+    description:
+      'enforced retry policy (each task\'s policy, why it waits for a person, each step\'s attempt limit); forks (the task and checkpoint a fork started from); the status a step had before a rollback abandoned it, so undoing the rollback restores it',
+    // Tasks recorded before it get the default policy (their task.started has none), no fork
+    // origin and no pre-abandon status: the rebuild folds exactly that.
     rebuildProjections: true,
     up: `
+      ALTER TABLE tasks ADD COLUMN retry TEXT;
+      ALTER TABLE tasks ADD COLUMN hold TEXT;
+      ALTER TABLE steps ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 3;
       ALTER TABLE tasks ADD COLUMN forked_from TEXT;
-    `,
-  },
-  {
-    version: 8,
-    description: 'the status a step had before a rollback abandoned it, so undoing the rollback restores it',
-    // Filled from the step.abandoned events by the rebuild (a fold: the status the row had when each was applied).
-    rebuildProjections: true,
-    up: `
       ALTER TABLE steps ADD COLUMN abandoned_from TEXT;
     `,
   },

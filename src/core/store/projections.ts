@@ -1,6 +1,7 @@
 import type { WaypointEvent, EventType, EventDataOf } from '../model/schema';
 import type { Db } from './db';
 import { PROJECTION_TABLES } from './migrations';
+import { DEFAULT_RETRY_POLICY } from '../model/schema';
 
 /**
  * Projections: the tables are folds over the events. `project` must be a pure
@@ -49,12 +50,19 @@ function takeLease(db: Db, taskId: string, owner: { id: string; pid?: number; ho
   ]);
 }
 
-function insertPlan(db: Db, taskId: string, items: { id: string; title: string; dependsOn?: string[] }[]): void {
+/** The attempts a step of this task may use when its plan item sets none: the task's recorded policy. */
+function taskMaxAttempts(db: Db, taskId: string): number {
+  const r = db.get<{ retry: string | null }>('SELECT retry FROM tasks WHERE id = ?', [taskId]);
+  return r?.retry ? (JSON.parse(r.retry) as { maxAttempts: number }).maxAttempts : DEFAULT_RETRY_POLICY.maxAttempts;
+}
+
+function insertPlan(db: Db, taskId: string, items: { id: string; title: string; dependsOn?: string[]; maxAttempts?: number }[]): void {
   const max = db.get<{ m: number | null }>('SELECT MAX(ord) AS m FROM steps WHERE task_id = ?', [taskId])?.m ?? -1;
+  const policyMax = taskMaxAttempts(db, taskId);
   items.forEach((item, i) => {
     db.run(
-      `INSERT INTO steps (task_id, id, ord, title, depends_on, status, attempts, adhoc) VALUES (?,?,?,?,?, 'pending', 0, 0)`,
-      [taskId, item.id, max + 1 + i, item.title, JSON.stringify(item.dependsOn ?? [])],
+      `INSERT INTO steps (task_id, id, ord, title, depends_on, status, attempts, adhoc, max_attempts) VALUES (?,?,?,?,?, 'pending', 0, 0, ?)`,
+      [taskId, item.id, max + 1 + i, item.title, JSON.stringify(item.dependsOn ?? []), item.maxAttempts ?? policyMax],
     );
   });
 }
@@ -62,9 +70,9 @@ function insertPlan(db: Db, taskId: string, items: { id: string; title: string; 
 const handlers: Handlers = {
   'task.started': (db, e, d) => {
     db.run(
-      `INSERT INTO tasks (id, title, goal, agent, state, correlation_id, created_at, updated_at, attempt, forked_from)
-       VALUES (?,?,?,?, 'running', ?,?,?, 1, ?)`,
-      [e.taskId, d.title, d.goal, d.agent, e.corr ?? e.taskId, e.ts, e.ts, json(d.forkedFrom)],
+      `INSERT INTO tasks (id, title, goal, agent, state, correlation_id, created_at, updated_at, attempt, forked_from, retry)
+       VALUES (?,?,?,?, 'running', ?,?,?, 1, ?, ?)`,
+      [e.taskId, d.title, d.goal, d.agent, e.corr ?? e.taskId, e.ts, e.ts, json(d.forkedFrom), json(d.retry ?? DEFAULT_RETRY_POLICY)],
     );
     insertPlan(db, e.taskId!, d.plan);
     takeLease(db, e.taskId!, d.owner, d.leaseTtlMs, e.ts);
@@ -85,10 +93,11 @@ const handlers: Handlers = {
   },
   'task.abandoned': (db, e) => {
     setTaskState(db, e.taskId!, 'abandoned', e.ts);
+    db.run('UPDATE tasks SET hold = NULL WHERE id = ?', [e.taskId]);
     dropLease(db, e.taskId!);
   },
   'task.failed': (db, e, d) => {
-    db.run("UPDATE tasks SET state = 'failed', interruption = ?, updated_at = ? WHERE id = ?", [
+    db.run("UPDATE tasks SET state = 'failed', interruption = ?, hold = NULL, updated_at = ? WHERE id = ?", [
       JSON.stringify({ reason: d.reason, class: d.class, at: e.ts, stepId: d.stepId }),
       e.ts,
       e.taskId,
@@ -110,8 +119,17 @@ const handlers: Handlers = {
     db.run("UPDATE side_effects SET status = 'in_doubt' WHERE task_id = ? AND status = 'intent'", [e.taskId]);
     dropLease(db, e.taskId!);
   },
+  'task.held': (db, e, d) => {
+    db.run("UPDATE tasks SET state = 'suspended', hold = ?, updated_at = ? WHERE id = ?", [
+      JSON.stringify({ cause: d.cause, stepId: d.stepId, reason: d.reason, since: e.ts }),
+      e.ts,
+      e.taskId,
+    ]);
+    db.run("UPDATE side_effects SET status = 'in_doubt' WHERE task_id = ? AND status = 'intent'", [e.taskId]);
+    dropLease(db, e.taskId!);
+  },
   'task.resumed': (db, e, d) => {
-    db.run("UPDATE tasks SET state = 'running', attempt = ?, interruption = NULL, updated_at = ? WHERE id = ?", [d.attempt, e.ts, e.taskId]);
+    db.run("UPDATE tasks SET state = 'running', attempt = ?, interruption = NULL, hold = NULL, updated_at = ? WHERE id = ?", [d.attempt, e.ts, e.taskId]);
     takeLease(db, e.taskId!, d.owner, d.leaseTtlMs, e.ts);
   },
   'task.deleted': (db, e) => {
@@ -126,12 +144,13 @@ const handlers: Handlers = {
       const exists = db.get('SELECT 1 AS x FROM steps WHERE task_id = ? AND id = ?', [e.taskId, d.stepId]);
       if (!exists) {
         const max = db.get<{ m: number | null }>('SELECT MAX(ord) AS m FROM steps WHERE task_id = ?', [e.taskId])?.m ?? -1;
-        db.run(`INSERT INTO steps (task_id, id, ord, title, depends_on, status, attempts, adhoc) VALUES (?,?,?,?,?, 'pending', 0, 1)`, [
+        db.run(`INSERT INTO steps (task_id, id, ord, title, depends_on, status, attempts, adhoc, max_attempts) VALUES (?,?,?,?,?, 'pending', 0, 1, ?)`, [
           e.taskId,
           d.stepId,
           max + 1,
           d.title,
           JSON.stringify(d.dependsOn),
+          taskMaxAttempts(db, e.taskId!),
         ]);
       }
     }
@@ -150,6 +169,13 @@ const handlers: Handlers = {
   'step.failed': (db, e, d) => {
     const error = { message: d.error, recoverable: d.recoverable, class: d.class, attempt: d.attempt, at: e.ts, backoffMs: d.backoffMs ?? undefined };
     db.run(`UPDATE steps SET status = 'failed', error = ?, ended_at = ? WHERE task_id = ? AND id = ?`, [JSON.stringify(error), e.ts, e.taskId, d.stepId]);
+  },
+  'step.attempts_granted': (db, e, d) => {
+    // The grant waives the backoff of the failure it answers: the person said go.
+    const row = db.get<{ error: string | null }>('SELECT error FROM steps WHERE task_id = ? AND id = ?', [e.taskId, d.stepId]);
+    const error = row?.error ? (JSON.parse(row.error) as Record<string, unknown>) : null;
+    if (error) delete error.backoffMs;
+    db.run('UPDATE steps SET max_attempts = ?, error = ? WHERE task_id = ? AND id = ?', [d.maxAttempts, json(error), e.taskId, d.stepId]);
   },
   'step.skipped': (db, e, d) => {
     db.run(`UPDATE steps SET status = 'skipped', summary = COALESCE(?, summary), ended_at = ? WHERE task_id = ? AND id = ?`, [d.reason, e.ts, e.taskId, d.stepId]);

@@ -79,6 +79,18 @@ describe('second window: relays to the owner, takes over when it goes away', fun
     assert.ok(JSON.stringify(detail).includes('from the relaying window'), 'the owner holds the window’s checkpoint');
   });
 
+  it('alerts in this relaying window too: a step that used its attempts on the owner raises Grant More Attempts here', async () => {
+    const t = (await run('task', 'start', '--goal', 'Held on the owner', '--max-attempts', '1')) as { taskId: string };
+    await run('step', 'start', '--task', t.taskId, '--step', 'fetch');
+    await run('step', 'fail', '--task', t.taskId, '--step', 'fetch', '--error', 'HTTP 503', '--recoverable');
+    const alerts = api as RelayApi & { checkAlerts(now?: number): Promise<string[]>; shownAlerts(): string[] };
+    await eventually(async () => {
+      await alerts.checkAlerts();
+      return alerts.shownAlerts().some((k) => k.startsWith(`${t.taskId}:retries_exhausted:fetch:`));
+    }, 'the relaying window to alert on the owner’s held task');
+    await run('task', 'abandon', '--task', t.taskId);
+  });
+
   it('takes the store over within the lease when the serve process is killed, and keeps working', async () => {
     const before = await (await api.api()).info();
     const killedAt = Date.now();
