@@ -103,7 +103,8 @@ describe('task timeline', () => {
     await page.keyboard.press('Enter');
     await page.locator('.tabs-container .tab', { hasText: '↔' }).first().waitFor({ timeout: 30_000 });
 
-    // Fork comes with its own feature: until its command is installed the timeline says so plainly.
+    // Fork here: the fork command shows what the workspace becomes and asks for the new
+    // task's goal (prefilled from the original's); Enter starts a task linked to this one.
     await page.locator('.tabs-container .tab', { hasText: 'Timeline:' }).first().click();
     await base.click();
     await menu.waitFor();
@@ -111,14 +112,21 @@ describe('task timeline', () => {
     await page.keyboard.press('ArrowDown');
     await page.keyboard.press('ArrowDown');
     await page.keyboard.press('Enter');
+    const goalBox = page.locator('.quick-input-widget input');
+    await goalBox.waitFor({ state: 'visible', timeout: 30_000 });
+    assert.match(await goalBox.inputValue(), /^Fork of: /);
+    await page.screenshot({ path: screenshotPath('task timeline fork here asks for the goal') });
+    await goalBox.press('Enter');
     const deadline = Date.now() + 30_000;
+    let fork: { forkedFrom?: { taskId: string; checkpointId: string } | null } | undefined;
     for (;;) {
-      const notice = await view.locator('#notice').innerText();
-      const tasks = (cli(folder, 'tasks') as unknown as unknown[]).length;
-      if (/not available in this version/.test(notice) || tasks > tasksBefore) break;
-      if (Date.now() > deadline) throw new Error(`fork did nothing visible: notice “${notice}”, ${tasks} tasks`);
+      const tasks = cli(folder, 'tasks') as unknown as { forkedFrom?: { taskId: string; checkpointId: string } | null }[];
+      fork = tasks.find((t) => t.forkedFrom);
+      if (tasks.length > tasksBefore && fork) break;
+      if (Date.now() > deadline) throw new Error(`Fork here started no linked task (${tasks.length} tasks, ${tasksBefore} before)`);
       await page.waitForTimeout(250);
     }
+    assert.equal(fork.forkedFrom!.taskId, taskId, 'the fork links to the task the timeline shows');
 
     // Live: the agent finishes the docs step; the open timeline shows it without a reload.
     cli(folder, 'step', 'complete', '--task', taskId, '--step', 'docs');
