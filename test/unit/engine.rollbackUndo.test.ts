@@ -36,7 +36,7 @@ describe('engine: undoing a rollback restores the record too', () => {
       { id: 'test', title: 'Test', dependsOn: ['edit'] },
       { id: 'docs', title: 'Docs', dependsOn: ['test'] },
     ];
-    const { taskId } = await engine.startTask({ goal: 'work', plan });
+    const { taskId } = await engine.startTask({ goal: 'work', plan, retry: { backoffMs: 0 } });
     await engine.startStep({ taskId, stepId: 'read' });
     const afterRead = await engine.completeStep({ taskId, stepId: 'read', outputs: { lines: 1 }, summary: 'read it' });
     await engine.startStep({ taskId, stepId: 'edit' });

@@ -60,7 +60,7 @@ describe('stats: a constructed history', function () {
     clock = new FakeClock(Date.UTC(2026, 10, 30, 10, 0, 0));
     engine = await openEngine(ws.dir, { clock });
     // Task A (agent alpha), 2026-11-30: s1 fails recoverably twice, then succeeds; s2 succeeds; the task is interrupted, resumed, handed for review.
-    a = (await engine.startTask({ goal: 'A', agent: 'alpha', plan: [{ id: 's1', title: 'one' }, { id: 's2', title: 'two', dependsOn: ['s1'] }] })).taskId;
+    a = (await engine.startTask({ goal: 'A', agent: 'alpha', retry: { backoffMs: 0 }, plan: [{ id: 's1', title: 'one' }, { id: 's2', title: 'two', dependsOn: ['s1'] }] })).taskId;
     clock.advance(1000);
     await engine.startStep({ taskId: a, stepId: 's1' });
     clock.advance(2000);

@@ -287,12 +287,17 @@ export class Queries {
     return r?.t ?? null;
   }
 
-  /** Review applies whose outcome was never recorded, on tasks still waiting for review. */
+  /**
+   * Review applies whose outcome was never recorded, on tasks not finished. The task need
+   * not be waiting for review: an apply that keeps the task open, or one that finishes it
+   * (its review request is recorded with the outcome, after the commit), runs while the
+   * task is still running.
+   */
   unfinishedReviewApplies(): { key: string; taskId: string; data: string }[] {
     return this.db()
       .all<{ key: string; task_id: string; data: string }>(
         `SELECT a.start_key AS key, a.task_id, a.data FROM review_applies a JOIN tasks t ON t.id = a.task_id
-         WHERE t.state = 'waiting_review' AND a.done = 0 ORDER BY a.rowid`,
+         WHERE t.state NOT IN ('completed', 'abandoned') AND a.done = 0 ORDER BY a.rowid`,
       )
       .map((r) => ({ key: r.key, taskId: r.task_id, data: r.data }));
   }

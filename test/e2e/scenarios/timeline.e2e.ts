@@ -30,7 +30,7 @@ function timelineFixture(folder: string): string {
   cli(folder, 'step', 'start', '--task', taskId, '--step', 'fix');
   fs.writeFileSync(path.join(folder, 'src', 'app.js'), 'module.exports = 3; // first try\n');
   cli(folder, 'step', 'fail', '--task', taskId, '--step', 'fix', '--error', 'the unit tests still fail', '--recoverable');
-  cli(folder, 'step', 'start', '--task', taskId, '--step', 'fix');
+  cli(folder, 'step', 'start', '--task', taskId, '--step', 'fix', '--wait');
   fs.writeFileSync(path.join(folder, 'src', 'app.js'), 'module.exports = 2; // fixed\n');
   cli(folder, 'effect', 'begin', '--task', taskId, '--step', 'fix', '--key', 'npm-test-1', '--kind', 'shell', '--description', 'npm test');
   cli(folder, 'effect', 'end', '--task', taskId, '--key', 'npm-test-1', '--ok');

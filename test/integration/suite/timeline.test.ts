@@ -37,7 +37,7 @@ describe('timeline: open through the command, live updates', function () {
     await engine.completeStep({ taskId, stepId: 'read' });
     await engine.startStep({ taskId, stepId: 'fix' });
     await engine.failStep({ taskId, stepId: 'fix', error: 'compile error', recoverable: true });
-    await engine.startStep({ taskId, stepId: 'fix' });
+    await engine.startStep({ taskId, stepId: 'fix', wait: true });
     fs.writeFileSync(path.join(engine.workspace, 'timeline-it.txt'), 'x\n');
 
     await vscode.commands.executeCommand('waypoint.showTimeline', taskId);
