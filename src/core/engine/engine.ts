@@ -486,13 +486,22 @@ export class Engine {
     return this.mutate('task.interrupt', input.idempotencyKey ?? `task.interrupt:${input.taskId}:${pre?.attempt ?? 0}`, () => {
       const task = this.requireTask(input.taskId);
       assertTaskTransition(task.id, task.state, 'interrupted', 'interrupt it');
-      const inDoubt = this.queries.sideEffects(task.id).some((e) => e.status === 'intent');
-      const step = this.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
       return {
-        events: [this.ev('task.interrupted', task, null, { reason: input.reason ?? 'interrupted', class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '')],
+        events: [this.interruptedEvent(task, input.reason ?? 'interrupted')],
         result: { taskId: task.id, state: 'interrupted' as TaskState },
       };
     });
+  }
+
+  /**
+   * A task's interruption: in doubt (inconsistent_state) while a side effect's intent
+   * has no outcome, naming the step that was in progress. One definition for an
+   * explicit interrupt and for the lease sweep.
+   */
+  private interruptedEvent(task: Task, reason: string): NewEvent {
+    const inDoubt = this.queries.sideEffects(task.id).some((e) => e.status === 'intent');
+    const step = this.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
+    return this.ev('task.interrupted', task, null, { reason, class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '');
   }
 
   /** Deletes a task's projections (its events stay in the log); its checkpoints' unique blobs become garbage. */
@@ -579,11 +588,8 @@ export class Engine {
       await this.mutate('task.interrupt', `task.interrupt:${t.id}:${t.attempt}`, () => {
         const task = this.requireTask(t.id);
         if (!ACTIVE_TASK_STATES.includes(task.state)) return { events: [], result: null };
-        const effects = this.queries.sideEffects(task.id);
-        const inDoubt = effects.some((e) => e.status === 'intent');
-        const step = this.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
         return {
-          events: [this.ev('task.interrupted', task, null, { reason: why, class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '')],
+          events: [this.interruptedEvent(task, why)],
           result: null,
         };
       });
