@@ -5,7 +5,7 @@ import type { z } from 'zod';
 import { WaypointError, errorMessage, notFound } from '../model/errors';
 import { validatePlan } from '../model/plan';
 import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner, SideEffect, Step, Task, TaskState, WaypointEvent } from '../model/schema';
-import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES, FINAL_TASK_STATES } from '../model/stateMachine';
+import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES } from '../model/stateMachine';
 import { boundedJson, parseInput } from '../model/validate';
 import { Logger, silentLogger } from '../log';
 import { EventStore, type NewEvent, type StoreOptions } from '../store/eventStore';
@@ -40,12 +40,19 @@ import { assertMayStart, backoffFor, exhaustedReason, failureExhausts, heldError
 import { buildResumeContext, type DriftInfo, type ResumeContext } from './resumeContext';
 import { MAX_NOT_CAPTURED_LISTED, metadataOnlySnapshotter, type NotCaptured, type Snapshotter } from './snapshotter';
 import { WorkspaceSnapshots } from './workspaceSnapshots';
-import { editedManifest, type WorkspaceEdit } from './reviewEdits';
+import type { WorkspaceEdit } from './reviewEdits';
+import { isNoSpace } from './noSpace';
+import { ReviewApplies, type FinishTask, type ReviewApplyResult } from './reviewApply';
+import { Rollbacks, type RollbackResult } from './rollbacks';
+import type { EngineCore } from './engineCore';
 import { StorageUpkeep, type GcResult, type StorageReport, type VerifyReport } from './storageUpkeep';
-import { diffManifests, type FileChangeWithLines, type Manifest, type RestorePlan, type SnapshotRoot } from '../snapshot';
+import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
 
 // Moved to storageUpkeep.ts with the methods that build them; every surface still imports them from here.
 export type { GcResult, StorageReport, VerifyReport } from './storageUpkeep';
+export type { RollbackResult } from './rollbacks';
+export type { FinishTask, ReviewApplyResult } from './reviewApply';
+export { isNoSpace } from './noSpace';
 
 export interface EngineOptions {
   /** The workspace root; the store lives in `<workspace>/.waypoint` unless storeDir says otherwise. */
@@ -74,11 +81,6 @@ export interface ChangeEvent {
 
 export type SideEffectDecision = 'proceed' | 'already_done' | 'in_doubt';
 
-/** The disk (or the user's quota) is full. */
-export function isNoSpace(e: unknown): boolean {
-  const code = (e as NodeJS.ErrnoException | null)?.code;
-  return code === 'ENOSPC' || code === 'EDQUOT';
-}
 
 /** Added to a result whose checkpoint did not capture everything (see NotCaptured); absent otherwise. */
 export interface NotCapturedReport {
@@ -96,29 +98,6 @@ export function notCapturedLine(checkpointId: string, r: NotCapturedReport): str
   return `warning: checkpoint ${checkpointId} did not capture ${n} path(s): ${shown.join(', ')}${more}. No rollback to it deletes or changes them; make them readable (or raise the size or open-file limit) and take a new checkpoint to capture them.`;
 }
 
-export interface RollbackResult extends NotCapturedReport {
-  rollbackId: string;
-  taskId: string;
-  targetCheckpointId: string;
-  preRollbackCheckpointId: string | null;
-  preview: boolean;
-  mode: 'all' | 'agent-only';
-  /**
-   * Exactly what is (or would be) written or deleted. A delete of a file that no step
-   * of the task created (it appeared outside the task's steps: made by the person, a
-   * terminal, another tool) carries `createdOutsideTask` (the pre-rollback checkpoint
-   * holds it, so undo brings it back).
-   */
-  changes: { path: string; action: 'create' | 'modify' | 'delete'; createdOutsideTask?: true }[];
-  /** Paths deliberately left alone, with why (content not held, too large, conflicts). */
-  kept: { path: string; reason: string }[];
-  conflicts: string[];
-  filesWritten: number;
-  filesRemoved: number;
-  abandonedSteps: string[];
-  /** Undoing a rollback: the steps it had abandoned, given back their earlier status. */
-  restoredSteps: string[];
-}
 
 /** What `forkTask` did (or, with `preview`, would do); `taskId` is null on a preview. */
 export interface ForkResult extends NotCapturedReport {
@@ -142,23 +121,6 @@ export interface ForkResult extends NotCapturedReport {
   plan: string[];
 }
 
-export interface ReviewApplyResult<C> {
-  applyId: string;
-  /** Rolling back to it undoes the apply. */
-  preApplyCheckpointId: string;
-  written: string[];
-  removed: string[];
-  commit: C;
-  /** Whether the task was completed with this apply (else it stays open). */
-  finished: boolean;
-}
-
-/**
- * Whether a review apply completes the task: always, never, or only when its
- * plan is done (every step completed or skipped — nothing pending, in progress,
- * failed or abandoned waiting to be redone).
- */
-export type FinishTask = boolean | 'if_plan_done';
 
 /** How long a `wait: true` start waits in the engine: under the RPC timeout, so a relayed call still answers. */
 const ENGINE_RETRY_WAIT_MS = 60_000;
@@ -524,13 +486,22 @@ export class Engine {
     return this.mutate('task.interrupt', input.idempotencyKey ?? `task.interrupt:${input.taskId}:${pre?.attempt ?? 0}`, () => {
       const task = this.requireTask(input.taskId);
       assertTaskTransition(task.id, task.state, 'interrupted', 'interrupt it');
-      const inDoubt = this.queries.sideEffects(task.id).some((e) => e.status === 'intent');
-      const step = this.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
       return {
-        events: [this.ev('task.interrupted', task, null, { reason: input.reason ?? 'interrupted', class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '')],
+        events: [this.interruptedEvent(task, input.reason ?? 'interrupted')],
         result: { taskId: task.id, state: 'interrupted' as TaskState },
       };
     });
+  }
+
+  /**
+   * A task's interruption: in doubt (inconsistent_state) while a side effect's intent
+   * has no outcome, naming the step that was in progress. One definition for an
+   * explicit interrupt and for the lease sweep.
+   */
+  private interruptedEvent(task: Task, reason: string): NewEvent {
+    const inDoubt = this.queries.sideEffects(task.id).some((e) => e.status === 'intent');
+    const step = this.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
+    return this.ev('task.interrupted', task, null, { reason, class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '');
   }
 
   /** Deletes a task's projections (its events stay in the log); its checkpoints' unique blobs become garbage. */
@@ -617,11 +588,8 @@ export class Engine {
       await this.mutate('task.interrupt', `task.interrupt:${t.id}:${t.attempt}`, () => {
         const task = this.requireTask(t.id);
         if (!ACTIVE_TASK_STATES.includes(task.state)) return { events: [], result: null };
-        const effects = this.queries.sideEffects(task.id);
-        const inDoubt = effects.some((e) => e.status === 'intent');
-        const step = this.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
         return {
-          events: [this.ev('task.interrupted', task, null, { reason: why, class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '')],
+          events: [this.interruptedEvent(task, why)],
           result: null,
         };
       });
@@ -980,156 +948,16 @@ export class Engine {
   }
 
   /**
-   * Rolls the workspace back to a checkpoint. `preview` lists exactly what would
-   * change and writes nothing. Otherwise: a `pre_rollback` checkpoint of the
-   * current workspace is taken and the plan is stored (durably, before any file is
-   * touched) so a crash half-way is finished on the next open; files are written via
-   * temp + rename; files the target lacks are removed only if a blob holds their
-   * content; steps started after the target are abandoned. `agent-only` reverts only
-   * paths changed inside step windows and reports paths the person also changed as
-   * conflicts, untouched.
+   * Rolls the workspace back to a checkpoint (see Rollbacks.rollback): `preview` lists
+   * what would change and writes nothing; `agent-only` reverts only the agent's changes.
    */
-  async rollback(raw: RollbackInput): Promise<RollbackResult> {
-    const input = parseInput(RollbackInput, raw, 'rollback');
-    // A preview writes no event (its scan may store new content, as any diff does).
-    return input.preview ? this.rollbackNow(input) : this.needingSpace('a rollback', () => this.rollbackNow(input));
-  }
-
-  /** `undoOf`: the rollback this one undoes, whose abandoned steps get their earlier status back in the same batch. */
-  private async rollbackNow(input: RollbackInput, undoOf?: string): Promise<RollbackResult> {
-    const ws = this.snapshots();
-    const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
-    const { result, durable } = await this.exclusive(async () => {
-      const seen = this.queries.idempotent(key);
-      if (seen) return { result: seen.result as RollbackResult, durable: this.store.waitDurable(seen.seq) };
-      const task = this.requireTask(input.taskId);
-      const target = this.requireCheckpoint(input.checkpointId);
-      if (target.taskId !== task.id) {
-        throw new WaypointError('invalid_input', `Checkpoint ${target.id} belongs to ${target.taskId ? `task ${target.taskId}` : 'no task'}, not ${task.id}.`);
-      }
-      const targetManifest = await ws.load(target);
-      const mode = input.mode ?? 'all';
-      const current = await ws.scanNow(this.latestCheckpoint());
-      let paths = input.paths;
-      let agentConflicts: string[] = [];
-      if (mode === 'agent-only') {
-        const split = await this.agentOnlyPaths(task, target, current);
-        agentConflicts = split.conflicts;
-        paths = input.paths ? split.revert.filter((p) => input.paths!.some((q) => p === q || p.startsWith(`${q}/`))) : split.revert;
-      }
-      const plan = paths && paths.length === 0 ? { writes: [], removes: [], kept: [], unchanged: 0 } : await ws.plan(current, targetManifest, paths);
-      const outside = plan.removes.length ? await this.createdOutsideSteps(task.id, target, current, plan.removes.map((r) => r.path)) : new Set<string>();
-      const changes: RollbackResult['changes'] = [
-        ...plan.writes.map((w) => ({ path: w.path, action: current.has(w.path) ? ('modify' as const) : ('create' as const) })),
-        ...plan.removes.map((r) => (outside.has(r.path) ? { path: r.path, action: 'delete' as const, createdOutsideTask: true as const } : { path: r.path, action: 'delete' as const })),
-      ].sort((a, b) => (a.path < b.path ? -1 : 1));
-      const kept = [...plan.kept.map((k) => ({ path: k.path, reason: k.reason as string })), ...agentConflicts.map((p) => ({ path: p, reason: 'changed by both the agent and you; left for you to choose' }))];
-      const fullRollback = !input.paths && mode === 'all';
-      const toAbandon = fullRollback
-        ? this.queries.steps(task.id).filter((s) => s.startedAt !== null && s.startedAt >= target.createdAt && ['completed', 'in_progress', 'failed'].includes(s.status))
-        : [];
-      const base: RollbackResult = {
-        rollbackId: '',
-        taskId: task.id,
-        targetCheckpointId: target.id,
-        preRollbackCheckpointId: null,
-        preview: input.preview === true,
-        mode,
-        changes,
-        kept,
-        conflicts: agentConflicts,
-        filesWritten: 0,
-        filesRemoved: 0,
-        abandonedSteps: toAbandon.map((s) => s.id),
-        restoredSteps: [],
-      };
-      const toRestore = undoOf ? this.queries.stepsToRestore(task.id, undoOf).filter((r) => !toAbandon.some((s) => s.id === r.stepId)) : [];
-      base.restoredSteps = toRestore.map((r) => r.stepId);
-      if (input.preview) return { result: base, durable: Promise.resolve() };
-      // A plan that applying would refuse (a hostile manifest, a symlinked parent) is refused now, before anything is recorded.
-      await ws.validate(plan);
-
-      // 1. The before state becomes a checkpoint, and the plan is durable, before any file changes.
-      const { event: preEvent, checkpoint: pre, report: preReport } = await this.captureCheckpoint(task, 'pre_rollback', null, input.reason ?? `before rolling back to ${target.id}`);
-      const planRef = await ws.savePlan(plan);
-      const rollbackId = newId('r');
-      const started = this.store.commit([
-        { ...preEvent, key: `${key}#pre` },
-        this.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: paths ?? null, mode, planRef }, `${key}#start`),
-      ]);
-      await started.durable;
-      // 2. Apply (idempotent: a crash here is finished on the next open).
-      let applied: Awaited<ReturnType<typeof ws.apply>>;
-      try {
-        applied = await ws.apply(plan);
-      } catch (e) {
-        // Stopped part-way (a full disk, a file in the way): recorded as failed, so it is not
-        // re-applied on open, and undoable like any other (the pre-rollback checkpoint holds the before state).
-        // No temp outlives it (a write that ran out of space leaves its temp beside the file).
-        await ws.sweepTemps(plan).catch((err: unknown) => this.log.warn(`[rollback] could not remove its temp files: ${errorMessage(err)}`, task.correlationId));
-        const note = `The rollback to ${target.id} stopped part-way (${errorMessage(e)}); the workspace is partly rolled back. Everything it held before is in checkpoint ${pre.id}: undo this rollback to return to it, or roll back again.`;
-        await this.store
-          .commit([this.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)])
-          .durable.catch(() => undefined); // no space even for this: the next open recovers it instead
-        this.log.warn(note, task.correlationId);
-        if (isNoSpace(e)) throw new WaypointError('io', `No space left for the rollback to ${target.id}: ${errorMessage(e)}. The workspace is partly rolled back; free space on the disk holding ${this.workspace}, then undo it (waypoint rollback --task ${task.id} --undo) or roll back again.`, { preRollbackCheckpointId: pre.id });
-        throw e;
-      }
-      // 3. Record the outcome; the task continues from the target.
-      const result: RollbackResult = {
-        ...base,
-        ...preReport, // what the before state could not hold: the rollback left those paths alone
-        rollbackId,
-        preRollbackCheckpointId: pre.id,
-        filesWritten: applied.written.length,
-        filesRemoved: applied.removed.length,
-        conflicts: [...agentConflicts, ...applied.conflicts.map((c) => c.path)],
-        kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
-      };
-      const done = this.store.commit([
-        {
-          ...this.ev(
-            'rollback.done',
-            task,
-            null,
-            {
-              rollbackId,
-              outcome: 'applied',
-              filesWritten: result.filesWritten,
-              filesRemoved: result.filesRemoved,
-              recovered: false,
-              abandonedSteps: result.abandonedSteps,
-              conflicts: result.conflicts,
-              note: null,
-            },
-            key,
-          ),
-          op: 'rollback',
-          result,
-        },
-        ...toAbandon.map((s, i) => this.ev('step.abandoned', task, null, { stepId: s.id, reason: `rolled back to ${target.id}` }, `${key}#abandon${i}`)),
-        ...toRestore.map((r, i) => this.ev('step.restored', task, null, { stepId: r.stepId, status: r.status, rollbackId: undoOf!, reason: `undo of rollback ${undoOf}` }, `${key}#restore${i}`)),
-      ]);
-      this.log.info(`rolled back task ${task.id} to ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, task.correlationId);
-      return { result, durable: done.durable };
-    });
-    await durable;
-    return result;
+  rollback(raw: RollbackInput): Promise<RollbackResult> {
+    return this.rollbacks.rollback(raw);
   }
 
   /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */
-  async undoRollback(raw: unknown): Promise<RollbackResult> {
-    const input = parseInput(TaskRef, raw, 'undo rollback');
-    this.requireTask(input.taskId);
-    const last = this.queries.lastUndoableRollback(input.taskId);
-    if (!last) throw new WaypointError('not_found', `Task ${input.taskId} has no rollback to undo.`);
-    const rollback = parseInput(
-      RollbackInput,
-      { taskId: input.taskId, checkpointId: last.preRollbackCheckpointId, paths: last.paths ?? undefined, reason: `undo of rollback ${last.id}`, idempotencyKey: input.idempotencyKey },
-      'undo rollback',
-    );
-    // Files and record together: the steps the rollback abandoned get their earlier status back in the undo's own batch.
-    return this.needingSpace('a rollback', () => this.rollbackNow(rollback, last.id));
+  undoRollback(raw: unknown): Promise<RollbackResult> {
+    return this.rollbacks.undoRollback(raw);
   }
 
   /**
@@ -1271,279 +1099,68 @@ export class Engine {
     return result;
   }
 
-  /** For `agent-only`: paths changed inside step windows since the target, minus those the person touched too. */
-  private async agentOnlyPaths(task: Task, target: CheckpointMeta, current: Manifest): Promise<{ revert: string[]; conflicts: string[] }> {
-    const { agent, person } = await this.changesByOwner(task.id, target.id, current);
-    const revert = [...agent].filter((p) => !person.has(p)).sort();
-    const conflicts = [...agent].filter((p) => person.has(p)).sort();
-    return { revert, conflicts };
+  /** The paths changed since checkpoint `fromId`, split by who changed them (see Rollbacks.changesByOwner). */
+  changesByOwner(taskId: string, fromId: string, current?: Manifest): Promise<{ agent: Set<string>; person: Set<string> }> {
+    return this.rollbacks.changesByOwner(taskId, fromId, current);
   }
 
-  /**
-   * The paths changed since checkpoint `fromId`, split by who changed them: an
-   * interval ending in a checkpoint taken while a step was open is the agent's
-   * work, any other interval the person's; edits since the last checkpoint belong
-   * to the agent if a step is open now. Rollback (agent-only) and review (drift)
-   * both classify with this. Pass `current` when already scanned (inside the runner).
-   */
-  async changesByOwner(taskId: string, fromId: string, current?: Manifest): Promise<{ agent: Set<string>; person: Set<string> }> {
-    const ws = this.snapshots();
-    const from = this.requireCheckpoint(fromId);
-    const chain = this.queries.checkpoints(taskId).filter((c) => c.manifestRef && !c.damaged && c.createdAt >= from.createdAt && c.id !== from.id);
-    const now = current ?? (await this.exclusive(() => ws.scanNow(this.latestCheckpoint())));
-    const agent = new Set<string>();
-    const person = new Set<string>();
-    let prev = await ws.load(from);
-    for (const c of chain) {
-      const next = await ws.load(c);
-      const inStep = c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback';
-      for (const ch of diffManifests(prev, next)) (inStep ? agent : person).add(ch.path);
-      prev = next;
-    }
-    const stepOpen = this.queries.steps(taskId).some((s) => s.status === 'in_progress');
-    for (const ch of diffManifests(prev, now)) (stepOpen ? agent : person).add(ch.path);
-    return { agent, person };
+  /** Finishes rollbacks that a crash interrupted (see Rollbacks.recoverRollbacks); a sentence per rollback. */
+  recoverRollbacks(): Promise<string[]> {
+    return this.rollbacks.recoverRollbacks();
   }
 
-  /**
-   * Of `paths` (present now, absent at checkpoint `from`), those no step of the task
-   * created: each path's last appearance (absent in one of the task's checkpoints,
-   * present in the next) fell in an interval that is not a step's (see
-   * changesByOwner), or after the last checkpoint while no step is open.
-   */
-  private async createdOutsideSteps(taskId: string, from: CheckpointMeta, current: Manifest, paths: readonly string[]): Promise<Set<string>> {
-    const ws = this.snapshots();
-    const chain = this.queries.checkpoints(taskId).filter((c) => c.manifestRef && c.createdAt >= from.createdAt && c.id !== from.id);
-    const byStep = new Map<string, boolean>();
-    let prev = await ws.load(from);
-    const appeared = (next: Manifest, inStep: boolean) => {
-      for (const p of paths) if (!prev.has(p) && next.has(p)) byStep.set(p, inStep);
-    };
-    for (const c of chain) {
-      // Attribution only: a checkpoint whose manifest cannot be read (corrupt) is passed over, never a reason to refuse the rollback.
-      const next = await ws.load(c).catch(() => null);
-      if (next === null) continue;
-      appeared(next, c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback');
-      prev = next;
-    }
-    appeared(current, this.queries.steps(taskId).some((s) => s.status === 'in_progress'));
-    return new Set(paths.filter((p) => byStep.get(p) !== true));
-  }
-
-  /**
-   * Finishes rollbacks that a crash interrupted: the stored plan is applied again
-   * (it converges), so the workspace ends in the after state. Returns a sentence per
-   * rollback for the person.
-   */
-  async recoverRollbacks(): Promise<string[]> {
-    if (!this.workspaceSnapshots) return [];
-    const ws = this.workspaceSnapshots;
-    const open = this.queries.startedRollbacks().map((r) => ({ id: r.id, task_id: r.taskId, plan_ref: r.planRef, target_checkpoint_id: r.targetCheckpointId }));
-    const notes: string[] = [];
-    for (const r of open) {
-      await this.exclusive(async () => {
-        const task = this.queries.findTask(r.task_id);
-        // Read from the task's events (the export may have moved them to the segments): recovery is rare.
-        const startKey =
-          this.store.events({ taskId: r.task_id }).find((e) => e.type === 'rollback.started' && (e.data as EventDataOf<'rollback.started'>).rollbackId === r.id)?.key ?? `rollback:${r.id}#start`;
-        const key = startKey.replace(/#start$/, '');
-        let outcome: 'applied' | 'failed' = 'applied';
-        let note: string;
-        let written = 0;
-        let removed = 0;
-        let plan: Awaited<ReturnType<typeof ws.loadPlan>> | null = null;
-        try {
-          plan = await ws.loadPlan(r.plan_ref!);
-          const applied = await ws.apply(plan);
-          written = applied.written.length;
-          removed = applied.removed.length;
-          note = `A rollback to ${r.target_checkpoint_id} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).`;
-        } catch (e) {
-          // No temp of the plan's may outlive this: the next scan would record it as the person's.
-          if (plan) await ws.sweepTemps(plan);
-          outcome = 'failed';
-          if (plan) await ws.sweepTemps(plan).catch(() => undefined); // no temp outlives it; the pre-rollback checkpoint holds the before state
-          note = `A rollback to ${r.target_checkpoint_id} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly rolled back. Undo it (Undo Last Rollback, or waypoint rollback --undo) to return to the before state.`;
-        }
-        const target = this.queries.checkpoint(r.target_checkpoint_id);
-        const toAbandon =
-          task && target && outcome === 'applied'
-            ? this.queries.steps(task.id).filter((s) => s.startedAt !== null && s.startedAt >= target.createdAt && ['completed', 'in_progress', 'failed'].includes(s.status))
-            : [];
-        const ev: NewEvent = {
-          type: 'rollback.done',
-          taskId: r.task_id,
-          corr: task?.correlationId ?? null,
-          by: null,
-          key: this.queries.idempotent(key) ? `${key}#recovered` : key,
-          data: { rollbackId: r.id, outcome, filesWritten: written, filesRemoved: removed, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts: [], note },
-        };
-        const batch: NewEvent[] = [ev, ...toAbandon.map((s, i) => ({ ...this.ev('step.abandoned', task!, null, { stepId: s.id, reason: `rolled back to ${r.target_checkpoint_id}` }, `${key}#abandon${i}`) }))];
-        // A fork stopped before its base was taken: its base is the workspace the finished restore left.
-        if (task?.forkedFrom && !task.baseCheckpointId && outcome === 'applied') {
-          const { event } = await this.captureCheckpoint({ ...task, lastCheckpointId: r.target_checkpoint_id }, 'task_base', null, `forked from ${r.target_checkpoint_id}`);
-          batch.push({ ...event, key: `${key}#base` });
-        }
-        await this.store.commit(batch).durable;
-        notes.push(note);
-        this.log.warn(note, task?.correlationId);
-      });
-    }
-    return notes;
-  }
-
-  /**
-   * Applies a review whole or not at all, in the serialized runner: a pre-apply
-   * checkpoint (rolling back to it undoes the apply) and the exact plan of the
-   * discards are durable first; then `commit` makes the person's reviewed commit
-   * from the approved contents without touching the working tree; only when it
-   * succeeded are the discards written (temp + rename, idempotent) and the outcome
-   * recorded, with the task's completion when `finish` says so. A refused commit
-   * changes no file and no task state, so the same decisions can be applied again.
-   * A crash after the plan is durable is finished on the next open
-   * (`recoverReviewApplies`), so the workspace is never left half-reverted.
-   * Refused before anything changes: a final task, a step still in progress, an
-   * edit whose path changed since it was reviewed, or one that would overwrite or
-   * delete content no checkpoint can hold (a file over the snapshot size limit).
-   */
-  async applyReviewEdits<C extends { sha: string | null }>(
+  /** Applies a review whole or not at all (see ReviewApplies.applyReviewEdits). */
+  applyReviewEdits<C extends { sha: string | null }>(
     input: { taskId: string; edits: readonly WorkspaceEdit[]; idempotencyKey?: string; finish?: FinishTask },
     commit: () => Promise<C>,
   ): Promise<ReviewApplyResult<C>> {
-    const ws = this.snapshots();
-    const key = input.idempotencyKey ?? `review.apply:${randomUUID()}`;
-    const { result, durable } = await this.exclusive(async () => {
-      const seen = this.queries.idempotent(key);
-      if (seen) return { result: seen.result as ReviewApplyResult<C>, durable: this.store.waitDurable(seen.seq) };
-      const task = this.requireTask(input.taskId);
-      const steps = this.queries.steps(task.id);
-      const open = steps.filter((s) => s.status === 'in_progress');
-      if (open.length) {
-        throw new WaypointError('illegal_transition', `Task ${task.id} still has step(s) in progress: ${open.map((s) => s.id).join(', ')}. Complete or fail them first.`);
-      }
-      const planDone = steps.every((s) => s.status === 'completed' || s.status === 'skipped');
-      const finish = input.finish === 'if_plan_done' || input.finish === undefined ? planDone : input.finish;
-      // Completing goes through review (running → waiting_review → completed); checked now, recorded only after the commit.
-      if (finish) {
-        if (task.state !== 'waiting_review') assertTaskTransition(task.id, task.state, 'waiting_review', 'commit its review and finish it');
-      } else if (FINAL_TASK_STATES.includes(task.state)) {
-        assertTaskTransition(task.id, task.state, 'completed', 'apply its review');
-      }
-      // 1. The before state becomes a checkpoint; the plan and any new content are durable with it.
-      const { event: preEvent, checkpoint: pre } = await this.captureCheckpoint(task, 'manual', null, 'before review apply');
-      const current = await ws.load(pre);
-      const target = await editedManifest(current, input.edits, ws.blobs);
-      const paths = input.edits.map((e) => e.path);
-      const plan = paths.length ? await ws.plan(current, target, paths) : { writes: [], removes: [], kept: [], unchanged: 0 };
-      if (plan.kept.length) {
-        const k = plan.kept[0]!;
-        throw new WaypointError(
-          'invalid_input',
-          `${k.path} cannot be reverted safely (${k.reason.replace(/_/g, ' ')}): Waypoint holds no copy of its current content, so the change could not be undone. Approve it, or revert it by hand.`,
-          { path: k.path, reason: k.reason },
-        );
-      }
-      const planRef = await ws.savePlan(plan);
-      const applyId = newId('a');
-      await this.store.commit([
-        { ...preEvent, key: `${key}#pre` },
-        this.ev('review.apply_started', task, null, { applyId, preApplyCheckpointId: pre.id, planRef, paths }, `${key}#start`),
-      ]).durable;
-      const done = (outcome: { outcome: 'applied' | 'failed'; written: number; removed: number; commit: string | null; note: string | null }) =>
-        this.ev(
-          'review.apply_done',
-          task,
-          null,
-          { applyId, outcome: outcome.outcome, filesWritten: outcome.written, filesRemoved: outcome.removed, recovered: false, commit: outcome.commit, note: outcome.note },
-          key,
-        );
-      // 2. The reviewed commit, before any file changes: it is built from the approved
-      //    contents, not from the working tree, so a refused commit leaves the workspace,
-      //    the index and the task as they were (only this apply's record says it failed).
-      let made: C;
-      try {
-        made = await commit();
-      } catch (e) {
-        await this.store.commit([done({ outcome: 'failed', written: 0, removed: 0, commit: null, note: `the commit failed, nothing was changed: ${(e as Error).message}` })]).durable;
-        throw e;
-      }
-      // 3. Discarded changes leave the working tree (idempotent: a crash here is finished on the next open).
-      const applied = await ws.apply(plan);
-      for (const c of applied.conflicts) this.log.warn(`[review] ${c.path}: ${c.reason}`, task.correlationId);
-      const result: ReviewApplyResult<C> = { applyId, preApplyCheckpointId: pre.id, written: applied.written, removed: applied.removed, commit: made, finished: finish };
-      const closing = finish
-        ? [
-            ...(task.state === 'waiting_review' ? [] : [this.ev('task.review_requested', task, null, { summary: null }, `${key}#review`)]),
-            this.ev('task.completed', task, null, { summary: null, commit: made.sha }, `${key}#complete`),
-          ]
-        : [];
-      const recorded = this.store.commit([{ ...done({ outcome: 'applied', written: applied.written.length, removed: applied.removed.length, commit: made.sha, note: null }), op: 'review.apply', result }, ...closing]);
-      this.log.info(
-        `review of task ${task.id} applied: commit ${made.sha ?? 'none'}, ${applied.written.length} written, ${applied.removed.length} removed, task ${finish ? 'completed' : 'kept open'}`,
-        task.correlationId,
-      );
-      return { result, durable: recorded.durable };
-    });
-    await durable;
-    return result;
+    return this.reviewApplies.applyReviewEdits(input, commit);
   }
 
-  /**
-   * Review applies whose plan is durable but whose outcome is not recorded: a crash
-   * cut them short. Their tasks are still waiting for review (only the outcome's
-   * batch completes a task). Read from the review_applies projection, so open stays
-   * fast on a long history (and finds an apply whose events an export archived).
-   */
+  /** Review applies a crash cut short after their plan was durable (see ReviewApplies). */
   unfinishedReviewApplies(): { key: string; taskId: string; data: EventDataOf<'review.apply_started'> }[] {
-    return this.queries.unfinishedReviewApplies().map((r) => ({ key: r.key, taskId: r.taskId, data: JSON.parse(r.data) as EventDataOf<'review.apply_started'> }));
+    return this.reviewApplies.unfinishedReviewApplies();
   }
 
-  /**
-   * Finishes review applies that a crash interrupted after their plan was durable:
-   * the plan is applied again (it converges), so the workspace holds exactly the
-   * person's decisions. The commit is not made here (it is the person's to make);
-   * the task stays waiting for review, and the note says so.
-   */
-  async recoverReviewApplies(): Promise<string[]> {
-    if (!this.workspaceSnapshots) return [];
-    const ws = this.workspaceSnapshots;
-    const notes: string[] = [];
-    for (const r of this.unfinishedReviewApplies()) {
-      const started = r.data;
-      await this.exclusive(async () => {
-        const task = this.queries.findTask(r.taskId);
-        let outcome: 'applied' | 'failed' = 'applied';
-        let note: string;
-        let written = 0;
-        let removed = 0;
-        let plan: RestorePlan | null = null;
-        try {
-          plan = await ws.loadPlan(started.planRef);
-          const applied = await ws.apply(plan);
-          written = applied.written.length;
-          removed = applied.removed.length;
-          note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted; it was finished on open, so the workspace holds your decisions (rejected changes reverted), but no commit was recorded: check git, and apply the review again to commit. Roll back to checkpoint ${started.preApplyCheckpointId} to undo it.`;
-        } catch (e) {
-          if (plan) await ws.sweepTemps(plan);
-          outcome = 'failed';
-          note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly reverted. Roll back to checkpoint ${started.preApplyCheckpointId} to return to the state before it.`;
-        }
-        await this.store.commit([
-          {
-            type: 'review.apply_done',
-            taskId: r.taskId,
-            corr: task?.correlationId ?? null,
-            by: null,
-            key: `${r.key.replace(/#start$/, '')}#recovered`,
-            data: { applyId: started.applyId, outcome, filesWritten: written, filesRemoved: removed, recovered: true, commit: null, note },
-          },
-        ]).durable;
-        notes.push(note);
-        this.log.warn(note, task?.correlationId);
-      });
-    }
-    return notes;
+  /** Finishes review applies a crash interrupted (see ReviewApplies.recoverReviewApplies). */
+  recoverReviewApplies(): Promise<string[]> {
+    return this.reviewApplies.recoverReviewApplies();
   }
+
+  private get reviewApplies(): ReviewApplies {
+    this.reviewAppliesCache ??= new ReviewApplies(this.core);
+    return this.reviewAppliesCache;
+  }
+  private reviewAppliesCache: ReviewApplies | undefined;
+
+  // Rollback and review apply: see rollbacks.ts and reviewApply.ts, over this core.
+
+  /** What the split-out concerns need of the engine; built on first use, like upkeep. */
+  private get core(): EngineCore {
+    this.coreCache ??= {
+      store: this.store,
+      queries: this.queries,
+      log: this.log,
+      workspace: this.workspace,
+      workspaceSnapshots: this.workspaceSnapshots,
+      exclusive: (fn) => this.exclusive(fn),
+      needingSpace: (what, fn) => this.needingSpace(what, fn),
+      snapshots: () => this.snapshots(),
+      requireTask: (taskId) => this.requireTask(taskId),
+      requireCheckpoint: (id) => this.requireCheckpoint(id),
+      latestCheckpoint: () => this.latestCheckpoint(),
+      captureCheckpoint: (task, kind, stepId, label) => this.captureCheckpoint(task, kind, stepId, label),
+      ev: (type, task, by, data, key) => this.ev(type, task, by, data, key),
+    };
+    return this.coreCache;
+  }
+  private coreCache: EngineCore | undefined;
+
+  private get rollbacks(): Rollbacks {
+    this.rollbacksCache ??= new Rollbacks(this.core);
+    return this.rollbacksCache;
+  }
+  private rollbacksCache: Rollbacks | undefined;
 
   // Storage report, retention and garbage collection, verify and repair: see storageUpkeep.ts.
 

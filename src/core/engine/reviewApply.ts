@@ -1,0 +1,189 @@
+/**
+ * Review apply, split out of engine.ts (issue #16): applying a person's review whole
+ * or not at all (the reviewed commit first, then the rejected changes reverted), and
+ * finishing on open an apply a crash cut short. It runs over the engine's serialized
+ * runner and helpers (EngineCore) and holds no state of its own.
+ */
+import { randomUUID } from 'node:crypto';
+import { WaypointError } from '../model/errors';
+import type { EventDataOf } from '../model/schema';
+import { assertTaskTransition, FINAL_TASK_STATES } from '../model/stateMachine';
+import type { RestorePlan } from '../snapshot';
+import type { EngineCore } from './engineCore';
+import { newId } from './ids';
+import { editedManifest, type WorkspaceEdit } from './reviewEdits';
+
+export interface ReviewApplyResult<C> {
+  applyId: string;
+  /** Rolling back to it undoes the apply. */
+  preApplyCheckpointId: string;
+  written: string[];
+  removed: string[];
+  commit: C;
+  /** Whether the task was completed with this apply (else it stays open). */
+  finished: boolean;
+}
+
+/**
+ * Whether a review apply completes the task: always, never, or only when its
+ * plan is done (every step completed or skipped — nothing pending, in progress,
+ * failed or abandoned waiting to be redone).
+ */
+export type FinishTask = boolean | 'if_plan_done';
+
+export class ReviewApplies {
+  constructor(private readonly core: EngineCore) {}
+
+  /**
+   * Applies a review whole or not at all, in the serialized runner: a pre-apply
+   * checkpoint (rolling back to it undoes the apply) and the exact plan of the
+   * discards are durable first; then `commit` makes the person's reviewed commit
+   * from the approved contents without touching the working tree; only when it
+   * succeeded are the discards written (temp + rename, idempotent) and the outcome
+   * recorded, with the task's completion when `finish` says so. A refused commit
+   * changes no file and no task state, so the same decisions can be applied again.
+   * A crash after the plan is durable is finished on the next open
+   * (`recoverReviewApplies`), so the workspace is never left half-reverted.
+   * Refused before anything changes: a final task, a step still in progress, an
+   * edit whose path changed since it was reviewed, or one that would overwrite or
+   * delete content no checkpoint can hold (a file over the snapshot size limit).
+   */
+  async applyReviewEdits<C extends { sha: string | null }>(
+    input: { taskId: string; edits: readonly WorkspaceEdit[]; idempotencyKey?: string; finish?: FinishTask },
+    commit: () => Promise<C>,
+  ): Promise<ReviewApplyResult<C>> {
+    const ws = this.core.snapshots();
+    const key = input.idempotencyKey ?? `review.apply:${randomUUID()}`;
+    const { result, durable } = await this.core.exclusive(async () => {
+      const seen = this.core.queries.idempotent(key);
+      if (seen) return { result: seen.result as ReviewApplyResult<C>, durable: this.core.store.waitDurable(seen.seq) };
+      const task = this.core.requireTask(input.taskId);
+      const steps = this.core.queries.steps(task.id);
+      const open = steps.filter((s) => s.status === 'in_progress');
+      if (open.length) {
+        throw new WaypointError('illegal_transition', `Task ${task.id} still has step(s) in progress: ${open.map((s) => s.id).join(', ')}. Complete or fail them first.`);
+      }
+      const planDone = steps.every((s) => s.status === 'completed' || s.status === 'skipped');
+      const finish = input.finish === 'if_plan_done' || input.finish === undefined ? planDone : input.finish;
+      // Completing goes through review (running → waiting_review → completed); checked now, recorded only after the commit.
+      if (finish) {
+        if (task.state !== 'waiting_review') assertTaskTransition(task.id, task.state, 'waiting_review', 'commit its review and finish it');
+      } else if (FINAL_TASK_STATES.includes(task.state)) {
+        assertTaskTransition(task.id, task.state, 'completed', 'apply its review');
+      }
+      // 1. The before state becomes a checkpoint; the plan and any new content are durable with it.
+      const { event: preEvent, checkpoint: pre } = await this.core.captureCheckpoint(task, 'manual', null, 'before review apply');
+      const current = await ws.load(pre);
+      const target = await editedManifest(current, input.edits, ws.blobs);
+      const paths = input.edits.map((e) => e.path);
+      const plan = paths.length ? await ws.plan(current, target, paths) : { writes: [], removes: [], kept: [], unchanged: 0 };
+      if (plan.kept.length) {
+        const k = plan.kept[0]!;
+        throw new WaypointError(
+          'invalid_input',
+          `${k.path} cannot be reverted safely (${k.reason.replace(/_/g, ' ')}): Waypoint holds no copy of its current content, so the change could not be undone. Approve it, or revert it by hand.`,
+          { path: k.path, reason: k.reason },
+        );
+      }
+      const planRef = await ws.savePlan(plan);
+      const applyId = newId('a');
+      await this.core.store.commit([
+        { ...preEvent, key: `${key}#pre` },
+        this.core.ev('review.apply_started', task, null, { applyId, preApplyCheckpointId: pre.id, planRef, paths }, `${key}#start`),
+      ]).durable;
+      const done = (outcome: { outcome: 'applied' | 'failed'; written: number; removed: number; commit: string | null; note: string | null }) =>
+        this.core.ev(
+          'review.apply_done',
+          task,
+          null,
+          { applyId, outcome: outcome.outcome, filesWritten: outcome.written, filesRemoved: outcome.removed, recovered: false, commit: outcome.commit, note: outcome.note },
+          key,
+        );
+      // 2. The reviewed commit, before any file changes: it is built from the approved
+      //    contents, not from the working tree, so a refused commit leaves the workspace,
+      //    the index and the task as they were (only this apply's record says it failed).
+      let made: C;
+      try {
+        made = await commit();
+      } catch (e) {
+        await this.core.store.commit([done({ outcome: 'failed', written: 0, removed: 0, commit: null, note: `the commit failed, nothing was changed: ${(e as Error).message}` })]).durable;
+        throw e;
+      }
+      // 3. Discarded changes leave the working tree (idempotent: a crash here is finished on the next open).
+      const applied = await ws.apply(plan);
+      for (const c of applied.conflicts) this.core.log.warn(`[review] ${c.path}: ${c.reason}`, task.correlationId);
+      const result: ReviewApplyResult<C> = { applyId, preApplyCheckpointId: pre.id, written: applied.written, removed: applied.removed, commit: made, finished: finish };
+      const closing = finish
+        ? [
+            ...(task.state === 'waiting_review' ? [] : [this.core.ev('task.review_requested', task, null, { summary: null }, `${key}#review`)]),
+            this.core.ev('task.completed', task, null, { summary: null, commit: made.sha }, `${key}#complete`),
+          ]
+        : [];
+      const recorded = this.core.store.commit([{ ...done({ outcome: 'applied', written: applied.written.length, removed: applied.removed.length, commit: made.sha, note: null }), op: 'review.apply', result }, ...closing]);
+      this.core.log.info(
+        `review of task ${task.id} applied: commit ${made.sha ?? 'none'}, ${applied.written.length} written, ${applied.removed.length} removed, task ${finish ? 'completed' : 'kept open'}`,
+        task.correlationId,
+      );
+      return { result, durable: recorded.durable };
+    });
+    await durable;
+    return result;
+  }
+
+  /**
+   * Review applies whose plan is durable but whose outcome is not recorded: a crash
+   * cut them short. Their tasks are still waiting for review (only the outcome's
+   * batch completes a task). Read from the review_applies projection, so open stays
+   * fast on a long history (and finds an apply whose events an export archived).
+   */
+  unfinishedReviewApplies(): { key: string; taskId: string; data: EventDataOf<'review.apply_started'> }[] {
+    return this.core.queries.unfinishedReviewApplies().map((r) => ({ key: r.key, taskId: r.taskId, data: JSON.parse(r.data) as EventDataOf<'review.apply_started'> }));
+  }
+
+  /**
+   * Finishes review applies that a crash interrupted after their plan was durable:
+   * the plan is applied again (it converges), so the workspace holds exactly the
+   * person's decisions. The commit is not made here (it is the person's to make);
+   * the task stays waiting for review, and the note says so.
+   */
+  async recoverReviewApplies(): Promise<string[]> {
+    if (!this.core.workspaceSnapshots) return [];
+    const ws = this.core.workspaceSnapshots;
+    const notes: string[] = [];
+    for (const r of this.unfinishedReviewApplies()) {
+      const started = r.data;
+      await this.core.exclusive(async () => {
+        const task = this.core.queries.findTask(r.taskId);
+        let outcome: 'applied' | 'failed' = 'applied';
+        let note: string;
+        let written = 0;
+        let removed = 0;
+        let plan: RestorePlan | null = null;
+        try {
+          plan = await ws.loadPlan(started.planRef);
+          const applied = await ws.apply(plan);
+          written = applied.written.length;
+          removed = applied.removed.length;
+          note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted; it was finished on open, so the workspace holds your decisions (rejected changes reverted), but no commit was recorded: check git, and apply the review again to commit. Roll back to checkpoint ${started.preApplyCheckpointId} to undo it.`;
+        } catch (e) {
+          if (plan) await ws.sweepTemps(plan);
+          outcome = 'failed';
+          note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly reverted. Roll back to checkpoint ${started.preApplyCheckpointId} to return to the state before it.`;
+        }
+        await this.core.store.commit([
+          {
+            type: 'review.apply_done',
+            taskId: r.taskId,
+            corr: task?.correlationId ?? null,
+            by: null,
+            key: `${r.key.replace(/#start$/, '')}#recovered`,
+            data: { applyId: started.applyId, outcome, filesWritten: written, filesRemoved: removed, recovered: true, commit: null, note },
+          },
+        ]).durable;
+        notes.push(note);
+        this.core.log.warn(note, task?.correlationId);
+      });
+    }
+    return notes;
+  }
+}

@@ -1,0 +1,329 @@
+/**
+ * Rollback, split out of engine.ts (issue #16): rolling the workspace back to a
+ * checkpoint (all of it, some paths, or only the agent's changes), undoing the last
+ * rollback, who changed what since a checkpoint (agent or person), and finishing on
+ * open a rollback a crash interrupted. It runs over the engine's serialized runner
+ * and helpers (EngineCore) and holds no state of its own.
+ */
+import { randomUUID } from 'node:crypto';
+import { WaypointError, errorMessage } from '../model/errors';
+import type { CheckpointMeta, EventDataOf, Step, Task } from '../model/schema';
+import { parseInput } from '../model/validate';
+import type { NewEvent } from '../store/eventStore';
+import { diffManifests, type Manifest } from '../snapshot';
+import type { NotCapturedReport } from './engine';
+import type { EngineCore } from './engineCore';
+import { newId } from './ids';
+import { RollbackInput, TaskRef } from './inputs';
+import { isNoSpace } from './noSpace';
+import type { Queries } from './queries';
+
+export interface RollbackResult extends NotCapturedReport {
+  rollbackId: string;
+  taskId: string;
+  targetCheckpointId: string;
+  preRollbackCheckpointId: string | null;
+  preview: boolean;
+  mode: 'all' | 'agent-only';
+  /**
+   * Exactly what is (or would be) written or deleted. A delete of a file that no step
+   * of the task created (it appeared outside the task's steps: made by the person, a
+   * terminal, another tool) carries `createdOutsideTask` (the pre-rollback checkpoint
+   * holds it, so undo brings it back).
+   */
+  changes: { path: string; action: 'create' | 'modify' | 'delete'; createdOutsideTask?: true }[];
+  /** Paths deliberately left alone, with why (content not held, too large, conflicts). */
+  kept: { path: string; reason: string }[];
+  conflicts: string[];
+  filesWritten: number;
+  filesRemoved: number;
+  abandonedSteps: string[];
+  /** Undoing a rollback: the steps it had abandoned, given back their earlier status. */
+  restoredSteps: string[];
+}
+
+/**
+ * The steps a full rollback to `target` abandons: those started at or after it that
+ * did (or were doing) work. One definition for a rollback and for its recovery on open.
+ */
+export function stepsToAbandon(queries: Queries, taskId: string, target: CheckpointMeta): Step[] {
+  return queries.steps(taskId).filter((s) => s.startedAt !== null && s.startedAt >= target.createdAt && ['completed', 'in_progress', 'failed'].includes(s.status));
+}
+
+export class Rollbacks {
+  constructor(private readonly core: EngineCore) {}
+
+  /**
+   * Rolls the workspace back to a checkpoint. `preview` lists exactly what would
+   * change and writes nothing. Otherwise: a `pre_rollback` checkpoint of the
+   * current workspace is taken and the plan is stored (durably, before any file is
+   * touched) so a crash half-way is finished on the next open; files are written via
+   * temp + rename; files the target lacks are removed only if a blob holds their
+   * content; steps started after the target are abandoned. `agent-only` reverts only
+   * paths changed inside step windows and reports paths the person also changed as
+   * conflicts, untouched.
+   */
+  async rollback(raw: RollbackInput): Promise<RollbackResult> {
+    const input = parseInput(RollbackInput, raw, 'rollback');
+    // A preview writes no event (its scan may store new content, as any diff does).
+    return input.preview ? this.rollbackNow(input) : this.core.needingSpace('a rollback', () => this.rollbackNow(input));
+  }
+
+  /** `undoOf`: the rollback this one undoes, whose abandoned steps get their earlier status back in the same batch. */
+  async rollbackNow(input: RollbackInput, undoOf?: string): Promise<RollbackResult> {
+    const ws = this.core.snapshots();
+    const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
+    const { result, durable } = await this.core.exclusive(async () => {
+      const seen = this.core.queries.idempotent(key);
+      if (seen) return { result: seen.result as RollbackResult, durable: this.core.store.waitDurable(seen.seq) };
+      const task = this.core.requireTask(input.taskId);
+      const target = this.core.requireCheckpoint(input.checkpointId);
+      if (target.taskId !== task.id) {
+        throw new WaypointError('invalid_input', `Checkpoint ${target.id} belongs to ${target.taskId ? `task ${target.taskId}` : 'no task'}, not ${task.id}.`);
+      }
+      const targetManifest = await ws.load(target);
+      const mode = input.mode ?? 'all';
+      const current = await ws.scanNow(this.core.latestCheckpoint());
+      let paths = input.paths;
+      let agentConflicts: string[] = [];
+      if (mode === 'agent-only') {
+        const split = await this.agentOnlyPaths(task, target, current);
+        agentConflicts = split.conflicts;
+        paths = input.paths ? split.revert.filter((p) => input.paths!.some((q) => p === q || p.startsWith(`${q}/`))) : split.revert;
+      }
+      const plan = paths && paths.length === 0 ? { writes: [], removes: [], kept: [], unchanged: 0 } : await ws.plan(current, targetManifest, paths);
+      const outside = plan.removes.length ? await this.createdOutsideSteps(task.id, target, current, plan.removes.map((r) => r.path)) : new Set<string>();
+      const changes: RollbackResult['changes'] = [
+        ...plan.writes.map((w) => ({ path: w.path, action: current.has(w.path) ? ('modify' as const) : ('create' as const) })),
+        ...plan.removes.map((r) => (outside.has(r.path) ? { path: r.path, action: 'delete' as const, createdOutsideTask: true as const } : { path: r.path, action: 'delete' as const })),
+      ].sort((a, b) => (a.path < b.path ? -1 : 1));
+      const kept = [...plan.kept.map((k) => ({ path: k.path, reason: k.reason as string })), ...agentConflicts.map((p) => ({ path: p, reason: 'changed by both the agent and you; left for you to choose' }))];
+      const fullRollback = !input.paths && mode === 'all';
+      const toAbandon = fullRollback
+        ? stepsToAbandon(this.core.queries, task.id, target)
+        : [];
+      const base: RollbackResult = {
+        rollbackId: '',
+        taskId: task.id,
+        targetCheckpointId: target.id,
+        preRollbackCheckpointId: null,
+        preview: input.preview === true,
+        mode,
+        changes,
+        kept,
+        conflicts: agentConflicts,
+        filesWritten: 0,
+        filesRemoved: 0,
+        abandonedSteps: toAbandon.map((s) => s.id),
+        restoredSteps: [],
+      };
+      const toRestore = undoOf ? this.core.queries.stepsToRestore(task.id, undoOf).filter((r) => !toAbandon.some((s) => s.id === r.stepId)) : [];
+      base.restoredSteps = toRestore.map((r) => r.stepId);
+      if (input.preview) return { result: base, durable: Promise.resolve() };
+      // A plan that applying would refuse (a hostile manifest, a symlinked parent) is refused now, before anything is recorded.
+      await ws.validate(plan);
+
+      // 1. The before state becomes a checkpoint, and the plan is durable, before any file changes.
+      const { event: preEvent, checkpoint: pre, report: preReport } = await this.core.captureCheckpoint(task, 'pre_rollback', null, input.reason ?? `before rolling back to ${target.id}`);
+      const planRef = await ws.savePlan(plan);
+      const rollbackId = newId('r');
+      const started = this.core.store.commit([
+        { ...preEvent, key: `${key}#pre` },
+        this.core.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: paths ?? null, mode, planRef }, `${key}#start`),
+      ]);
+      await started.durable;
+      // 2. Apply (idempotent: a crash here is finished on the next open).
+      let applied: Awaited<ReturnType<typeof ws.apply>>;
+      try {
+        applied = await ws.apply(plan);
+      } catch (e) {
+        // Stopped part-way (a full disk, a file in the way): recorded as failed, so it is not
+        // re-applied on open, and undoable like any other (the pre-rollback checkpoint holds the before state).
+        // No temp outlives it (a write that ran out of space leaves its temp beside the file).
+        await ws.sweepTemps(plan).catch((err: unknown) => this.core.log.warn(`[rollback] could not remove its temp files: ${errorMessage(err)}`, task.correlationId));
+        const note = `The rollback to ${target.id} stopped part-way (${errorMessage(e)}); the workspace is partly rolled back. Everything it held before is in checkpoint ${pre.id}: undo this rollback to return to it, or roll back again.`;
+        await this.core.store
+          .commit([this.core.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)])
+          .durable.catch(() => undefined); // no space even for this: the next open recovers it instead
+        this.core.log.warn(note, task.correlationId);
+        if (isNoSpace(e)) throw new WaypointError('io', `No space left for the rollback to ${target.id}: ${errorMessage(e)}. The workspace is partly rolled back; free space on the disk holding ${this.core.workspace}, then undo it (waypoint rollback --task ${task.id} --undo) or roll back again.`, { preRollbackCheckpointId: pre.id });
+        throw e;
+      }
+      // 3. Record the outcome; the task continues from the target.
+      const result: RollbackResult = {
+        ...base,
+        ...preReport, // what the before state could not hold: the rollback left those paths alone
+        rollbackId,
+        preRollbackCheckpointId: pre.id,
+        filesWritten: applied.written.length,
+        filesRemoved: applied.removed.length,
+        conflicts: [...agentConflicts, ...applied.conflicts.map((c) => c.path)],
+        kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
+      };
+      const done = this.core.store.commit([
+        {
+          ...this.core.ev(
+            'rollback.done',
+            task,
+            null,
+            {
+              rollbackId,
+              outcome: 'applied',
+              filesWritten: result.filesWritten,
+              filesRemoved: result.filesRemoved,
+              recovered: false,
+              abandonedSteps: result.abandonedSteps,
+              conflicts: result.conflicts,
+              note: null,
+            },
+            key,
+          ),
+          op: 'rollback',
+          result,
+        },
+        ...toAbandon.map((s, i) => this.core.ev('step.abandoned', task, null, { stepId: s.id, reason: `rolled back to ${target.id}` }, `${key}#abandon${i}`)),
+        ...toRestore.map((r, i) => this.core.ev('step.restored', task, null, { stepId: r.stepId, status: r.status, rollbackId: undoOf!, reason: `undo of rollback ${undoOf}` }, `${key}#restore${i}`)),
+      ]);
+      this.core.log.info(`rolled back task ${task.id} to ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, task.correlationId);
+      return { result, durable: done.durable };
+    });
+    await durable;
+    return result;
+  }
+
+  /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */
+  async undoRollback(raw: unknown): Promise<RollbackResult> {
+    const input = parseInput(TaskRef, raw, 'undo rollback');
+    this.core.requireTask(input.taskId);
+    const last = this.core.queries.lastUndoableRollback(input.taskId);
+    if (!last) throw new WaypointError('not_found', `Task ${input.taskId} has no rollback to undo.`);
+    const rollback = parseInput(
+      RollbackInput,
+      { taskId: input.taskId, checkpointId: last.preRollbackCheckpointId, paths: last.paths ?? undefined, reason: `undo of rollback ${last.id}`, idempotencyKey: input.idempotencyKey },
+      'undo rollback',
+    );
+    // Files and record together: the steps the rollback abandoned get their earlier status back in the undo's own batch.
+    return this.core.needingSpace('a rollback', () => this.rollbackNow(rollback, last.id));
+  }
+
+  /** For `agent-only`: paths changed inside step windows since the target, minus those the person touched too. */
+  private async agentOnlyPaths(task: Task, target: CheckpointMeta, current: Manifest): Promise<{ revert: string[]; conflicts: string[] }> {
+    const { agent, person } = await this.changesByOwner(task.id, target.id, current);
+    const revert = [...agent].filter((p) => !person.has(p)).sort();
+    const conflicts = [...agent].filter((p) => person.has(p)).sort();
+    return { revert, conflicts };
+  }
+
+  /**
+   * The paths changed since checkpoint `fromId`, split by who changed them: an
+   * interval ending in a checkpoint taken while a step was open is the agent's
+   * work, any other interval the person's; edits since the last checkpoint belong
+   * to the agent if a step is open now. Rollback (agent-only) and review (drift)
+   * both classify with this. Pass `current` when already scanned (inside the runner).
+   */
+  async changesByOwner(taskId: string, fromId: string, current?: Manifest): Promise<{ agent: Set<string>; person: Set<string> }> {
+    const ws = this.core.snapshots();
+    const from = this.core.requireCheckpoint(fromId);
+    const chain = this.core.queries.checkpoints(taskId).filter((c) => c.manifestRef && !c.damaged && c.createdAt >= from.createdAt && c.id !== from.id);
+    const now = current ?? (await this.core.exclusive(() => ws.scanNow(this.core.latestCheckpoint())));
+    const agent = new Set<string>();
+    const person = new Set<string>();
+    let prev = await ws.load(from);
+    for (const c of chain) {
+      const next = await ws.load(c);
+      const inStep = c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback';
+      for (const ch of diffManifests(prev, next)) (inStep ? agent : person).add(ch.path);
+      prev = next;
+    }
+    const stepOpen = this.core.queries.steps(taskId).some((s) => s.status === 'in_progress');
+    for (const ch of diffManifests(prev, now)) (stepOpen ? agent : person).add(ch.path);
+    return { agent, person };
+  }
+
+  /**
+   * Of `paths` (present now, absent at checkpoint `from`), those no step of the task
+   * created: each path's last appearance (absent in one of the task's checkpoints,
+   * present in the next) fell in an interval that is not a step's (see
+   * changesByOwner), or after the last checkpoint while no step is open.
+   */
+  private async createdOutsideSteps(taskId: string, from: CheckpointMeta, current: Manifest, paths: readonly string[]): Promise<Set<string>> {
+    const ws = this.core.snapshots();
+    const chain = this.core.queries.checkpoints(taskId).filter((c) => c.manifestRef && c.createdAt >= from.createdAt && c.id !== from.id);
+    const byStep = new Map<string, boolean>();
+    let prev = await ws.load(from);
+    const appeared = (next: Manifest, inStep: boolean) => {
+      for (const p of paths) if (!prev.has(p) && next.has(p)) byStep.set(p, inStep);
+    };
+    for (const c of chain) {
+      // Attribution only: a checkpoint whose manifest cannot be read (corrupt) is passed over, never a reason to refuse the rollback.
+      const next = await ws.load(c).catch(() => null);
+      if (next === null) continue;
+      appeared(next, c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback');
+      prev = next;
+    }
+    appeared(current, this.core.queries.steps(taskId).some((s) => s.status === 'in_progress'));
+    return new Set(paths.filter((p) => byStep.get(p) !== true));
+  }
+
+  /**
+   * Finishes rollbacks that a crash interrupted: the stored plan is applied again
+   * (it converges), so the workspace ends in the after state. Returns a sentence per
+   * rollback for the person.
+   */
+  async recoverRollbacks(): Promise<string[]> {
+    if (!this.core.workspaceSnapshots) return [];
+    const ws = this.core.workspaceSnapshots;
+    const open = this.core.queries.startedRollbacks().map((r) => ({ id: r.id, task_id: r.taskId, plan_ref: r.planRef, target_checkpoint_id: r.targetCheckpointId }));
+    const notes: string[] = [];
+    for (const r of open) {
+      await this.core.exclusive(async () => {
+        const task = this.core.queries.findTask(r.task_id);
+        // Read from the task's events (the export may have moved them to the segments): recovery is rare.
+        const startKey =
+          this.core.store.events({ taskId: r.task_id }).find((e) => e.type === 'rollback.started' && (e.data as EventDataOf<'rollback.started'>).rollbackId === r.id)?.key ?? `rollback:${r.id}#start`;
+        const key = startKey.replace(/#start$/, '');
+        let outcome: 'applied' | 'failed' = 'applied';
+        let note: string;
+        let written = 0;
+        let removed = 0;
+        let plan: Awaited<ReturnType<typeof ws.loadPlan>> | null = null;
+        try {
+          plan = await ws.loadPlan(r.plan_ref!);
+          const applied = await ws.apply(plan);
+          written = applied.written.length;
+          removed = applied.removed.length;
+          note = `A rollback to ${r.target_checkpoint_id} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).`;
+        } catch (e) {
+          // No temp of the plan's may outlive this: the next scan would record it as the person's.
+          if (plan) await ws.sweepTemps(plan);
+          outcome = 'failed';
+          if (plan) await ws.sweepTemps(plan).catch(() => undefined); // no temp outlives it; the pre-rollback checkpoint holds the before state
+          note = `A rollback to ${r.target_checkpoint_id} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly rolled back. Undo it (Undo Last Rollback, or waypoint rollback --undo) to return to the before state.`;
+        }
+        const target = this.core.queries.checkpoint(r.target_checkpoint_id);
+        const toAbandon =
+          task && target && outcome === 'applied'
+            ? stepsToAbandon(this.core.queries, task.id, target)
+            : [];
+        const ev: NewEvent = {
+          type: 'rollback.done',
+          taskId: r.task_id,
+          corr: task?.correlationId ?? null,
+          by: null,
+          key: this.core.queries.idempotent(key) ? `${key}#recovered` : key,
+          data: { rollbackId: r.id, outcome, filesWritten: written, filesRemoved: removed, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts: [], note },
+        };
+        const batch: NewEvent[] = [ev, ...toAbandon.map((s, i) => ({ ...this.core.ev('step.abandoned', task!, null, { stepId: s.id, reason: `rolled back to ${r.target_checkpoint_id}` }, `${key}#abandon${i}`) }))];
+        // A fork stopped before its base was taken: its base is the workspace the finished restore left.
+        if (task?.forkedFrom && !task.baseCheckpointId && outcome === 'applied') {
+          const { event } = await this.core.captureCheckpoint({ ...task, lastCheckpointId: r.target_checkpoint_id }, 'task_base', null, `forked from ${r.target_checkpoint_id}`);
+          batch.push({ ...event, key: `${key}#base` });
+        }
+        await this.core.store.commit(batch).durable;
+        notes.push(note);
+        this.core.log.warn(note, task?.correlationId);
+      });
+    }
+    return notes;
+  }
+}
