@@ -8,7 +8,8 @@ import type { SideEffect, Step, Task, TaskState } from '../core/model/schema';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 import { eventsUri, metricsUri, storageUri } from './eventsDocument';
-import { ago, isResumable, progressText, STATE_LABEL, codicon } from './presentation';
+import { isDeletable, isHeldForRetries, isOpen, isResumable, isWorking } from '../core/model/taskStates';
+import { ago, progressText, STATE_LABEL, codicon } from './presentation';
 import { retryPolicySetting } from './settings';
 import { listTasks, taskDetail } from './storeReads';
 import { EffectNode, StepNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
@@ -182,7 +183,7 @@ export class Commands extends Disposable {
   }
 
   private async completeTask(arg: unknown): Promise<TaskState | undefined> {
-    const task = await this.resolveTask(arg, (t) => t.state === 'running' || t.state === 'waiting_tool', 'Choose a task the agent has finished');
+    const task = await this.resolveTask(arg, isWorking, 'Choose a task the agent has finished');
     if (!task) return undefined;
     const summary = await vscode.window.showInputBox({ title: `Complete “${task.title}”`, prompt: 'Optional summary of what was done', ignoreFocusOut: true });
     if (summary === undefined) return undefined;
@@ -191,7 +192,7 @@ export class Commands extends Disposable {
   }
 
   private async abandonTask(arg: unknown): Promise<TaskState | undefined> {
-    const task = await this.resolveTask(arg, (t) => t.state !== 'completed' && t.state !== 'abandoned', 'Choose a task to abandon');
+    const task = await this.resolveTask(arg, isOpen, 'Choose a task to abandon');
     if (!task) return undefined;
     const ok = await vscode.window.showWarningMessage(
       `Abandon “${task.title}”?`,
@@ -203,7 +204,7 @@ export class Commands extends Disposable {
   }
 
   private async deleteTask(arg: unknown): Promise<boolean> {
-    const task = await this.resolveTask(arg, (t) => !['running', 'waiting_tool', 'planning'].includes(t.state), 'Choose a task to delete');
+    const task = await this.resolveTask(arg, isDeletable, 'Choose a task to delete');
     if (!task) return false;
     const ok = await vscode.window.showWarningMessage(
       `Delete “${task.title}”?`,
@@ -216,7 +217,7 @@ export class Commands extends Disposable {
   }
 
   private async createCheckpoint(arg: unknown): Promise<string | undefined> {
-    const task = await this.resolveTask(arg, (t) => t.state !== 'completed' && t.state !== 'abandoned', 'Checkpoint which task?');
+    const task = await this.resolveTask(arg, isOpen, 'Checkpoint which task?');
     if (!task) return undefined;
     const label = await vscode.window.showInputBox({ title: 'Waypoint: Create Checkpoint', prompt: 'Optional label', ignoreFocusOut: true });
     if (label === undefined) return undefined;
@@ -300,7 +301,7 @@ export class Commands extends Disposable {
       if (!ref.success) throw new Error('Choose a task or step in the Waypoint view.');
       [taskId, stepId] = [ref.data.taskId, ref.data.stepId];
     } else {
-      const task = await this.resolveTask(undefined, (t) => t.hold?.cause === 'retries_exhausted', 'Choose a task whose step used its attempts');
+      const task = await this.resolveTask(undefined, isHeldForRetries, 'Choose a task whose step used its attempts');
       taskId = task?.id;
     }
     if (!taskId) return undefined;
