@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { EngineApi } from '../core/engine/api';
 import { notCapturedLine } from '../core/engine/engine';
 import type { ResumeContext } from '../core/engine/resumeContext';
-import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
+import { WaypointError } from '../core/model/errors';
 import type { SideEffect, Step, Task, TaskState } from '../core/model/schema';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
@@ -16,6 +16,9 @@ import { EffectNode, StepNode, TaskNode, type TasksTreeProvider, type TreeNode }
 import type { ReviewPanels } from './review/reviewPanels';
 import type { TimelinePanels } from './timeline/timelinePanels';
 import { WorkspaceCommands } from './workspaceCommands';
+import type { WorkspaceOperations } from './workspaceOperations';
+import type { AgentDoors } from './agentDoors';
+import { reportFailure } from './errorPolicy';
 import { ResumeFlow } from './resume/resumeFlow';
 import { describeStop } from './resume/words';
 
@@ -33,6 +36,8 @@ const StepRef = z.strictObject({ taskId: z.string().min(1).max(64), stepId: z.st
 
 export class Commands extends Disposable {
   private readonly resume: ResumeFlow;
+  /** Every command id this registry registered (each one exactly once, here). */
+  readonly ids: readonly string[];
   constructor(
     private readonly host: EngineHost,
     private readonly tree: TasksTreeProvider,
@@ -40,6 +45,8 @@ export class Commands extends Disposable {
     private readonly log: vscode.LogOutputChannel,
     review: ReviewPanels,
     timeline: TimelinePanels,
+    private readonly operations: WorkspaceOperations,
+    doors: AgentDoors,
   ) {
     super();
     const ws = new WorkspaceCommands({
@@ -50,6 +57,7 @@ export class Commands extends Disposable {
         return f;
       },
       pickTask: (arg, filter, placeHolder) => this.resolveTask(arg, filter, placeHolder),
+      operations,
     });
     this.resume = new ResumeFlow({ host, log, owner: () => this.leaseOwner(), folder: () => this.host.workspaceFolder });
     const table: Record<string, Handler> = {
@@ -78,24 +86,20 @@ export class Commands extends Disposable {
       'waypoint.forkFromCheckpoint': (a) => ws.fork(a),
       'waypoint.revealForkOrigin': (a) => this.revealForkOrigin(a),
       'waypoint.showMetrics': () => this.showMetrics(),
+      'waypoint.connectAgent': () => doors.connect(),
     };
+    this.ids = Object.keys(table);
     for (const [id, fn] of Object.entries(table)) {
       this.register(vscode.commands.registerCommand(id, (...args: unknown[]) => this.run(id, () => fn(...args))));
     }
   }
 
-  /** The one wrapper: errors become messages; refusals are warnings, surprises are errors with a log link. */
+  /** The one wrapper: errors become messages per the one policy (errorPolicy.ts: refusals are warnings, surprises are errors with Show Log). */
   private async run(id: string, fn: () => unknown): Promise<unknown> {
     try {
       return await fn();
     } catch (e) {
-      const msg = errorMessage(e);
-      this.log.error(`[commands] ${id} failed: ${msg}`);
-      if (isWaypointError(e) && e.code !== 'io' && e.code !== 'corrupt') {
-        void vscode.window.showWarningMessage(`Waypoint: ${msg}`);
-      } else {
-        void vscode.window.showErrorMessage(`Waypoint: ${msg}`, 'Show Log').then((a) => a && this.log.show(true));
-      }
+      reportFailure(this.log, "commands", id, e);
       return undefined;
     }
   }
@@ -222,8 +226,9 @@ export class Commands extends Disposable {
     const label = await vscode.window.showInputBox({ title: 'Waypoint: Create Checkpoint', prompt: 'Optional label', ignoreFocusOut: true });
     if (label === undefined) return undefined;
     const engine = await this.engine();
-    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: checkpoint' }, () =>
+    const r = await this.operations.run('checkpoint', () =>
       engine.checkpoint({ taskId: task.id, label: label || undefined }),
+      vscode.ProgressLocation.Window,
     );
     void vscode.window.setStatusBarMessage(`$(git-commit) Waypoint checkpoint ${r.checkpointId}: ${r.filesChanged} file(s) changed`, 4000);
     if (r.notCapturedCount) {

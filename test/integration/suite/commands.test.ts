@@ -15,6 +15,31 @@ describe('commands', () => {
     assert.deepEqual(missing, [], `declared but never registered: ${missing.join(', ')}`);
   });
 
+  it('registers every command through the one registry, and declares every one it registers', async () => {
+    const declared = new Set(manifest().contributes.commands.map((c) => c.command));
+    const api = await activated();
+    const registered = api.registeredCommands();
+    assert.equal(new Set(registered).size, registered.length, 'no command is registered twice');
+    const undeclared = registered.filter((c) => !declared.has(c));
+    assert.deepEqual(undeclared, [], `registered but not declared in package.json: ${undeclared.join(', ')}`);
+    const outside = [...declared].filter((c) => !registered.includes(c));
+    assert.deepEqual(outside, [], `declared but registered outside the registry: ${outside.join(', ')}`);
+    // Nothing else in the extension registers a waypoint.* command on the side (VS Code's own view commands aside).
+    const viewIds = manifest().contributes.views.waypoint.map((v) => v.id);
+    const live = (await vscode.commands.getCommands(true)).filter((c) => c.startsWith('waypoint.') && !viewIds.some((v) => c.startsWith(`${v}.`)));
+    const stray = live.filter((c) => !declared.has(c));
+    assert.deepEqual(stray, [], `registered but not declared: ${stray.join(', ')}`);
+  });
+
+  it('disables the commands that change the workspace while one runs', () => {
+    const gated = manifest().contributes.commands.filter((c) => c.enablement === '!waypoint.busy').map((c) => c.command).sort();
+    assert.deepEqual(gated, ['waypoint.createCheckpoint', 'waypoint.forkFromCheckpoint', 'waypoint.prune', 'waypoint.rollback', 'waypoint.undoRollback']);
+  });
+
+  it('reports no operation in progress when idle', async () => {
+    assert.equal((await activated()).busy(), false);
+  });
+
   it('puts every declared command under the Waypoint category', () => {
     for (const c of manifest().contributes.commands) {
       assert.equal(c.category, 'Waypoint', `${c.command} has category ${String(c.category)}`);
