@@ -1,4 +1,5 @@
 import type { SideEffect, Task } from '../core/model/schema';
+import { isFinal } from '../core/model/taskStates';
 import type { AlertSettings } from './settings';
 
 /**
@@ -107,7 +108,7 @@ export function decideAlerts(input: AlertInput): Alert[] {
   if (th.inDoubtMinutes > 0) {
     for (const e of input.effects) {
       const t = byId.get(e.taskId);
-      if (e.status !== 'in_doubt' || !t || t.state === 'completed' || t.state === 'abandoned') continue;
+      if (e.status !== 'in_doubt' || !t || isFinal(t)) continue;
       if (now - e.intentAt < th.inDoubtMinutes * MIN) continue;
       const ref = { taskId: e.taskId, key: e.key };
       out.push({

@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { errorMessage } from '../core/model/errors';
 import type { Task } from '../core/model/schema';
+import { isWorking } from '../core/model/taskStates';
 import { Disposable } from './disposable';
 import { WINDOW_OWNER_PREFIX, type EngineHost } from './engineHost';
 import { settings } from './settings';
@@ -154,7 +155,7 @@ export class AutoCheckpoints extends Disposable {
     try {
       const engine = await this.host.api();
       const task = (await engine.taskDetail(taskId).catch(() => undefined))?.task;
-      if (!task || (task.state !== 'running' && task.state !== 'waiting_tool')) return;
+      if (!task || !isWorking(task)) return;
       await engine.interruptTask({ taskId, reason: `terminal “${terminal.name}” closed while the task was running` });
     } catch (e) {
       this.log.warn(`[terminal] could not mark ${taskId} interrupted: ${errorMessage(e)}`);

@@ -3,18 +3,22 @@ import { z } from 'zod';
 import type { EngineApi } from '../core/engine/api';
 import { notCapturedLine } from '../core/engine/engine';
 import type { ResumeContext } from '../core/engine/resumeContext';
-import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
+import { WaypointError } from '../core/model/errors';
 import type { SideEffect, Step, Task, TaskState } from '../core/model/schema';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 import { eventsUri, metricsUri, storageUri } from './eventsDocument';
-import { ago, isResumable, progressText, STATE_LABEL, codicon } from './presentation';
+import { isDeletable, isHeldForRetries, isOpen, isResumable, isWorking } from '../core/model/taskStates';
+import { ago, progressText, STATE_LABEL, codicon } from './presentation';
 import { retryPolicySetting } from './settings';
 import { listTasks, taskDetail } from './storeReads';
 import { EffectNode, StepNode, TaskNode, type TasksTreeProvider, type TreeNode } from './tasksTree';
 import type { ReviewPanels } from './review/reviewPanels';
 import type { TimelinePanels } from './timeline/timelinePanels';
 import { WorkspaceCommands } from './workspaceCommands';
+import type { WorkspaceOperations } from './workspaceOperations';
+import type { AgentDoors } from './agentDoors';
+import { reportFailure } from './errorPolicy';
 import { ResumeFlow } from './resume/resumeFlow';
 import { describeStop } from './resume/words';
 
@@ -32,6 +36,8 @@ const StepRef = z.strictObject({ taskId: z.string().min(1).max(64), stepId: z.st
 
 export class Commands extends Disposable {
   private readonly resume: ResumeFlow;
+  /** Every command id this registry registered (each one exactly once, here). */
+  readonly ids: readonly string[];
   constructor(
     private readonly host: EngineHost,
     private readonly tree: TasksTreeProvider,
@@ -39,6 +45,8 @@ export class Commands extends Disposable {
     private readonly log: vscode.LogOutputChannel,
     review: ReviewPanels,
     timeline: TimelinePanels,
+    private readonly operations: WorkspaceOperations,
+    doors: AgentDoors,
   ) {
     super();
     const ws = new WorkspaceCommands({
@@ -49,6 +57,7 @@ export class Commands extends Disposable {
         return f;
       },
       pickTask: (arg, filter, placeHolder) => this.resolveTask(arg, filter, placeHolder),
+      operations,
     });
     this.resume = new ResumeFlow({ host, log, owner: () => this.leaseOwner(), folder: () => this.host.workspaceFolder });
     const table: Record<string, Handler> = {
@@ -77,24 +86,20 @@ export class Commands extends Disposable {
       'waypoint.forkFromCheckpoint': (a) => ws.fork(a),
       'waypoint.revealForkOrigin': (a) => this.revealForkOrigin(a),
       'waypoint.showMetrics': () => this.showMetrics(),
+      'waypoint.connectAgent': () => doors.connect(),
     };
+    this.ids = Object.keys(table);
     for (const [id, fn] of Object.entries(table)) {
       this.register(vscode.commands.registerCommand(id, (...args: unknown[]) => this.run(id, () => fn(...args))));
     }
   }
 
-  /** The one wrapper: errors become messages; refusals are warnings, surprises are errors with a log link. */
+  /** The one wrapper: errors become messages per the one policy (errorPolicy.ts: refusals are warnings, surprises are errors with Show Log). */
   private async run(id: string, fn: () => unknown): Promise<unknown> {
     try {
       return await fn();
     } catch (e) {
-      const msg = errorMessage(e);
-      this.log.error(`[commands] ${id} failed: ${msg}`);
-      if (isWaypointError(e) && e.code !== 'io' && e.code !== 'corrupt') {
-        void vscode.window.showWarningMessage(`Waypoint: ${msg}`);
-      } else {
-        void vscode.window.showErrorMessage(`Waypoint: ${msg}`, 'Show Log').then((a) => a && this.log.show(true));
-      }
+      reportFailure(this.log, "commands", id, e);
       return undefined;
     }
   }
@@ -182,7 +187,7 @@ export class Commands extends Disposable {
   }
 
   private async completeTask(arg: unknown): Promise<TaskState | undefined> {
-    const task = await this.resolveTask(arg, (t) => t.state === 'running' || t.state === 'waiting_tool', 'Choose a task the agent has finished');
+    const task = await this.resolveTask(arg, isWorking, 'Choose a task the agent has finished');
     if (!task) return undefined;
     const summary = await vscode.window.showInputBox({ title: `Complete “${task.title}”`, prompt: 'Optional summary of what was done', ignoreFocusOut: true });
     if (summary === undefined) return undefined;
@@ -191,7 +196,7 @@ export class Commands extends Disposable {
   }
 
   private async abandonTask(arg: unknown): Promise<TaskState | undefined> {
-    const task = await this.resolveTask(arg, (t) => t.state !== 'completed' && t.state !== 'abandoned', 'Choose a task to abandon');
+    const task = await this.resolveTask(arg, isOpen, 'Choose a task to abandon');
     if (!task) return undefined;
     const ok = await vscode.window.showWarningMessage(
       `Abandon “${task.title}”?`,
@@ -203,7 +208,7 @@ export class Commands extends Disposable {
   }
 
   private async deleteTask(arg: unknown): Promise<boolean> {
-    const task = await this.resolveTask(arg, (t) => !['running', 'waiting_tool', 'planning'].includes(t.state), 'Choose a task to delete');
+    const task = await this.resolveTask(arg, isDeletable, 'Choose a task to delete');
     if (!task) return false;
     const ok = await vscode.window.showWarningMessage(
       `Delete “${task.title}”?`,
@@ -216,13 +221,14 @@ export class Commands extends Disposable {
   }
 
   private async createCheckpoint(arg: unknown): Promise<string | undefined> {
-    const task = await this.resolveTask(arg, (t) => t.state !== 'completed' && t.state !== 'abandoned', 'Checkpoint which task?');
+    const task = await this.resolveTask(arg, isOpen, 'Checkpoint which task?');
     if (!task) return undefined;
     const label = await vscode.window.showInputBox({ title: 'Waypoint: Create Checkpoint', prompt: 'Optional label', ignoreFocusOut: true });
     if (label === undefined) return undefined;
     const engine = await this.engine();
-    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'Waypoint: checkpoint' }, () =>
+    const r = await this.operations.run('checkpoint', () =>
       engine.checkpoint({ taskId: task.id, label: label || undefined }),
+      vscode.ProgressLocation.Window,
     );
     void vscode.window.setStatusBarMessage(`$(git-commit) Waypoint checkpoint ${r.checkpointId}: ${r.filesChanged} file(s) changed`, 4000);
     if (r.notCapturedCount) {
@@ -300,7 +306,7 @@ export class Commands extends Disposable {
       if (!ref.success) throw new Error('Choose a task or step in the Waypoint view.');
       [taskId, stepId] = [ref.data.taskId, ref.data.stepId];
     } else {
-      const task = await this.resolveTask(undefined, (t) => t.hold?.cause === 'retries_exhausted', 'Choose a task whose step used its attempts');
+      const task = await this.resolveTask(undefined, isHeldForRetries, 'Choose a task whose step used its attempts');
       taskId = task?.id;
     }
     if (!taskId) return undefined;

@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import { describeStop } from './resume/words';
 import type { CheckpointMeta, SideEffect, Step, Task, TaskState } from '../core/model/schema';
+import { isLive } from '../core/model/taskStates';
 import { retryState } from '../core/engine/retryPolicy';
 
 /**
@@ -102,8 +103,7 @@ export function progressText(task: Task, steps: Step[], now = Date.now()): strin
   const done = steps.filter((s) => s.status === 'completed' || s.status === 'skipped').length;
   const current = steps.findIndex((s) => s.status === 'in_progress');
   const stepPart = total === 0 ? 'no plan' : current >= 0 ? `step ${current + 1}/${total}` : `${done}/${total} done`;
-  const live = task.state === 'running' || task.state === 'waiting_tool' || task.state === 'planning';
-  const time = live ? duration(now - task.createdAt) : ago(task.updatedAt, now);
+  const time = isLive(task) ? duration(now - task.createdAt) : ago(task.updatedAt, now);
   return `${stepPart} · ${time}`;
 }
 
@@ -121,11 +121,6 @@ export function stepRetryText(s: Step, now = Date.now()): string {
   return `attempt ${s.attempts} of ${s.maxAttempts}${when}`;
 }
 
-/** Resuming a task whose step used its attempts is refused: the person grants, skips or abandons instead. */
-export function isResumable(t: Task): boolean {
-  if (t.hold?.cause === 'retries_exhausted') return false;
-  return t.state === 'interrupted' || t.state === 'suspended' || (t.state === 'failed' && t.interruption?.class !== 'unrecoverable');
-}
 
 /** Where a fork came from, for its row and tooltip: the original (null when it was deleted) and the checkpoint's label. */
 export interface ForkOriginView {

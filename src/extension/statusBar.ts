@@ -1,5 +1,6 @@
 import * as vscode from 'vscode';
 import type { Task } from '../core/model/schema';
+import { isLive } from '../core/model/taskStates';
 import { Disposable } from './disposable';
 import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
 import { ago } from './presentation';
@@ -58,7 +59,7 @@ export class TaskStatusBar extends Disposable {
     const newest = (xs: Task[]) => xs.sort((a, b) => b.updatedAt - a.updatedAt)[0];
     return (
       newest(tasks.filter((t) => t.hold)) ??
-      newest(tasks.filter((t) => t.state === 'running' || t.state === 'waiting_tool' || t.state === 'planning')) ??
+      newest(tasks.filter(isLive)) ??
       newest(tasks.filter((t) => t.state === 'interrupted')) ??
       newest(tasks.filter((t) => t.state === 'waiting_review'))
     );

@@ -1,5 +1,6 @@
 import * as vscode from 'vscode';
 import type { CheckpointMeta, SideEffect, Step, Task } from '../core/model/schema';
+import { isDeletable, isHeldForRetries, isOpen, isResumable, isReviewable } from '../core/model/taskStates';
 import { Disposable } from './disposable';
 import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
 import { listTasks, taskDetail } from './storeReads';
@@ -10,7 +11,6 @@ import {
   checkpointLabelOf,
   effectIcon,
   forkedFromText,
-  isResumable,
   progressText,
   sortTasks,
   STATE_LABEL,
@@ -87,12 +87,12 @@ export class EffectNode {
 export function taskContextValue(t: Task, undoable = false): string {
   const flags = [
     isResumable(t) ? 'resumable' : '',
-    t.state === 'completed' || t.state === 'abandoned' ? '' : 'open',
-    t.state === 'running' || t.state === 'waiting_tool' || t.state === 'planning' ? '' : 'deletable',
-    t.state === 'waiting_review' || t.state === 'running' || t.state === 'interrupted' ? 'reviewable' : '',
+    isOpen(t) ? 'open' : '',
+    isDeletable(t) ? 'deletable' : '',
+    isReviewable(t) ? 'reviewable' : '',
     undoable ? 'undoable' : '',
     t.forkedFrom ? 'forked' : '',
-    t.hold?.cause === 'retries_exhausted' ? 'held-retries' : '',
+    isHeldForRetries(t) ? 'held-retries' : '',
   ].filter(Boolean);
   return `task:${t.state}:${flags.join(':')}`;
 }

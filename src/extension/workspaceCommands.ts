@@ -1,4 +1,5 @@
 import * as vscode from 'vscode';
+import type { WorkspaceOperations } from './workspaceOperations';
 import type { EngineApi } from '../core/engine/api';
 import type { ForkResult, RollbackResult } from '../core/engine/engine';
 import type { CheckpointMeta, Step, Task } from '../core/model/schema';
@@ -29,6 +30,8 @@ export interface WorkspaceCommandDeps {
   host: EngineHost;
   folder: () => vscode.WorkspaceFolder;
   pickTask: (arg: unknown, filter: (t: Task) => boolean, placeHolder: string) => Promise<Task | undefined>;
+  /** The one serialized runner (progress, `waypoint.busy`) for what changes the workspace. */
+  operations: WorkspaceOperations;
 }
 
 
@@ -146,7 +149,7 @@ export class WorkspaceCommands {
   }
 
   private async applyRollback(engine: EngineApi, task: Task, checkpoint: CheckpointMeta, title: string, paths: string[] | undefined): Promise<RollbackResult> {
-    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Waypoint: rolling back to “${title}”…` }, () =>
+    const r = await this.d.operations.run(`rolling back to “${title}”…`, () =>
       engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, ...(paths ? { paths } : {}) }),
     );
     const n = r.filesWritten + r.filesRemoved;
@@ -208,7 +211,7 @@ export class WorkspaceCommands {
       });
       if (goal === undefined) return undefined;
     }
-    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Waypoint: forking from ${title}…` }, () =>
+    const r = await this.d.operations.run(`forking from ${title}…`, () =>
       engine.forkTask({ checkpointId, goal: goal.trim(), owner: { id: this.d.host.ownerId, pid: process.pid } }),
     );
     const forkId = r.taskId!;
@@ -259,7 +262,7 @@ export class WorkspaceCommands {
         if (ok !== 'Undo Rollback') return undefined;
       }
     }
-    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: undoing the last rollback…' }, () => engine.undoRollback({ taskId: task.id }));
+    const r = await this.d.operations.run('undoing the last rollback…', () => engine.undoRollback({ taskId: task.id }));
     const n = r.filesWritten + r.filesRemoved;
     const steps = r.restoredSteps.length ? `; ${r.restoredSteps.length} step${r.restoredSteps.length === 1 ? '' : 's'} back as before` : '';
     void vscode.window.showInformationMessage(`Waypoint: undid the rollback of “${task.title}” (${n} file${n === 1 ? '' : 's'}${steps}).`);
@@ -343,7 +346,7 @@ export class WorkspaceCommands {
   async prune(): Promise<void> {
     const engine = await this.api();
     const s = settings();
-    const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: pruning checkpoints and collecting garbage…' }, () =>
+    const r = await this.d.operations.run('pruning checkpoints and collecting garbage…', () =>
       engine.gc({
         maxPerTask: s.retention.maxCheckpointsPerTask || undefined,
         maxAgeDays: s.retention.maxAgeDays || undefined,

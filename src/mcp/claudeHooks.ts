@@ -6,7 +6,7 @@ import type { Engine } from '../core/engine/engine';
 import { Logger, silentLogger } from '../core/log';
 import { WaypointError } from '../core/model/errors';
 import type { LeaseOwner, Task } from '../core/model/schema';
-import { ACTIVE_TASK_STATES, FINAL_TASK_STATES } from '../core/model/stateMachine';
+import { isActive, isOpen } from '../core/model/taskStates';
 import { writeFileAtomicSync } from '../core/store/fsutil';
 import { parseInput } from '../core/model/validate';
 import { HOOK_ROUTES } from './hookRoutes';
@@ -129,8 +129,8 @@ async function handle(engine: Engine, raw: unknown, log: Logger): Promise<HookRe
   /** The session's task, started or brought back to running as needed. */
   const ensureTask = async (goal: string): Promise<Task> => {
     let task = current();
-    if (task && !FINAL_TASK_STATES.includes(task.state)) {
-      if (!ACTIVE_TASK_STATES.includes(task.state)) {
+    if (task && isOpen(task)) {
+      if (!isActive(task)) {
         await engine.resumeTask({ taskId: task.id, owner, leaseTtlMs: HOOK_LEASE_TTL_MS });
         actions.push(`resumed ${task.id} (was ${task.state})`);
         task = engine.queries.task(task.id);
@@ -148,11 +148,11 @@ async function handle(engine: Engine, raw: unknown, log: Logger): Promise<HookRe
         leaseTtlMs: HOOK_LEASE_TTL_MS,
       });
       const t = engine.queries.findTask(r.taskId);
-      if (t && !FINAL_TASK_STATES.includes(t.state)) {
+      if (t && isOpen(t)) {
         state = { ...state, taskId: t.id, generation };
         store.write(state);
         actions.push(`task ${t.id}`);
-        return ACTIVE_TASK_STATES.includes(t.state) ? t : ensureTask(goal);
+        return isActive(t) ? t : ensureTask(goal);
       }
     }
     throw new WaypointError('conflict', `Could not find a fresh task key for session ${p.session_id}.`);
@@ -177,7 +177,7 @@ async function handle(engine: Engine, raw: unknown, log: Logger): Promise<HookRe
     }
     case 'Stop': {
       const task = current();
-      if (!task || !ACTIVE_TASK_STATES.includes(task.state)) break;
+      if (!task || !isActive(task)) break;
       // A tool call whose Post hook never came (denied, cancelled) leaves its step open; review needs none open.
       for (const s of engine.queries.steps(task.id).filter((x) => x.status === 'in_progress')) {
         await engine.failStep({ taskId: task.id, stepId: s.id, error: 'The tool call did not finish (denied, cancelled or failed before its result).', recoverable: true, owner });
@@ -195,7 +195,7 @@ async function handle(engine: Engine, raw: unknown, log: Logger): Promise<HookRe
     }
     case 'SessionEnd': {
       const task = current();
-      if (!task || !ACTIVE_TASK_STATES.includes(task.state)) break;
+      if (!task || !isActive(task)) break;
       await engine.interruptTask({ taskId: task.id, reason: `Claude Code session ended (${p.reason ?? 'unknown reason'})` });
       actions.push(`${task.id} interrupted`);
       break;

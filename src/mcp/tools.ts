@@ -5,7 +5,7 @@ import type { EngineApi } from '../core/engine/operations';
 import { StartTaskInput, TaskId, SideEffectKey } from '../core/engine/inputs';
 import { errorMessage, isWaypointError } from '../core/model/errors';
 import { Identifier, IdempotencyKey, TaskState, type LeaseOwner, type Task } from '../core/model/schema';
-import { ACTIVE_TASK_STATES } from '../core/model/stateMachine';
+import { isActive, isOpen } from '../core/model/taskStates';
 
 /**
  * Waypoint's MCP tools as plain data: a name, a description that teaches an agent
@@ -320,9 +320,9 @@ const taskStatus = defineTool({
       };
       return { structured, summary: `Task ${d.task.id} is ${d.task.state}: ${done}/${d.steps.length} step(s) done, ${d.checkpoints.length} checkpoint(s), ${d.sideEffects.length} side effect(s).`, detail: JSON.stringify(structured) };
     }
-    const open = (await ctx.engine.tasks()).filter((t) => t.state !== 'completed' && t.state !== 'abandoned');
+    const open = (await ctx.engine.tasks()).filter(isOpen);
     const tasks = open.map((t) => brief(t));
-    const active = open.filter((t) => ACTIVE_TASK_STATES.includes(t.state)).length;
+    const active = open.filter(isActive).length;
     return {
       structured: { tasks },
       summary: tasks.length ? `${tasks.length} open task(s), ${active} active: ${tasks.map((t) => `${t.id} (${t.state})`).join(', ')}.` : 'No open tasks.',

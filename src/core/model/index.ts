@@ -3,3 +3,4 @@ export * from './schema';
 export * from './stateMachine';
 export * from './plan';
 export * from './validate';
+export * from './taskStates';

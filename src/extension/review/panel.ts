@@ -13,6 +13,7 @@ import { VsCodeGitCommitter } from './gitCommitter';
 import { reviewHtml, webviewOptions } from './html';
 import { clipLine, HostMessage, MAX_FILE_BATCH, PageMessage, parseInbound, type CommittedMsg, type FileDecisionMsg } from './protocol';
 import { offerWayOut } from './refusals';
+import type { WorkspaceOperations } from '../workspaceOperations';
 
 export const REVIEW_VIEW_TYPE = 'waypoint.review';
 const MAX_HUNK_LINES_SENT = 100_000;
@@ -25,6 +26,8 @@ export interface ReviewDeps {
   host: EngineHost;
   log: vscode.LogOutputChannel;
   extensionUri: vscode.Uri;
+  /** The one serialized runner (progress, `waypoint.busy`) for what changes the workspace. */
+  operations: WorkspaceOperations;
 }
 
 /**
@@ -287,7 +290,7 @@ export class ReviewPanel extends Disposable {
       const e: Engine = await this.deps.host.get();
       const folder = this.deps.host.workspaceFolder;
       if (!folder) throw new Error('Open a folder first.');
-      r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: committing the review…' }, () =>
+      r = await this.deps.operations.run('committing the review…', () =>
         applyReview(e, { taskId: this.taskId, message, decisions, finish }, new VsCodeGitCommitter(folder.uri, this.deps.log)),
       );
     } catch (e) {
@@ -330,7 +333,7 @@ export class ReviewPanel extends Disposable {
     if (!last || !sha) return void vscode.window.showWarningMessage('Waypoint: this review made no commit to undo.');
     const engine = await this.deps.host.get();
     try {
-      await undoReviewCommit(engine, { taskId: this.taskId, sha, committed: last.committed.committed, discarded: last.committed.discarded, preApplyCheckpointId: last.preApplyCheckpointId });
+      await this.deps.operations.run('undoing the review’s commit…', () => undoReviewCommit(engine, { taskId: this.taskId, sha, committed: last.committed.committed, discarded: last.committed.discarded, preApplyCheckpointId: last.preApplyCheckpointId }));
     } catch (e) {
       void vscode.window.showWarningMessage(`Waypoint: ${errorMessage(e)}`);
       return this.sendInit();

@@ -6,6 +6,7 @@
  * abandoned or failed under it) closes it.
  */
 import type { CheckpointMeta, SideEffect, Step, Task, WaypointEvent } from '../../core/model/schema';
+import { isLive } from '../../core/model/taskStates';
 import { CHECKPOINT_LABEL } from '../checkpointLabels';
 import {
   MAX_ATTEMPTS,
@@ -44,7 +45,7 @@ export function buildTimeline(input: TimelineInput): TimelineModel {
   const effects = input.sideEffects.slice(0, MAX_EFFECTS);
   const keptAttempts = attempts.slice(-MAX_ATTEMPTS);
   const keptMarks = marks.slice(-MAX_MARKS);
-  const running = task.state === 'running' || task.state === 'waiting_tool' || task.state === 'planning';
+  const running = isLive(task);
   const times = [task.createdAt, task.updatedAt, ...keptAttempts.flatMap((a) => (a.end === null ? [a.start] : [a.start, a.end])), ...checkpoints.map((c) => c.createdAt)];
   const lastEvent = input.events.at(-1);
   if (lastEvent) times.push(lastEvent.ts);

@@ -17,6 +17,8 @@ export interface WaypointApi {
   openReview(taskId: string): Promise<{ files: number; at: number }>;
   openTimeline(taskId: string): Promise<{ steps: number; attempts: number; at: number; pageMs: number }>;
   timelineState(taskId: string): { shown: { steps: number; attempts: number; at: number; pageMs: number } | undefined; model: import('../../../src/extension/timeline/protocol').TimelineModel | undefined } | undefined;
+  busy(): boolean;
+  registeredCommands(): readonly string[];
 }
 
 /** Polls until `fn` returns a truthy value (the watcher and the views are asynchronous). */

@@ -41,7 +41,8 @@ describe('fork and metrics', function () {
     assert.match(row.description, /forked from “Original goal for the fork” at step s1/);
     assert.match(row.contextValue, /:forked/);
 
-    await vscode.commands.executeCommand('waypoint.undoRollback', r.taskId);
+    // Confirmed, as the fork notification's Undo is: a bare task id asks first (preview + a question no test answers).
+    await vscode.commands.executeCommand('waypoint.undoRollback', { taskId: r.taskId, confirmed: true });
     assert.equal(fs.readFileSync(file('fork/f.ts'), 'utf8'), 'export const f = 3;\n');
     await engine.abandonTask({ taskId: r.taskId });
     await engine.abandonTask({ taskId });

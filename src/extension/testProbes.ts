@@ -1,0 +1,142 @@
+import * as vscode from 'vscode';
+import type { Engine } from '../core/engine/engine';
+import type { AgentDoors } from './agentDoors';
+import type { AttentionAlerts } from './attention';
+import type { AutoCheckpoints } from './autoCheckpoints';
+import type { EngineHost } from './engineHost';
+import type { ShownContent } from './review/panel';
+import type { ReviewPanels } from './review/reviewPanels';
+import type { TaskStatusBar } from './statusBar';
+import type { TasksTreeProvider, TreeNode } from './tasksTree';
+import type { TimelineShown } from './timeline/panel';
+import type { TimelineModel } from './timeline/protocol';
+import type { TimelinePanels } from './timeline/timelinePanels';
+import type { WorkspaceOperations } from './workspaceOperations';
+
+/**
+ * What the integration tests look into: the rendered status bar text, the tree's rows,
+ * a panel's first frame, the alert check. None of it is an API another extension
+ * should build on (it names internals and changes with the UI), so `activate()` adds
+ * it only in test mode — see `probesEnabled`.
+ */
+export interface WaypointTestProbes {
+  /** Milliseconds `activate()` took (it does no slow work: the store opens lazily). */
+  readonly activationMs: number;
+  /** The in-process engine for this window's workspace, opened on first call (rejects while this window relays). */
+  engine(): Promise<Engine>;
+  /** The relay status bar item's text ('' while this window owns the store). */
+  storeStatusText(): string;
+  /** The Tasks view's description (says when the window relays). */
+  treeDescription(): string;
+  /** The status bar item's current text ('' when hidden). */
+  statusText(): string;
+  /** Takes the pending auto checkpoint now instead of after the quiet period. */
+  flushAutoCheckpoint(): Promise<void>;
+  /** The Tasks view's rows under a node id (root when omitted), as VS Code renders them. */
+  treeRows(parentId?: string): Promise<{ id: string; label: string; description: string; contextValue: string }[]>;
+  /** The MCP server definitions this window offers VS Code (empty until the store is open). */
+  mcpServerDefinitions(): vscode.McpServerDefinition[];
+  /** Opens a task's review panel and resolves once the page reports it has drawn the goal and the file list. */
+  openReview(taskId: string): Promise<ShownContent>;
+  /** Opens a task's timeline and resolves once the page reports it has drawn it. */
+  openTimeline(taskId: string): Promise<TimelineShown>;
+  /** An open timeline's last report from its page, and the model the host last sent it; undefined when none is open. */
+  timelineState(taskId: string): { shown: TimelineShown | undefined; model: TimelineModel | undefined } | undefined;
+  /** Fires when the Tasks view refreshes (after engine changes). */
+  onDidRefreshTree: vscode.Event<void>;
+  /** Runs the alert check now (optionally as if at `now`); resolves with the keys of the alerts it raised. */
+  checkAlerts(now?: number): Promise<string[]>;
+  /** The keys of every alert already shown in this workspace. */
+  shownAlerts(): string[];
+  /** Whether a workspace-changing operation is queued or running (what `waypoint.busy` says). */
+  busy(): boolean;
+  /** Every command id the one registry registered. */
+  registeredCommands(): readonly string[];
+}
+
+/** Set by a harness that runs the packaged VSIX (not the development path), where VS Code's mode is not Test. */
+export const PROBES_ENV = 'WAYPOINT_TEST_PROBES';
+
+/**
+ * Probes exist when VS Code runs the extension under a test runner
+ * (`--extensionTestsPath`, which the integration harness passes to code-server and to
+ * Electron), or when a harness that installs the VSIX says so explicitly.
+ */
+export function probesEnabled(context: Pick<vscode.ExtensionContext, 'extensionMode'>, env: NodeJS.ProcessEnv = process.env): boolean {
+  return context.extensionMode === vscode.ExtensionMode.Test || env[PROBES_ENV] === '1';
+}
+
+export interface ProbeSources {
+  activationMs: number;
+  host: EngineHost;
+  tree: TasksTreeProvider;
+  view: vscode.TreeView<TreeNode>;
+  statusBar: TaskStatusBar;
+  auto: AutoCheckpoints;
+  review: ReviewPanels;
+  timeline: TimelinePanels;
+  doors: AgentDoors;
+  alerts: AttentionAlerts;
+  operations: WorkspaceOperations;
+  commandIds: readonly string[];
+}
+
+export function testProbes(s: ProbeSources): WaypointTestProbes {
+  const { host, tree, view, statusBar, auto, review, timeline, doors, alerts } = s;
+  return {
+    activationMs: s.activationMs,
+    engine: () => host.get(),
+    storeStatusText: () => statusBar.storeText,
+    treeDescription: () => view.description ?? '',
+    statusText: () => statusBar.text,
+    flushAutoCheckpoint: () => auto.flush(),
+    openReview: async (taskId) => {
+      const panel = await review.open(taskId);
+      if (!panel) throw new Error(`No review panel for ${taskId}`);
+      return new Promise<ShownContent>((resolve) => {
+        const d = panel.onDidShowContent((shown) => {
+          d.dispose();
+          resolve(shown);
+        });
+      });
+    },
+    openTimeline: async (taskId) => {
+      const panel = await timeline.open(taskId);
+      if (!panel) throw new Error(`No timeline for ${taskId}`);
+      return new Promise<TimelineShown>((resolve) => {
+        const d = panel.onDidShow((shown) => {
+          d.dispose();
+          resolve(shown);
+        });
+      });
+    },
+    timelineState: (taskId) => {
+      const panel = timeline.panel(taskId);
+      return panel && { shown: panel.lastShown, model: panel.current };
+    },
+    mcpServerDefinitions: () => doors.definitions(),
+    treeRows: async (parentId) => {
+      const find = async (id: string, under?: TreeNode): Promise<TreeNode | undefined> => {
+        for (const n of await tree.getChildren(under)) {
+          if (n.id === id) return n;
+          if (id.startsWith(`step:`) && n.kind === 'task') {
+            const hit = await find(id, n);
+            if (hit) return hit;
+          }
+        }
+        return undefined;
+      };
+      const parent = parentId ? await find(parentId) : undefined;
+      if (parentId && !parent) return [];
+      return (await tree.getChildren(parent)).map((n) => {
+        const item = tree.getTreeItem(n);
+        return { id: n.id, label: String(typeof item.label === 'object' ? item.label.label : item.label), description: String(item.description ?? ''), contextValue: item.contextValue ?? '' };
+      });
+    },
+    onDidRefreshTree: (listener, thisArg, disposables) => tree.onDidChangeTreeData(() => listener.call(thisArg, undefined), undefined, disposables),
+    checkAlerts: async (now) => (await alerts.check(now)).map((a) => a.key),
+    shownAlerts: () => alerts.shown(),
+    busy: () => s.operations.busy,
+    registeredCommands: () => s.commandIds,
+  };
+}
