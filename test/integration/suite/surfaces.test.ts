@@ -77,7 +77,8 @@ describe('surfaces', function () {
     const step = children[1];
     assert.doesNotMatch(step.description, /\bread\b/, 'no step id in the row');
     const under = await api.treeRows(`step:${taskId}:read`);
-    assert.deepEqual(under.map((r) => [r.label, r.description]), [['npm test', 'shell · done']]);
+    assert.deepEqual(under.filter((r) => r.id.startsWith('effect:')).map((r) => [r.label, r.description]), [['npm test', 'shell · done']]);
+    assert.ok(under.filter((r) => r.id.startsWith('checkpoint:')).every((r) => !/c_[a-z0-9]{5,}/.test(r.label + r.description)), 'no checkpoint id in its rows');
     const doc = await (async () => {
       await vscode.commands.executeCommand('waypoint.showTaskEvents', taskId);
       return eventually(() => vscode.workspace.textDocuments.find((d) => d.uri.scheme === 'waypoint-events' && d.uri.path.includes(taskId)), 'the events document');
