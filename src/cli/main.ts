@@ -15,6 +15,7 @@ import { tasksTable, taskDetail } from './format';
 import { statsText } from './statsFormat';
 import type { Command, Ctx } from './command';
 import { MCP_COMMANDS, usePrereadHookInput } from './mcpCommands';
+import { plural } from '../core/model/plural';
 
 /**
  * `waypoint` — the command line over the engine. Every subcommand takes
@@ -140,7 +141,7 @@ export const COMMANDS: Record<string, Command> = {
     async run(c) {
       const plan = readPlanFile(required(c.values, 'plan'));
       const r = await (await c.engine()).extendPlan({ taskId: required(c.values, 'task'), plan, idempotencyKey: optional(c.values, 'key'), owner: owner(c.values) });
-      c.out(`Added ${r.added.length} step(s) to ${r.taskId}`, r);
+      c.out(`Added ${plural(r.added.length, 'step')} to ${r.taskId}`, r);
     },
   },
   'task complete': {
@@ -277,7 +278,7 @@ export const COMMANDS: Record<string, Command> = {
         idempotencyKey: optional(c.values, 'key'),
         owner: owner(c.values),
       });
-      c.out(`Step ${r.stepId} completed (checkpoint ${r.checkpointId}, ${r.filesChanged} file(s) changed)`, r);
+      c.out(`Step ${r.stepId} completed (checkpoint ${r.checkpointId}, ${plural(r.filesChanged, 'file')} changed)`, r);
     },
   },
   'step fail': {
@@ -323,7 +324,7 @@ export const COMMANDS: Record<string, Command> = {
         idempotencyKey: optional(c.values, 'key'),
         owner: owner(c.values),
       });
-      c.out(`Step ${r.stepId} may try ${r.attempts} more time(s) (${r.maxAttempts} attempts in all); task is ${r.state}`, r);
+      c.out(`Step ${r.stepId} may try ${plural(r.attempts, 'more time')} (${r.maxAttempts} attempts in all); task is ${r.state}`, r);
     },
   },
   checkpoint: {
@@ -337,7 +338,7 @@ export const COMMANDS: Record<string, Command> = {
         dirty: optional(c.values, 'dirty')?.split(',').filter(Boolean),
         idempotencyKey: optional(c.values, 'key'),
       });
-      c.out(`Checkpoint ${r.checkpointId} (${r.filesChanged} file(s) changed)`, r);
+      c.out(`Checkpoint ${r.checkpointId} (${plural(r.filesChanged, 'file')} changed)`, r);
     },
   },
   diff: {
@@ -362,7 +363,7 @@ export const COMMANDS: Record<string, Command> = {
       if (c.values.undo) {
         if (c.values.to) throw new UsageError('Give either --to CP or --undo, not both.');
         const r = await e.undoRollback({ taskId, idempotencyKey: optional(c.values, 'key') });
-        c.out(`Undid the last rollback: ${r.filesWritten} file(s) written, ${r.filesRemoved} removed (this undo is itself undoable).`, r);
+        c.out(`Undid the last rollback: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed (this undo is itself undoable).`, r);
         return;
       }
       const args = {
@@ -378,7 +379,7 @@ export const COMMANDS: Record<string, Command> = {
         ...preview.kept.map((k) => `  keep    ${k.path}  (${k.reason})`),
       ].join('\n');
       if (c.values.preview || !c.values.yes) {
-        const head = `Rolling back to ${args.checkpointId} would change ${preview.changes.length} file(s)${preview.abandonedSteps.length ? ` and abandon step(s) ${preview.abandonedSteps.join(', ')}` : ''}:`;
+        const head = `Rolling back to ${args.checkpointId} would change ${plural(preview.changes.length, 'file')}${preview.abandonedSteps.length ? ` and abandon ${preview.abandonedSteps.length === 1 ? 'step' : 'steps'} ${preview.abandonedSteps.join(', ')}` : ''}:`;
         if (!c.values.preview && !c.values.yes) {
           throw new WaypointError('invalid_input', `${head}\n${list || '  (nothing)'}\nRun again with --yes to apply it (or --preview to only look).`);
         }
@@ -387,7 +388,7 @@ export const COMMANDS: Record<string, Command> = {
       }
       const r = await e.rollback(args);
       c.out(
-        `Rolled back to ${r.targetCheckpointId}: ${r.filesWritten} file(s) written, ${r.filesRemoved} removed.` +
+        `Rolled back to ${r.targetCheckpointId}: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed.` +
           (r.conflicts.length ? `\nLeft for you (changed by both): ${r.conflicts.join(', ')}` : '') +
           `\nUndo with: waypoint rollback --task ${r.taskId} --undo`,
         r,
@@ -415,8 +416,8 @@ export const COMMANDS: Record<string, Command> = {
       const list = [...r.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}`), ...r.kept.map((k) => `  keep    ${k.path}  (${k.reason})`)].join('\n') || '  (no file changes)';
       const lines = (ids: string[]) => (ids.length ? ids.join(', ') : 'none');
       const head = r.preview
-        ? `Forking from ${r.forkedFrom.checkpointId} (task ${r.forkedFrom.taskId}) would change ${r.changes.length} file(s):`
-        : `Started task ${r.taskId}, forked from task ${r.forkedFrom.taskId} at ${r.forkedFrom.checkpointId} (base checkpoint ${r.baseCheckpointId}): ${r.filesWritten} file(s) written, ${r.filesRemoved} removed:`;
+        ? `Forking from ${r.forkedFrom.checkpointId} (task ${r.forkedFrom.taskId}) would change ${plural(r.changes.length, 'file')}:`
+        : `Started task ${r.taskId}, forked from task ${r.forkedFrom.taskId} at ${r.forkedFrom.checkpointId} (base checkpoint ${r.baseCheckpointId}): ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed:`;
       const tail = [`Inherits: ${lines(r.inherited)}`, `Left behind: ${lines(r.leftBehind)}`, `Plan: ${lines(r.plan)}`];
       if (!r.preview) tail.push(`Undo the workspace change with: waypoint rollback --task ${r.taskId} --undo`);
       c.out([head, list, ...tail].join('\n'), r);
@@ -457,7 +458,7 @@ export const COMMANDS: Record<string, Command> = {
         maxAgeDays: intOption(c.values, 'max-age-days'),
         maxTotalBytes: mbLimit === undefined ? undefined : mbLimit * 1_000_000,
       });
-      c.out(`Pruned ${r.pruned.length} checkpoint(s); deleted ${r.blobsDeleted} blob(s), freed ${(r.bytesFreed / 1e6).toFixed(2)} MB; store now ${(r.totalBytes / 1e6).toFixed(2)} MB.`, r);
+      c.out(`Pruned ${plural(r.pruned.length, 'checkpoint')}; deleted ${plural(r.blobsDeleted, 'blob')}, freed ${(r.bytesFreed / 1e6).toFixed(2)} MB; store now ${(r.totalBytes / 1e6).toFixed(2)} MB.`, r);
     },
   },
   'effect begin': {
@@ -543,13 +544,13 @@ export const COMMANDS: Record<string, Command> = {
           : `${r.events} events; every projection equals its rebuild from the events${c.values.rebuild ? ' (rebuilt)' : ''}`,
       );
       if (r.objects) {
-        lines.push(`${r.objects.checkpoints} checkpoint(s), ${r.objects.blobs} object(s) read and hashed${r.objects.restored ? `; restored ${r.objects.restored} from the workspace` : ''}`);
+        lines.push(`${plural(r.objects.checkpoints, 'checkpoint')}, ${plural(r.objects.blobs, 'object')} read and hashed${r.objects.restored ? `; restored ${r.objects.restored} from the workspace` : ''}`);
         for (const d of damaged) lines.push(`DAMAGED ${d.checkpointId}${d.taskId ? ` (task ${d.taskId})` : ''}: ${d.reason}${d.marked ? ' [marked]' : ''}`);
       }
       let failure: string | null = null;
       if (r.differences.length) failure = 'Projections differ from a rebuild; run `waypoint verify --rebuild` to repair them.';
       else if (unmarked.length) {
-        failure = `${unmarked.length} checkpoint(s) are damaged (${unmarked.map((d) => d.checkpointId).join(', ')}); run \`waypoint verify --repair\` to restore what the workspace still holds and mark the rest, so new checkpoints work again.`;
+        failure = `${unmarked.length === 1 ? '1 checkpoint is' : `${unmarked.length} checkpoints are`} damaged (${unmarked.map((d) => d.checkpointId).join(', ')}); run \`waypoint verify --repair\` to restore what the workspace still holds and mark the rest, so new checkpoints work again.`;
       }
       const human = `${failure ? 'FAILED' : 'ok'}: ${lines.join('\n')}`;
       if (!failure) {

@@ -1,5 +1,6 @@
 import type { Stats, StatsTotals } from '../core/engine/stats';
 import { STATE_ORDER, formatMs as ms } from '../core/engine/stats';
+import { plural } from '../core/model/plural';
 
 /** `waypoint stats` for eyes: aligned tables (the --json document is the contract). */
 
@@ -37,7 +38,7 @@ export function statsText(s: Stats): string {
   out.push(`Interruptions: ${s.interruptions.total} — ${counts(s.interruptions.byClass)}${s.interruptions.failedTasks ? ` (${s.interruptions.failedTasks} failed the task)` : ''}`);
   for (const r of s.interruptions.byReason.slice(0, 5)) out.push(`  ${String(r.count).padStart(4)}  ${r.reason}`);
   out.push(`Side effects: ${s.sideEffects.total} — ${counts(s.sideEffects.byOutcome)}${s.sideEffects.resolvedByPerson ? `; ${s.sideEffects.resolvedByPerson} settled by a person` : ''}`);
-  out.push(`Checkpoints: ${s.checkpoints.total} (${counts(s.checkpoints.byKind)})${s.checkpoints.damaged ? `, ${s.checkpoints.damaged} damaged` : ''}; ${s.filesChanged} file change(s) recorded`);
+  out.push(`Checkpoints: ${s.checkpoints.total} (${counts(s.checkpoints.byKind)})${s.checkpoints.damaged ? `, ${s.checkpoints.damaged} damaged` : ''}; ${plural(s.filesChanged, 'file change')} recorded`);
   if (s.storeBytes !== null) out.push(`Storage: ${(s.storeBytes / 1e6).toFixed(2)} MB blob store on disk (all tasks; see waypoint storage)`);
   if (s.task) {
     out.push('', ...table(['STEP', 'STATUS', 'ATTEMPTS', 'DURATIONS'], s.task.steps.map((st) => [st.id, st.status, String(st.attempts), st.durationsMs.map(ms).join(', ') || '-']), [0, 1, 3]));

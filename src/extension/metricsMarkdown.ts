@@ -1,5 +1,6 @@
 import type { Stats, StatsTotals } from '../core/engine/stats';
 import { STATE_ORDER, formatMs as ms } from '../core/engine/stats';
+import { plural } from '../core/model/plural';
 
 /**
  * `Waypoint: Show Metrics` as Markdown (rendered by VS Code's Markdown preview, which
@@ -40,12 +41,12 @@ export function metricsMarkdown(s: Stats): string {
   out.push('| | |', '| --- | --- |');
   out.push(`| Tasks | ${s.totals.tasks}: ${STATE_ORDER.filter((st) => s.totals.byState[st]).map((st) => `${st.replace(/_/g, ' ')} ${s.totals.byState[st]}`).join(' · ')} |`);
   out.push(`| Steps | ${s.steps.total}: ${counts(s.steps.byStatus)} |`);
-  out.push(`| Attempts | ${s.totals.attempts} step starts, **${s.totals.retries} retries**; ${s.steps.retried} step(s) needed more than one attempt (most: ${s.steps.maxAttempts}) |`);
+  out.push(`| Attempts | ${s.totals.attempts} step starts, **${s.totals.retries} retries**; ${s.steps.retried === 1 ? '1 step' : `${s.steps.retried} steps`} needed more than one attempt (most: ${s.steps.maxAttempts}) |`);
   out.push(`| Step failures | ${s.totals.stepFailures.recoverable} recoverable · ${s.totals.stepFailures.unrecoverable} unrecoverable |`);
   out.push(`| Step durations | median **${ms(d.medianMs)}** · p95 **${ms(d.p95Ms)}** · mean ${ms(d.meanMs)} · max ${ms(d.maxMs)} (${d.count} finished attempts) |`);
   out.push(`| Interruptions | ${s.interruptions.total}: ${counts(s.interruptions.byClass)}${s.interruptions.failedTasks ? ` (${s.interruptions.failedTasks} failed the task)` : ''} |`);
   out.push(`| Side effects | ${s.sideEffects.total}: ${counts(s.sideEffects.byOutcome)}${s.sideEffects.resolvedByPerson ? ` · ${s.sideEffects.resolvedByPerson} settled by you` : ''} |`);
-  out.push(`| Checkpoints | ${s.checkpoints.total}: ${counts(s.checkpoints.byKind)}${s.checkpoints.damaged ? ` · **${s.checkpoints.damaged} damaged**` : ''} · ${s.filesChanged} file change(s) recorded |`);
+  out.push(`| Checkpoints | ${s.checkpoints.total}: ${counts(s.checkpoints.byKind)}${s.checkpoints.damaged ? ` · **${s.checkpoints.damaged} damaged**` : ''} · ${plural(s.filesChanged, 'file change')} recorded |`);
   if (s.storeBytes !== null) out.push(`| Storage | ${(s.storeBytes / 1e6).toFixed(2)} MB blob store on disk (see **Waypoint: Show Storage Usage**) |`);
   out.push('');
   if (s.interruptions.byReason.length) {

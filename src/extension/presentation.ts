@@ -1,8 +1,9 @@
 import * as vscode from 'vscode';
 import { describeStop } from './resume/words';
 import type { CheckpointMeta, SideEffect, Step, Task, TaskState } from '../core/model/schema';
-import { isLive } from '../core/model/taskStates';
 import { retryState } from '../core/engine/retryPolicy';
+import { checkpointWithStep, duration, isLiveTask, stepShownStatus, stepsProgress, type StepShownStatus } from './labelText';
+export { duration, plural, stepsProgress } from './labelText';
 
 /**
  * How Waypoint's states look in VS Code: one codicon and theme colour per state,
@@ -21,7 +22,9 @@ const TASK_ICON: Record<TaskState, [string, string | undefined]> = {
   abandoned: ['circle-slash', 'disabledForeground'],
 };
 
-const STEP_ICON: Record<Step['status'], [string, string | undefined]> = {
+const STEP_ICON: Record<StepShownStatus, [string, string | undefined]> = {
+  // An unfinished step of a stopped task: paused, not spinning.
+  stopped: ['debug-pause', 'problemsWarningIcon.foreground'],
   pending: ['circle-large-outline', undefined],
   in_progress: ['loading~spin', 'charts.blue'],
   completed: ['pass', 'testing.iconPassed'],
@@ -43,7 +46,9 @@ export const taskIcon = (s: TaskState) => icon(TASK_ICON[s]);
 /** A task waiting for a person's decision looks the same everywhere: a person, in the warning colour. */
 export const HOLD_CODICON = 'person';
 export const taskIconOf = (t: Task) => (t.hold ? icon([HOLD_CODICON, 'problemsWarningIcon.foreground']) : taskIcon(t.state));
-export const stepIcon = (s: Step['status']) => icon(STEP_ICON[s]);
+export const stepIcon = (s: StepShownStatus) => icon(STEP_ICON[s]);
+/** A step's icon as its task's state makes it: in progress under a stopped task shows as stopped. */
+export const stepIconOf = (s: Step, t: Task) => stepIcon(stepShownStatus(s, t));
 export const effectIcon = (s: SideEffect['status']) => icon(EFFECT_ICON[s]);
 export const checkpointIcon = (c: CheckpointMeta) => new vscode.ThemeIcon(c.kind === 'pre_rollback' ? 'history' : c.kind === 'task_base' ? 'debug-start' : 'git-commit');
 export const codicon = (s: TaskState) => TASK_ICON[s][0];
@@ -84,33 +89,21 @@ export function sortTasks(tasks: Task[]): Task[] {
   return [...tasks].sort((a, b) => taskRank(a) - taskRank(b) || b.updatedAt - a.updatedAt || a.id.localeCompare(b.id));
 }
 
-export function duration(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 60) return `${s} s`;
-  const m = Math.round(s / 60);
-  if (m < 60) return `${m} min`;
-  const h = Math.floor(m / 60);
-  return h < 48 ? `${h} h ${m % 60} min` : `${Math.round(h / 24)} d`;
-}
-
 export function ago(ts: number, now = Date.now()): string {
   return `${duration(now - ts)} ago`;
 }
 
-/** `step 3/7 · 4 min`: the step in hand (or done count) and how long the task has run. */
+/** `2/4 steps · 4 min`: progress in the one form used everywhere, then how long the task has run (or since it last moved). */
 export function progressText(task: Task, steps: Step[], now = Date.now()): string {
-  const total = steps.length;
-  const done = steps.filter((s) => s.status === 'completed' || s.status === 'skipped').length;
-  const current = steps.findIndex((s) => s.status === 'in_progress');
-  const stepPart = total === 0 ? 'no plan' : current >= 0 ? `step ${current + 1}/${total}` : `${done}/${total} done`;
-  const time = isLive(task) ? duration(now - task.createdAt) : ago(task.updatedAt, now);
-  return `${stepPart} · ${time}`;
+  const time = isLiveTask(task) ? duration(now - task.createdAt) : ago(task.updatedAt, now);
+  return `${stepsProgress(steps)} · ${time}`;
 }
 
 /** What the person is asked for, in a few words: `waits for you: fetch used its 3 attempts`. */
-export function holdText(t: Task): string | null {
+export function holdText(t: Task, steps: readonly Step[] = []): string | null {
   if (!t.hold) return null;
-  return t.hold.cause === 'retries_exhausted' ? `waits for you: ${t.hold.stepId ?? 'a step'} used its attempts` : 'waits for you: side effects in doubt';
+  const step = t.hold.stepId ? (steps.find((s) => s.id === t.hold!.stepId)?.title ?? 'a step') : 'a step';
+  return t.hold.cause === 'retries_exhausted' ? `waits for you: “${step}” used its attempts` : 'waits for you: side effects in doubt';
 }
 
 /** A step's retry state for a row: `attempt 2 of 3 · retry at 14:02:10`, or `attempts used up`. */
@@ -135,9 +128,8 @@ export function forkedFromText(task: Task, o: ForkOriginView, max = 60): string 
 }
 
 /** A checkpoint's label for a person: its own label, or its kind and the step's title. */
-export function checkpointLabelOf(c: CheckpointMeta, steps: readonly Step[]): string {
-  const step = c.stepId ? steps.find((s) => s.id === c.stepId) : undefined;
-  return `${c.label ?? CHECKPOINT_LABEL[c.kind]}${step ? `: ${step.title}` : ''}`;
+export function checkpointLabelOf(c: CheckpointMeta, steps: readonly Step[], checkpoints: readonly CheckpointMeta[] = []): string {
+  return checkpointWithStep(c, checkpoints, steps);
 }
 
 export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[], fork?: ForkOriginView): vscode.MarkdownString {
@@ -154,7 +146,7 @@ export function taskTooltip(task: Task, steps: Step[], effects: SideEffect[], fo
     ['Started', new Date(task.createdAt).toLocaleString()],
     ['Last activity', ago(task.updatedAt)],
     ['Attempt', String(task.attempt)],
-    ['Steps', `${steps.filter((s) => s.status === 'completed').length} of ${steps.length} completed`],
+    ['Progress', stepsProgress(steps)],
   ];
   if (task.hold) rows.push(['Waits for you', `${task.hold.reason} (since ${new Date(task.hold.since).toLocaleString()})`]);
   rows.push(['Retry policy', `${task.retry.maxAttempts} attempts per step, backoff from ${duration(task.retry.backoffMs)}`]);

@@ -4,6 +4,7 @@ import { isLive } from '../core/model/taskStates';
 import { Disposable } from './disposable';
 import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
 import { ago } from './presentation';
+import { stepsProgress } from './labelText';
 import { retryState } from '../core/engine/retryPolicy';
 import { taskDetail, tasksOnly } from './storeReads';
 
@@ -101,11 +102,11 @@ export class TaskStatusBar extends Disposable {
     }
     const detail = await taskDetail(this.host, task.id);
     const steps = detail.steps;
-    const done = steps.filter((s) => s.status === 'completed' || s.status === 'skipped').length;
     const current = steps.find((s) => s.status === 'in_progress');
     const last = task.lastCheckpointId ? detail.checkpoints.find((c) => c.id === task.lastCheckpointId) : undefined;
     const title = task.title.length > 40 ? `${task.title.slice(0, 39)}…` : task.title;
-    const count = steps.length ? ` · ${done}/${steps.length}` : '';
+    // Progress in the same words as the tree and the tooltip.
+    const count = steps.length ? ` · ${stepsProgress(steps)}` : '';
     this.item.backgroundColor = undefined;
     const tip = new vscode.MarkdownString();
     tip.appendMarkdown('**');
@@ -122,7 +123,7 @@ export class TaskStatusBar extends Disposable {
       tip.appendText(`Waits for you: ${task.hold.reason}\n\n`);
       tip.appendMarkdown(task.hold.cause === 'retries_exhausted' ? 'Click to grant more attempts (or skip the step or abandon the task from the Waypoint view).' : 'Click to show the task: settle each side effect in doubt, then resume it.');
     } else if (task.state === 'interrupted') {
-      this.item.text = `$(debug-pause) ${title} · interrupted`;
+      this.item.text = `$(debug-pause) ${title} · interrupted${count}`;
       this.item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
       this.item.command = { title: 'Resume Task', command: 'waypoint.resumeTask', arguments: [task.id] };
       tip.appendText(`Interrupted: ${task.interruption?.reason ?? 'unknown reason'}\n\n`);

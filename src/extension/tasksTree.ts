@@ -4,17 +4,15 @@ import { isDeletable, isHeldForRetries, isOpen, isResumable, isReviewable } from
 import { Disposable } from './disposable';
 import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
 import { listTasks, taskDetail } from './storeReads';
+import { checkpointDescription, checkpointName, checkpointTooltipText, effectDescription, resultText, stepDescription, stepShownStatus, stepsProgress, STEP_STATUS_WORD } from './labelText';
 import {
-  CHECKPOINT_LABEL,
-  ago,
   checkpointIcon,
   checkpointLabelOf,
   effectIcon,
   forkedFromText,
-  progressText,
   sortTasks,
   STATE_LABEL,
-  stepIcon,
+  stepIconOf,
   holdText,
   stepRetryText,
   taskIconOf,
@@ -25,7 +23,8 @@ import { retryState } from '../core/engine/retryPolicy';
 
 /**
  * The Tasks view: tasks → steps (plan order) → the checkpoints taken in each step;
- * side effects under their task. Nodes carry stable ids and their parent (so
+ * side effects under the step they were begun in (under the task when begun outside a
+ * step). Nodes carry stable ids and their parent (so
  * `reveal` works); children are computed lazily from the store (the in-process
  * engine while this window owns it, the owner's API while it relays), and the view
  * refreshes on the store's change events. Nodes carry what their row shows, so
@@ -54,7 +53,8 @@ export class StepNode {
   constructor(
     readonly parent: TaskNode,
     readonly step: Step,
-    readonly hasCheckpoints = false,
+    /** It has checkpoints or side effects under it (so the row can be expanded). */
+    readonly hasChildren = false,
   ) {}
   get id(): string {
     return `step:${this.step.taskId}:${this.step.id}`;
@@ -66,6 +66,9 @@ export class CheckpointNode {
   constructor(
     readonly parent: TaskNode | StepNode,
     readonly checkpoint: CheckpointMeta,
+    /** The task's other checkpoints and steps, so the row names a pre-rollback's target by its label, not its id. */
+    readonly siblings: readonly CheckpointMeta[] = [],
+    readonly steps: readonly Step[] = [],
   ) {}
   get id(): string {
     return `checkpoint:${this.checkpoint.id}`;
@@ -75,7 +78,7 @@ export class CheckpointNode {
 export class EffectNode {
   readonly kind = 'effect';
   constructor(
-    readonly parent: TaskNode,
+    readonly parent: TaskNode | StepNode,
     readonly effect: SideEffect,
   ) {}
   get id(): string {
@@ -147,17 +150,23 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     if (node instanceof TaskNode) {
       const d = await taskDetail(this.host, node.task.id);
       const own = d.checkpoints.filter((c) => c.stepId === null);
-      const stepsWithCheckpoints = new Set(d.checkpoints.map((c) => c.stepId));
+      const stepIds = new Set(d.steps.map((s) => s.id));
+      const withChildren = new Set([...d.checkpoints.map((c) => c.stepId), ...d.sideEffects.map((e) => e.stepId)]);
+      const cp = (c: CheckpointMeta) => new CheckpointNode(node, c, d.checkpoints, d.steps);
       return [
-        ...own.filter((c) => c.kind === 'task_base').map((c) => new CheckpointNode(node, c)),
-        ...d.steps.map((s) => new StepNode(node, s, stepsWithCheckpoints.has(s.id))),
-        ...own.filter((c) => c.kind !== 'task_base').map((c) => new CheckpointNode(node, c)),
-        ...d.sideEffects.map((e) => new EffectNode(node, e)),
+        ...own.filter((c) => c.kind === 'task_base').map(cp),
+        ...d.steps.map((s) => new StepNode(node, s, withChildren.has(s.id))),
+        ...own.filter((c) => c.kind !== 'task_base').map(cp),
+        // An effect begun outside any step (or in a step no longer in the plan) stays under the task.
+        ...d.sideEffects.filter((e) => e.stepId === null || !stepIds.has(e.stepId)).map((e) => new EffectNode(node, e)),
       ];
     }
     if (node instanceof StepNode) {
       const d = await taskDetail(this.host, node.step.taskId);
-      return d.checkpoints.filter((c) => c.stepId === node.step.id).map((c) => new CheckpointNode(node, c));
+      return [
+        ...d.checkpoints.filter((c) => c.stepId === node.step.id).map((c) => new CheckpointNode(node, c, d.checkpoints, d.steps)),
+        ...d.sideEffects.filter((e) => e.stepId === node.step.id).map((e) => new EffectNode(node, e)),
+      ];
     }
     return [];
   }
@@ -180,7 +189,7 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     const from = t.forkedFrom!;
     const o = await taskDetail(this.host, from.taskId).catch(() => undefined);
     const c = o?.checkpoints.find((x) => x.id === from.checkpointId);
-    return { original: o ? { id: o.task.id, title: o.task.title, goal: o.task.goal } : null, checkpointLabel: c ? checkpointLabelOf(c, o!.steps) : from.checkpointId };
+    return { original: o ? { id: o.task.id, title: o.task.title, goal: o.task.goal } : null, checkpointLabel: c ? checkpointLabelOf(c, o!.steps, o!.checkpoints) : 'a pruned checkpoint' };
   }
 
   getParent(node: TreeNode): TreeNode | undefined {
@@ -194,30 +203,27 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       const item = new vscode.TreeItem(t.title, vscode.TreeItemCollapsibleState.Collapsed);
       item.id = node.id;
       item.iconPath = taskIconOf(t);
-      item.description = `${holdText(t) ?? STATE_LABEL[t.state]} · ${progressText(t, steps)}`;
-      if (t.forkedFrom) {
-        // The row names the original by its goal; the checkpoint's full label is in the tooltip (it needs the original's detail).
-        const at = t.forkedFrom.stepId ? `step ${t.forkedFrom.stepId}` : t.forkedFrom.checkpointId;
-        item.description += ` · ${forkedFromText(t, { original: node.original, checkpointLabel: at }, 40)}`;
-      }
-      // The tooltip (side effects, last error) is filled in resolveTreeItem, on hover only.
+      // Short, so the title survives the default sidebar width: state and progress only. Times, the
+      // fork's origin, side effects and the last error are in the tooltip (filled in resolveTreeItem, on hover).
+      const state = holdText(t, steps) ?? STATE_LABEL[t.state];
+      item.description = `${state} · ${stepsProgress(steps)}${t.forkedFrom ? ' · fork' : ''}`;
       item.contextValue = taskContextValue(t, node.undoable);
-      item.accessibilityInformation = { label: `Task ${t.title}, ${holdText(t) ?? STATE_LABEL[t.state]}, ${progressText(t, steps)}` };
+      const fork = t.forkedFrom ? `, ${forkedFromText(t, { original: node.original, checkpointLabel: 'a checkpoint' }, 60)}` : '';
+      item.accessibilityInformation = { label: `Task ${t.title}, ${state}, ${stepsProgress(steps)}${fork}` };
       return item;
     }
     if (node instanceof StepNode) {
       const s = node.step;
-      const item = new vscode.TreeItem(s.title, node.hasCheckpoints ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None);
+      const item = new vscode.TreeItem(s.title, node.hasChildren ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None);
       item.id = node.id;
-      item.iconPath = stepIcon(s.status);
-      const deps = s.dependsOn.length ? ` · after ${s.dependsOn.join(', ')}` : '';
-      const timing = s.startedAt ? ` · ${s.endedAt ? `${Math.max(1, Math.round((s.endedAt - s.startedAt) / 1000))} s` : ago(s.startedAt)}` : '';
-      const retry = stepRetryText(s);
-      item.description = `${s.id} · ${s.status.replace('_', ' ')}${s.attempts > 1 || s.status === 'failed' ? ` (${retry})` : ''}${deps}${timing}`;
+      const task = node.parent.task;
+      item.iconPath = stepIconOf(s, task);
+      item.description = stepDescription(s, task, node.parent.steps, stepRetryText(s));
       const md = new vscode.MarkdownString();
       md.appendMarkdown('**');
       md.appendText(s.title);
-      md.appendMarkdown(`** — ${s.status.replace('_', ' ')}\n\n`);
+      md.appendMarkdown(`** — ${STEP_STATUS_WORD[stepShownStatus(s, task)]}\n\n`);
+      if (s.dependsOn.length) md.appendText(`After: ${s.dependsOn.map((d) => node.parent.steps.find((x) => x.id === d)?.title ?? d).join(', ')}\n\n`);
       if (s.summary) md.appendText(`${s.summary}\n\n`);
       if (s.error) md.appendText(`Error: ${s.error.message}${s.error.recoverable ? ' (recoverable)' : ''}\n\n`);
       if (s.attempts) md.appendText(stepRetryText(s));
@@ -227,12 +233,11 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     }
     if (node instanceof CheckpointNode) {
       const c = node.checkpoint;
-      const label = c.label ?? CHECKPOINT_LABEL[c.kind];
-      const item = new vscode.TreeItem(label, vscode.TreeItemCollapsibleState.None);
+      const item = new vscode.TreeItem(checkpointName(c, node.siblings, node.steps), vscode.TreeItemCollapsibleState.None);
       item.id = node.id;
       item.iconPath = checkpointIcon(c);
-      item.description = `${c.damaged ? 'damaged · ' : ''}${new Date(c.createdAt).toLocaleTimeString()} · ${c.filesChanged} file${c.filesChanged === 1 ? '' : 's'} changed`;
-      item.tooltip = `${CHECKPOINT_LABEL[c.kind]} ${c.id}\n${new Date(c.createdAt).toLocaleString()}\n${c.files} files tracked, ${c.filesChanged} changed${c.damaged ? `\nDamaged: ${c.damaged}` : ''}`;
+      item.description = checkpointDescription(c);
+      item.tooltip = checkpointTooltipText(c, node.siblings, node.steps);
       // A damaged checkpoint (objects lost, marked by verify --repair) offers no rollback or diff.
       item.contextValue = `checkpoint:${c.kind}${c.manifestRef && !c.damaged ? ':restorable' : ''}`;
       return item;
@@ -241,12 +246,18 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     const item = new vscode.TreeItem(e.description, vscode.TreeItemCollapsibleState.None);
     item.id = node.id;
     item.iconPath = effectIcon(e.status);
-    item.description = `${e.kind} · ${e.status === 'in_doubt' ? 'IN DOUBT' : e.status}${e.resolvedBy === 'person' ? ' (by you)' : ''}`;
+    item.description = effectDescription(e);
     const md = new vscode.MarkdownString();
     md.appendMarkdown('**');
     md.appendText(e.description);
     md.appendMarkdown(`** — key \`${e.key.replace(/`/g, '')}\`\n\n`);
     if (e.status === 'in_doubt') md.appendMarkdown('It was begun but no outcome was recorded before the task stopped. Check whether it happened, then mark it done or failed.\n\n');
+    const result = e.status === 'done' ? resultText(e.result) : null;
+    if (result) {
+      md.appendMarkdown('**Result:** ');
+      md.appendText(result);
+      md.appendMarkdown('\n\n');
+    }
     if (e.error) md.appendText(`Error: ${e.error}`);
     item.tooltip = md;
     item.contextValue = `effect:${e.status}`;

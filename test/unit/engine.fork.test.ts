@@ -300,7 +300,7 @@ describe('cli: waypoint fork', function () {
       }
       const preview = await cli(['fork', '--checkpoint', cp, '--preview', '--workspace', t.dir]);
       assert.equal(preview.code, 0, preview.stderr);
-      assert.match(preview.stdout, /would change 1 file\(s\):\n {2}modify {2}a\.txt/);
+      assert.match(preview.stdout, /would change 1 file:\n {2}modify {2}a\.txt/);
       assert.equal(fs.readFileSync(path.join(t.dir, 'a.txt'), 'utf8'), 'three\n');
 
       const r = await cli(['fork', '--checkpoint', cp, '--goal', 'try again', '--json', '--workspace', t.dir]);

@@ -20,6 +20,7 @@ import {
   type TimelineModel,
   type TimelineStep,
 } from './protocol';
+import { plural } from '../../core/model/plural';
 
 export interface TimelineInput {
   task: Task;
@@ -238,7 +239,7 @@ export function readMarks(events: readonly WaypointEvent[]): TimelineMark[] {
         push(ev, `Started${ev.by ? ` by ${ev.by}` : ''}`);
         break;
       case 'task.plan_updated':
-        push(ev, `Plan extended by ${(ev as WaypointEvent<'task.plan_updated'>).data.added.length} step(s)`);
+        push(ev, `Plan extended by ${plural((ev as WaypointEvent<'task.plan_updated'>).data.added.length, 'step')}`);
         break;
       case 'task.interrupted': {
         const d = (ev as WaypointEvent<'task.interrupted'>).data;

@@ -36,7 +36,7 @@ describe('surfaces', function () {
     const row = rows.find((r) => r.id === `task:${taskId}`);
     assert.ok(row, `task row present among ${rows.map((r) => r.id).join(', ')}`);
     assert.equal(row.label, 'Show me in the tree');
-    assert.match(row.description, /running · 0\/1 done/);
+    assert.equal(row.description, 'running · 0/1 steps', 'short: state and progress, in the one form of progress');
     assert.match(row.contextValue, /^task:running:/);
     const children = await api.treeRows(`task:${taskId}`);
     assert.deepEqual(
@@ -50,13 +50,45 @@ describe('surfaces', function () {
     const engine = await api.engine();
     const { taskId } = await engine.startTask({ goal: 'Status bar task', plan: [{ id: 'a', title: 'A' }, { id: 'b', title: 'B' }], leaseTtlMs: 3_600_000 });
     await engine.startStep({ taskId, stepId: 'a' });
-    await eventually(() => api.statusText().includes('Status bar task · 0/2'), 'running text');
-    assert.match(api.statusText(), /^\$\(sync~spin\) Status bar task · 0\/2$/);
+    await eventually(() => api.statusText().includes('Status bar task · 0/2 steps'), 'running text');
+    assert.match(api.statusText(), /^\$\(sync~spin\) Status bar task · 0\/2 steps$/);
     await engine.completeStep({ taskId, stepId: 'a' });
-    await eventually(() => api.statusText().endsWith('· 1/2'), 'progress 1/2');
+    await eventually(() => api.statusText().endsWith('· 1/2 steps'), 'progress 1/2');
     await engine.interruptTask({ taskId, reason: 'test: the agent went away' });
     await eventually(() => /interrupted/.test(api.statusText()), 'interrupted text');
-    assert.match(api.statusText(), /^\$\(debug-pause\) .* · interrupted$/);
+    assert.match(api.statusText(), /^\$\(debug-pause\) .* · interrupted · 1\/2 steps$/);
+    await engine.abandonTask({ taskId });
+  });
+
+  it('an interrupted task’s step reads as stopped, its side effect sits under it with its result, and no row shows an id', async () => {
+    const engine = await api.engine();
+    const { taskId } = await engine.startTask({ goal: 'Labels task', plan: [{ id: 'read', title: 'Read the code' }, { id: 'b', title: 'B' }], leaseTtlMs: 3_600_000 });
+    await engine.startStep({ taskId, stepId: 'read' });
+    await engine.beginSideEffect({ taskId, stepId: 'read', key: 'npm-test-1', kind: 'shell', description: 'npm test' });
+    await engine.endSideEffect({ taskId, key: 'npm-test-1', ok: true, result: { exitCode: 0 }, idempotencyKey: 'labels-e1' });
+    await engine.interruptTask({ taskId, reason: 'test: the window closed' });
+    const children = await eventually(async () => {
+      const rows = await api.treeRows(`task:${taskId}`);
+      return rows.find((r) => r.id === `step:${taskId}:read` && /^stopped/.test(r.description)) ? rows : undefined;
+    }, 'the step to read as stopped');
+    assert.deepEqual(children.map((c) => c.label), ['Start of task', 'Read the code', 'B'], 'the side effect is not under the task');
+    const base = children[0];
+    assert.match(base.description, / · \d+ files?$/, 'a base checkpoint counts its files, it changed nothing');
+    const step = children[1];
+    assert.doesNotMatch(step.description, /\bread\b/, 'no step id in the row');
+    const under = await api.treeRows(`step:${taskId}:read`);
+    assert.deepEqual(under.filter((r) => r.id.startsWith('effect:')).map((r) => [r.label, r.description]), [['npm test', 'shell · done']]);
+    assert.ok(under.filter((r) => r.id.startsWith('checkpoint:')).every((r) => !/c_[a-z0-9]{5,}/.test(r.label + r.description)), 'no checkpoint id in its rows');
+    const doc = await (async () => {
+      await vscode.commands.executeCommand('waypoint.showTaskEvents', taskId);
+      return eventually(() => vscode.workspace.textDocuments.find((d) => d.uri.scheme === 'waypoint-events' && d.uri.path.includes(taskId)), 'the events document');
+    })();
+    const text = doc.getText();
+    assert.match(text, /^## Step: Read the code/m);
+    assert.match(text, /Side effect done: npm test → \{"exitCode":0\}/);
+    assert.match(text, /Show Raw JSON/);
+    assert.doesNotMatch(text, /"ts": \d+/, 'no raw JSON unless asked for');
+    await vscode.commands.executeCommand('workbench.action.closeActiveEditor');
     await engine.abandonTask({ taskId });
   });
 

@@ -1,0 +1,179 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { CheckpointMeta, SideEffect, Step, Task } from '../../src/core/model/schema';
+import type { Engine } from '../../src/core/engine/engine';
+import {
+  checkpointDescription,
+  checkpointName,
+  checkpointTooltipText,
+  checkpointWithStep,
+  effectDescription,
+  eventSentence,
+  eventsMarkdown,
+  eventStepId,
+  plural,
+  resultText,
+  stepDescription,
+  stepShownStatus,
+  stepsProgress,
+} from '../../src/extension/labelText';
+import { FakeClock, openEngine, tmpDir } from '../support/tmp';
+
+const T0 = Date.UTC(2026, 11, 1, 9, 0, 0);
+
+function step(id: string, over: Partial<Step> = {}): Step {
+  return {
+    taskId: 't_1', id, title: `Title of ${id}`, status: 'pending', dependsOn: [], inputs: null, outputs: null, summary: null, error: null,
+    startedAt: null, endedAt: null, attempts: 0, adhoc: false, order: 0, taskAttempt: null, maxAttempts: 3, ...over,
+  } as Step;
+}
+function cp(id: string, over: Partial<CheckpointMeta> = {}): CheckpointMeta {
+  return { id, taskId: 't_1', stepId: null, kind: 'step_end', label: null, parentId: null, createdAt: T0, manifestRef: 'm', files: 6, filesChanged: 0, bytes: 0, ...over };
+}
+function effect(over: Partial<SideEffect> = {}): SideEffect {
+  return { taskId: 't_1', key: 'k1', stepId: 's1', kind: 'shell', description: 'npm test', args: null, status: 'done', result: null, error: null, attempts: 1, intentAt: T0, endedAt: T0, resolvedBy: 'agent', ...over };
+}
+
+describe('labels: the words of rows, tooltips and the events document', () => {
+  it('plural: one helper, no "(s)"', () => {
+    assert.equal(plural(1, 'file'), '1 file');
+    assert.equal(plural(0, 'file'), '0 files');
+    assert.equal(plural(3, 'file'), '3 files');
+    assert.equal(plural(2, 'entry', 'entries'), '2 entries');
+  });
+
+  it('progress is written one way: done (completed or skipped) over total, in steps', () => {
+    assert.equal(stepsProgress([]), 'no plan');
+    assert.equal(stepsProgress([step('a', { status: 'completed' }), step('b', { status: 'skipped' }), step('c', { status: 'in_progress' }), step('d')]), '2/4 steps');
+  });
+
+  it('an unfinished step of a task that is not live reads as stopped, not in progress', () => {
+    const s = step('a', { status: 'in_progress', startedAt: T0 });
+    assert.equal(stepShownStatus(s, { state: 'running' }), 'in_progress');
+    assert.equal(stepShownStatus(s, { state: 'interrupted' }), 'stopped');
+    assert.equal(stepShownStatus(s, { state: 'suspended' }), 'stopped');
+    assert.equal(stepShownStatus(step('b', { status: 'completed' }), { state: 'interrupted' }), 'completed');
+    const d = stepDescription(s, { state: 'interrupted' }, [s], '', T0 + 60_000);
+    assert.match(d, /^stopped \(task interrupted\)$/);
+    assert.match(stepDescription(s, { state: 'running' }, [s], '', T0 + 60_000), /^in progress · 1 min$/);
+  });
+
+  it('a step row carries no step id: state first, unfinished prerequisites by title', () => {
+    const read = step('read', { status: 'completed', startedAt: T0, endedAt: T0 + 4_000, title: 'Read the code' });
+    const change = step('change', { dependsOn: ['read', 'docs'] });
+    const docs = step('docs', { title: 'Write docs' });
+    assert.equal(stepDescription(read, { state: 'running' }, [read, change, docs], ''), 'completed · 4 s');
+    assert.equal(stepDescription(change, { state: 'running' }, [read, change, docs], ''), 'pending · after Write docs');
+    assert.equal(stepDescription(step('f', { status: 'failed', attempts: 1 }), { state: 'running' }, [], 'attempt 1 of 3'), 'failed (attempt 1 of 3)');
+  });
+
+  it('a base checkpoint says how many files it holds, not that it changed them', () => {
+    const base = cp('c_base', { kind: 'task_base', files: 6, filesChanged: 6 });
+    assert.equal(checkpointName(base), 'Start of task');
+    assert.match(checkpointDescription(base), / · 6 files$/);
+    assert.doesNotMatch(checkpointDescription(base), /changed/);
+    assert.match(checkpointTooltipText(base, [base], []), /6 files tracked$/m);
+    assert.match(checkpointDescription(cp('c2', { filesChanged: 1 })), / · 1 file changed$/);
+    assert.match(checkpointDescription(cp('c3', { filesChanged: 0 })), / · no changes$/);
+    assert.match(checkpointDescription(cp('c4', { filesChanged: 1, damaged: 'lost' })), /^damaged · /);
+  });
+
+  it("an auto checkpoint's dirty-file count label gives way to its kind, so the row cannot contradict itself", () => {
+    const auto = cp('c_a', { kind: 'auto', label: '1 file change', filesChanged: 0 });
+    assert.equal(checkpointName(auto), 'Auto checkpoint');
+    assert.equal(checkpointName(cp('c_b', { kind: 'auto', label: '3 file changes' })), 'Auto checkpoint');
+    assert.equal(checkpointName(cp('c_c', { kind: 'manual', label: 'settled' })), 'settled');
+  });
+
+  it('a pre-rollback checkpoint names its target by label and local time, never by id', () => {
+    const s1 = step('s1', { title: 'One' });
+    const target = cp('c_0mx4zi9', { kind: 'step_end', stepId: 's1', createdAt: T0 });
+    const pre = cp('c_pre', { kind: 'pre_rollback', label: 'before rolling back to c_0mx4zi9' });
+    const name = checkpointName(pre, [target, pre], [s1]);
+    assert.equal(name, `Before rolling back to After step: One (${new Date(T0).toLocaleTimeString()})`);
+    assert.doesNotMatch(name, /c_/);
+    // The target pruned: the kind, still no id.
+    assert.equal(checkpointName(pre, [pre], [s1]), 'Before rollback');
+    // A reason the person gave is kept as it is.
+    assert.equal(checkpointName(cp('c_p2', { kind: 'pre_rollback', label: 'the tests went red' })), 'the tests went red');
+    assert.equal(checkpointWithStep(target, [target], [s1]), 'After step: One');
+  });
+
+  it("a completed side effect's result is shown; the row says its outcome in words", () => {
+    assert.equal(resultText(null), null);
+    assert.equal(resultText('exit 0'), 'exit 0');
+    assert.equal(resultText({ exitCode: 0, passed: 12 }), '{"exitCode":0,"passed":12}');
+    assert.equal(resultText('x'.repeat(600))!.length, 500);
+    assert.equal(effectDescription(effect()), 'shell · done');
+    assert.equal(effectDescription(effect({ status: 'intent' })), 'shell · started');
+    assert.equal(effectDescription(effect({ status: 'in_doubt' })), 'shell · IN DOUBT');
+    assert.equal(effectDescription(effect({ status: 'done', resolvedBy: 'person' })), 'shell · done (by you)');
+  });
+
+  describe('the events document, from a real engine', () => {
+    let sandbox: ReturnType<typeof tmpDir>;
+    let engine: Engine;
+    let clock: FakeClock;
+    let ws: string;
+    beforeEach(async () => {
+      sandbox = tmpDir('wp-labels-');
+      ws = path.join(sandbox.dir, 'ws');
+      fs.mkdirSync(ws);
+      fs.writeFileSync(path.join(ws, 'a.txt'), 'a\n');
+      clock = new FakeClock();
+      engine = await openEngine(ws, { clock });
+    });
+    afterEach(async () => {
+      await engine.close();
+      sandbox.cleanup();
+    });
+
+    it('groups events by step in plan order, in words and local times, and names no checkpoint by id', async () => {
+      const owner = { id: 'agent-1' };
+      const plan = [
+        { id: 'read', title: 'Read the code' },
+        { id: 'change', title: 'Change it', dependsOn: ['read'] },
+      ];
+      const { taskId } = await engine.startTask({ goal: 'Fix the bug', plan, agent: 'demo-agent', owner, leaseTtlMs: 3_600_000 });
+      clock.advance(1_000);
+      await engine.startStep({ taskId, stepId: 'read', owner });
+      await engine.beginSideEffect({ taskId, stepId: 'read', key: 'npm-test-1', kind: 'shell', description: 'npm test', owner });
+      await engine.endSideEffect({ taskId, key: 'npm-test-1', ok: true, result: { exitCode: 0 }, idempotencyKey: 'e1', owner });
+      fs.writeFileSync(path.join(ws, 'a.txt'), 'b\n');
+      await engine.completeStep({ taskId, stepId: 'read', owner });
+      await engine.startStep({ taskId, stepId: 'change', owner });
+      const base = engine.taskDetail(taskId).checkpoints.find((c) => c.kind === 'task_base')!;
+      await engine.rollback({ taskId, checkpointId: base.id, owner });
+      await engine.interruptTask({ taskId, reason: 'window closed' });
+
+      const d = engine.taskDetail(taskId);
+      const events = engine.events({ taskId });
+      const md = eventsMarkdown({ ...d, events, rawLink: 'Show Raw JSON' });
+      const sections = md.split('\n').filter((l) => l.startsWith('## '));
+      assert.equal(sections[0], '## Task');
+      assert.deepEqual(sections.map((s) => s.replace(/ — .*$/, '')), ['## Task', '## Step: Read the code', '## Step: Change it'], 'plan order');
+      const read = md.slice(md.indexOf('## Step: Read the code'), md.indexOf('## Step: Change it'));
+      assert.match(read, /Step “Read the code” started \(attempt 1\)/);
+      assert.match(read, /Side effect started: npm test/);
+      assert.match(read, /Side effect done: npm test → \{"exitCode":0\}/, 'the side effect is under its step, with its result');
+      assert.match(md, /Rollback to Start of task started/);
+      assert.match(md, /Task interrupted \(.*\): window closed/);
+      assert.match(md, new RegExp(`\`${new Date(events[0].ts).toLocaleTimeString().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\``), 'local times');
+      assert.doesNotMatch(md, /c_[a-z0-9]{5,}/, 'no checkpoint id');
+      assert.doesNotMatch(md, /\b1[0-9]{12}\b/, 'no epoch milliseconds');
+      assert.match(md, /^Show Raw JSON$/m);
+      // Every event but heartbeats is one line.
+      const lines = md.split('\n').filter((l) => l.startsWith('- `'));
+      assert.equal(lines.length, events.filter((e) => e.type !== 'lease.heartbeat').length);
+      const effectEv = events.find((e) => e.type === 'side_effect.done')!;
+      assert.equal(eventStepId(effectEv, d.sideEffects), 'read');
+      assert.equal(eventSentence(events[0], d), 'Task started by agent-1: Fix the bug');
+    });
+
+    it('an empty log says so', () => {
+      const task = { id: 't_x', title: 'Nothing yet', state: 'pending', createdAt: T0 } as Task;
+      assert.match(eventsMarkdown({ task, steps: [], checkpoints: [], sideEffects: [], events: [] }), /No events recorded yet\./);
+    });
+  });
+});
