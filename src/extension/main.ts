@@ -82,7 +82,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(auto);
   const doors = new AgentDoors(host, context.extensionPath, log);
   context.subscriptions.push(doors);
-  context.subscriptions.push(vscode.commands.registerCommand('waypoint.connectAgent', () => doors.connect().catch((e) => void vscode.window.showErrorMessage(`Waypoint: ${(e as Error).message}`))));
+  context.subscriptions.push(vscode.commands.registerCommand('waypoint.connectAgent', (agent?: unknown) => doors.connect(agent === 'claude-code' || agent === 'cursor' || agent === 'codex' ? agent : undefined).catch((e) => void vscode.window.showErrorMessage(`Waypoint: ${(e as Error).message}`))));
   const review = new ReviewPanels({ host, log, extensionUri: context.extensionUri });
   context.subscriptions.push(review);
   const timeline = new TimelinePanels({ host, log, extensionUri: context.extensionUri });
