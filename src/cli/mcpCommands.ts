@@ -53,15 +53,16 @@ const connect = (agent: AgentKind): Command => ({
   options: { print: b, cli: s },
   async run(c) {
     const plan = planConnect(agent, launchFor(c.workspace, optional(c.values, 'cli')));
-    if (plan.snippet !== undefined) {
-      c.out(`Add this to ~/.codex/config.toml (Waypoint does not write outside the workspace):\n\n${plan.snippet}`, { agent, snippet: plan.snippet });
-      return;
-    }
     if (c.values.print) {
-      c.out(plan.files.map((f) => `# ${f.file}\n${f.content}`).join('\n'), plan);
+      c.out([...plan.files.map((f) => `# ${f.file}${f.changed ? '' : ' (unchanged)'}${f.local ? ' (machine-local)' : ''}\n${f.content}`), ...(plan.snippet ? [`# ~/.codex/config.toml (add by hand)\n${plan.snippet}`] : [])].join('\n'), plan);
       return;
     }
     const written = applyConnect(plan);
+    if (plan.snippet !== undefined) {
+      // The snippet runs the launcher just written (written here, since config.toml lives outside the workspace).
+      c.out(`Add this to ~/.codex/config.toml (Waypoint does not write outside the workspace):\n\n${plan.snippet}`, { agent, snippet: plan.snippet, written });
+      return;
+    }
     c.out(
       written.length ? `Connected ${agent}: wrote ${written.map((f) => path.relative(c.workspace, f)).join(', ')}` : `${agent} is already connected; nothing changed.`,
       { agent, written, files: plan.files.map((f) => f.file) },

@@ -1,15 +1,16 @@
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Engine } from '../core/engine/engine';
 import { Logger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
-import { applyConnect, codexSnippet, planConnect, type AgentKind, type Launch } from '../mcp/connect';
+import { applyConnect, launcherPath, planConnect, type AgentKind, type ConnectPlan, type Launch } from '../mcp/connect';
 import { startOwnerEndpoint, type OwnerEndpoint } from '../mcp/owner';
 import type { RollbackHandler } from '../mcp/tools';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 import { settings } from './settings';
-import { findOnPath } from './resume/agentClis';
+import { ChangesPreview, type PreviewFile } from './rollbackPreview';
 
 /**
  * The extension's doors for agents. While this window owns the store it serves
@@ -36,6 +37,10 @@ export class AgentDoors extends Disposable {
   private endpoint: OwnerEndpoint | undefined;
   private starting: Promise<OwnerEndpoint | undefined> | undefined;
   private readonly _onDidChangeDefinitions = this.register(new vscode.EventEmitter<void>());
+  private providerRegistered = false;
+  /** Proposed contents shown by the connect preview, by URI. */
+  private readonly proposed = new Map<string, string>();
+  private previewCount = 0;
 
   constructor(
     private readonly host: EngineHost,
@@ -59,9 +64,13 @@ export class AgentDoors extends Disposable {
           resolveMcpServerDefinition: async (def) => ((await this.ensureServing()) ? def : undefined),
         }),
       );
+      this.providerRegistered = true;
     } else {
       this.log.info('[mcp] this editor has no MCP server definition API; agents connect through Waypoint: Connect an Agent');
     }
+    this.register(
+      vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, { provideTextDocumentContent: (uri) => this.proposed.get(uri.toString()) ?? '' }),
+    );
     this.register({ dispose: () => void this.endpoint?.close() });
   }
 
@@ -133,70 +142,116 @@ export class AgentDoors extends Disposable {
     };
   }
 
-  /** The CLI shipped in this extension and a Node that runs it, for config files agents read. */
+  /** The CLI shipped in this extension; config files reach it through the workspace's launcher (see LAUNCHER_REL). */
   launch(): Launch {
     const folder = this.host.workspaceFolder;
     if (!folder) throw new Error('Open a folder first.');
-    const cli = path.join(this.extensionPath, 'dist', 'cli.js');
-    // Inside Electron, execPath is the editor itself; agents need a real Node on PATH then.
-    const node = process.versions.electron ? findOnPath('node') : process.execPath;
-    if (!node) throw new Error('No Node.js found on PATH; install Node.js 20 or later so agents can run the Waypoint CLI.');
-    return { node, cli, workspace: folder.uri.fsPath };
+    return { cli: path.join(this.extensionPath, 'dist', 'cli.js'), workspace: folder.uri.fsPath };
   }
 
-  async connect(): Promise<void> {
+  /** Copilot needs no file: say what is really there (the provider, the chat, a language model) instead of a generic line. */
+  private async copilotStatus(e: DoorEndpoint | undefined): Promise<{ description: string; detail: string }> {
+    const commands = new Set(await vscode.commands.getCommands(true));
+    const chat = commands.has('workbench.action.chat.open');
+    const copilot = vscode.extensions.getExtension('GitHub.copilot-chat') ?? vscode.extensions.getExtension('GitHub.copilot');
+    let models = 0;
+    try {
+      models = (await vscode.lm.selectChatModels()).length;
+    } catch {
+      // no language-model API (or AI features are off): counted as none
+    }
+    const provider = this.providerRegistered ? 'MCP provider registered' : 'this editor has no MCP provider API';
+    const serving = e ? `serving ${e.url}${e.relayed ? ' (the owning window’s endpoint)' : ''}` : 'not serving (see the Waypoint log)';
+    const agent = !chat ? 'no Chat in this editor' : !copilot ? 'Copilot Chat is not installed' : models ? `Copilot Chat installed, ${models} model(s) available` : 'Copilot Chat installed, no language model available (signed out, or AI features off)';
+    const ready = this.providerRegistered && !!e && chat && !!copilot && models > 0;
+    return { description: ready ? 'ready, nothing to write' : 'not ready', detail: `${provider} · ${serving} · ${agent}` };
+  }
+
+  async connect(agent?: AgentKind): Promise<void> {
     const e = await this.ensureServing();
-    const items: (vscode.QuickPickItem & { kind2: AgentKind | 'copilot' | 'other' })[] = [
-      {
-        label: '$(copilot) GitHub Copilot (agent mode)',
-        description: e ? 'connected' : 'not serving',
-        detail: e
-          ? `Waypoint’s tools are offered to Copilot automatically (MCP over ${e.url}${e.relayed ? ', the endpoint of the process that owns the store' : ''}).`
-          : 'Waypoint could not start its MCP endpoint; see the Waypoint log.',
-        kind2: 'copilot',
-      },
-      { label: '$(terminal) Claude Code', detail: 'Write the MCP server to .mcp.json and the hooks to .claude/settings.local.json (merged, never clobbered)', kind2: 'claude-code' },
-      { label: '$(file-code) Cursor', detail: 'Write the MCP server to .cursor/mcp.json', kind2: 'cursor' },
-      { label: '$(code) Codex', detail: 'Show and copy the ~/.codex/config.toml snippet', kind2: 'codex' },
-      { label: '$(plug) Other agent', detail: 'The stdio command, the HTTP URL and where the token is', kind2: 'other' },
-    ];
-    const pick = await vscode.window.showQuickPick(items, { placeHolder: 'Connect an agent to Waypoint' });
-    if (!pick) return;
-    if (pick.kind2 === 'copilot') {
-      void vscode.window.showInformationMessage(pick.detail ?? '');
-      return;
+    if (!agent) {
+      const copilot = await this.copilotStatus(e);
+      const items: (vscode.QuickPickItem & { kind2: AgentKind | 'copilot' | 'other' })[] = [
+        { label: '$(copilot) GitHub Copilot (agent mode)', ...copilot, kind2: 'copilot' },
+        { label: '$(terminal) Claude Code', detail: 'Preview, then write .mcp.json (shared, no machine paths) and .claude/settings.local.json (local hooks)', kind2: 'claude-code' },
+        { label: '$(file-code) Cursor', detail: 'Preview, then write .cursor/mcp.json (shared, no machine paths)', kind2: 'cursor' },
+        { label: '$(code) Codex', detail: 'Show and copy the ~/.codex/config.toml snippet', kind2: 'codex' },
+        { label: '$(plug) Other agent', detail: 'The stdio command, the HTTP URL and where the token is', kind2: 'other' },
+      ];
+      const pick = await vscode.window.showQuickPick(items, { title: 'Waypoint: Connect an Agent', placeHolder: 'Which agent should report to Waypoint?', matchOnDetail: true });
+      if (!pick) return;
+      if (pick.kind2 === 'copilot') {
+        void vscode.window.showInformationMessage(`Waypoint and Copilot: ${pick.detail ?? ''}`);
+        return;
+      }
+      if (pick.kind2 === 'other') return this.showOther(e);
+      agent = pick.kind2;
     }
     const launch = this.launch();
-    if (pick.kind2 === 'other') {
-      const text = [
-        '# Connect an agent to Waypoint',
-        '',
-        'MCP over stdio (the agent starts it; it relays to this window while VS Code owns the store):',
-        '',
-        '```sh',
-        [launch.node, launch.cli, 'mcp', '--workspace', launch.workspace].map((s) => JSON.stringify(s)).join(' '),
-        '```',
-        '',
-        `MCP over streamable HTTP: ${e?.url ?? '(not serving)'}`,
-        '',
-        `The bearer token is in ${e?.discoveryFile ?? '.waypoint/mcp.json'} (readable only by you; it changes each time the window starts).`,
-        '',
-      ].join('\n');
-      const doc = await vscode.workspace.openTextDocument({ language: 'markdown', content: text });
-      await vscode.window.showTextDocument(doc, { preview: true });
-      return;
-    }
-    const plan = planConnect(pick.kind2, launch);
+    const plan = planConnect(agent, launch);
+    if (!(await this.confirmWrite(plan))) return;
+    const written = applyConnect(plan);
     if (plan.snippet) {
-      await vscode.env.clipboard.writeText(codexSnippet(launch));
+      await vscode.env.clipboard.writeText(plan.snippet);
       const doc = await vscode.workspace.openTextDocument({ language: 'toml', content: plan.snippet });
       await vscode.window.showTextDocument(doc, { preview: true });
       void vscode.window.showInformationMessage('Waypoint: the Codex snippet is copied; add it to ~/.codex/config.toml.');
       return;
     }
-    const written = applyConnect(plan);
     void vscode.window.showInformationMessage(
-      written.length ? `Waypoint: connected ${pick.label.replace(/^\$\([^)]*\) /, '')} (${written.map((f) => path.relative(launch.workspace, f)).join(', ')}).` : 'Waypoint: already connected; nothing to change.',
+      written.length ? `Waypoint: connected ${AGENT_NAMES[agent]} (${written.map((f) => path.relative(launch.workspace, f)).join(', ')}).` : 'Waypoint: already connected; nothing to change.',
     );
   }
+
+  /**
+   * Shows every file the plan would change as a diff against what is there now, then
+   * asks (non-modal, so the diffs stay readable). Cancel, Escape or closing the
+   * message writes nothing. True when there is nothing to write.
+   */
+  private async confirmWrite(plan: ConnectPlan): Promise<boolean> {
+    const changed = plan.files.filter((f) => f.changed);
+    if (!changed.length) return true;
+    const stamp = ++this.previewCount;
+    const files: PreviewFile[] = changed.map((f) => {
+      const key = path.relative(plan.workspace, f.file).split(path.sep).join('/');
+      const exists = fs.existsSync(f.file);
+      const proposed = vscode.Uri.from({ scheme: PREVIEW_SCHEME, path: `/${key}`, query: `proposed=${stamp}` });
+      this.proposed.set(proposed.toString(), f.content);
+      const left = exists ? vscode.Uri.file(f.file) : vscode.Uri.from({ scheme: PREVIEW_SCHEME, path: `/${key}`, query: `empty=${stamp}` });
+      return { key, left, right: proposed, action: exists ? 'revert' : 'restore' };
+    });
+    const preview = await ChangesPreview.open(`Waypoint: Connect ${AGENT_NAMES[plan.agent]}`, files, (key) => vscode.Uri.file(path.join(plan.workspace, key)));
+    try {
+      const list = changed.map((f) => `${path.relative(plan.workspace, f.file)}${f.local ? ' (machine-local, not committed)' : ' (shared, no machine paths)'}`).join(', ');
+      const answer = await vscode.window.showInformationMessage(`Waypoint will write ${list}. Review the diff, then:`, 'Write These Files', 'Cancel');
+      return answer === 'Write These Files';
+    } finally {
+      await preview.close();
+      for (const f of files) this.proposed.delete(f.right.toString());
+    }
+  }
+
+  private async showOther(e: DoorEndpoint | undefined): Promise<void> {
+    const launch = this.launch();
+    const text = [
+      '# Connect an agent to Waypoint',
+      '',
+      'MCP over stdio (the agent starts it; it relays to this window while VS Code owns the store). After `Waypoint: Connect an Agent` wrote the launcher, use it: it keeps working after Waypoint updates.',
+      '',
+      '```sh',
+      ['node', launcherPath(launch), 'mcp', '--workspace', launch.workspace].map((s) => JSON.stringify(s)).join(' '),
+      '```',
+      '',
+      `MCP over streamable HTTP: ${e?.url ?? '(not serving)'}`,
+      '',
+      `The bearer token is in ${e?.discoveryFile ?? '.waypoint/mcp.json'} (readable only by you; it changes each time the window starts).`,
+      '',
+    ].join('\n');
+    const doc = await vscode.workspace.openTextDocument({ language: 'markdown', content: text });
+    await vscode.window.showTextDocument(doc, { preview: true });
+  }
 }
+
+const AGENT_NAMES: Record<AgentKind, string> = { 'claude-code': 'Claude Code', cursor: 'Cursor', codex: 'Codex' };
+/** Read-only documents for the preview's right side (the proposed content) and a missing file's empty left side. */
+const PREVIEW_SCHEME = 'waypoint-connect';

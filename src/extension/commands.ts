@@ -86,7 +86,7 @@ export class Commands extends Disposable {
       'waypoint.forkFromCheckpoint': (a) => ws.fork(a),
       'waypoint.revealForkOrigin': (a) => this.revealForkOrigin(a),
       'waypoint.showMetrics': () => this.showMetrics(),
-      'waypoint.connectAgent': () => doors.connect(),
+      'waypoint.connectAgent': (agent?: unknown) => doors.connect(agent === 'claude-code' || agent === 'cursor' || agent === 'codex' ? agent : undefined),
     };
     this.ids = Object.keys(table);
     for (const [id, fn] of Object.entries(table)) {

@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { WaypointError, errorMessage } from '../core/model/errors';
 import { writeFileAtomicSync } from '../core/store/fsutil';
+import { ensurePrivateStoreDir } from '../core/store/storeDir';
 import { EDIT_TOOLS } from './claudeHooks';
 
 /**
@@ -19,11 +20,24 @@ import { EDIT_TOOLS } from './claudeHooks';
  */
 export type AgentKind = 'claude-code' | 'cursor' | 'codex';
 export const SERVER_KEY = 'waypoint';
+/** The extension's id; installed copies live in `<extensions dir>/waypoint-dev.waypoint-<version>[-platform]`. */
+export const EXTENSION_ID = 'waypoint-dev.waypoint';
+
+/**
+ * Why a launcher and not the CLI's path: the extension lives in a versioned folder
+ * (`waypoint-dev.waypoint-0.1.0`) that the next update deletes, and the Node that runs
+ * the editor (or a test harness) is not one agents should depend on. So config files
+ * name `node` from PATH and a small launcher that Waypoint writes into the store
+ * directory (`.waypoint/bin/waypoint.cjs`, which git ignores through the store's own
+ * `.gitignore`); the launcher finds the newest installed Waypoint's `dist/cli.js` each
+ * time it runs. The shared `.mcp.json` then holds only a relative path, and a
+ * teammate who clones the project gets a working server once their own Waypoint
+ * writes their own launcher.
+ */
+export const LAUNCHER_REL = '.waypoint/bin/waypoint.cjs';
 
 export interface Launch {
-  /** Absolute path of the Node that runs the CLI. */
-  node: string;
-  /** Absolute path of dist/cli.js. */
+  /** Absolute path of the dist/cli.js this launcher falls back to (and prefers in a development checkout). */
   cli: string;
   workspace: string;
 }
@@ -33,16 +47,84 @@ export interface FileChange {
   /** The content after the merge. */
   content: string;
   changed: boolean;
+  /** Machine-local: not for committing (git ignores it, or the agent's convention keeps it local). */
+  local: boolean;
 }
 
 export function launchFor(workspace: string, cli?: string): Launch {
   const script = cli ?? (process.argv[1] ? fs.realpathSync(process.argv[1]) : '');
   if (!script || !path.isAbsolute(script)) throw new WaypointError('invalid_input', 'Cannot tell where the waypoint CLI is; pass its path.');
-  return { node: process.execPath, cli: script, workspace: path.resolve(workspace) };
+  return { cli: script, workspace: path.resolve(workspace) };
 }
 
-export function mcpArgs(l: Launch): string[] {
-  return [l.cli, 'mcp', '--workspace', l.workspace];
+export function launcherPath(l: Launch): string {
+  return path.join(l.workspace, ...LAUNCHER_REL.split('/'));
+}
+
+/** The folder an installed extension's CLI sits in: `<root>/<id>-<version>/dist/cli.js`. */
+const VERSIONED_DIR = /^waypoint-dev\.waypoint-(\d+)\.(\d+)\.(\d+)(?:$|[-+])/;
+
+/**
+ * The launcher's source. Plain CommonJS with no dependencies (it runs under whatever
+ * `node` the agent finds). It prefers the recorded CLI when that is a development
+ * checkout (not a versioned folder), else the highest version found in the recorded
+ * folder's parent and the usual extension directories, else the recorded CLI if it
+ * still exists. It loads the CLI in-process (no second Node start for every hook).
+ */
+export function launcherSource(l: Launch): string {
+  const extDir = path.dirname(path.dirname(l.cli));
+  const roots = VERSIONED_DIR.test(path.basename(extDir)) ? [path.dirname(extDir)] : [];
+  return `#!/usr/bin/env node
+// Written by "Waypoint: Connect an Agent" (or \`waypoint connect\`). Machine-local: it lives in
+// .waypoint/, which git ignores. Agent configs run it so they keep working after Waypoint updates.
+'use strict';
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const RECORDED = ${JSON.stringify(l.cli)};
+const VERSIONED = ${VERSIONED_DIR.toString()};
+const home = os.homedir();
+const roots = ${JSON.stringify(roots)}.concat(
+  process.env.VSCODE_EXTENSIONS ? [process.env.VSCODE_EXTENSIONS] : [],
+  ['.vscode', '.vscode-insiders', '.vscode-server', '.vscode-server-insiders', '.vscode-oss', '.cursor', '.cursor-server', '.windsurf'].map((d) => path.join(home, d, 'extensions')),
+);
+function newer(a, b) {
+  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] > b[i];
+  return false;
+}
+function newestInstalled() {
+  let best = null;
+  for (const root of roots) {
+    let names;
+    try {
+      names = fs.readdirSync(root);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      const m = VERSIONED.exec(name);
+      if (!m) continue;
+      const v = [Number(m[1]), Number(m[2]), Number(m[3])];
+      const cli = path.join(root, name, 'dist', 'cli.js');
+      if ((!best || newer(v, best.v)) && fs.existsSync(cli)) best = { v, cli };
+    }
+  }
+  return best && best.cli;
+}
+const devCheckout = !VERSIONED.test(path.basename(path.dirname(path.dirname(RECORDED))));
+const cli = (devCheckout && fs.existsSync(RECORDED) && RECORDED) || newestInstalled() || (fs.existsSync(RECORDED) && RECORDED);
+if (!cli) {
+  process.stderr.write('Waypoint: no installed Waypoint found (looked for ' + RECORDED + ' and in ' + roots.join(', ') + '). Install the extension, then run "Waypoint: Connect an Agent" again.\\n');
+  process.exit(127);
+}
+process.argv.splice(1, 1, cli);
+require(cli);
+`;
+}
+
+/** The stdio server's arguments for a config that names the launcher by `launcher` (relative or absolute). */
+export function mcpArgs(launcher: string, workspace?: string): string[] {
+  return [launcher, 'mcp', ...(workspace === undefined ? [] : ['--workspace', workspace])];
 }
 
 /** POSIX shell quoting: Claude Code runs hook commands through a shell. */
@@ -50,8 +132,9 @@ export function shellQuote(s: string): string {
   return /^[A-Za-z0-9_./:=@+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
+/** settings.local.json is machine-local, so the hook names the launcher by its absolute path (hooks may run from a subdirectory). */
 export function hookCommand(l: Launch): string {
-  return [l.node, l.cli, 'hook', 'claude-code', '--workspace', l.workspace].map(shellQuote).join(' ');
+  return ['node', launcherPath(l), 'hook', 'claude-code', '--workspace', l.workspace].map(shellQuote).join(' ');
 }
 
 const HOOK_MARK = ' hook claude-code ';
@@ -91,24 +174,47 @@ function objectField(file: string, obj: Json, key: string): Json {
   return v;
 }
 
-function change(file: string, before: Json, after: Json): FileChange {
-  const content = JSON.stringify(after, null, 2) + '\n';
-  let old: string | null = null;
+function readText(file: string): string | null {
   try {
-    old = fs.readFileSync(file, 'utf8');
+    return fs.readFileSync(file, 'utf8');
   } catch {
-    // new file
+    return null; // new file
   }
-  return { file, content, changed: old === null || JSON.stringify(before) !== JSON.stringify(after) };
 }
 
-/** `.mcp.json` / `.cursor/mcp.json`: set mcpServers.waypoint, keep every other server. */
-export function mergeMcpJson(file: string, l: Launch, withType: boolean): FileChange {
+function change(file: string, before: Json, after: Json, local: boolean): FileChange {
+  const content = JSON.stringify(after, null, 2) + '\n';
+  const old = readText(file);
+  return { file, content, changed: old === null || JSON.stringify(before) !== JSON.stringify(after), local };
+}
+
+/**
+ * `.mcp.json` / `.cursor/mcp.json`: set mcpServers.waypoint, keep every other server.
+ * Both are meant to be committed, so the entry holds no absolute path: `node` from PATH
+ * and the launcher named relative to the project (Claude Code starts project servers in
+ * the project folder; Cursor expands `${workspaceFolder}`).
+ */
+export function mergeMcpJson(file: string, entry: Json): FileChange {
   const before = readJsonObject(file);
   const servers = objectField(file, before, 'mcpServers');
-  const entry = { ...(withType ? { type: 'stdio' } : {}), command: l.node, args: mcpArgs(l), env: {} };
   const after = { ...before, mcpServers: { ...servers, [SERVER_KEY]: entry } };
-  return change(file, before, after);
+  return change(file, before, after, false);
+}
+
+export function claudeServerEntry(): Json {
+  return { type: 'stdio', command: 'node', args: mcpArgs(LAUNCHER_REL), env: {} };
+}
+
+export function cursorServerEntry(): Json {
+  const ws = '${workspaceFolder}';
+  return { command: 'node', args: mcpArgs(`${ws}/${LAUNCHER_REL}`, ws), env: {} };
+}
+
+/** The launcher itself: rewritten when the recorded CLI moved (it still finds newer installs either way). */
+export function launcherChange(l: Launch): FileChange {
+  const file = launcherPath(l);
+  const content = launcherSource(l);
+  return { file, content, changed: readText(file) !== content, local: true };
 }
 
 /** `.claude/settings.local.json`: our hook in each event, replacing an older one of ours, keeping the rest. */
@@ -130,16 +236,38 @@ export function mergeClaudeSettings(file: string, l: Launch): FileChange {
     const ours = { ...(TOOL_EVENTS.has(event) ? { matcher: HOOK_MATCHER } : {}), hooks: [{ type: 'command', command, timeout: 30 }] };
     next[event] = [...kept, ours];
   }
-  return change(file, before, { ...before, hooks: next });
+  return change(file, before, { ...before, hooks: next }, true);
 }
 
+const LOCAL_SETTINGS = '.claude/settings.local.json';
+/** Lines of a top-level .gitignore that already keep the local settings out (a simple check: these are the forms people write). */
+const IGNORES_LOCAL = new Set([LOCAL_SETTINGS, `/${LOCAL_SETTINGS}`, '.claude', '.claude/', '/.claude', '/.claude/', 'settings.local.json', '**/settings.local.json', '*.local.json']);
+
+/**
+ * Claude Code keeps settings.local.json out of git by convention, but only when it
+ * creates the file itself; Waypoint writes it, so in a git repository it makes sure the
+ * top-level .gitignore names it. Only that file: .mcp.json is meant to be shared and the
+ * launcher is ignored by the store's own .gitignore.
+ */
+function ignoreLocalSettings(ws: string): FileChange[] {
+  if (!fs.existsSync(path.join(ws, '.git'))) return [];
+  const file = path.join(ws, '.gitignore');
+  const old = readText(file) ?? '';
+  if (old.split(/\r?\n/).some((line) => IGNORES_LOCAL.has(line.trim()))) return [];
+  const content = `${old}${old && !old.endsWith('\n') ? '\n' : ''}# machine-local agent settings (Waypoint's hooks name paths on this machine)\n${LOCAL_SETTINGS}\n`;
+  return [{ file, content, changed: true, local: false }];
+}
+
+/** ~/.codex/config.toml is per-user, so the absolute launcher path is right there. */
 export function codexSnippet(l: Launch): string {
   const q = (s: string) => JSON.stringify(s); // TOML basic strings share JSON's escapes
-  return [`[mcp_servers.${SERVER_KEY}]`, `command = ${q(l.node)}`, `args = [${mcpArgs(l).map(q).join(', ')}]`, ''].join('\n');
+  return [`[mcp_servers.${SERVER_KEY}]`, `command = "node"`, `args = [${mcpArgs(launcherPath(l), l.workspace).map(q).join(', ')}]`, ''].join('\n');
 }
 
 export interface ConnectPlan {
   agent: AgentKind;
+  workspace: string;
+  /** Every file the connection needs, the launcher first; `changed` says which would be written. */
   files: FileChange[];
   /** Text to show (Codex: the config.toml snippet). */
   snippet?: string;
@@ -147,21 +275,40 @@ export interface ConnectPlan {
 
 export function planConnect(agent: AgentKind, l: Launch): ConnectPlan {
   const ws = l.workspace;
+  const launcher = launcherChange(l);
   switch (agent) {
     case 'claude-code':
-      return { agent, files: [mergeMcpJson(path.join(ws, '.mcp.json'), l, true), mergeClaudeSettings(path.join(ws, '.claude', 'settings.local.json'), l)] };
+      return {
+        agent,
+        workspace: ws,
+        files: [launcher, mergeMcpJson(path.join(ws, '.mcp.json'), claudeServerEntry()), mergeClaudeSettings(path.join(ws, '.claude', 'settings.local.json'), l), ...ignoreLocalSettings(ws)],
+      };
     case 'cursor':
-      return { agent, files: [mergeMcpJson(path.join(ws, '.cursor', 'mcp.json'), l, false)] };
+      return { agent, workspace: ws, files: [launcher, mergeMcpJson(path.join(ws, '.cursor', 'mcp.json'), cursorServerEntry())] };
     case 'codex':
-      return { agent, files: [], snippet: codexSnippet(l) };
+      // The snippet goes outside the workspace (printed, not written), but it runs the launcher.
+      return { agent, workspace: ws, files: [launcher], snippet: codexSnippet(l) };
   }
 }
 
-/** Writes the plan's changed files atomically; every file was validated before the first write. */
+/**
+ * Writes the plan's changed files atomically; every file was validated before the first
+ * write. The launcher goes into the store directory, created private and git-ignored
+ * exactly as the store creates it, so it is never committed.
+ */
 export function applyConnect(plan: ConnectPlan): string[] {
   const written: string[] = [];
+  const storeDir = path.join(plan.workspace, '.waypoint');
   for (const f of plan.files) {
     if (!f.changed) continue;
+    if (f.file.startsWith(storeDir + path.sep)) {
+      ensurePrivateStoreDir(storeDir);
+      try {
+        fs.writeFileSync(path.join(storeDir, '.gitignore'), '*\n', { flag: 'wx', mode: 0o600 });
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      }
+    }
     fs.mkdirSync(path.dirname(f.file), { recursive: true });
     writeFileAtomicSync(f.file, f.content);
     written.push(f.file);

@@ -1,8 +1,9 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { HOOK_EVENTS, hookCommand } from '../../src/mcp/connect';
-import { CLI, buildCli, cli, sc, stdioSession } from '../support/mcp';
+import { spawnSync } from 'node:child_process';
+import { HOOK_EVENTS, LAUNCHER_REL, applyConnect, claudeServerEntry, hookCommand, planConnect } from '../../src/mcp/connect';
+import { CLI, buildCli, cli } from '../support/mcp';
 import { tmpDir } from '../support/tmp';
 
 type Json = Record<string, any>;
@@ -35,12 +36,17 @@ describe('waypoint connect', function () {
     const mcp = read(mcpFile);
     assert.deepEqual(mcp.mcpServers.other, { command: 'other-server', args: ['--x'] });
     assert.equal(mcp.extra, true);
-    assert.deepEqual(mcp.mcpServers.waypoint, { type: 'stdio', command: process.execPath, args: [CLI, 'mcp', '--workspace', ws.dir], env: {} });
+    assert.deepEqual(mcp.mcpServers.waypoint, { type: 'stdio', command: 'node', args: [LAUNCHER_REL, 'mcp'], env: {} });
+    assert.deepEqual(mcp.mcpServers.waypoint, claudeServerEntry());
+    const shared = fs.readFileSync(mcpFile, 'utf8');
+    assert.ok(!shared.includes(ws.dir) && !shared.includes(CLI) && !shared.includes(process.execPath), '.mcp.json is shared: no machine paths');
     assert.equal(fs.readFileSync(mcpFile, 'utf8'), JSON.stringify(mcp, null, 2) + '\n', 'JSON with 2-space indent');
+    assert.equal(fs.readFileSync(path.join(ws.dir, '.waypoint', '.gitignore'), 'utf8'), '*\n', 'the launcher is in the git-ignored store directory');
 
     const settings = read(settingsFile);
     assert.deepEqual(settings.permissions, { allow: ['Bash(npm test)'] });
-    const cmd = hookCommand({ node: process.execPath, cli: CLI, workspace: ws.dir });
+    const cmd = hookCommand({ cli: CLI, workspace: ws.dir });
+    assert.ok(!cmd.includes(CLI) && !cmd.includes(process.execPath), 'the hook runs the launcher with node from PATH');
     for (const event of HOOK_EVENTS) {
       const ours = (settings.hooks[event] as Json[]).filter((g) => g.hooks.some((h: Json) => h.command === cmd));
       assert.equal(ours.length, 1, event);
@@ -54,14 +60,65 @@ describe('waypoint connect', function () {
     assert.match(r2.stdout, /already connected/);
     assert.deepEqual([fs.readFileSync(mcpFile, 'utf8'), fs.readFileSync(settingsFile, 'utf8')], before);
 
-    // The written server command really starts Waypoint's MCP server.
+    // The written server command really starts Waypoint (from the project folder, as Claude Code runs it).
     const entry = read(mcpFile).mcpServers.waypoint;
-    assert.equal(entry.command, process.execPath);
-    const s = await stdioSession(ws.dir);
+    const run = spawnSync(entry.command, [entry.args[0], 'tasks', '--json'], { cwd: ws.dir, encoding: 'utf8', timeout: 30_000 });
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(JSON.parse(run.stdout), []);
+  });
+
+  it('in a git repository adds .claude/settings.local.json to .gitignore once, and never .mcp.json', () => {
+    fs.mkdirSync(path.join(ws.dir, '.git'));
+    fs.writeFileSync(path.join(ws.dir, '.gitignore'), 'node_modules');
+    assert.equal(connect('claude-code').status, 0);
+    const gi = fs.readFileSync(path.join(ws.dir, '.gitignore'), 'utf8');
+    assert.match(gi, /^node_modules\n#.*\n\.claude\/settings\.local\.json\n$/);
+    assert.ok(!gi.includes('.mcp.json'));
+    assert.match(connect('claude-code').stdout, /already connected/);
+    assert.equal(fs.readFileSync(path.join(ws.dir, '.gitignore'), 'utf8'), gi, 'not added twice');
+  });
+
+  it('a config written by version A still works when the extension folder becomes version B', () => {
+    const exts = tmpDir('wp-exts-');
+    const home = tmpDir('wp-home-');
     try {
-      sc(await s.client.callTool({ name: 'waypoint_task_status', arguments: {} }));
+      const fakeCli = (version: string, dir: string) => {
+        fs.mkdirSync(path.join(dir, 'dist'), { recursive: true });
+        fs.writeFileSync(path.join(dir, 'dist', 'cli.js'), `process.stdout.write(${JSON.stringify(version)} + ' ' + process.argv.slice(2).join(' '));\n`);
+      };
+      const a = path.join(exts.dir, 'waypoint-dev.waypoint-0.1.0');
+      fakeCli('A', a);
+      const plan = planConnect('claude-code', { cli: path.join(a, 'dist', 'cli.js'), workspace: ws.dir });
+      const written = applyConnect(plan);
+      assert.ok(written.includes(path.join(ws.dir, ...LAUNCHER_REL.split('/'))));
+      const env = { ...process.env, HOME: home.dir, USERPROFILE: home.dir, VSCODE_EXTENSIONS: '' };
+      const runLauncher = () => spawnSync('node', [LAUNCHER_REL, 'hook', 'claude-code'], { cwd: ws.dir, env, encoding: 'utf8' });
+      assert.equal(runLauncher().stdout, 'A hook claude-code');
+      // The update: 0.1.0's folder is gone, 0.2.0 is installed beside it.
+      const b = path.join(exts.dir, 'waypoint-dev.waypoint-0.2.0-linux-x64');
+      fs.renameSync(a, b);
+      fakeCli('B', b);
+      let r = runLauncher();
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stdout, 'B hook claude-code');
+      // Several installed (an old one left behind): the newest wins, by version not by name.
+      fakeCli('old', path.join(exts.dir, 'waypoint-dev.waypoint-0.10.0'));
+      assert.equal(runLauncher().stdout, 'old hook claude-code', '0.10.0 > 0.2.0');
+      // Installed in the user's extensions directory instead (another editor): found there too.
+      fs.rmSync(exts.dir, { recursive: true, force: true });
+      fakeCli('C', path.join(home.dir, '.vscode', 'extensions', 'waypoint-dev.waypoint-1.0.0'));
+      assert.equal(runLauncher().stdout, 'C hook claude-code');
+      // Nothing installed: a clear error, not a stack trace.
+      fs.rmSync(path.join(home.dir, '.vscode'), { recursive: true, force: true });
+      r = runLauncher();
+      assert.equal(r.status, 127);
+      assert.match(r.stderr, /no installed Waypoint found.*Connect an Agent/);
+      // Connecting again (same version A path) changes nothing in the shared file.
+      const again = planConnect('claude-code', { cli: path.join(a, 'dist', 'cli.js'), workspace: ws.dir });
+      assert.ok(again.files.every((f) => !f.changed), 'idempotent');
     } finally {
-      await s.close();
+      exts.cleanup();
+      home.cleanup();
     }
   });
 
@@ -82,14 +139,16 @@ describe('waypoint connect', function () {
     assert.equal(p.status, 0, p.stderr);
     assert.match(p.stdout, /"waypoint"/);
     assert.ok(!fs.existsSync(path.join(ws.dir, '.cursor')));
+    assert.ok(!fs.existsSync(path.join(ws.dir, '.waypoint')), '--print writes nothing, the launcher included');
     assert.equal(connect('cursor').status, 0);
-    assert.deepEqual(read(path.join(ws.dir, '.cursor', 'mcp.json')).mcpServers.waypoint.args, [CLI, 'mcp', '--workspace', ws.dir]);
+    assert.deepEqual(read(path.join(ws.dir, '.cursor', 'mcp.json')).mcpServers.waypoint, { command: 'node', args: ['${workspaceFolder}/' + LAUNCHER_REL, 'mcp', '--workspace', '${workspaceFolder}'], env: {} });
 
     const c = connect('codex');
     assert.equal(c.status, 0, c.stderr);
     assert.match(c.stdout, /\[mcp_servers\.waypoint\]/);
-    assert.ok(c.stdout.includes(`command = ${JSON.stringify(process.execPath)}`));
-    assert.ok(c.stdout.includes(`args = [${JSON.stringify(CLI)}, "mcp", "--workspace", ${JSON.stringify(ws.dir)}]`));
-    assert.deepEqual(fs.readdirSync(ws.dir).sort(), ['.cursor'], 'codex wrote nothing');
+    assert.ok(c.stdout.includes('command = "node"'));
+    const launcher = path.join(ws.dir, ...LAUNCHER_REL.split('/'));
+    assert.ok(c.stdout.includes(`args = [${JSON.stringify(launcher)}, "mcp", "--workspace", ${JSON.stringify(ws.dir)}]`));
+    assert.deepEqual(fs.readdirSync(ws.dir).sort(), ['.cursor', '.waypoint'], 'codex wrote only the launcher it runs');
   });
 });

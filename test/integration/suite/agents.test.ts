@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import * as vscode from 'vscode';
@@ -43,6 +44,27 @@ describe('agent doors', function () {
     const res = await fetch(def.uri.toString(true), { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     assert.equal(res.status, 401);
     await engine.abandonTask({ taskId });
+  });
+
+  it('Connect an Agent shows the changes as a diff first; dismissing the question writes nothing', async () => {
+    const ws = vscode.workspace.workspaceFolders![0].uri.fsPath;
+    const target = path.join(ws, '.cursor', 'mcp.json');
+    const launcher = path.join(ws, '.waypoint', 'bin', 'waypoint.cjs');
+    assert.ok(!fs.existsSync(target) && !fs.existsSync(launcher), 'the test starts unconnected');
+    let settled = false;
+    const done = Promise.resolve(vscode.commands.executeCommand('waypoint.connectAgent', 'cursor')).finally(() => (settled = true));
+    const previewTab = () => vscode.window.tabGroups.all.flatMap((g) => g.tabs).find((t) => t.label.startsWith('Waypoint: Connect Cursor'));
+    for (let i = 0; i < 100 && !previewTab(); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(previewTab(), 'the multi-file diff of what would be written is open');
+    assert.ok(!fs.existsSync(target), 'nothing written while the question is open');
+    // Dismissing the notification answers "no" (as Cancel or Escape does); it appears once the diff is up.
+    for (let i = 0; i < 100 && !settled; i++) {
+      await vscode.commands.executeCommand('notifications.clearAll');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await done;
+    assert.ok(!fs.existsSync(target) && !fs.existsSync(launcher), 'nothing written');
+    assert.equal(previewTab(), undefined, 'the preview is closed afterwards');
   });
 
   it('the CLI beside the editor relays to this window instead of failing on the lock', async () => {
