@@ -103,6 +103,11 @@ describe('task timeline', () => {
     await page.keyboard.press('Enter');
     await page.locator('.tabs-container .tab', { hasText: '↔' }).first().waitFor({ timeout: 30_000 });
 
+    // Live: the agent finishes the docs step; the open timeline shows it without a reload.
+    await page.locator('.tabs-container .tab', { hasText: 'Timeline:' }).first().click();
+    cli(folder, 'step', 'complete', '--task', taskId, '--step', 'docs');
+    await view.getByRole('listitem', { name: /^Step Update the docs, completed, 1 attempt/ }).waitFor({ timeout: 30_000 });
+
     // Fork here: the fork command shows what the workspace becomes and asks for the new
     // task's goal (prefilled from the original's); Enter starts a task linked to this one.
     await page.locator('.tabs-container .tab', { hasText: 'Timeline:' }).first().click();
@@ -127,9 +132,5 @@ describe('task timeline', () => {
       await page.waitForTimeout(250);
     }
     assert.equal(fork.forkedFrom!.taskId, taskId, 'the fork links to the task the timeline shows');
-
-    // Live: the agent finishes the docs step; the open timeline shows it without a reload.
-    cli(folder, 'step', 'complete', '--task', taskId, '--step', 'docs');
-    await view.getByRole('listitem', { name: /^Step Update the docs, completed, 1 attempt/ }).waitFor({ timeout: 30_000 });
   });
 });
