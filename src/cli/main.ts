@@ -375,7 +375,7 @@ export const COMMANDS: Record<string, Command> = {
       };
       const preview = await e.rollback({ ...args, preview: true });
       const list = [
-        ...preview.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}${x.createdOutsideTask ? '  (not created by a step of this task: made by you or another tool; undo brings it back)' : ''}`),
+        ...preview.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}${x.createdOutsideTask ? '  (not created by a step of this task: made by you or another tool; undo brings it back)' : ''}${x.agentHunksOnly ? '  (only the agent’s changes; yours in it are kept)' : ''}`),
         ...preview.kept.map((k) => `  keep    ${k.path}  (${k.reason})`),
       ].join('\n');
       if (c.values.preview || !c.values.yes) {
@@ -389,6 +389,7 @@ export const COMMANDS: Record<string, Command> = {
       const r = await e.rollback(args);
       c.out(
         `Rolled back to ${r.targetCheckpointId}: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed.` +
+          (r.merged?.length ? `\nOnly the agent’s changes were undone in: ${r.merged.join(', ')} (yours kept)` : '') +
           (r.conflicts.length ? `\nLeft for you (changed by both): ${r.conflicts.join(', ')}` : '') +
           `\nUndo with: waypoint rollback --task ${r.taskId} --undo`,
         r,

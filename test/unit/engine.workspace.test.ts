@@ -133,8 +133,82 @@ describe('engine: workspace checkpoints and rollback', () => {
     const r = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only' });
     assert.equal(fs.readFileSync(path.join(ws.dir, 'src/a.ts'), 'utf8'), 'export const a = 1;\n', 'agent change reverted');
     assert.equal(fs.readFileSync(path.join(ws.dir, 'notes.md'), 'utf8'), 'my own notes\n', 'person file kept');
-    assert.equal(fs.readFileSync(path.join(ws.dir, 'src/b.ts'), 'utf8'), 'export const b = "agent";\n', 'conflict left as is');
-    assert.deepEqual(r.conflicts, ['src/b.ts']);
+    // b.ts: the person's edit came before the agent's step, so undoing the step gives back the person's version.
+    assert.equal(fs.readFileSync(path.join(ws.dir, 'src/b.ts'), 'utf8'), 'export const b = 3; // mine\n', 'agent hunk reverted, the person’s kept');
+    assert.deepEqual(r.conflicts, []);
+    assert.deepEqual(r.merged, ['src/b.ts']);
+  });
+
+  describe('agent-only rollback of a file both changed: the agent’s hunks go, the person’s stay', () => {
+    const lines = (n: number, edit: Record<number, string> = {}) => Array.from({ length: n }, (_, i) => `${edit[i] ?? `line ${i}`}\n`).join('');
+    async function agentStep(taskId: string, title: string, fn: () => void) {
+      const s = await engine.startStep({ taskId, title });
+      fn();
+      await engine.completeStep({ taskId, stepId: s.stepId });
+    }
+
+    it('reverts two agent steps’ hunks and keeps the person’s edits before, between and after them', async () => {
+      write(ws.dir, 'src/f.ts', lines(40));
+      const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'g' });
+      write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before' }));
+      await engine.checkpoint({ taskId });
+      await agentStep(taskId, 'first', () => write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before', 10: 'agent one' })));
+      write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before', 10: 'agent one', 20: 'person between' }));
+      await engine.checkpoint({ taskId });
+      await agentStep(taskId, 'second', () => write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two' })));
+      write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two', 39: 'person after' }));
+      const preview = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only', preview: true });
+      assert.deepEqual(preview.changes, [{ path: 'src/f.ts', action: 'modify', agentHunksOnly: true }]);
+      assert.equal(fs.readFileSync(path.join(ws.dir, 'src/f.ts'), 'utf8'), lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two', 39: 'person after' }), 'a preview writes nothing');
+      const r = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only' });
+      assert.deepEqual(r.merged, ['src/f.ts']);
+      assert.deepEqual(r.conflicts, []);
+      assert.equal(fs.readFileSync(path.join(ws.dir, 'src/f.ts'), 'utf8'), lines(40, { 0: 'person before', 20: 'person between', 39: 'person after' }));
+      // Undo gives back exactly what was there.
+      await engine.undoRollback({ taskId });
+      assert.equal(fs.readFileSync(path.join(ws.dir, 'src/f.ts'), 'utf8'), lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two', 39: 'person after' }));
+    });
+
+    it('keeps CRLF line endings and a missing final newline byte for byte', async () => {
+      const text = (mid: string) => `one\r\ntwo\r\n${mid}\r\nfour\r\nfive\r\nsix\r\nseven`;
+      write(ws.dir, 'w.txt', text('three'));
+      const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'g' });
+      await agentStep(taskId, 'agent', () => write(ws.dir, 'w.txt', text('THREE')));
+      write(ws.dir, 'w.txt', text('THREE').replace('seven', 'seven!'));
+      const r = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only' });
+      assert.deepEqual(r.merged, ['w.txt']);
+      assert.equal(fs.readFileSync(path.join(ws.dir, 'w.txt'), 'utf8'), text('three').replace('seven', 'seven!'));
+    });
+
+    it('leaves a file alone and names it a conflict when the person edited the agent’s own lines', async () => {
+      write(ws.dir, 'src/f.ts', lines(20));
+      const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'g' });
+      await agentStep(taskId, 'agent', () => write(ws.dir, 'src/f.ts', lines(20, { 5: 'agent' })));
+      write(ws.dir, 'src/f.ts', lines(20, { 5: 'agent, then mine' }));
+      write(ws.dir, 'src/a.ts', 'export const a = "person";\n');
+      const before = tree(ws.dir);
+      const r = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only' });
+      assert.deepEqual(r.conflicts, ['src/f.ts']);
+      assert.deepEqual(r.merged, []);
+      assert.match(r.kept.find((k) => k.path === 'src/f.ts')!.reason, /overlap near line 6/);
+      assert.deepEqual(tree(ws.dir), before, 'nothing written');
+    });
+
+    it('does not merge a file the agent created, nor a binary file', async () => {
+      write(ws.dir, 'bin.dat', 'a\u0000b\nline\n');
+      const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'g' });
+      await agentStep(taskId, 'agent', () => {
+        write(ws.dir, 'made.txt', 'agent made\n');
+        write(ws.dir, 'bin.dat', 'a\u0000b\nline changed\n');
+      });
+      write(ws.dir, 'made.txt', 'agent made\nperson added\n');
+      write(ws.dir, 'bin.dat', 'a\u0000b\nline changed\nperson\n');
+      const r = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only' });
+      assert.deepEqual(r.conflicts, ['bin.dat', 'made.txt']);
+      assert.match(r.kept.find((k) => k.path === 'made.txt')!.reason, /created or deleted/);
+      assert.match(r.kept.find((k) => k.path === 'bin.dat')!.reason, /not a text file/);
+      assert.equal(fs.readFileSync(path.join(ws.dir, 'made.txt'), 'utf8'), 'agent made\nperson added\n');
+    });
   });
 
   it('shows drift (changes since the last checkpoint) in the resume context', async () => {

@@ -11,6 +11,9 @@ import type { CheckpointMeta, EventDataOf, Step, Task } from '../model/schema';
 import { parseInput } from '../model/validate';
 import type { NewEvent } from '../store/eventStore';
 import { diffManifests, type Manifest } from '../snapshot';
+import type { FileEntry, ManifestEntry } from '../snapshot/manifest';
+import type { PlannedWrite } from '../snapshot/restore';
+import { asMergeableText, revertAgentHunks, type AgentInterval } from '../snapshot/revertHunks';
 import type { NotCapturedReport } from './engine';
 import type { EngineCore } from './engineCore';
 import { newId } from './ids';
@@ -31,10 +34,16 @@ export interface RollbackResult extends NotCapturedReport {
    * terminal, another tool) carries `createdOutsideTask` (the pre-rollback checkpoint
    * holds it, so undo brings it back).
    */
-  changes: { path: string; action: 'create' | 'modify' | 'delete'; createdOutsideTask?: true }[];
+  changes: { path: string; action: 'create' | 'modify' | 'delete'; createdOutsideTask?: true; agentHunksOnly?: true }[];
   /** Paths deliberately left alone, with why (content not held, too large, conflicts). */
   kept: { path: string; reason: string }[];
   conflicts: string[];
+  /**
+   * `agent-only`: files the agent and the person both changed whose agent hunks were
+   * reverted by a three-way merge, keeping the person's (their `changes` entry carries
+   * `agentHunksOnly`). Files where the two overlap stay in `conflicts`, untouched.
+   */
+  merged?: string[];
   filesWritten: number;
   filesRemoved: number;
   abandonedSteps: string[];
@@ -86,18 +95,27 @@ export class Rollbacks {
       const current = await ws.scanNow(this.core.latestCheckpoint());
       let paths = input.paths;
       let agentConflicts: string[] = [];
+      let conflictReasons = new Map<string, string>();
+      let mergedWrites: PlannedWrite[] = [];
       if (mode === 'agent-only') {
+        const wanted = (p: string) => !input.paths || input.paths.some((q) => p === q || p.startsWith(`${q}/`));
         const split = await this.agentOnlyPaths(task, target, current);
-        agentConflicts = split.conflicts;
-        paths = input.paths ? split.revert.filter((p) => input.paths!.some((q) => p === q || p.startsWith(`${q}/`))) : split.revert;
+        const merged = await this.mergeAgentHunks(task, target, current, split.conflicts.filter(wanted));
+        mergedWrites = merged.writes;
+        conflictReasons = merged.refused;
+        agentConflicts = split.conflicts.filter((p) => !mergedWrites.some((w) => w.path === p));
+        paths = split.revert.filter(wanted);
       }
       const plan = paths && paths.length === 0 ? { writes: [], removes: [], kept: [], unchanged: 0 } : await ws.plan(current, targetManifest, paths);
+      plan.writes.push(...mergedWrites);
       const outside = plan.removes.length ? await this.createdOutsideSteps(task.id, target, current, plan.removes.map((r) => r.path)) : new Set<string>();
       const changes: RollbackResult['changes'] = [
-        ...plan.writes.map((w) => ({ path: w.path, action: current.has(w.path) ? ('modify' as const) : ('create' as const) })),
+        ...plan.writes.map((w) =>
+          mergedWrites.includes(w) ? { path: w.path, action: 'modify' as const, agentHunksOnly: true as const } : { path: w.path, action: current.has(w.path) ? ('modify' as const) : ('create' as const) },
+        ),
         ...plan.removes.map((r) => (outside.has(r.path) ? { path: r.path, action: 'delete' as const, createdOutsideTask: true as const } : { path: r.path, action: 'delete' as const })),
       ].sort((a, b) => (a.path < b.path ? -1 : 1));
-      const kept = [...plan.kept.map((k) => ({ path: k.path, reason: k.reason as string })), ...agentConflicts.map((p) => ({ path: p, reason: 'changed by both the agent and you; left for you to choose' }))];
+      const kept = [...plan.kept.map((k) => ({ path: k.path, reason: k.reason as string })), ...agentConflicts.map((p) => ({ path: p, reason: `changed by both the agent and you${conflictReasons.has(p) ? ` (${conflictReasons.get(p)})` : ''}; left for you to choose` }))];
       const fullRollback = !input.paths && mode === 'all';
       const toAbandon = fullRollback
         ? stepsToAbandon(this.core.queries, task.id, target)
@@ -112,6 +130,7 @@ export class Rollbacks {
         changes,
         kept,
         conflicts: agentConflicts,
+        ...(mode === 'agent-only' ? { merged: mergedWrites.map((w) => w.path) } : {}),
         filesWritten: 0,
         filesRemoved: 0,
         abandonedSteps: toAbandon.map((s) => s.id),
@@ -129,7 +148,7 @@ export class Rollbacks {
       const rollbackId = newId('r');
       const started = this.core.store.commit([
         { ...preEvent, key: `${key}#pre` },
-        this.core.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: paths ?? null, mode, planRef }, `${key}#start`),
+        this.core.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: mergedWrites.length ? [...(paths ?? []), ...mergedWrites.map((w) => w.path)].sort() : (paths ?? null), mode, planRef }, `${key}#start`),
       ]);
       await started.durable;
       // 2. Apply (idempotent: a crash here is finished on the next open).
@@ -212,6 +231,87 @@ export class Rollbacks {
     const revert = [...agent].filter((p) => !person.has(p)).sort();
     const conflicts = [...agent].filter((p) => person.has(p)).sort();
     return { revert, conflicts };
+  }
+
+  /**
+   * For `agent-only`, the files both the agent and the person changed: each one whose
+   * agent hunks revert cleanly (see revertHunks.ts) becomes a write of the merged
+   * content — stored as a blob now, so the plan made durable before any file changes
+   * holds it; the others are refused with why. Only text files the agent modified in
+   * place qualify: an agent step that created or deleted the file, a binary or
+   * non-UTF-8 file, or one too large to hold, is the person's to decide.
+   */
+  private async mergeAgentHunks(task: Task, target: CheckpointMeta, current: Manifest, paths: readonly string[]): Promise<{ writes: PlannedWrite[]; refused: Map<string, string> }> {
+    const writes: PlannedWrite[] = [];
+    const refused = new Map<string, string>();
+    if (paths.length === 0) return { writes, refused };
+    const ws = this.core.snapshots();
+    const intervals = await this.agentIntervals(task.id, target, current, paths);
+    const text = async (e: FileEntry): Promise<string | null> => asMergeableText(await ws.blobs.get(e.hash));
+    for (const p of paths) {
+      const now = current.get(p);
+      const steps = intervals.get(p) ?? [];
+      if (now?.type !== 'file') {
+        refused.set(p, 'it is not a file now');
+        continue;
+      }
+      if (steps.some((s) => s.before?.type !== 'file' || s.after?.type !== 'file')) {
+        refused.set(p, 'the agent created or deleted it');
+        continue;
+      }
+      const texts: AgentInterval[] = [];
+      let binary = (await text(now)) === null;
+      for (const s of steps) {
+        if (binary) break;
+        const before = await text(s.before as FileEntry);
+        const after = await text(s.after as FileEntry);
+        if (before === null || after === null) binary = true;
+        else texts.push({ before, after });
+      }
+      const currentText = binary ? null : await text(now);
+      if (currentText === null) {
+        refused.set(p, 'it is not a text file');
+        continue;
+      }
+      const out = revertAgentHunks(currentText, texts);
+      if (!out.ok) {
+        refused.set(p, out.reason);
+        continue;
+      }
+      if (out.text === currentText) continue; // nothing of the agent's is left in it
+      const bytes = Buffer.from(out.text, 'utf8');
+      const { hash } = await ws.blobs.put(bytes);
+      writes.push({ path: p, entry: { type: 'file', hash, size: bytes.length, mode: now.mode, mtimeMs: 0, ino: 0 }, expectAbsent: false });
+    }
+    return { writes, refused };
+  }
+
+  /**
+   * For each of `paths`, the agent's intervals that changed it since checkpoint
+   * `from`, oldest first: its entry at the interval's start and end (the same
+   * classification as changesByOwner; the open step's work since the last
+   * checkpoint ends at `current`).
+   */
+  private async agentIntervals(taskId: string, from: CheckpointMeta, current: Manifest, paths: readonly string[]): Promise<Map<string, { before: ManifestEntry | undefined; after: ManifestEntry | undefined }[]>> {
+    const ws = this.core.snapshots();
+    const chain = this.core.queries.checkpoints(taskId).filter((c) => c.manifestRef && !c.damaged && c.createdAt >= from.createdAt && c.id !== from.id);
+    const out = new Map<string, { before: ManifestEntry | undefined; after: ManifestEntry | undefined }[]>();
+    const note = (prev: Manifest, next: Manifest) => {
+      for (const p of paths) {
+        const a = prev.get(p);
+        const b = next.get(p);
+        const same = a?.type === 'file' && b?.type === 'file' ? a.hash === b.hash : JSON.stringify(a) === JSON.stringify(b);
+        if (!same) out.set(p, [...(out.get(p) ?? []), { before: a, after: b }]);
+      }
+    };
+    let prev = await ws.load(from);
+    for (const c of chain) {
+      const next = await ws.load(c);
+      if (c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback') note(prev, next);
+      prev = next;
+    }
+    if (this.core.queries.steps(taskId).some((s) => s.status === 'in_progress')) note(prev, current);
+    return out;
   }
 
   /**
