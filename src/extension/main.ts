@@ -63,7 +63,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(review);
   const timeline = new TimelinePanels({ host, log, extensionUri: context.extensionUri });
   context.subscriptions.push(timeline);
-  const commands = new Commands(host, tree, view, log, review, timeline, operations, doors);
+  const commands = new Commands({ host, tree, view, log, review, timeline, operations, doors });
   context.subscriptions.push(commands);
   const alerts = new AttentionAlerts(host, context.workspaceState);
   context.subscriptions.push(alerts);

@@ -12,6 +12,7 @@ import { z } from 'zod';
 import type { EngineHost } from './engineHost';
 import { taskDetail, type TaskDetail } from './storeReads';
 import { CheckpointNode, TaskNode } from './tasksTree';
+import { plural } from '../core/model/plural';
 
 /** Programmatic arguments to Roll Back to Checkpoint. */
 const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.string().min(1), paths: z.array(z.string().min(1)).min(1).optional(), confirmed: z.boolean().optional() });
@@ -217,7 +218,7 @@ export class WorkspaceCommands {
     const forkId = r.taskId!;
     await vscode.commands.executeCommand('waypoint.revealTask', forkId);
     void vscode.window
-      .showInformationMessage(`Waypoint: started a fork of “${original.task.title}” from ${title} (${r.filesWritten + r.filesRemoved} file(s) restored).`, 'Undo', 'Show Original')
+      .showInformationMessage(`Waypoint: started a fork of “${original.task.title}” from ${title} (${plural(r.filesWritten + r.filesRemoved, 'file')} restored).`, 'Undo', 'Show Original')
       .then((a) => {
         if (a === 'Undo') void vscode.commands.executeCommand('waypoint.undoRollback', forkId);
         if (a === 'Show Original') void vscode.commands.executeCommand('waypoint.revealTask', original.task.id);
@@ -354,7 +355,7 @@ export class WorkspaceCommands {
       }),
     );
     void vscode.window.showInformationMessage(
-      `Waypoint: pruned ${r.pruned.length} checkpoint(s), freed ${(r.bytesFreed / 1e6).toFixed(1)} MB; the store now holds ${(r.totalBytes / 1e6).toFixed(1)} MB.`,
+      `Waypoint: pruned ${plural(r.pruned.length, 'checkpoint')}, freed ${(r.bytesFreed / 1e6).toFixed(1)} MB; the store now holds ${(r.totalBytes / 1e6).toFixed(1)} MB.`,
     );
   }
 }
