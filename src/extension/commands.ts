@@ -48,7 +48,8 @@ export interface CommandsContext {
 }
 
 export class Commands extends Disposable {
-  private readonly resume: ResumeFlow;
+  /** The Resume Task hand-off (its last offered deliveries are a test probe). */
+  readonly resume: ResumeFlow;
   private readonly host: EngineHost;
   private readonly tree: TasksTreeProvider;
   private readonly view: vscode.TreeView<TreeNode>;

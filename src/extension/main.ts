@@ -86,7 +86,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     },
   };
   if (!probesEnabled(context)) return api;
-  return { ...api, ...testProbes({ activationMs, host, tree, view, statusBar, auto, review, timeline, doors, alerts, operations, commandIds: commands.ids }) };
+  return { ...api, ...testProbes({ activationMs, host, tree, view, statusBar, auto, review, timeline, doors, alerts, operations, commandIds: commands.ids, resume: commands.resume }) };
 }
 
 let activeHost: EngineHost | undefined;
