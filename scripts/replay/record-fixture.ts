@@ -95,6 +95,15 @@ async function main(): Promise<void> {
     await engine.requestReview({ taskId: id, summary: 'greet is polite', owner: { id: 'recorder-2' } });
     tick();
     await engine.completeTask({ taskId: id, summary: 'approved', commit: '0123456789abcdef0123456789abcdef01234567' });
+    // From database v6 on: the person undoes the review commit, so the task waits for
+    // review again (task.reopened), and a second review completes it with a new commit.
+    const reopenTask = (engine as unknown as { reopenTask?: (a: unknown) => Promise<unknown> }).reopenTask;
+    if ('task.reopened' in EventData && reopenTask) {
+      tick();
+      await reopenTask.call(engine, { taskId: id, commit: '0123456789abcdef0123456789abcdef01234567' });
+      tick();
+      await engine.completeTask({ taskId: id, summary: 'approved again', commit: 'fedcba9876543210fedcba9876543210fedcba98' });
+    }
     // A third: the segment only the first generation needed moves to archive/ (database v3 on).
     await engine.store.exportNow();
     // Task 2: an unrecoverable failure. Task 3: abandoned. Task 4: suspended. Task 5: deleted.

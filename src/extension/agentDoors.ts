@@ -11,6 +11,7 @@ import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 import { settings } from './settings';
 import { ChangesPreview, type PreviewFile } from './rollbackPreview';
+import { plural } from '../core/model/plural';
 
 /**
  * The extension's doors for agents. While this window owns the store it serves
@@ -131,14 +132,14 @@ export class AgentDoors extends Disposable {
       if (req.policy === 'ask') {
         const preview = await engine.rollback({ taskId: req.taskId, checkpointId: req.checkpointId, preview: true });
         const answer = await vscode.window.showWarningMessage(
-          `An agent asks to roll back “${engine.task(req.taskId).title}” (${preview.changes.length} file(s)).`,
+          `An agent asks to roll back “${engine.task(req.taskId).title}” (${plural(preview.changes.length, 'file')}).`,
           { modal: true, detail: `Reason: ${req.reason}\nAgent: ${req.owner.id}\n\nThe current state is saved as a checkpoint first, so this can be undone.` },
           'Roll Back',
         );
         if (answer !== 'Roll Back') return { rolledBack: false, message: 'The person declined the rollback.' };
       }
       const r = await engine.rollback({ taskId: req.taskId, checkpointId: req.checkpointId, reason: `agent ${req.owner.id}: ${req.reason}`.slice(0, 2000) });
-      return { rolledBack: true, preRollbackCheckpointId: r.preRollbackCheckpointId ?? undefined, message: `Rolled back ${r.filesWritten + r.filesRemoved} file(s).` };
+      return { rolledBack: true, preRollbackCheckpointId: r.preRollbackCheckpointId ?? undefined, message: `Rolled back ${plural(r.filesWritten + r.filesRemoved, 'file')}.` };
     };
   }
 
@@ -162,7 +163,7 @@ export class AgentDoors extends Disposable {
     }
     const provider = this.providerRegistered ? 'MCP provider registered' : 'this editor has no MCP provider API';
     const serving = e ? `serving ${e.url}${e.relayed ? ' (the owning window’s endpoint)' : ''}` : 'not serving (see the Waypoint log)';
-    const agent = !chat ? 'no Chat in this editor' : !copilot ? 'Copilot Chat is not installed' : models ? `Copilot Chat installed, ${models} model(s) available` : 'Copilot Chat installed, no language model available (signed out, or AI features off)';
+    const agent = !chat ? 'no Chat in this editor' : !copilot ? 'Copilot Chat is not installed' : models ? `Copilot Chat installed, ${plural(models, 'model')} available` : 'Copilot Chat installed, no language model available (signed out, or AI features off)';
     const ready = this.providerRegistered && !!e && chat && !!copilot && models > 0;
     return { description: ready ? 'ready, nothing to write' : 'not ready', detail: `${provider} · ${serving} · ${agent}` };
   }

@@ -7,6 +7,7 @@ import { Disposable } from './disposable';
 import { WINDOW_OWNER_PREFIX, type EngineHost } from './engineHost';
 import { settings } from './settings';
 import { tasksOnly } from './storeReads';
+import { plural } from '../core/model/plural';
 
 /**
  * Captures work no agent reports. A FileSystemWatcher collects the paths that
@@ -105,7 +106,7 @@ export class AutoCheckpoints extends Disposable {
       try {
         const engine = await this.host.api();
         const r = await engine.checkpoint({ taskId: task.id, kind: 'auto', label: `${dirty.length} file change${dirty.length === 1 ? '' : 's'}`, dirty });
-        this.log.info(`[auto] checkpoint ${r.checkpointId} for ${task.id}: ${r.filesChanged} file(s) changed`);
+        this.log.info(`[auto] checkpoint ${r.checkpointId} for ${task.id}: ${plural(r.filesChanged, 'file')} changed`);
         this._onDidCheckpoint.fire({ taskId: task.id, checkpointId: r.checkpointId, dirty: dirty.length });
       } catch (e) {
         for (const p of dirty) this.dirty.add(p);

@@ -21,6 +21,7 @@ import type { AgentDoors } from './agentDoors';
 import { reportFailure } from './errorPolicy';
 import { ResumeFlow } from './resume/resumeFlow';
 import { describeStop } from './resume/words';
+import { plural } from '../core/model/plural';
 
 /**
  * Every command, registered through one place that turns failures into readable
@@ -34,21 +35,36 @@ type Handler = (...args: unknown[]) => unknown;
 const EffectRef = z.strictObject({ taskId: z.string().min(1).max(64), key: z.string().min(1).max(256) });
 const StepRef = z.strictObject({ taskId: z.string().min(1).max(64), stepId: z.string().min(1).max(128) });
 
+/** What the command registry is built over: the services main.ts composes, by name (not eight positional arguments). */
+export interface CommandsContext {
+  host: EngineHost;
+  tree: TasksTreeProvider;
+  view: vscode.TreeView<TreeNode>;
+  log: vscode.LogOutputChannel;
+  review: ReviewPanels;
+  timeline: TimelinePanels;
+  operations: WorkspaceOperations;
+  doors: AgentDoors;
+}
+
 export class Commands extends Disposable {
-  private readonly resume: ResumeFlow;
+  /** The Resume Task hand-off (its last offered deliveries are a test probe). */
+  readonly resume: ResumeFlow;
+  private readonly host: EngineHost;
+  private readonly tree: TasksTreeProvider;
+  private readonly view: vscode.TreeView<TreeNode>;
+  private readonly log: vscode.LogOutputChannel;
+  private readonly operations: WorkspaceOperations;
   /** Every command id this registry registered (each one exactly once, here). */
   readonly ids: readonly string[];
-  constructor(
-    private readonly host: EngineHost,
-    private readonly tree: TasksTreeProvider,
-    private readonly view: vscode.TreeView<TreeNode>,
-    private readonly log: vscode.LogOutputChannel,
-    review: ReviewPanels,
-    timeline: TimelinePanels,
-    private readonly operations: WorkspaceOperations,
-    doors: AgentDoors,
-  ) {
+  constructor(ctx: CommandsContext) {
     super();
+    const { host, log, review, timeline, operations, doors } = ctx;
+    this.host = host;
+    this.tree = ctx.tree;
+    this.view = ctx.view;
+    this.log = log;
+    this.operations = operations;
     const ws = new WorkspaceCommands({
       host,
       folder: () => {
@@ -230,11 +246,11 @@ export class Commands extends Disposable {
       engine.checkpoint({ taskId: task.id, label: label || undefined }),
       vscode.ProgressLocation.Window,
     );
-    void vscode.window.setStatusBarMessage(`$(git-commit) Waypoint checkpoint ${r.checkpointId}: ${r.filesChanged} file(s) changed`, 4000);
+    void vscode.window.setStatusBarMessage(`$(git-commit) Waypoint checkpoint ${r.checkpointId}: ${plural(r.filesChanged, 'file')} changed`, 4000);
     if (r.notCapturedCount) {
       // The paths are in the log (the engine writes them there); the notice only says how many and where to look.
       this.log.warn(notCapturedLine(r.checkpointId, r));
-      void vscode.window.showWarningMessage(`Waypoint: checkpoint ${r.checkpointId} did not capture ${r.notCapturedCount} path(s) (unreadable, over the size limit, or with names it cannot record). No rollback to it deletes or changes them; the paths are in the Waypoint log.`);
+      void vscode.window.showWarningMessage(`Waypoint: checkpoint ${r.checkpointId} did not capture ${plural(r.notCapturedCount, 'path')} (unreadable, over the size limit, or with names it cannot record). No rollback to it deletes or changes them; the paths are in the Waypoint log.`);
     }
     return r.checkpointId;
   }
@@ -323,14 +339,14 @@ export class Commands extends Disposable {
     if (!step) return undefined;
     const answer = await vscode.window.showInputBox({
       title: `Waypoint: Grant More Attempts — ${step.title}`,
-      prompt: `${step.id} used ${step.attempts} of ${step.maxAttempts} attempt(s)${step.error ? `; last error: ${step.error.message.slice(0, 200)}` : ''}. How many more may it try?`,
+      prompt: `${step.id} used ${step.attempts} of ${plural(step.maxAttempts, 'attempt')}${step.error ? `; last error: ${step.error.message.slice(0, 200)}` : ''}. How many more may it try?`,
       value: '1',
       validateInput: (v) => (/^\d+$/.test(v.trim()) && Number(v) >= 1 && Number(v) <= 100 ? undefined : 'A whole number from 1 to 100'),
       ignoreFocusOut: true,
     });
     if (answer === undefined) return undefined;
     const r = await (await this.engine()).grantAttempts({ taskId, stepId: step.id, attempts: Number(answer.trim()), reason: 'granted in VS Code', owner: this.leaseOwner() });
-    void vscode.window.showInformationMessage(`Waypoint: ${step.id} may try ${r.attempts} more time(s) (${r.maxAttempts} in all); the task is ${r.state.replace('_', ' ')}. Tell the agent to continue.`);
+    void vscode.window.showInformationMessage(`Waypoint: ${step.id} may try ${plural(r.attempts, 'more time', 'more times')} (${r.maxAttempts} in all); the task is ${r.state.replace('_', ' ')}. Tell the agent to continue.`);
     return r.maxAttempts;
   }
 

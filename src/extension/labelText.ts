@@ -144,6 +144,8 @@ export function eventSentence(ev: WaypointEvent, ctx: { steps: readonly Step[]; 
       return `Review requested${why(d.summary)}`;
     case 'task.completed':
       return `Task completed${d.commit ? ` as commit ${String(d.commit).slice(0, 10)}` : ''}${why(d.summary)}`;
+    case 'task.reopened':
+      return `Commit ${String(d.commit).slice(0, 10)} undone: the task waits for review again`;
     case 'task.abandoned':
       return `Task abandoned${why(d.reason)}`;
     case 'task.failed':

@@ -63,7 +63,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(review);
   const timeline = new TimelinePanels({ host, log, extensionUri: context.extensionUri });
   context.subscriptions.push(timeline);
-  const commands = new Commands(host, tree, view, log, review, timeline, operations, doors);
+  const commands = new Commands({ host, tree, view, log, review, timeline, operations, doors });
   context.subscriptions.push(commands);
   const alerts = new AttentionAlerts(host, context.workspaceState);
   context.subscriptions.push(alerts);
@@ -86,7 +86,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     },
   };
   if (!probesEnabled(context)) return api;
-  return { ...api, ...testProbes({ activationMs, host, tree, view, statusBar, auto, review, timeline, doors, alerts, operations, commandIds: commands.ids }) };
+  return { ...api, ...testProbes({ activationMs, host, tree, view, statusBar, auto, review, timeline, doors, alerts, operations, commandIds: commands.ids, resume: commands.resume }) };
 }
 
 let activeHost: EngineHost | undefined;

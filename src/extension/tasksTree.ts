@@ -1,25 +1,13 @@
 import * as vscode from 'vscode';
-import type { CheckpointMeta, SideEffect, Step, Task } from '../core/model/schema';
-import { isDeletable, isHeldForRetries, isOpen, isResumable, isReviewable } from '../core/model/taskStates';
+import type { CheckpointMeta, Task } from '../core/model/schema';
 import { Disposable } from './disposable';
 import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost';
 import { listTasks, taskDetail } from './storeReads';
-import { checkpointDescription, checkpointName, checkpointTooltipText, effectDescription, resultText, stepDescription, stepShownStatus, stepsProgress, STEP_STATUS_WORD } from './labelText';
-import {
-  checkpointIcon,
-  checkpointLabelOf,
-  effectIcon,
-  forkedFromText,
-  sortTasks,
-  STATE_LABEL,
-  stepIconOf,
-  holdText,
-  stepRetryText,
-  taskIconOf,
-  taskTooltip,
-  type ForkOriginView,
-} from './presentation';
-import { retryState } from '../core/engine/retryPolicy';
+import { checkpointLabelOf, sortTasks, taskTooltip, type ForkOriginView } from './presentation';
+import { CheckpointNode, EffectNode, StepNode, TaskNode, type TreeNode } from './tasksTreeNodes';
+
+// The nodes live in tasksTreeNodes.ts; re-exported so commands and panels import the view from one place.
+export { CheckpointNode, EffectNode, StepNode, TaskNode, taskContextValue, type TreeNode } from './tasksTreeNodes';
 
 /**
  * The Tasks view: tasks → steps (plan order) → the checkpoints taken in each step;
@@ -30,76 +18,6 @@ import { retryState } from '../core/engine/retryPolicy';
  * refreshes on the store's change events. Nodes carry what their row shows, so
  * rendering a row never queries anything.
  */
-export type TreeNode = TaskNode | StepNode | CheckpointNode | EffectNode;
-
-export class TaskNode {
-  readonly kind = 'task';
-  readonly parent = undefined;
-  constructor(
-    readonly task: Task,
-    readonly steps: readonly Step[] = [],
-    /** Its latest rollback can be undone (drives the Undo Last Rollback menu item). */
-    readonly undoable = false,
-    /** For a fork: the original task as the list holds it (null when it was deleted). */
-    readonly original: Task | null = null,
-  ) {}
-  get id(): string {
-    return `task:${this.task.id}`;
-  }
-}
-
-export class StepNode {
-  readonly kind = 'step';
-  constructor(
-    readonly parent: TaskNode,
-    readonly step: Step,
-    /** It has checkpoints or side effects under it (so the row can be expanded). */
-    readonly hasChildren = false,
-  ) {}
-  get id(): string {
-    return `step:${this.step.taskId}:${this.step.id}`;
-  }
-}
-
-export class CheckpointNode {
-  readonly kind = 'checkpoint';
-  constructor(
-    readonly parent: TaskNode | StepNode,
-    readonly checkpoint: CheckpointMeta,
-    /** The task's other checkpoints and steps, so the row names a pre-rollback's target by its label, not its id. */
-    readonly siblings: readonly CheckpointMeta[] = [],
-    readonly steps: readonly Step[] = [],
-  ) {}
-  get id(): string {
-    return `checkpoint:${this.checkpoint.id}`;
-  }
-}
-
-export class EffectNode {
-  readonly kind = 'effect';
-  constructor(
-    readonly parent: TaskNode | StepNode,
-    readonly effect: SideEffect,
-  ) {}
-  get id(): string {
-    return `effect:${this.effect.taskId}:${this.effect.key}`;
-  }
-}
-
-/** Composite context values matched by regex in package.json `when` clauses. */
-export function taskContextValue(t: Task, undoable = false): string {
-  const flags = [
-    isResumable(t) ? 'resumable' : '',
-    isOpen(t) ? 'open' : '',
-    isDeletable(t) ? 'deletable' : '',
-    isReviewable(t) ? 'reviewable' : '',
-    undoable ? 'undoable' : '',
-    t.forkedFrom ? 'forked' : '',
-    isHeldForRetries(t) ? 'held-retries' : '',
-  ].filter(Boolean);
-  return `task:${t.state}:${flags.join(':')}`;
-}
-
 export class TasksTreeProvider extends Disposable implements vscode.TreeDataProvider<TreeNode> {
   private readonly _onDidChangeTreeData = this.register(new vscode.EventEmitter<TreeNode | undefined>());
   readonly onDidChangeTreeData = this._onDidChangeTreeData.event;
@@ -197,71 +115,6 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
   }
 
   getTreeItem(node: TreeNode): vscode.TreeItem {
-    if (node instanceof TaskNode) {
-      const t = node.task;
-      const steps = [...node.steps];
-      const item = new vscode.TreeItem(t.title, vscode.TreeItemCollapsibleState.Collapsed);
-      item.id = node.id;
-      item.iconPath = taskIconOf(t);
-      // Short, so the title survives the default sidebar width: state and progress only. Times, the
-      // fork's origin, side effects and the last error are in the tooltip (filled in resolveTreeItem, on hover).
-      const state = holdText(t, steps) ?? STATE_LABEL[t.state];
-      item.description = `${state} · ${stepsProgress(steps)}${t.forkedFrom ? ' · fork' : ''}`;
-      item.contextValue = taskContextValue(t, node.undoable);
-      const fork = t.forkedFrom ? `, ${forkedFromText(t, { original: node.original, checkpointLabel: 'a checkpoint' }, 60)}` : '';
-      item.accessibilityInformation = { label: `Task ${t.title}, ${state}, ${stepsProgress(steps)}${fork}` };
-      return item;
-    }
-    if (node instanceof StepNode) {
-      const s = node.step;
-      const item = new vscode.TreeItem(s.title, node.hasChildren ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None);
-      item.id = node.id;
-      const task = node.parent.task;
-      item.iconPath = stepIconOf(s, task);
-      item.description = stepDescription(s, task, node.parent.steps, stepRetryText(s));
-      const md = new vscode.MarkdownString();
-      md.appendMarkdown('**');
-      md.appendText(s.title);
-      md.appendMarkdown(`** — ${STEP_STATUS_WORD[stepShownStatus(s, task)]}\n\n`);
-      if (s.dependsOn.length) md.appendText(`After: ${s.dependsOn.map((d) => node.parent.steps.find((x) => x.id === d)?.title ?? d).join(', ')}\n\n`);
-      if (s.summary) md.appendText(`${s.summary}\n\n`);
-      if (s.error) md.appendText(`Error: ${s.error.message}${s.error.recoverable ? ' (recoverable)' : ''}\n\n`);
-      if (s.attempts) md.appendText(stepRetryText(s));
-      item.tooltip = md;
-      item.contextValue = `step:${s.status}${retryState(s, Date.now()).exhausted ? ':exhausted' : ''}`;
-      return item;
-    }
-    if (node instanceof CheckpointNode) {
-      const c = node.checkpoint;
-      const item = new vscode.TreeItem(checkpointName(c, node.siblings, node.steps), vscode.TreeItemCollapsibleState.None);
-      item.id = node.id;
-      item.iconPath = checkpointIcon(c);
-      item.description = checkpointDescription(c);
-      item.tooltip = checkpointTooltipText(c, node.siblings, node.steps);
-      // A damaged checkpoint (objects lost, marked by verify --repair) offers no rollback or diff.
-      item.contextValue = `checkpoint:${c.kind}${c.manifestRef && !c.damaged ? ':restorable' : ''}`;
-      return item;
-    }
-    const e = node.effect;
-    const item = new vscode.TreeItem(e.description, vscode.TreeItemCollapsibleState.None);
-    item.id = node.id;
-    item.iconPath = effectIcon(e.status);
-    item.description = effectDescription(e);
-    const md = new vscode.MarkdownString();
-    md.appendMarkdown('**');
-    md.appendText(e.description);
-    md.appendMarkdown(`** — key \`${e.key.replace(/`/g, '')}\`\n\n`);
-    if (e.status === 'in_doubt') md.appendMarkdown('It was begun but no outcome was recorded before the task stopped. Check whether it happened, then mark it done or failed.\n\n');
-    const result = e.status === 'done' ? resultText(e.result) : null;
-    if (result) {
-      md.appendMarkdown('**Result:** ');
-      md.appendText(result);
-      md.appendMarkdown('\n\n');
-    }
-    if (e.error) md.appendText(`Error: ${e.error}`);
-    item.tooltip = md;
-    item.contextValue = `effect:${e.status}`;
-    return item;
+    return node.toTreeItem();
   }
 }
-

@@ -5,6 +5,7 @@ import type { AttentionAlerts } from './attention';
 import type { AutoCheckpoints } from './autoCheckpoints';
 import type { EngineHost } from './engineHost';
 import type { ShownContent } from './review/panel';
+import type { ResumeFlow } from './resume/resumeFlow';
 import type { ReviewPanels } from './review/reviewPanels';
 import type { TaskStatusBar } from './statusBar';
 import type { TasksTreeProvider, TreeNode } from './tasksTree';
@@ -52,6 +53,8 @@ export interface WaypointTestProbes {
   busy(): boolean;
   /** Every command id the one registry registered. */
   registeredCommands(): readonly string[];
+  /** The deliveries Resume Task last offered ("Open in Chat", "Start Claude Code in a Terminal", …). */
+  resumeOffered(): readonly string[];
 }
 
 /** Set by a harness that runs the packaged VSIX (not the development path), where VS Code's mode is not Test. */
@@ -79,6 +82,7 @@ export interface ProbeSources {
   alerts: AttentionAlerts;
   operations: WorkspaceOperations;
   commandIds: readonly string[];
+  resume: ResumeFlow;
 }
 
 export function testProbes(s: ProbeSources): WaypointTestProbes {
@@ -138,5 +142,6 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
     shownAlerts: () => alerts.shown(),
     busy: () => s.operations.busy,
     registeredCommands: () => s.commandIds,
+    resumeOffered: () => s.resume.lastOffered,
   };
 }

@@ -12,6 +12,7 @@ import { z } from 'zod';
 import type { EngineHost } from './engineHost';
 import { taskDetail, type TaskDetail } from './storeReads';
 import { CheckpointNode, TaskNode } from './tasksTree';
+import { plural } from '../core/model/plural';
 
 /** Programmatic arguments to Roll Back to Checkpoint. */
 const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.string().min(1), paths: z.array(z.string().min(1)).min(1).optional(), confirmed: z.boolean().optional() });
@@ -188,27 +189,36 @@ export class WorkspaceCommands {
     const original = await taskDetail(this.d.host, preview.forkedFrom.taskId);
     const cp = original.checkpoints.find((c) => c.id === checkpointId);
     const title = cp ? checkpointTitle(original.steps, cp) : checkpointId;
-    if (preview.changes.length && goal === undefined) {
-      await this.showChanges(
-        `Fork from: ${title} (${preview.changes.length} file${preview.changes.length === 1 ? '' : 's'})`,
-        preview.changes.map((c) => ({
-          key: c.path,
-          left: c.action === 'create' ? checkpointUri(EMPTY_SIDE, c.path) : this.fileUri(c.path),
-          right: c.action === 'delete' ? checkpointUri(EMPTY_SIDE, c.path) : checkpointUri(checkpointId, c.path),
-        })),
-      );
-    }
+    // The preview is open while the person decides and closed once they have (the goal given or Escape),
+    // so no diff of a workspace that is about to change is left behind.
+    const shown =
+      preview.changes.length && goal === undefined
+        ? await ChangesPreview.open(
+            `Fork from: ${title}`,
+            preview.changes.map((c) => ({
+              key: c.path,
+              left: c.action === 'create' ? checkpointUri(EMPTY_SIDE, c.path) : this.fileUri(c.path),
+              right: c.action === 'delete' ? checkpointUri(EMPTY_SIDE, c.path) : checkpointUri(checkpointId, c.path),
+              action: c.action === 'create' ? 'restore' : c.action === 'modify' ? 'revert' : 'delete',
+            })),
+            (k) => this.fileUri(k),
+          )
+        : undefined;
     if (goal === undefined) {
       const n = preview.changes.length;
-      goal = await vscode.window.showInputBox({
-        title: `Fork “${original.task.title}” from ${title}`,
-        prompt:
-          `The new task's goal. ${n ? `The workspace becomes the checkpoint (${n} file${n === 1 ? '' : 's'} change; the current state is saved first, so Undo brings it back).` : 'The workspace already matches the checkpoint.'} ` +
-          `Inherits: ${preview.inherited.join(', ') || 'no finished step'}. Left behind: ${preview.leftBehind.join(', ') || 'nothing'}. The original task stays as it is.`,
-        value: `Fork of: ${original.task.goal}`,
-        ignoreFocusOut: true,
-        validateInput: (v) => (v.trim() ? undefined : 'The goal must not be empty.'),
-      });
+      try {
+        goal = await vscode.window.showInputBox({
+          title: `Fork “${original.task.title}” from ${title}`,
+          prompt:
+            `The new task's goal. ${n ? `The workspace becomes the checkpoint (${plural(n, 'file')} change; the current state is saved first, so Undo brings it back).` : 'The workspace already matches the checkpoint.'} ` +
+            `Inherits: ${preview.inherited.join(', ') || 'no finished step'}. Left behind: ${preview.leftBehind.join(', ') || 'nothing'}. The original task stays as it is.`,
+          value: `Fork of: ${original.task.goal}`,
+          ignoreFocusOut: true,
+          validateInput: (v) => (v.trim() ? undefined : 'The goal must not be empty.'),
+        });
+      } finally {
+        await shown?.close();
+      }
       if (goal === undefined) return undefined;
     }
     const r = await this.d.operations.run(`forking from ${title}…`, () =>
@@ -217,7 +227,7 @@ export class WorkspaceCommands {
     const forkId = r.taskId!;
     await vscode.commands.executeCommand('waypoint.revealTask', forkId);
     void vscode.window
-      .showInformationMessage(`Waypoint: started a fork of “${original.task.title}” from ${title} (${r.filesWritten + r.filesRemoved} file(s) restored).`, 'Undo', 'Show Original')
+      .showInformationMessage(`Waypoint: started a fork of “${original.task.title}” from ${title} (${plural(r.filesWritten + r.filesRemoved, 'file')} restored).`, 'Undo', 'Show Original')
       .then((a) => {
         if (a === 'Undo') void vscode.commands.executeCommand('waypoint.undoRollback', forkId);
         if (a === 'Show Original') void vscode.commands.executeCommand('waypoint.revealTask', original.task.id);
@@ -354,7 +364,7 @@ export class WorkspaceCommands {
       }),
     );
     void vscode.window.showInformationMessage(
-      `Waypoint: pruned ${r.pruned.length} checkpoint(s), freed ${(r.bytesFreed / 1e6).toFixed(1)} MB; the store now holds ${(r.totalBytes / 1e6).toFixed(1)} MB.`,
+      `Waypoint: pruned ${plural(r.pruned.length, 'checkpoint')}, freed ${(r.bytesFreed / 1e6).toFixed(1)} MB; the store now holds ${(r.totalBytes / 1e6).toFixed(1)} MB.`,
     );
   }
 }

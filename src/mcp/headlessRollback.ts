@@ -1,6 +1,7 @@
 import type { Engine } from '../core/engine/engine';
 import { WaypointError, notFound } from '../core/model/errors';
 import type { RollbackHandler } from './tools';
+import { plural } from '../core/model/plural';
 
 /**
  * Agent rollbacks where no person can be asked (`waypoint serve`, an owning
@@ -26,7 +27,7 @@ export function headlessRollback(engine: Engine): RollbackHandler {
     return {
       rolledBack: true,
       preRollbackCheckpointId: r.preRollbackCheckpointId ?? undefined,
-      message: `Rolled back ${r.filesWritten + r.filesRemoved} file(s) to ${r.targetCheckpointId}; steps ${r.abandonedSteps.join(', ') || '(none)'} are abandoned and ready to redo.`,
+      message: `Rolled back ${plural(r.filesWritten + r.filesRemoved, 'file')} to ${r.targetCheckpointId}; steps ${r.abandonedSteps.join(', ') || '(none)'} are abandoned and ready to redo.`,
     };
   };
 }

@@ -6,6 +6,7 @@ import { StartTaskInput, TaskId, SideEffectKey } from '../core/engine/inputs';
 import { errorMessage, isWaypointError } from '../core/model/errors';
 import { Identifier, IdempotencyKey, TaskState, type LeaseOwner, type Task } from '../core/model/schema';
 import { isActive, isOpen } from '../core/model/taskStates';
+import { plural } from '../core/model/plural';
 
 /**
  * Waypoint's MCP tools as plain data: a name, a description that teaches an agent
@@ -182,7 +183,7 @@ const stepComplete = defineTool({
     const r = await ctx.engine.completeStep({ ...a, owner: ctx.owner });
     return warnNotCaptured(r.checkpointId, r, {
       structured: { taskId: r.taskId, stepId: r.stepId, checkpointId: r.checkpointId, filesChanged: r.filesChanged },
-      summary: `Step ${r.stepId} completed; checkpoint ${r.checkpointId} (${r.filesChanged} file(s) changed).`,
+      summary: `Step ${r.stepId} completed; checkpoint ${r.checkpointId} (${plural(r.filesChanged, 'file')} changed).`,
     });
   },
 });
@@ -226,7 +227,7 @@ const checkpoint = defineTool({
   output: z.looseObject({ checkpointId: z.string(), filesChanged: z.number() }),
   async run(ctx, a) {
     const r = await ctx.engine.checkpoint({ ...a, owner: ctx.owner });
-    return warnNotCaptured(r.checkpointId, r, { structured: { taskId: r.taskId, checkpointId: r.checkpointId, filesChanged: r.filesChanged }, summary: `Checkpoint ${r.checkpointId} (${r.filesChanged} file(s) changed).` });
+    return warnNotCaptured(r.checkpointId, r, { structured: { taskId: r.taskId, checkpointId: r.checkpointId, filesChanged: r.filesChanged }, summary: `Checkpoint ${r.checkpointId} (${plural(r.filesChanged, 'file')} changed).` });
   },
 });
 
@@ -318,14 +319,14 @@ const taskStatus = defineTool({
         sideEffects: d.sideEffects.map((e) => ({ key: e.key, kind: e.kind, status: e.status, description: e.description })),
         interruption: d.task.interruption,
       };
-      return { structured, summary: `Task ${d.task.id} is ${d.task.state}: ${done}/${d.steps.length} step(s) done, ${d.checkpoints.length} checkpoint(s), ${d.sideEffects.length} side effect(s).`, detail: JSON.stringify(structured) };
+      return { structured, summary: `Task ${d.task.id} is ${d.task.state}: ${done}/${plural(d.steps.length, 'step')} done, ${plural(d.checkpoints.length, 'checkpoint')}, ${plural(d.sideEffects.length, 'side effect')}.`, detail: JSON.stringify(structured) };
     }
     const open = (await ctx.engine.tasks()).filter(isOpen);
     const tasks = open.map((t) => brief(t));
     const active = open.filter(isActive).length;
     return {
       structured: { tasks },
-      summary: tasks.length ? `${tasks.length} open task(s), ${active} active: ${tasks.map((t) => `${t.id} (${t.state})`).join(', ')}.` : 'No open tasks.',
+      summary: tasks.length ? `${plural(tasks.length, 'open task')}, ${active} active: ${tasks.map((t) => `${t.id} (${t.state})`).join(', ')}.` : 'No open tasks.',
       detail: tasks.length ? JSON.stringify({ tasks }) : undefined,
     };
   },
@@ -403,12 +404,12 @@ const fork = defineTool({
     const r = await ctx.engine.forkTask({ ...a, owner: ctx.owner, leaseTtlMs: ctx.leaseTtlMs });
     const structured = r as unknown as Record<string, unknown>;
     if (r.preview || !r.taskId) {
-      return { structured, summary: `Forking from ${a.checkpointId} would change ${r.changes.length} file(s); it inherits ${r.inherited.join(', ') || 'no finished step'}.`, detail: r.changes.map((c) => `${c.action} ${c.path}`).join('\n') || undefined };
+      return { structured, summary: `Forking from ${a.checkpointId} would change ${plural(r.changes.length, 'file')}; it inherits ${r.inherited.join(', ') || 'no finished step'}.`, detail: r.changes.map((c) => `${c.action} ${c.path}`).join('\n') || undefined };
     }
     const ctxDoc = await ctx.engine.resumeContext(r.taskId);
     return {
       structured: { ...structured, resumeContext: ctxDoc },
-      summary: `Started task ${r.taskId}, forked from ${r.forkedFrom.taskId} at ${r.forkedFrom.checkpointId}: ${r.filesWritten} file(s) written, ${r.filesRemoved} removed. Continue it with its taskId.`,
+      summary: `Started task ${r.taskId}, forked from ${r.forkedFrom.taskId} at ${r.forkedFrom.checkpointId}: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed. Continue it with its taskId.`,
       detail: ctxDoc.markdown,
     };
   },

@@ -41,7 +41,7 @@ describe('mcp: waypoint_fork', function () {
     }
     const p = await runTool(tool, ctx('deny'), { checkpointId, preview: true });
     assert.equal(p.isError, undefined, text(p));
-    assert.match(text(p), /would change 1 file\(s\); it inherits one/);
+    assert.match(text(p), /would change 1 file; it inherits one/);
     assert.equal(engine.store.lastSeq, n);
     assert.equal(fs.readFileSync(path.join(ws.dir, 'a.txt'), 'utf8'), '3\n');
   });

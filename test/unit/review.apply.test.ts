@@ -399,8 +399,30 @@ describe('review: apply with the git command', function () {
     git(ws.dir, 'reset', '-q', '--hard', 'HEAD~1');
     write('a.txt', '1\nTWO\n3\n4\n5\n6\n7\n8\nNINE\n10\n'); // reset --hard took the left-out hunk too: put it back
     await undoReviewCommit(engine, undo);
-    const after = snapshot(taskId) as { task: unknown };
-    assert.deepEqual({ ...after, task: null }, { ...before, task: null }, 'files, status, HEAD and index as before the review');
+    const after = snapshot(taskId);
+    assert.deepEqual(after, before, 'files, status, HEAD, index and the task (waiting for review, no commit) as before the review');
+    const reopened = engine.task(taskId).reopened;
+    assert.equal(reopened?.commit, r.commit.sha, 'the record says which commit was undone');
+    assert.equal(reopened?.reason, `the review commit ${r.commit.sha!.slice(0, 10)} was undone`);
+    // The same decisions commit again (their fingerprints still match): one new commit, the task completed by it.
+    const again = await commitsExactlyTheApproved(taskId, decisions, before.head);
+    assert.notEqual(engine.task(taskId).commit, null);
+    assert.equal(engine.task(taskId).commit, again.commit.sha);
+    assert.ok((await engine.verify()).ok, 'the projections equal a rebuild from the events');
+  });
+
+  it('Undo Commit whose restore is refused puts the commit and the completed task back', async () => {
+    const taskId = await agentTask();
+    const decisions = await decided(taskId);
+    const before = snapshot(taskId) as { head: string };
+    const r = await commitsExactlyTheApproved(taskId, decisions, before.head);
+    const undo = { taskId, sha: r.commit.sha!, committed: r.committed, discarded: r.reverted, preApplyCheckpointId: 'c_unknown' };
+    // The discards cannot be restored from an unknown checkpoint: the whole undo is refused.
+    await assert.rejects(undoReviewCommit(engine, undo), /c_unknown/);
+    assert.equal(git(ws.dir, 'rev-parse', 'HEAD').trim(), r.commit.sha, 'HEAD is the review commit again');
+    assert.equal(engine.task(taskId).state, 'completed', 'and the task is completed by it again');
+    assert.equal(engine.task(taskId).commit, r.commit.sha);
+    assert.ok((await engine.verify()).ok);
   });
 
   it('a failing committer changes nothing and is not "recovered" later', async () => {

@@ -142,7 +142,7 @@ describe('verify: checkpoint objects, repair, damaged checkpoints', function () 
         fs.writeFileSync(path.join(ws, 'b.txt'), 'changed\n');
         await e.rollback({ taskId: s.taskId, checkpointId: cp1 });
         assert.equal(fs.readFileSync(path.join(ws, 'b.txt'), 'utf8'), 'B1 still in the workspace\n');
-        await assert.rejects(e.rollback({ taskId: s.taskId, checkpointId: s.baseCheckpointId }), /is damaged: the content of 1 of its 2 file\(s\) is missing or corrupt in the store \(a\.txt\)/);
+        await assert.rejects(e.rollback({ taskId: s.taskId, checkpointId: s.baseCheckpointId }), /is damaged: the content of 1 of its 2 files is missing or corrupt in the store \(a\.txt\)/);
         // A repair with nothing left to do marks nothing more.
         const again = await e.verify({ repair: true });
         assert.deepEqual(again.objects!.markedNow, []);

@@ -45,6 +45,7 @@ import { isNoSpace } from './noSpace';
 import { ReviewApplies, type FinishTask, type ReviewApplyResult } from './reviewApply';
 import { Rollbacks, type RollbackResult } from './rollbacks';
 import type { EngineCore } from './engineCore';
+import { reopenTask, type ReopenResult } from './reopen';
 import { StorageUpkeep, type GcResult, type StorageReport, type VerifyReport } from './storageUpkeep';
 import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
 
@@ -446,7 +447,9 @@ export class Engine {
   /** The person accepts the task (after review, optionally with the commit that holds it). */
   async completeTask(raw: unknown): Promise<{ taskId: string; state: TaskState }> {
     const input = parseInput(CompleteTaskInput, raw, 'task approve');
-    const key = input.idempotencyKey ?? `task.complete:${input.taskId}`;
+    // After a reopen the same task completes again: the key names that round (unchanged for a task never reopened).
+    const reopenedAt = this.queries.findTask(input.taskId)?.reopened?.at;
+    const key = input.idempotencyKey ?? `task.complete:${input.taskId}${reopenedAt ? `:${reopenedAt}` : ''}`;
     return this.mutate('task.complete', key, () => {
       const task = this.requireTask(input.taskId);
       assertTaskTransition(task.id, task.state, 'completed', 'approve it');
@@ -1107,6 +1110,11 @@ export class Engine {
   /** Finishes rollbacks that a crash interrupted (see Rollbacks.recoverRollbacks); a sentence per rollback. */
   recoverRollbacks(): Promise<string[]> {
     return this.rollbacks.recoverRollbacks();
+  }
+
+  /** Undoing the review commit that completed a task reopens it for review (see reopen.ts). */
+  reopenTask(raw: unknown): Promise<ReopenResult> {
+    return reopenTask(this.core, raw);
   }
 
   /** Applies a review whole or not at all (see ReviewApplies.applyReviewEdits). */

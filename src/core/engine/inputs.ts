@@ -30,6 +30,8 @@ export const TaskRef = z.strictObject({ taskId: TaskId, idempotencyKey: Key, own
 
 export const RequestReviewInput = TaskRef.extend({ summary: text(10_000).optional() });
 export const CompleteTaskInput = TaskRef.extend({ summary: text(10_000).optional(), commit: z.string().regex(/^[0-9a-f]{7,64}$/, 'is not a commit hash').optional() });
+/** Undoing a review's commit: the task completed by `commit` waits for review again. */
+export const ReopenTaskInput = TaskRef.extend({ commit: z.string().regex(/^[0-9a-f]{7,64}$/, 'is not a commit hash'), reason: text(2_000).optional() });
 export const AbandonTaskInput = TaskRef.extend({ reason: text(2_000).optional() });
 export const SuspendTaskInput = TaskRef.extend({ reason: text(2_000).optional() });
 export const ResumeTaskInput = TaskRef.extend({ leaseTtlMs: StartTaskInput.shape.leaseTtlMs });

@@ -13,6 +13,7 @@ import {
   FailStepInput,
   GrantAttemptsInput,
   RequestReviewInput,
+  ReopenTaskInput,
   ResumeTaskInput,
   RetentionInput,
   RollbackInput,
@@ -62,6 +63,8 @@ export const OPERATIONS = {
   extendPlan: mutation('plan update', ExtendPlanInput, (e, a) => e.extendPlan(a)),
   requestReview: mutation('task complete', RequestReviewInput, (e, a) => e.requestReview(a)),
   completeTask: mutation('task approve', CompleteTaskInput, (e, a) => e.completeTask(a)),
+  /** Undoing the review commit that completed a task: it waits for review again (the one way out of completed). */
+  reopenTask: mutation('task reopen', ReopenTaskInput, (e, a) => e.reopenTask(a)),
   abandonTask: mutation('task abandon', AbandonTaskInput, (e, a) => e.abandonTask(a)),
   suspendTask: mutation('task suspend', SuspendTaskInput, (e, a) => e.suspendTask(a)),
   interruptTask: mutation('task interrupt', AbandonTaskInput, (e, a) => e.interruptTask(a)),

@@ -39,6 +39,7 @@ export function toTask(r: Record<string, unknown>, lease: Record<string, unknown
     forkedFrom: parse(r.forked_from) as Task['forkedFrom'],
     retry: (parse(r.retry) as Task['retry'] | null) ?? { ...DEFAULT_RETRY_POLICY },
     hold: holdOf(r),
+    reopened: parse(r.reopened) as Task['reopened'],
   };
 }
 

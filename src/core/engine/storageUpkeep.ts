@@ -13,6 +13,7 @@ import type { EventStore } from '../store/eventStore';
 import { RetentionInput, VerifyInput } from './inputs';
 import type { Queries } from './queries';
 import type { WorkspaceSnapshots } from './workspaceSnapshots';
+import { plural } from '../model/plural';
 
 export interface VerifyReport {
   /** Projections equal a rebuild, and no checkpoint is damaged without being marked so. */
@@ -192,7 +193,7 @@ export class StorageUpkeep {
       }
       // One call, so a pack holding several doomed blobs is rewritten once.
       await ws.blobs.deleteMany(doomed);
-      if (deleted) this.core.log.info(`[gc] deleted ${deleted} unreferenced blob(s), ${bytes} bytes`);
+      if (deleted) this.core.log.info(`[gc] deleted ${plural(deleted, 'unreferenced blob')}, ${plural(bytes, 'byte')}`);
       return { deleted, bytes };
     });
   }
@@ -225,7 +226,7 @@ export class StorageUpkeep {
           if (mark.length) {
             await this.core.store.commit([{ type: 'checkpoint.damaged', taskId: null, corr: null, by: null, key: `verify.repair:${randomUUID()}`, data: { checkpoints: mark } }]).durable;
             markedNow.push(...mark.map((m) => m.checkpointId));
-            this.core.log.warn(`marked ${mark.length} checkpoint(s) damaged: ${mark.map((m) => `${m.checkpointId} (${m.reason})`).join('; ')}`);
+            this.core.log.warn(`marked ${plural(mark.length, 'checkpoint')} damaged: ${mark.map((m) => `${m.checkpointId} (${m.reason})`).join('; ')}`);
           }
         }
         const damaged = cps

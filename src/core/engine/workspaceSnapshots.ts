@@ -27,6 +27,7 @@ import {
   type SnapshotRoot,
 } from '../snapshot';
 import type { Capture, CaptureRequest, NotCaptured, Snapshotter } from './snapshotter';
+import { plural } from '../model/plural';
 
 export interface WorkspaceSnapshotOptions {
   roots: SnapshotRoot[];
@@ -310,7 +311,7 @@ export class WorkspaceSnapshots implements Snapshotter {
         }
         if (lost.length) {
           const shown = lost.slice(0, 3).join(', ') + (lost.length > 3 ? `, and ${lost.length - 3} more` : '');
-          reason = `the content of ${lost.length} of its ${files} file(s) is missing or corrupt in the store (${shown})`;
+          reason = `the content of ${lost.length} of its ${plural(files, 'file')} is missing or corrupt in the store (${shown})`;
         }
       }
       // A lost manifest object cannot be made again from the workspace: only file content can.
@@ -352,7 +353,7 @@ export class WorkspaceSnapshots implements Snapshotter {
         const r = await this.blobs.compact();
         if (r.packs) {
           const mb = (n: number) => (n / 1048576).toFixed(1);
-          this.opts.log?.info(`[snapshot] compressed ${r.objects} object(s) stored raw by a bulk checkpoint: ${mb(r.bytesBefore)} MB -> ${mb(r.bytesAfter)} MB in ${(performance.now() - t0).toFixed(0)} ms`);
+          this.opts.log?.info(`[snapshot] compressed ${plural(r.objects, 'object')} stored raw by a bulk checkpoint: ${mb(r.bytesBefore)} MB -> ${mb(r.bytesAfter)} MB in ${(performance.now() - t0).toFixed(0)} ms`);
         }
       } while (this.compactAgain);
     })()

@@ -116,6 +116,8 @@ export interface Task {
   retry: { maxAttempts: number; backoffMs: number; maxBackoffMs: number };
   /** Set while the task waits for a person's decision; null otherwise. */
   hold: TaskHold | null;
+  /** Set when the person undid the review commit that completed the task: it waits for review again. The last such undo. */
+  reopened: { commit: string; at: number; reason: string } | null;
 }
 
 /** The retry policy of a task that sets none (and of tasks recorded before policies were). */
@@ -253,6 +255,12 @@ export const EventData = {
   'task.plan_updated': z.strictObject({ added: z.array(PlanItem) }),
   'task.review_requested': z.strictObject({ summary: z.string().nullable() }),
   'task.completed': z.strictObject({ summary: z.string().nullable(), commit: z.string().nullable() }),
+  /**
+   * The person undid the review commit that completed the task (`commit`): the task
+   * waits for review again, its steps and side effects as they were. The only way
+   * out of `completed` (see REOPEN_TRANSITION in stateMachine.ts).
+   */
+  'task.reopened': z.strictObject({ commit: z.string(), reason: z.string() }),
   'task.abandoned': z.strictObject({ reason: z.string().nullable() }),
   'task.failed': z.strictObject({ reason: z.string(), stepId: z.string().nullable(), class: FailureClass }),
   'task.interrupted': z.strictObject({ reason: z.string(), class: FailureClass, stepId: z.string().nullable() }),

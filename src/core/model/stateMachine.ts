@@ -12,7 +12,8 @@ import type { StepStatus, TaskState } from './schema';
  *   SUSPENDED    → suspended
  *
  * plus `interrupted` (the driver went away: lease expired, process died) and
- * `abandoned` (the person or agent gave up). `completed` and `abandoned` are final.
+ * `abandoned` (the person or agent gave up). `completed` and `abandoned` are final
+ * to every ordinary move; undoing a review's commit is the one exception (REOPEN_TRANSITION).
  */
 export const TASK_TRANSITIONS: Readonly<Record<TaskState, readonly TaskState[]>> = {
   pending: ['planning', 'running', 'abandoned', 'interrupted', 'suspended'],
@@ -29,6 +30,37 @@ export const TASK_TRANSITIONS: Readonly<Record<TaskState, readonly TaskState[]>>
   completed: [],
   abandoned: [],
 };
+
+/**
+ * The one way out of `completed`: the person undid the review commit that completed
+ * the task (`task.reopened`), so the task waits for review again with its record as
+ * it was. It is not a row of TASK_TRANSITIONS because no ordinary move may take it:
+ * `completed` means "the person accepted this work", and what a person accepted is
+ * final — unless the acceptance itself, the commit, is taken back. A task completed
+ * without a commit, or whose recorded commit is not the one undone, stays final.
+ */
+export const REOPEN_TRANSITION = { from: 'completed', to: 'waiting_review' } as const satisfies { from: TaskState; to: TaskState };
+
+/** Refuses a reopen unless the task is completed by exactly the commit being undone. */
+export function assertTaskReopen(task: { id: string; state: TaskState; commit: string | null }, commit: string): void {
+  if (task.state !== REOPEN_TRANSITION.from) {
+    throw new WaypointError('illegal_transition', `Task ${task.id} is ${task.state}; only a completed task is reopened by undoing its review commit.`, {
+      taskId: task.id,
+      from: task.state,
+      to: REOPEN_TRANSITION.to,
+      action: 'reopen it',
+    });
+  }
+  if (task.commit === null || task.commit !== commit) {
+    throw new WaypointError(
+      'illegal_transition',
+      task.commit === null
+        ? `Task ${task.id} was completed without a commit; there is no commit to undo, and completed is final.`
+        : `Task ${task.id} was completed by commit ${task.commit.slice(0, 10)}, not ${commit.slice(0, 10)}; only undoing its own commit reopens it.`,
+      { taskId: task.id, from: task.state, to: REOPEN_TRANSITION.to, action: 'reopen it', commit: task.commit },
+    );
+  }
+}
 
 /** The action names surfaces use, so refusals can name the attempted move. */
 export function canTransition(from: TaskState, to: TaskState): boolean {

@@ -18,8 +18,9 @@ export interface UndoCommitInput {
  * would drop later work): a soft reset to its parent, the committed paths' index
  * entries set back to the parent's (so they are plain uncommitted changes again,
  * as before the review), then the discarded files restored from the pre-apply
- * checkpoint. If the restore is refused the reset is put back, so the undo too is
- * whole or nothing. Refused, changing nothing: HEAD moved on, or the commit is the
+ * checkpoint. A task this commit completed waits for review again (`reopenTask`), so
+ * the person can decide and commit once more. If the restore is refused the reset
+ * and the task are put back, so the undo too is whole or nothing. Refused, changing nothing: HEAD moved on, or the commit is the
  * repository's first (it has no parent to reset to).
  */
 export async function undoReviewCommit(engine: Engine, input: UndoCommitInput): Promise<void> {
@@ -34,16 +35,26 @@ export async function undoReviewCommit(engine: Engine, input: UndoCommitInput): 
     const r = await git(cwd, args, input);
     if (r.code !== 0) throw new WaypointError('io', `git ${args.slice(0, 3).join(' ')} failed: ${r.stderr.trim()}`);
   };
+  // The record goes back with the commit only when this commit is what completed the task
+  // (a review that kept the task open leaves nothing to reopen).
+  const before = engine.task(input.taskId);
+  const reopen = before.state === 'completed' && before.commit === input.sha;
   await run(['reset', '-q', '--soft', parent]);
+  let reopened = false;
   try {
     if (input.committed.length) await run(['reset', '-q', '--pathspec-from-file=-', '--pathspec-file-nul', parent], nul(input.committed));
+    if (reopen) {
+      await engine.reopenTask({ taskId: input.taskId, commit: input.sha, reason: `the review commit ${input.sha.slice(0, 10)} was undone` });
+      reopened = true;
+    }
     if (input.discarded.length) {
       await engine.rollback({ taskId: input.taskId, checkpointId: input.preApplyCheckpointId, paths: [...input.discarded], reason: `undo the review commit ${input.sha.slice(0, 10)}` });
     }
   } catch (e) {
-    // Back to the commit: a half-undone review is worse than none.
+    // Back to the commit: a half-undone review is worse than none (the task completed by it again too).
     await git(cwd, ['reset', '-q', '--soft', input.sha]);
     if (input.committed.length) await git(cwd, ['reset', '-q', '--pathspec-from-file=-', '--pathspec-file-nul', input.sha], nul(input.committed));
+    if (reopened) await engine.completeTask({ taskId: input.taskId, commit: input.sha, summary: before.summary ?? undefined });
     throw e;
   }
 }

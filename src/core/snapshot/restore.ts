@@ -25,6 +25,7 @@ import {
 } from './paths.js';
 import { WorkspaceDirs, type WsDir } from './workspaceDirs.js';
 import { WaypointError } from '../model/errors.js';
+import { plural } from '../model/plural';
 
 
 export interface PlannedWrite {
@@ -456,7 +457,7 @@ export class RestoreStoppedError extends WaypointError {
   ) {
     super(
       'unsafe_path',
-      `${unsafe.message}; the restore stopped there, with ${done.written.length} path(s) written and ${done.removed.length} removed before it (nothing outside the workspace was touched)`,
+      `${unsafe.message}; the restore stopped there, with ${plural(done.written.length, 'path')} written and ${done.removed.length} removed before it (nothing outside the workspace was touched)`,
       { rule: unsafe.rule, written: done.written.length, removed: done.removed.length },
     );
     this.name = 'RestoreStoppedError';

@@ -15,6 +15,7 @@ import { clearProjections, dumpProjections, insertEvent, project } from './proje
 import { loadSqlJs } from './sqlite';
 import { STORE_FILE_MODE, ensurePrivateStoreDir } from './storeDir';
 import { upcast } from './upcast';
+import { plural } from '../model/plural';
 
 /**
  * The event store: one per workspace, in `.waypoint/`.
@@ -141,7 +142,7 @@ export class EventStore {
     let lostSub: { dispose(): void } | undefined;
     try {
       const swept = readOnly ? [] : [...sweepTempFiles(dir), ...sweepTempFiles(path.join(dir, ARCHIVE_DIR))];
-      if (swept.length) log.info(`removed ${swept.length} temp file(s) left by an interrupted write`);
+      if (swept.length) log.info(`removed ${plural(swept.length, 'temp file')} left by an interrupted write`);
       const SQL = await loadSqlJs();
       const warnings: string[] = [];
       // Segments a replaced owner made after it was replaced are not history: set them aside.
@@ -151,7 +152,7 @@ export class EventStore {
         const aside = path.join(dir, FENCED_DIR);
         fs.mkdirSync(aside, { recursive: true, mode: 0o700 });
         for (const f of chain.fenced) fs.renameSync(f, path.join(aside, `${path.basename(f)}.${Date.now()}`));
-        warnings.push(`set aside ${chain.fenced.length} journal segment(s) written by a replaced owner after it lost the store (never acknowledged) in ${FENCED_DIR}/`);
+        warnings.push(`set aside ${plural(chain.fenced.length, 'journal segment')} written by a replaced owner after it lost the store (never acknowledged) in ${FENCED_DIR}/`);
       }
       const loaded = await loadGenerations(SQL, dir, warnings, log);
       const { db, storeId, source, generationSeq } = loaded;
@@ -213,7 +214,7 @@ export class EventStore {
           : await store.openNewSegment(path.join(dir, segmentName(seq + 1)), header);
       }
       lostSub = lock.onLost(() => store.loseOwnership());
-      if (loaded.tornBytes) log.warn(`dropped a torn journal tail of ${loaded.tornBytes} byte(s) (never acknowledged)`);
+      if (loaded.tornBytes) log.warn(`dropped a torn journal tail of ${plural(loaded.tornBytes, 'byte')} (never acknowledged)`);
       for (const w of warnings) log.warn(w);
       report.ms = performance.now() - t0;
       log.info(`opened ${dir} from ${source}: ${seq} events, ${replayed} replayed from the journal in ${report.ms.toFixed(1)} ms`);
@@ -461,7 +462,7 @@ export class EventStore {
       await fsyncDir(this.dir);
     }
     this.stats.exports++;
-    this.log.info(`exported ${bytes.length} bytes at seq ${seq} in ${(performance.now() - t0).toFixed(1)} ms; archived ${archived} old segment(s)`);
+    this.log.info(`exported ${bytes.length} bytes at seq ${seq} in ${(performance.now() - t0).toFixed(1)} ms; archived ${plural(archived, 'old segment')}`);
   }
 
   /**
@@ -482,7 +483,7 @@ export class EventStore {
     const archive = path.join(this.dir, ARCHIVE_DIR);
     await fs.promises.mkdir(archive, { recursive: true, mode: 0o700 });
     await writeFileAtomic(path.join(archive, segmentName(rows[0].seq)), Buffer.concat(parts), 0o600);
-    this.log.info(`archived ${rows.length} event(s) the journal no longer held (${rows[0].seq}..${rows[rows.length - 1].seq})`);
+    this.log.info(`archived ${plural(rows.length, 'event')} the journal no longer held (${rows[0].seq}..${rows[rows.length - 1].seq})`);
   }
 
   /** Rebuilds every projection from the events alone, in place. */
@@ -948,7 +949,7 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
   }
   if (firstJournalSeq > 1) {
     warnings.push(
-      `Rebuilt the store from the journal alone: events 1..${firstJournalSeq - 1} were only in the moved-aside database file(s) and are not in the rebuilt store.`,
+      `Rebuilt the store from the journal alone: events 1..${firstJournalSeq - 1} were only in the moved-aside database files and are not in the rebuilt store.`,
     );
   } else {
     warnings.push('Rebuilt the store from the journal alone; no event was lost.');

@@ -110,6 +110,16 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE steps ADD COLUMN abandoned_from TEXT;
     `,
   },
+  {
+    version: 6,
+    description: 'a task whose review commit was undone waits for review again (task.reopened), and keeps which commit was undone and when',
+    // No event before this version reopens a task, so NULL is every row's fold already;
+    // rebuilt anyway, once, as every migration that changes a projection is.
+    rebuildProjections: true,
+    up: `
+      ALTER TABLE tasks ADD COLUMN reopened TEXT;
+    `,
+  },
 ];
 
 export const DB_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

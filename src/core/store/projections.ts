@@ -91,6 +91,14 @@ const handlers: Handlers = {
     ]);
     dropLease(db, e.taskId!);
   },
+  'task.reopened': (db, e, d) => {
+    // The commit is gone from git, so the record forgets it too; the undo itself is kept (tooltips, the timeline).
+    db.run("UPDATE tasks SET state = 'waiting_review', commit_hash = NULL, reopened = ?, updated_at = ? WHERE id = ?", [
+      JSON.stringify({ commit: d.commit, at: e.ts, reason: d.reason }),
+      e.ts,
+      e.taskId,
+    ]);
+  },
   'task.abandoned': (db, e) => {
     setTaskState(db, e.taskId!, 'abandoned', e.ts);
     db.run('UPDATE tasks SET hold = NULL WHERE id = ?', [e.taskId]);

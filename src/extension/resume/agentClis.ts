@@ -16,10 +16,16 @@ export interface AgentCli {
   args: (prompt: string) => string[];
 }
 
+/**
+ * Each CLI's documented way to open its interactive session with a first prompt:
+ * - Claude Code: `claude "query"` starts the REPL with an initial prompt (code.claude.com/docs/en/cli-reference);
+ * - Codex CLI: `codex "..."` is the initial prompt of the interactive TUI (`codex exec` is the one-shot mode; developers.openai.com/codex/cli);
+ * - Gemini CLI: `gemini -i "query"` (`--prompt-interactive`) executes it and continues interactively (geminicli.com/docs/cli/cli-reference);
+ * - GitHub Copilot CLI: `copilot -i "prompt"` opens the interactive screen with it (`-p` would run it headless and exit).
+ */
 export const AGENT_CLIS: readonly AgentCli[] = [
   { bin: 'claude', name: 'Claude Code', args: (p) => [p] },
   { bin: 'codex', name: 'Codex CLI', args: (p) => [p] },
-  // Gemini CLI and Copilot CLI take a prompt positionally only in their one-shot mode; -i keeps the session open.
   { bin: 'gemini', name: 'Gemini CLI', args: (p) => ['-i', p] },
   { bin: 'copilot', name: 'GitHub Copilot CLI', args: (p) => ['-i', p] },
 ];

@@ -5,7 +5,8 @@ import type { Task } from '../../core/model/schema';
 import { settings } from '../settings';
 import { taskDetail } from '../storeReads';
 import type { EngineHost } from '../engineHost';
-import { installedAgentClis, type AgentCli } from './agentClis';
+import { installedAgentClis } from './agentClis';
+import { CHAT_COMMAND, deliveryLabel, offeredDeliveries, type Delivery } from './deliveries';
 import { describeStop, driverName } from './words';
 
 /**
@@ -21,25 +22,25 @@ export interface ResumeFlowDeps {
   folder: () => vscode.WorkspaceFolder | undefined;
 }
 
-/** A way to hand the context over that works in this editor, on this machine. */
-export type Delivery = { how: 'chat' } | { how: 'cli'; cli: AgentCli; path: string } | { how: 'clipboard' };
-
-const CHAT_COMMAND = 'workbench.action.chat.open';
-
-/** What can deliver here: chat only when the chat command exists and AI features are on; each agent CLI found on PATH; the clipboard always. */
+/** What can deliver here (see offeredDeliveries): the editor's commands, its AI setting, its chat models, the CLIs on PATH. */
 export async function availableDeliveries(task: Task): Promise<Delivery[]> {
-  const out: Delivery[] = [];
   const commands = await vscode.commands.getCommands(true);
-  const aiOff = vscode.workspace.getConfiguration('chat').get<boolean>('disableAIFeatures', false);
-  if (commands.includes(CHAT_COMMAND) && !aiOff) out.push({ how: 'chat' });
-  for (const f of installedAgentClis(task.agent)) out.push({ how: 'cli', cli: f.cli, path: f.path });
-  out.push({ how: 'clipboard' });
-  return out;
+  const aiFeaturesOff = vscode.workspace.getConfiguration('chat').get<boolean>('disableAIFeatures', false);
+  const chatModels = commands.includes(CHAT_COMMAND) && !aiFeaturesOff ? await countChatModels() : 0;
+  return offeredDeliveries({ commands, aiFeaturesOff, chatModels, clis: installedAgentClis(task.agent) });
+}
+
+/** Chat models on offer, given up on after a second (the picker must not wait on a slow provider: no chat is offered then). */
+async function countChatModels(): Promise<number> {
+  const timeout = new Promise<number>((resolve) => setTimeout(() => resolve(0), 1_000));
+  return Promise.race([vscode.lm.selectChatModels().then((m) => m.length, () => 0), timeout]);
 }
 
 type DriftChoice = { rollBack: false } | { rollBack: true; since: string; paths: string[] };
 
 export class ResumeFlow {
+  /** The deliveries the last picker offered, by label (what the integration tests check; nothing reads it otherwise). */
+  lastOffered: readonly string[] = [];
   constructor(private readonly d: ResumeFlowDeps) {}
 
   /** Runs the hand-off for `task`; answers the resume context once delivered, undefined when the person stepped back. */
@@ -98,6 +99,7 @@ export class ResumeFlow {
     const options = await availableDeliveries(task);
     const configured = settings().resumeDelivery;
     const preset = options.find((o) => (configured === 'terminal' ? o.how === 'cli' : o.how === configured));
+    this.lastOffered = options.map(deliveryLabel);
     if (preset) return preset;
     if (configured !== 'ask') this.d.log.info(`[resume] the configured delivery '${configured}' is not available here; asking`);
     const stop = describeStop(task, Date.now()) ?? `${driverName(task)} is not running it`;
@@ -105,9 +107,9 @@ export class ResumeFlow {
     const items: Item[] = [
       { label: stop, kind: vscode.QuickPickItemKind.Separator },
       ...options.map((o): Item => {
-        if (o.how === 'chat') return { label: '$(comment-discussion) Open in Chat', detail: 'Start a chat with the resume prompt in the input, ready to send', delivery: o };
-        if (o.how === 'cli') return { label: `$(terminal) Start ${o.cli.name}`, description: o.cli.bin, detail: `Open a terminal running ${o.cli.bin} with the resume prompt as its first message`, delivery: o };
-        return { label: '$(copy) Copy to Clipboard', detail: 'Paste the resume prompt into any agent', delivery: o };
+        if (o.how === 'chat') return { label: `$(comment-discussion) ${deliveryLabel(o)}`, detail: 'Start a chat that continues the task from the resume prompt', delivery: o };
+        if (o.how === 'cli') return { label: `$(terminal) ${deliveryLabel(o)}`, description: o.path, detail: `Run ${o.cli.bin} in a new terminal with the resume prompt as its first message`, delivery: o };
+        return { label: `$(copy) ${deliveryLabel(o)}`, detail: 'Paste the resume prompt into any agent', delivery: o };
       }),
     ];
     const pick = await vscode.window.showQuickPick(items, {
@@ -121,9 +123,9 @@ export class ResumeFlow {
   private async deliver(ctx: ResumeContext, delivery: Delivery): Promise<void> {
     if (delivery.how === 'chat') {
       try {
-        // isPartialQuery: the prompt lands in the chat input for the person to read and send (it may be long).
-        await vscode.commands.executeCommand(CHAT_COMMAND, { query: ctx.markdown, isPartialQuery: true });
-        this.d.log.info(`[resume] opened the chat with the resume prompt of ${ctx.task.id}`);
+        // Sent, not left in the input: choosing "Open in Chat" is the confirmation, and the chat's agent continues from it.
+        await vscode.commands.executeCommand(CHAT_COMMAND, { query: ctx.markdown });
+        this.d.log.info(`[resume] started a chat with the resume prompt of ${ctx.task.id}`);
         return;
       } catch (e) {
         this.d.log.warn(`[resume] the chat did not open (${(e as Error).message}); copying the prompt instead`);

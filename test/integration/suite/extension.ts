@@ -19,6 +19,7 @@ export interface WaypointApi {
   timelineState(taskId: string): { shown: { steps: number; attempts: number; at: number; pageMs: number } | undefined; model: import('../../../src/extension/timeline/protocol').TimelineModel | undefined } | undefined;
   busy(): boolean;
   registeredCommands(): readonly string[];
+  resumeOffered(): readonly string[];
 }
 
 /** Polls until `fn` returns a truthy value (the watcher and the views are asynchronous). */

@@ -50,6 +50,54 @@ describe('fork and metrics', function () {
     await engine.abandonTask({ taskId });
   });
 
+  it('the fork preview is open while the goal is asked and closed once it is given (or on Escape)', async () => {
+    const engine = await api.engine();
+    fs.writeFileSync(file('fork/g.ts'), 'export const g = 1;\n');
+    const { taskId } = await engine.startTask({ goal: 'Preview then fork', plan: [{ id: 's1', title: 'First' }, { id: 's2', title: 'Second', dependsOn: ['s1'] }], leaseTtlMs: 3_600_000 });
+    await engine.startStep({ taskId, stepId: 's1' });
+    fs.writeFileSync(file('fork/f.ts'), 'export const f = 10;\n');
+    const { checkpointId } = await engine.completeStep({ taskId, stepId: 's1' });
+    await engine.startStep({ taskId, stepId: 's2' });
+    fs.writeFileSync(file('fork/f.ts'), 'export const f = 11;\n');
+    fs.writeFileSync(file('fork/g.ts'), 'export const g = 2;\n');
+    await engine.completeStep({ taskId, stepId: 's2' });
+    const previewTabs = () => vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.label.startsWith('Fork from: '));
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    // The goal box comes up once the preview has opened (up to a second later): press until the command returns.
+    const pressUntilSettled = async (run: Thenable<unknown>, command: string) => {
+      let settled = false;
+      void Promise.resolve(run).then(() => (settled = true), () => (settled = true));
+      for (let i = 0; i < 40 && !settled; i++) {
+        await sleep(300);
+        await vscode.commands.executeCommand(command);
+      }
+    };
+
+    // Escape at the goal: the preview closes and nothing changes.
+    const seq = engine.store.lastSeq;
+    const escaped = vscode.commands.executeCommand('waypoint.forkFromCheckpoint', { checkpointId });
+    await eventually(() => previewTabs().length > 0, 'the fork preview to open');
+    await pressUntilSettled(escaped, 'workbench.action.closeQuickOpen');
+    assert.equal(await escaped, undefined);
+    await eventually(() => previewTabs().length === 0, 'the preview to close after Escape');
+    // The auto checkpoint of the file activity above may land meanwhile; no fork, no rollback may.
+    const since = engine.events({ afterSeq: seq }).map((e) => e.type);
+    assert.deepEqual(since.filter((t) => t !== 'checkpoint.created'), [], `nothing but an auto checkpoint recorded: ${since.join(', ')}`);
+    assert.equal(fs.readFileSync(file('fork/f.ts'), 'utf8'), 'export const f = 11;\n');
+
+    // Enter on the proposed goal: the fork is made and its preview is gone.
+    const run = vscode.commands.executeCommand('waypoint.forkFromCheckpoint', { checkpointId });
+    await eventually(() => previewTabs().length > 0, 'the fork preview to open again');
+    await pressUntilSettled(run, 'workbench.action.acceptSelectedQuickOpenItem');
+    const r = (await run) as { taskId: string } | undefined;
+    assert.ok(r?.taskId, 'forked');
+    assert.equal(fs.readFileSync(file('fork/f.ts'), 'utf8'), 'export const f = 10;\n');
+    assert.equal(previewTabs().length, 0, `no preview left open: ${vscode.window.tabGroups.all.flatMap((g) => g.tabs).map((t) => t.label).join(', ')}`);
+    await vscode.commands.executeCommand('waypoint.undoRollback', { taskId: r.taskId, confirmed: true });
+    await engine.abandonTask({ taskId: r.taskId });
+    await engine.abandonTask({ taskId });
+  });
+
   it('refuses an unknown checkpoint and changes nothing', async () => {
     const engine = await api.engine();
     const before = engine.store.lastSeq;

@@ -7,12 +7,14 @@ import type { Engine } from '../../../src/core/engine/engine';
 import { applyReview } from '../../../src/core/review/applyReview';
 import { fileHunks, loadReview } from '../../../src/core/review/reviewModel';
 import { VsCodeGitCommitter } from '../../../src/extension/review/gitCommitter';
-import { activated } from './extension';
+import { undoReviewCommit } from '../../../src/core/review/undoCommit';
+import { activated, eventually, type WaypointApi } from './extension';
 
 /**
  * The review's apply path in the real editor, on a real git repository: the
  * built-in git extension (or the git command) commits exactly the approved
- * changes; rejected ones are reverted; the pre-apply checkpoint undoes it all.
+ * changes; rejected ones are reverted; Undo Commit puts the changes and the task
+ * (waiting for review) back; the pre-apply checkpoint undoes it all.
  */
 describe('review: approve, reject, commit', function () {
   this.timeout(120_000);
@@ -106,7 +108,23 @@ describe('review: approve, reject, commit', function () {
     assert.equal(engine.task(taskId).state, 'completed');
     assert.equal(engine.task(taskId).commit, r.commit.sha);
 
-    await engine.rollback({ taskId, checkpointId: r.preApplyCheckpointId });
+    // Undo Commit takes the record back too: the task waits for review again (the tree says so), and the
+    // same decisions commit once more.
+    await undoReviewCommit(engine, { taskId, sha: r.commit.sha, committed: r.committed, discarded: r.reverted, preApplyCheckpointId: r.preApplyCheckpointId });
+    assert.deepEqual(state(), untouched, 'files, git status, HEAD, the index and the task (waiting for review) as before the review');
+    assert.equal(engine.task(taskId).commit, null);
+    assert.equal(engine.task(taskId).reopened?.commit, r.commit.sha);
+    const probes = (await activated()) as unknown as WaypointApi;
+    await eventually(async () => (await probes.treeRows()).find((row) => row.id === `task:${taskId}`)?.contextValue.startsWith('task:waiting_review:'), 'the tree to show the task waiting for review');
+    const log2 = vscode.window.createOutputChannel('Waypoint review test', { log: true });
+    const again = await applyReview(engine, input, new VsCodeGitCommitter(folder, log2));
+    log2.dispose();
+    assert.ok(again.commit.sha);
+    assert.equal(git('rev-parse', 'HEAD~1'), untouched.head, 'still exactly one commit on top of the fixture');
+    assert.equal(engine.task(taskId).state, 'completed');
+    assert.equal(engine.task(taskId).commit, again.commit.sha);
+
+    await engine.rollback({ taskId, checkpointId: again.preApplyCheckpointId });
     assert.equal(read('review/a.txt'), before);
     assert.equal(read('review/b.txt'), 'b by the agent\n');
     assert.equal(read('review/c.txt'), 'c by the agent\n');

@@ -1,0 +1,48 @@
+/**
+ * Reopening a task whose review commit was undone (issue 18): the person took back
+ * the commit that completed the task, so the record goes back with it — the task
+ * waits for review again, its steps, side effects and checkpoints untouched, and a
+ * new review can commit it once more. Its own module (over EngineCore, like
+ * rollbacks.ts and reviewApply.ts) so the engine gains one delegating method only.
+ */
+import { assertTaskReopen, REOPEN_TRANSITION } from '../model/stateMachine';
+import type { TaskState } from '../model/schema';
+import type { EngineCore } from './engineCore';
+import { parseInput } from '../model/validate';
+import { ReopenTaskInput } from './inputs';
+
+export interface ReopenResult {
+  taskId: string;
+  state: TaskState;
+  /** The undone commit. */
+  commit: string;
+}
+
+/**
+ * Records `task.reopened`, refused (changing nothing) unless the task is completed by
+ * exactly `commit`. A repeat after it succeeded answers the same result and appends
+ * nothing: the task already waits for review with that commit recorded as undone.
+ */
+export async function reopenTask(core: EngineCore, raw: unknown): Promise<ReopenResult> {
+  const input = parseInput(ReopenTaskInput, raw, 'task reopen');
+  return core.needingSpace('task reopen', async () => {
+    const { result, durable } = await core.exclusive(async () => {
+      const task = core.requireTask(input.taskId);
+      const result: ReopenResult = { taskId: task.id, state: REOPEN_TRANSITION.to, commit: input.commit };
+      if (input.idempotencyKey) {
+        const seen = core.queries.idempotent(input.idempotencyKey);
+        if (seen) return { result: seen.result as ReopenResult, durable: core.store.waitDurable(seen.seq) };
+      }
+      if (task.state === REOPEN_TRANSITION.to && task.reopened?.commit === input.commit) return { result, durable: Promise.resolve() };
+      assertTaskReopen(task, input.commit);
+      // Keyed by the completion it takes back (its time), so a later completion by the same commit can be reopened again.
+      const key = input.idempotencyKey ?? `task.reopen:${task.id}:${input.commit}:${task.updatedAt}`;
+      const reason = input.reason ?? `the review commit ${input.commit.slice(0, 10)} was undone`;
+      const event = { ...core.ev('task.reopened', task, null, { commit: input.commit, reason }, key), op: 'task.reopen', result };
+      core.log.info(`task ${task.id} reopened for review: ${reason}`, task.correlationId);
+      return { result, durable: core.store.commit([event]).durable };
+    });
+    await durable;
+    return result;
+  });
+}

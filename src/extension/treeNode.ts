@@ -1,0 +1,47 @@
+import * as vscode from 'vscode';
+
+/**
+ * What one row of a tree view shows, declared once by each kind of node: the one
+ * place a row's id, label, description, tooltip, icon, context value and click
+ * command are set, so every node builds its TreeItem the same way (stable id,
+ * parent for `reveal`, an accessible label, no field forgotten on one kind).
+ */
+export interface TreeRow {
+  label: string;
+  description?: string;
+  /** Plain text or Markdown; omit to fill it lazily in `resolveTreeItem` (on hover). */
+  tooltip?: string | vscode.MarkdownString;
+  icon: vscode.ThemeIcon;
+  /** Composite, matched by regex in package.json `when` clauses (`task:interrupted:resumable:…`). */
+  contextValue: string;
+  /** Run when the row is clicked (none: clicking only selects). */
+  command?: vscode.Command;
+  /** Defaults to not expandable. */
+  collapsible?: vscode.TreeItemCollapsibleState;
+  /** What a screen reader says for the row; defaults to the label and the description. */
+  accessibleLabel?: string;
+}
+
+export abstract class WaypointTreeNode {
+  /** Which kind of node (narrows the TreeNode union without instanceof). */
+  abstract readonly kind: string;
+  /** Stable across refreshes, so VS Code keeps selection and expansion. */
+  abstract readonly id: string;
+  /** For `getParent` (needed by `reveal`); undefined at the root. */
+  abstract readonly parent: WaypointTreeNode | undefined;
+  /** The row, from what the node carries: rendering queries nothing. */
+  protected abstract row(): TreeRow;
+
+  toTreeItem(): vscode.TreeItem {
+    const r = this.row();
+    const item = new vscode.TreeItem(r.label, r.collapsible ?? vscode.TreeItemCollapsibleState.None);
+    item.id = this.id;
+    item.iconPath = r.icon;
+    item.contextValue = r.contextValue;
+    if (r.description !== undefined) item.description = r.description;
+    if (r.tooltip !== undefined) item.tooltip = r.tooltip;
+    if (r.command) item.command = r.command;
+    item.accessibilityInformation = { label: r.accessibleLabel ?? (r.description ? `${r.label}, ${r.description}` : r.label) };
+    return item;
+  }
+}
