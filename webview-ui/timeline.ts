@@ -7,8 +7,10 @@
  * (attributes, not inline style, so the strict CSP holds).
  */
 import { applyPatch } from '../src/extension/timeline/patch';
-import { parseInbound } from '../src/extension/review/protocol';
+import { parseInbound } from '../src/extension/webview/parseInbound';
+import { PIECE, validateModelInPieces } from '../src/extension/timeline/validateInPieces';
 import {
+  COLLECTIONS,
   FIRST_TIMELINE_ID,
   TimelineHostMessage,
   TimelinePageState,
@@ -123,9 +125,16 @@ function render(): void {
   const items = Array.from(document.querySelectorAll<HTMLElement>('.menu [role="menuitem"]'));
   const focusedItem = items.indexOf(document.activeElement as HTMLElement);
   const frag = document.createDocumentFragment();
+  graphBox = undefined;
   frag.append(header(m), graph(m), axis(m), checkpointSection(m), effectSection(m));
   app.replaceChildren(frag);
-  app.setAttribute('aria-busy', 'false');
+  // Written only when the box had been scrolled: a fresh page does no scroll write (and no layout) at all.
+  const box = graphBox as HTMLElement | undefined; // set by graph() above
+  if (box && (graphScroll.left || graphScroll.top)) {
+    box.scrollLeft = graphScroll.left;
+    box.scrollTop = graphScroll.top;
+  }
+  app.setAttribute('aria-busy', String(!!m.pending));
   menuFor = null;
   restoreFocus();
   if (reopen) openMenu(reopen, focusedItem >= 0 ? focusedItem : null);
@@ -141,6 +150,8 @@ function header(m: TimelineModel): HTMLElement {
   if (t.interruption) el.append(h('p', { class: 'warn', role: 'note' }, t.interruption));
   const omitted = Object.entries(m.omitted).filter(([, n]) => n > 0);
   if (omitted.length) el.append(h('p', { class: 'dim' }, `Too long to show whole: left out ${omitted.map(([k, n]) => `${n} ${k}`).join(', ')} (the oldest). Show Events lists everything.`));
+  const pending = m.pending && Object.entries(m.pending).filter(([, n]) => n > 0);
+  if (pending?.length) el.append(h('p', { class: 'dim', role: 'status' }, `Showing the first screen; loading ${pending.map(([k, n]) => `${n} more ${k}`).join(', ')}…`));
   el.append(
     h(
       'div',
@@ -160,59 +171,112 @@ const NODE_H = 28;
 const GAP_X = 50;
 const GAP_Y = 12;
 
-/** The `dependsOn` DAG in layers, left to right, edges from a dependency to the step that needs it. */
+/** Extra graph area drawn around the visible part, so a short scroll shows drawn nodes before the next redraw. */
+const GRAPH_MARGIN = 400;
+/** Runs `fn` after the next frame is painted (a frame, then a task). */
+const afterPaint = (fn: () => void) => requestAnimationFrame(() => setTimeout(fn, 0));
+/** Where the graph's scroll box was, so a live redraw does not throw the person back to its start. */
+let graphScroll = { left: 0, top: 0 };
+
+/**
+ * The `dependsOn` DAG in layers, left to right, edges from a dependency to the step
+ * that needs it. Only the part inside the scroll box (and a margin) is drawn: a plan
+ * of 2,000 steps is a few dozen nodes on screen, and scrolling draws the rest.
+ */
 function graph(m: TimelineModel): HTMLElement {
   const sec = h('section', { 'aria-labelledby': 'graph-h' }, h('h2', { id: 'graph-h' }, 'Dependency graph'));
   if (!m.steps.length) {
     sec.append(h('p', { class: 'dim' }, 'No steps yet. The graph fills in as the agent plans or starts steps.'));
     return sec;
   }
-  const layers = Math.max(...m.steps.map((x) => x.layer)) + 1;
-  const rows = Math.max(...m.steps.map((x) => x.row)) + 1;
+  let layers = 0;
+  let rowsN = 0;
+  for (const st of m.steps) {
+    layers = Math.max(layers, st.layer + 1);
+    rowsN = Math.max(rowsN, st.row + 1);
+  }
   const w = layers * (NODE_W + GAP_X) - GAP_X + 8;
-  const hh = rows * (NODE_H + GAP_Y) - GAP_Y + 8;
+  const hh = rowsN * (NODE_H + GAP_Y) - GAP_Y + 8;
   const svg = s('svg', { width: w, height: hh, viewBox: `0 0 ${w} ${hh}`, class: 'graph', role: 'img', 'aria-label': `Dependency graph: ${m.steps.length} steps in ${layers} layers. The time axis below lists each step.` });
   const pos = new Map(m.steps.map((x) => [x.id, { x: 4 + x.layer * (NODE_W + GAP_X), y: 4 + x.row * (NODE_H + GAP_Y) }]));
-  // All edges in one path and all arrowheads in another: two elements to lay out and paint, not two per edge.
-  const lines: string[] = [];
-  const heads: string[] = [];
-  for (const st of m.steps) {
-    const to = pos.get(st.id)!;
-    for (const d of st.dependsOn) {
-      const from = pos.get(d);
-      if (!from) continue;
-      const x1 = from.x + NODE_W;
-      const y1 = from.y + NODE_H / 2;
-      const x2 = to.x;
-      const y2 = to.y + NODE_H / 2;
-      const mx = (x1 + x2) / 2;
-      lines.push(`M${x1},${y1}C${mx},${y1} ${mx},${y2} ${x2 - 4},${y2}`);
-      heads.push(`M${x2 - 6},${y2 - 3}L${x2},${y2}L${x2 - 6},${y2 + 3}z`);
-    }
-  }
   const edges = s('g', { class: 'edges' });
-  if (lines.length) edges.append(s('path', { d: lines.join(''), class: 'edge' }), s('path', { d: heads.join(''), class: 'arrow' }));
-  svg.append(edges);
   const nodes = s('g', { class: 'nodes' });
-  for (const st of m.steps) {
-    const p = pos.get(st.id)!;
-    const g = s('g', { class: `node st-${st.status}`, 'data-step': st.id, transform: `translate(${p.x},${p.y})` });
-    g.append(s('rect', { width: NODE_W, height: NODE_H, rx: 4 }));
-    const label = s('text', { x: 8, y: NODE_H / 2 + 4 });
-    label.textContent = st.title.length > 20 ? `${st.title.slice(0, 19)}…` : st.title;
-    g.append(label);
-    tip(g, `${st.title} — ${human(st.status)}${st.dependsOn.length ? ` — after ${st.dependsOn.join(', ')}` : ''}`);
-    nodes.append(g);
-  }
-  svg.append(nodes);
+  svg.append(edges, nodes);
+  const box = h('div', { class: 'scroll' }, svg);
+  /** The drawn area, in graph coordinates; redrawn only when the view leaves it. */
+  let drawn = { x0: 0, y0: 0, x1: -1, y1: -1 };
+  const draw = (left: number, top: number, width: number, height: number, margin = GRAPH_MARGIN) => {
+    if (left >= drawn.x0 && top >= drawn.y0 && left + width <= drawn.x1 && top + height <= drawn.y1) return;
+    const v = { x0: left - margin, y0: top - margin, x1: left + width + margin, y1: top + height + margin };
+    drawn = v;
+    const inView = (ax: number, ay: number, bx: number, by: number) => bx >= v.x0 && ax <= v.x1 && by >= v.y0 && ay <= v.y1;
+    // The visible edges in one path and their arrowheads in another: two elements to lay out and paint, not two per edge.
+    const lines: string[] = [];
+    const heads: string[] = [];
+    const frag = document.createDocumentFragment();
+    for (const st of m.steps) {
+      const to = pos.get(st.id)!;
+      for (const d of st.dependsOn) {
+        const from = pos.get(d);
+        if (!from) continue;
+        const x1 = from.x + NODE_W;
+        const y1 = from.y + NODE_H / 2;
+        const x2 = to.x;
+        const y2 = to.y + NODE_H / 2;
+        if (!inView(Math.min(x1, x2), Math.min(y1, y2), Math.max(x1, x2), Math.max(y1, y2))) continue;
+        const mx = (x1 + x2) / 2;
+        lines.push(`M${x1},${y1}C${mx},${y1} ${mx},${y2} ${x2 - 4},${y2}`);
+        heads.push(`M${x2 - 6},${y2 - 3}L${x2},${y2}L${x2 - 6},${y2 + 3}z`);
+      }
+      if (!inView(to.x, to.y, to.x + NODE_W, to.y + NODE_H)) continue;
+      const g = s('g', { class: `node st-${st.status}`, 'data-step': st.id, transform: `translate(${to.x},${to.y})` });
+      g.append(s('rect', { width: NODE_W, height: NODE_H, rx: 4 }));
+      const label = s('text', { x: 8, y: NODE_H / 2 + 4 });
+      label.textContent = st.title.length > 20 ? `${st.title.slice(0, 19)}…` : st.title;
+      g.append(label);
+      tip(g, `${st.title} — ${human(st.status)}${st.dependsOn.length ? ` — after ${st.dependsOn.join(', ')}` : ''}`);
+      frag.append(g);
+    }
+    edges.replaceChildren(...(lines.length ? [s('path', { d: lines.join(''), class: 'edge' }), s('path', { d: heads.join(''), class: 'arrow' })] : []));
+    nodes.replaceChildren(frag);
+  };
+  // Before the box is laid out its size is unknown: the window's width and the box's CSS height bound it (no layout read).
+  // The first frame draws only that; the margin around it is drawn once the frame is out.
+  draw(graphScroll.left, graphScroll.top, window.innerWidth, GRAPH_BOX_H, 0);
+  afterPaint(() => {
+    if (!box.isConnected) return;
+    drawn = { x0: 0, y0: 0, x1: -1, y1: -1 }; // what is drawn has no margin yet: draw again with one
+    draw(box.scrollLeft, box.scrollTop, box.clientWidth, box.clientHeight);
+  });
+  let queued = false;
+  box.addEventListener(
+    'scroll',
+    () => {
+      if (queued) return;
+      queued = true;
+      // One read and one redraw per frame, however many scroll events came.
+      requestAnimationFrame(() => {
+        queued = false;
+        graphScroll = { left: box.scrollLeft, top: box.scrollTop };
+        draw(box.scrollLeft, box.scrollTop, box.clientWidth, box.clientHeight);
+      });
+    },
+    { passive: true },
+  );
   // Clicking a node goes to its row on the time axis, where the keyboard can take over.
   svg.addEventListener('click', (e) => {
     const id = (e.target as Element).closest('[data-step]')?.getAttribute('data-step');
     if (id) focusRow(`step:${id}`);
   });
-  sec.append(h('div', { class: 'scroll' }, svg));
+  graphBox = box;
+  sec.append(box);
   return sec;
 }
+
+/** The graph's scroll box of the last render (to put its scroll position back). */
+let graphBox: HTMLElement | undefined;
+/** The graph box's height in CSS (timeline.css `.scroll { max-height }`). */
+const GRAPH_BOX_H = 360;
 
 const x = (m: TimelineModel, t: number) => ((t - m.range.start) / (m.range.end - m.range.start)) * TRACK_W;
 
@@ -336,7 +400,7 @@ function toggle(stepId: string): void {
 }
 
 function checkpointSection(m: TimelineModel): HTMLElement {
-  const sec = h('section', { 'aria-labelledby': 'cp-h' }, h('h2', { id: 'cp-h' }, `Checkpoints (${m.checkpoints.length})`));
+  const sec = h('section', { 'aria-labelledby': 'cp-h' }, h('h2', { id: 'cp-h' }, `Checkpoints (${m.checkpoints.length + (m.pending?.checkpoints ?? 0)})`));
   if (!m.checkpoints.length) {
     sec.append(h('p', { class: 'dim' }, 'No checkpoint yet. Waypoint takes one when the task starts, around each step and before side effects.'));
     return sec;
@@ -416,7 +480,7 @@ function closeMenu(): void {
 }
 
 function effectSection(m: TimelineModel): HTMLElement {
-  const sec = h('section', { 'aria-labelledby': 'fx-h' }, h('h2', { id: 'fx-h' }, `Side effects and shell commands (${m.effects.length})`));
+  const sec = h('section', { 'aria-labelledby': 'fx-h' }, h('h2', { id: 'fx-h' }, `Side effects and shell commands (${m.effects.length + (m.pending?.effects ?? 0)})`));
   if (!m.effects.length) {
     sec.append(h('p', { class: 'dim' }, 'No side effect recorded. Agents record shell commands, HTTP calls and other external actions here, before they run.'));
     return sec;
@@ -539,45 +603,72 @@ function say(text: string, error: boolean): void {
 // ---------------------------------------------------------------------------
 // Messages from the host.
 
-/** Tells the host the timeline is on screen (after the frame that draws it): the page's "first content". */
+/** Tells the host the timeline is on screen (after the frame that draws it): the page's "first content", or the whole model once it is in. */
 function reportShown(): void {
   const m = model!;
-  requestAnimationFrame(() => setTimeout(() => send({ type: 'shown', steps: m.steps.length, attempts: m.attempts.length, at: Date.now(), pageMs: performance.now() }), 0));
+  afterPaint(() => send({ type: 'shown', steps: m.steps.length, attempts: m.attempts.length, at: Date.now(), pageMs: performance.now(), whole: !m.pending }));
 }
 
-window.addEventListener('message', (ev: MessageEvent) => receive(ev.data));
+/** A model with more entries than this is validated a piece at a time (see validateInPieces.ts). */
+const VALIDATE_WHOLE_MAX = 2 * PIECE;
+const yieldToPage = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
+const entries = (raw: unknown) => {
+  const m = (raw as { model?: Record<string, unknown> } | null)?.model;
+  return m && typeof m === 'object' ? COLLECTIONS.reduce((n, c) => n + (Array.isArray(m[c]) ? (m[c] as unknown[]).length : 0), 0) : 0;
+};
 
-function receive(data: unknown): void {
+/** Messages are handled one after another: a patch waits for the whole model it applies to. */
+let queue: Promise<void> = Promise.resolve();
+window.addEventListener('message', (ev: MessageEvent) => {
+  const data: unknown = ev.data;
+  queue = queue.then(() => receive(data)).catch((e) => console.warn(`[timeline] ${e instanceof Error ? e.message : String(e)}`));
+});
+
+async function receive(data: unknown): Promise<void> {
+  const type = (data as { type?: unknown } | null)?.type;
+  if (type === 'init' && entries(data) > VALIDATE_WHOLE_MAX) {
+    // A large whole model: checked in pieces so the first screen, already drawn, stays responsive.
+    const extra = Object.keys(data as object).filter((k) => k !== 'type' && k !== 'model');
+    if (extra.length) return console.warn(`[timeline] ignored a malformed message from the host: ${extra[0]}: unrecognized key`);
+    const r = await validateModelInPieces((data as { model: unknown }).model, yieldToPage);
+    if (!r.success) return console.warn(`[timeline] ignored a malformed message from the host: ${r.problem.slice(0, 300)}`);
+    return show(r.data);
+  }
   const msg = parseInbound(TimelineHostMessage, data, 'host', (line) => console.warn(line), 'timeline');
   if (!msg) return;
   switch (msg.type) {
     case 'init':
-      model = msg.model;
-      break;
+      return show(msg.model);
     case 'patch':
-      if (!model) return send({ type: 'refresh' });
-      model = applyPatch(model, msg.patch);
-      break;
+      if (!model || model.pending) return send({ type: 'refresh' });
+      return show(applyPatch(model, msg.patch));
     case 'error':
       say(msg.text, true);
       return;
   }
+}
+
+function show(next: TimelineModel): void {
+  model = next;
   for (const id of [...expanded]) if (!model.steps.some((x) => x.id === id)) expanded.delete(id);
   save();
   render();
   reportShown();
 }
 
-/** The first model comes inside the document (see html.ts): drawn at once, checked like any message. */
+/** The first screen comes inside the document (see html.ts, firstScreen.ts): small, checked whole and drawn at once. */
 function firstModel(): void {
   const block = document.getElementById(FIRST_TIMELINE_ID);
   if (!block?.textContent) return;
+  let raw: unknown;
   try {
-    receive({ type: 'init', model: JSON.parse(block.textContent) });
+    raw = JSON.parse(block.textContent);
   } catch {
     console.warn('[timeline] ignored an unreadable first model');
   }
   block.remove();
+  const msg = parseInbound(TimelineHostMessage, { type: 'init', model: raw }, 'host', (line) => console.warn(line), 'timeline');
+  if (msg?.type === 'init') show(msg.model);
 }
 
 send({ type: 'ready' });

@@ -66,8 +66,10 @@ export class AutoCheckpoints extends Disposable {
   private async activeTask(): Promise<Task | undefined> {
     const mode = this.host.mode.kind;
     if (mode !== 'owner' && mode !== 'relay') return undefined;
-    const tasks = await tasksOnly(this.host, { states: ['running', 'waiting_tool'] }).catch(() => []);
-    return tasks.sort((a, b) => b.updatedAt - a.updatedAt)[0];
+    // Only the latest (the query orders by updated_at): listing every active task cost more
+    // than the hinted checkpoint itself in a store of 1,000 running tasks.
+    const tasks = await tasksOnly(this.host, { states: ['running', 'waiting_tool'], limit: 1 }).catch(() => []);
+    return tasks[0];
   }
 
   /** Whether file activity in this window is ours to checkpoint (see the class comment). */
@@ -89,7 +91,7 @@ export class AutoCheckpoints extends Disposable {
     this.dirty.add(uri.fsPath);
     // Cheap test first while owning; relaying, the flush asks the owner whether a task is active.
     const engine = this.host.current;
-    if (engine && !engine.tasks({ states: ['running', 'waiting_tool'] }).length) return;
+    if (engine && !engine.tasks({ states: ['running', 'waiting_tool'], limit: 1 }).length) return;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.flush(), settings(folder.uri).autoCheckpointQuietMs);
   }

@@ -22,6 +22,7 @@ const BENCHES: Bench[] = [
   },
   { name: 'mcp', load: async () => require('./mcp.bench') },
   { name: 'hooks', load: async () => require('./hooks.bench') },
+  { name: 'fresh', load: async () => require('./fresh.bench') },
   { name: 'vscode', load: async () => require('./vscode.bench') },
 ];
 

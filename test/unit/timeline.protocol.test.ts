@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import Module from 'node:module';
 import fc from 'fast-check';
-import { parseInbound } from '../../src/extension/review/protocol';
+import { parseInbound } from '../../src/extension/webview/parseInbound';
 import { TimelineHostMessage, TimelineModel, TimelinePageMessage, TimelinePageState } from '../../src/extension/timeline/protocol';
 import { assertNoPollution, assertReadable, fuzzParams, hostileJson, hostileString, nested, protoObject } from '../support/fuzz';
 
@@ -27,7 +27,7 @@ const validPage = (): Record<string, unknown>[] => [
   { type: 'ready' },
   { type: 'refresh' },
   { type: 'showEvents' },
-  { type: 'shown', steps: 1, attempts: 1, at: 5, pageMs: 120.5 },
+  { type: 'shown', steps: 1, attempts: 1, at: 5, pageMs: 120.5, whole: true },
   { type: 'checkpoint', action: 'compare', checkpointId: 'cp_1' },
   { type: 'checkpoint', action: 'fork', checkpointId: 'cp_1' },
 ];
@@ -97,8 +97,8 @@ describe('timeline protocol', function () {
       { type: 'checkpoint', action: 'delete', checkpointId: 'cp_1' }, // no such action
       { type: 'checkpoint', action: 'rollback' }, // no checkpoint
       { type: 'checkpoint', action: 'rollback', checkpointId: '' },
-      { type: 'shown', steps: -1, attempts: 0, at: 0, pageMs: 1 },
-      { type: 'shown', steps: 1, attempts: 0, at: 0 }, // no page time
+      { type: 'shown', steps: -1, attempts: 0, at: 0, pageMs: 1, whole: true },
+      { type: 'shown', steps: 1, attempts: 0, at: 0, whole: true }, // no page time
       { type: 'ready', extra: 1 }, // strict: unknown keys refused
       { type: 'openFile', path: '/etc/passwd' },
     ];

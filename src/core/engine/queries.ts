@@ -121,6 +121,9 @@ export function toSideEffect(r: Record<string, unknown>): SideEffect {
 
 const IN_DOUBT = "(SELECT COUNT(*) FROM side_effects x WHERE x.task_id = tasks.id AND x.status = 'in_doubt') AS in_doubt";
 
+/** Up to this many tasks, each one's lease is read on its own (see tasks). */
+const FEW_ROWS = 8;
+
 export class Queries {
   constructor(private readonly db: () => Db) {}
 
@@ -137,11 +140,13 @@ export class Queries {
   }
 
   tasks(filter: { states?: readonly TaskState[]; limit?: number } = {}): Task[] {
-    const leases = new Map(this.db().all('SELECT * FROM leases').map((l) => [String(l.task_id), l]));
     const states = filter.states?.length ? `WHERE state IN (${filter.states.map(() => '?').join(',')})` : '';
-    return this.db()
-      .all(`SELECT *, ${IN_DOUBT} FROM tasks ${states} ORDER BY updated_at DESC, id LIMIT ?`, [...(filter.states ?? []), filter.limit ?? -1])
-      .map((r) => toTask(r, leases.get(String(r.id))));
+    const rows = this.db().all(`SELECT *, ${IN_DOUBT} FROM tasks ${states} ORDER BY updated_at DESC, id LIMIT ?`, [...(filter.states ?? []), filter.limit ?? -1]);
+    // A few rows (the latest active task, asked on every watcher event and auto checkpoint):
+    // their own leases, not every lease of a store that may hold thousands of tasks.
+    if (rows.length <= FEW_ROWS) return rows.map((r) => toTask(r, this.db().get('SELECT * FROM leases WHERE task_id = ?', [r.id as string])));
+    const leases = new Map(this.db().all('SELECT * FROM leases').map((l) => [String(l.task_id), l]));
+    return rows.map((r) => toTask(r, leases.get(String(r.id))));
   }
 
   steps(taskId: string): Step[] {

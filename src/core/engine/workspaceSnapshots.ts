@@ -17,6 +17,10 @@ import {
   newTempTag,
   planRestore,
   scan,
+  loadScanCache,
+  saveScanCache,
+  dropScanCache,
+  scanCacheIdentity,
   sweepRestoreTemps,
   DEFAULT_MAX_FILE_BYTES,
   type ScanResult,
@@ -69,11 +73,53 @@ export class WorkspaceSnapshots implements Snapshotter {
   /** The background compaction running, if any, and whether another pass was asked for meanwhile. */
   private compacting: Promise<void> | null = null;
   private compactAgain = false;
+  /** This workspace's mark on its scan cache (see scan/scanCache.ts): another workspace's cache is never used. */
+  private readonly cacheIdentity: string;
+  /** The last capture's manifest (durable in the store), for the scan cache written at close. */
+  private unwrittenCache: { ref: string; manifest: Manifest } | null = null;
+  /** How the last look at the scan cache went (tests, logs). */
+  lastScanCache: 'hit' | 'absent' | 'other_ref' | 'other_workspace' | 'damaged' | 'in_memory' | null = null;
 
   constructor(private readonly opts: WorkspaceSnapshotOptions) {
     this.roots = opts.roots;
     this.blobs = new BlobStore(path.join(opts.storeDir, 'objects'), { durability: 'deferred' });
     this.manifests = new ManifestStore(this.blobs, { fullEvery: opts.fullEvery ?? 50 });
+    this.cacheIdentity = scanCacheIdentity({ roots: opts.roots, excludes: opts.excludes, maxFileBytes: opts.maxFileBytes, storeDir: opts.storeDir });
+  }
+
+  /**
+   * The manifest a scan starts from. A fresh process has none in memory: the scan cache
+   * the last capture wrote gives it, when it is for this very ref and this workspace and
+   * intact, without reading the object chain; otherwise the store loads it.
+   */
+  private async previousManifest(ref: string): Promise<Manifest> {
+    if (this.manifests.holds(ref)) {
+      this.lastScanCache = 'in_memory';
+      return this.manifests.loadShared(ref);
+    }
+    const c = loadScanCache(this.opts.storeDir, this.cacheIdentity, ref);
+    if (typeof c === 'string') {
+      this.lastScanCache = c;
+      if (c === 'damaged') this.opts.log?.warn('[snapshot] the scan cache is damaged: ignored (the manifest is read from the store)');
+      return this.manifests.loadShared(ref);
+    }
+    this.lastScanCache = 'hit';
+    this.manifests.seed(ref, c.manifest, c.depth);
+    return c.manifest;
+  }
+
+  /** After a capture: the cache now describes its manifest (a failed write removes the old one, which no longer would). */
+  private async writeScanCache(ref: string, manifest: Manifest): Promise<void> {
+    try {
+      saveScanCache(this.opts.storeDir, this.cacheIdentity, ref, await this.manifests.depthOf(ref), manifest);
+    } catch (e) {
+      this.opts.log?.warn(`[snapshot] could not write the scan cache: ${(e as Error).message}`);
+      try {
+        dropScanCache(this.opts.storeDir);
+      } catch {
+        // Nothing more to do: a stale cache names another ref and is not used for this one.
+      }
+    }
   }
 
   /**
@@ -82,7 +128,7 @@ export class WorkspaceSnapshots implements Snapshotter {
    */
   async scanNow(previous: CheckpointMeta | null, dirty?: readonly string[]): Promise<Manifest> {
     // Shared, not copied: the scan never changes its previous manifest (and keeps its directory plans for it).
-    const prev = previous?.manifestRef ? await this.manifests.loadShared(previous.manifestRef) : undefined;
+    const prev = previous?.manifestRef ? await this.previousManifest(previous.manifestRef) : undefined;
     const r = await scan({
       roots: this.roots,
       excludes: this.opts.excludes,
@@ -99,7 +145,7 @@ export class WorkspaceSnapshots implements Snapshotter {
   async capture(req: CaptureRequest): Promise<Capture> {
     // Shared, not copied: the scan never changes its previous manifest, and a rescan from
     // the map the last capture saved reuses that scan's directory plans (see DirPlan in snapshot/scan/listingCache.ts).
-    const prev = req.previous?.manifestRef ? await this.manifests.loadShared(req.previous.manifestRef) : undefined;
+    const prev = req.previous?.manifestRef ? await this.previousManifest(req.previous.manifestRef) : undefined;
     const r = await scan({
       roots: this.roots,
       excludes: this.opts.excludes,
@@ -122,6 +168,9 @@ export class WorkspaceSnapshots implements Snapshotter {
     // Handed over: this scan's manifest is not used again but read below.
     // keysChecked: the scan checked every key it recorded; the rest came from a manifest this store loaded.
     const ref = await this.manifests.save(r.manifest, parentRef, undefined, touched, { adopt: true, deferCompression: bulk, keysChecked: true });
+    // Written when the store closes, not per capture: only the next process needs it, and
+    // 50,000 entries cost tens of milliseconds that an owner's every checkpoint would pay.
+    this.unwrittenCache = { ref, manifest: r.manifest };
     if (bulk) this.compactSoon();
     let filesChanged: number;
     if (parentRef === (req.previous?.manifestRef ?? null)) {
@@ -368,9 +417,12 @@ export class WorkspaceSnapshots implements Snapshotter {
     while (this.compacting) await this.compacting;
   }
 
-  /** Waits for background work on the store (compaction) to end. */
+  /** Waits for background work on the store (compaction) to end, and leaves the scan cache for the next process. */
   async close(): Promise<void> {
     await this.whenCompacted();
+    const last = this.unwrittenCache;
+    this.unwrittenCache = null;
+    if (last) await this.writeScanCache(last.ref, last.manifest);
   }
 
   /** Bytes of the objects directory on disk. */

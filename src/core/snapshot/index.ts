@@ -69,3 +69,4 @@ export {
   type ApplyOptions,
   type ApplyResult,
 } from './restore.js';
+export { loadScanCache, saveScanCache, dropScanCache, scanCacheIdentity, SCAN_CACHE_FILE, RACY_WINDOW_MS, type LoadedScanCache, type ScanCacheMiss } from './scan/scanCache.js';

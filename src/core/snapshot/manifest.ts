@@ -399,6 +399,23 @@ export class ManifestStore {
     throw new CorruptManifestError(ref, 'delta chain does not end');
   }
 
+  /** Whether `ref` is in this store's memory (no object read needed to load it). */
+  holds(ref: string): boolean {
+    return this.cache.has(ref);
+  }
+
+  /**
+   * Puts a manifest read from a trusted copy (the scan cache, checksummed, of a manifest
+   * this store saved) into memory as `ref`, with its depth since the last full one, so
+   * a fresh process need not read and decode its object chain. The entries are frozen.
+   */
+  seed(ref: string, m: Manifest, depth: number): void {
+    assertHash(ref);
+    for (const e of m.values()) Object.freeze(e);
+    this.depthCache.set(ref, depth);
+    this.remember(ref, m);
+  }
+
   /** Loads a manifest: walks to the nearest full one (or cached one) and applies the deltas. */
   async load(ref: string): Promise<Manifest> {
     return new Map(await this.loadShared(ref));

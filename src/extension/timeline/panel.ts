@@ -2,9 +2,10 @@ import * as vscode from 'vscode';
 import { errorMessage } from '../../core/model/errors';
 import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
-import { parseInbound } from '../review/protocol';
+import { parseInbound } from '../webview/parseInbound';
 import { webviewOptions } from '../review/html';
 import { timelineHtml } from './html';
+import { firstScreen } from './firstScreen';
 import { diffTimeline } from './patch';
 import type { TimelineReader } from './timelineReader';
 import { TimelineHostMessage, TimelinePageMessage, type CheckpointAction, type TimelineModel } from './protocol';
@@ -31,6 +32,8 @@ export interface TimelineShown {
   at: number;
   /** Milliseconds from the page's navigation start to that frame. */
   pageMs: number;
+  /** False for the first screen drawn before the whole model arrived. */
+  whole: boolean;
 }
 
 /**
@@ -44,6 +47,8 @@ export class TimelinePanel extends Disposable {
   /** The model the page holds (or will, once it says `ready`). */
   private model: TimelineModel | undefined;
   private embeddedAt = 0;
+  /** The document carried only the first screen of `model`: the rest is posted as soon as the page is ready. */
+  private embeddedPart = false;
   private timer: NodeJS.Timeout | undefined;
   private updating: Promise<void> | undefined;
   private again = false;
@@ -107,7 +112,10 @@ export class TimelinePanel extends Disposable {
       this.deps.log.warn(`[timeline] building ${this.taskId} failed: ${errorMessage(e)}`);
     }
     if (this.isDisposed) return;
-    this.panel.webview.html = timelineHtml(this.panel.webview, this.deps.extensionUri, 'Waypoint timeline', first);
+    // Only the first screen travels in the document: less to parse, validate and draw before the page paints.
+    const part = first && firstScreen(first);
+    this.embeddedPart = !!part?.pending;
+    this.panel.webview.html = timelineHtml(this.panel.webview, this.deps.extensionUri, 'Waypoint timeline', part);
   }
 
   private post(msg: TimelineHostMessage): void {
@@ -125,12 +133,18 @@ export class TimelinePanel extends Disposable {
           // A hidden tab shown again reloads the page from the same document: the embedded model may be old.
           const fresh = this.model && Date.now() - this.embeddedAt <= EMBEDDED_FRESH_MS;
           this.embeddedAt = 0;
-          if (fresh) this.schedule();
-          else await this.sendWhole();
+          const part = this.embeddedPart;
+          this.embeddedPart = false;
+          if (!fresh) await this.sendWhole();
+          else {
+            // The page holds the first screen: the whole model now, then any change since as a patch.
+            if (part && this.model) this.post({ type: 'init', model: this.model });
+            this.schedule();
+          }
           return;
         }
         case 'shown':
-          this.lastShown = { steps: msg.steps, attempts: msg.attempts, at: msg.at, pageMs: msg.pageMs };
+          this.lastShown = { steps: msg.steps, attempts: msg.attempts, at: msg.at, pageMs: msg.pageMs, whole: msg.whole };
           this._onDidShow.fire(this.lastShown);
           return;
         case 'refresh':

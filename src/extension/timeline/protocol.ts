@@ -117,6 +117,12 @@ export const TimelineModel = z.strictObject({
   marks: z.array(TimelineMark).max(MAX_MARKS),
   /** How many of each kind were left out to stay within the bounds (shown, never silent). */
   omitted: z.strictObject({ steps: z.number().int().min(0), attempts: z.number().int().min(0), checkpoints: z.number().int().min(0), effects: z.number().int().min(0), marks: z.number().int().min(0) }),
+  /**
+   * Set only on a first screen (see firstScreen.ts): the page's document carries the
+   * entries the first screen shows, and this says how many of each kind follow in the
+   * whole model, which the host posts after the page says `ready`.
+   */
+  pending: z.strictObject({ steps: z.number().int().min(0), attempts: z.number().int().min(0), checkpoints: z.number().int().min(0), effects: z.number().int().min(0), marks: z.number().int().min(0) }).optional(),
 });
 export type TimelineModel = z.infer<typeof TimelineModel>;
 
@@ -163,7 +169,15 @@ export const TimelinePageMessage = z.discriminatedUnion('type', [
    * wall-clock time, `pageMs` how long after the page's own navigation began (loading
    * the document, the script, validating and drawing): the page's share of an open.
    */
-  z.strictObject({ type: z.literal('shown'), steps: z.number().int().min(0).max(MAX_STEPS), attempts: z.number().int().min(0).max(MAX_ATTEMPTS), at: Time, pageMs: z.number().min(0).max(3_600_000) }),
+  z.strictObject({
+    type: z.literal('shown'),
+    steps: z.number().int().min(0).max(MAX_STEPS),
+    attempts: z.number().int().min(0).max(MAX_ATTEMPTS),
+    at: Time,
+    pageMs: z.number().min(0).max(3_600_000),
+    /** False for a first screen drawn before the whole model arrived; true once the page holds all of it. */
+    whole: z.boolean(),
+  }),
   z.strictObject({ type: z.literal('refresh') }),
   z.strictObject({ type: z.literal('checkpoint'), action: CheckpointAction, checkpointId: Id }),
   z.strictObject({ type: z.literal('showEvents') }),

@@ -15,8 +15,8 @@ export interface WaypointApi {
   mcpServerDefinitions(): vscode.McpServerDefinition[];
   mcpEndpoint(): Promise<{ url: string; token: string } | undefined>;
   openReview(taskId: string): Promise<{ files: number; at: number }>;
-  openTimeline(taskId: string): Promise<{ steps: number; attempts: number; at: number; pageMs: number }>;
-  timelineState(taskId: string): { shown: { steps: number; attempts: number; at: number; pageMs: number } | undefined; model: import('../../../src/extension/timeline/protocol').TimelineModel | undefined } | undefined;
+  openTimeline(taskId: string): Promise<{ steps: number; attempts: number; at: number; pageMs: number; whole: boolean }>;
+  timelineState(taskId: string): { shown: { steps: number; attempts: number; at: number; pageMs: number; whole: boolean } | undefined; model: import('../../../src/extension/timeline/protocol').TimelineModel | undefined } | undefined;
   busy(): boolean;
   registeredCommands(): readonly string[];
   resumeOffered(): readonly string[];

@@ -1,0 +1,252 @@
+/**
+ * What a rescan needs from the last checkpoint, kept on disk between processes (as git
+ * keeps its index): the manifest of the last capture, so a fresh process (a CLI call,
+ * an agent's hook with no owner running) does not read, decompress, apply and
+ * validate a chain of manifest objects of 50,000 entries before it can compare a
+ * single lstat.
+ *
+ * Safety, since a stale or damaged cache must never hide a change:
+ * - it is used only for the exact manifest ref the scan starts from (content-addressed:
+ *   the entries are that manifest's, so the stat comparison is the one an in-process
+ *   rescan makes), and only by the workspace it was written for (same roots, excludes,
+ *   size limit, store directory: `identity`);
+ * - the file is checksummed (SHA-256 of the body in the header) and refused whole when
+ *   the checksum, the format, the header or any entry is wrong: the scan then loads the
+ *   manifest from the store as before;
+ * - "racy git": a file entry whose mtime is not safely older than the moment the cache
+ *   was written is marked racy, so the scan rehashes it (a file rewritten with the same
+ *   size within the timestamp granularity keeps its mtime);
+ * - written to a temporary file (0600) and renamed over the old one, inside `.waypoint/`.
+ */
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { z } from 'zod';
+import type { FileEntry, Manifest, ManifestEntry } from '../manifest.js';
+
+export const SCAN_CACHE_FILE = 'scan-cache';
+const FORMAT = 'waypoint-scan-cache/2';
+/**
+ * A file whose mtime is within this of the cache's write time (or after it) is racy.
+ * Generous: filesystems with whole-second (or 2 s, FAT) timestamps.
+ */
+export const RACY_WINDOW_MS = 2_000;
+/** Bounds a hostile or damaged header's claims before any allocation. */
+const MAX_ENTRIES = 5_000_000;
+
+const Header = z.strictObject({
+  format: z.literal(FORMAT),
+  identity: z.string().regex(/^[0-9a-f]{64}$/),
+  ref: z.string().regex(/^[0-9a-f]{64}$/),
+  depth: z.number().int().min(0).max(100_000),
+  writtenAtMs: z.number().finite().min(0),
+  entries: z.number().int().min(0).max(MAX_ENTRIES),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+});
+
+export interface ScanCacheIdentity {
+  roots: { name: string; dir: string }[];
+  excludes?: readonly string[];
+  maxFileBytes?: number;
+  storeDir: string;
+}
+
+/** What makes a cache this workspace's: a cache copied from another workspace or store has another. */
+export function scanCacheIdentity(id: ScanCacheIdentity): string {
+  return createHash('sha256')
+    .update(JSON.stringify({ roots: id.roots.map((r) => [r.name, path.resolve(r.dir)]), excludes: id.excludes ?? [], max: id.maxFileBytes ?? null, store: path.resolve(id.storeDir) }))
+    .digest('hex');
+}
+
+export interface LoadedScanCache {
+  manifest: Manifest;
+  depth: number;
+  /** File entries marked racy on load (their mtime too close to the cache's write time). */
+  racy: number;
+}
+
+export type ScanCacheMiss = 'absent' | 'other_ref' | 'other_workspace' | 'damaged';
+
+const HASH = /^[0-9a-f]{64}$/;
+const CODE = /^E[A-Z0-9_]{1,31}$/;
+const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+const nat = (v: unknown): v is number => num(v) && Number.isInteger(v) && v >= 0;
+
+/**
+ * One entry as the manifest schema has it (manifest.ts `entrySchema`), checked by hand:
+ * this runs 50,000 times on the way to a checkpoint, where zod took longer than the scan.
+ */
+function entryOf(v: unknown): ManifestEntry | null {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return null;
+  const e = v as Record<string, unknown>;
+  const n = Object.keys(e).length;
+  switch (e.type) {
+    case 'file':
+      if (n !== (e.racy === undefined ? 6 : 7) || (e.racy !== undefined && e.racy !== true)) return null;
+      if (typeof e.hash !== 'string' || !HASH.test(e.hash) || !nat(e.size) || (e.mode !== 0o755 && e.mode !== 0o644) || !num(e.mtimeMs) || !nat(e.ino)) return null;
+      return e as unknown as ManifestEntry;
+    case 'symlink':
+      if (n !== 4 || typeof e.target !== 'string' || e.target.length === 0 || e.target.length > 4096 || e.target.includes('\0') || !num(e.mtimeMs) || !nat(e.ino)) return null;
+      return e as unknown as ManifestEntry;
+    case 'skipped':
+      if (n !== 4 || !nat(e.size) || !num(e.mtimeMs) || e.reason !== 'too_large') return null;
+      return e as unknown as ManifestEntry;
+    case 'uncaptured':
+      if (n !== (e.dir === undefined ? 2 : 3) || (e.dir !== undefined && e.dir !== true) || typeof e.code !== 'string' || !CODE.test(e.code)) return null;
+      return e as unknown as ManifestEntry;
+    default:
+      return null;
+  }
+}
+
+/** A path key as a manifest holds it: relative, '/'-separated, no empty, '.' or '..' segment, no NUL or backslash. */
+function keyOk(k: unknown): k is string {
+  if (typeof k !== 'string' || k.length === 0 || k.length > 4096 || k.includes('\0') || k.includes('\\') || k.startsWith('/')) return false;
+  for (const seg of k.split('/')) if (seg === '' || seg === '.' || seg === '..') return false;
+  return true;
+}
+
+/*
+ * Body layout (all integers little-endian): u32 F, the number of file entries; u32 K,
+ * the byte length of their keys; K bytes of keys (UTF-8, joined by NUL, which no key
+ * holds); F × 32 bytes of content hashes; F × 4 float64 (size, mtimeMs, ino, flags:
+ * 1 executable, 2 racy); then the other entries (symlinks, skipped, uncaptured: few) as
+ * JSON [key, entry] pairs. Columns, not JSON objects: decoding 50,000 file entries from
+ * JSON took as long as reading the manifest chain it replaces.
+ */
+const FLAG_EXEC = 1;
+const FLAG_RACY = 2;
+
+function encodeBody(manifest: Manifest): Buffer {
+  const keys: string[] = [];
+  const files: FileEntry[] = [];
+  const others: [string, ManifestEntry][] = [];
+  for (const [k, e] of manifest) {
+    if (e.type === 'file') {
+      keys.push(k);
+      files.push(e);
+    } else others.push([k, e]);
+  }
+  const keyBytes = Buffer.from(keys.join('\0'), 'utf8');
+  const hashes = Buffer.allocUnsafe(files.length * 32);
+  const nums = new Float64Array(files.length * 4);
+  files.forEach((e, i) => {
+    hashes.write(e.hash, i * 32, 32, 'hex');
+    nums[i * 4] = e.size;
+    nums[i * 4 + 1] = e.mtimeMs;
+    nums[i * 4 + 2] = e.ino;
+    nums[i * 4 + 3] = (e.mode === 0o755 ? FLAG_EXEC : 0) | (e.racy ? FLAG_RACY : 0);
+  });
+  const head = Buffer.alloc(8);
+  head.writeUInt32LE(files.length, 0);
+  head.writeUInt32LE(keyBytes.length, 4);
+  return Buffer.concat([head, keyBytes, hashes, Buffer.from(nums.buffer), Buffer.from(JSON.stringify(others), 'utf8')]);
+}
+
+/** The body's entries, or null when anything in it is not what encodeBody writes. */
+function decodeBody(body: Buffer, entries: number, trustedBefore: number): { manifest: Manifest; racy: number } | null {
+  if (body.length < 8) return null;
+  const nFiles = body.readUInt32LE(0);
+  const keyLen = body.readUInt32LE(4);
+  if (nFiles > entries) return null;
+  const keysEnd = 8 + keyLen;
+  const hashEnd = keysEnd + nFiles * 32;
+  const numEnd = hashEnd + nFiles * 32;
+  if (numEnd > body.length) return null;
+  const keys = nFiles === 0 ? [] : body.toString('utf8', 8, keysEnd).split('\0');
+  if (keys.length !== nFiles) return null;
+  // Copied out: a Float64Array needs an 8-byte-aligned offset.
+  const nums = new Float64Array(Uint8Array.prototype.slice.call(body, hashEnd, numEnd).buffer);
+  const manifest: Manifest = new Map();
+  let racy = 0;
+  for (let i = 0; i < nFiles; i++) {
+    const k = keys[i]!;
+    const size = nums[i * 4]!;
+    const mtimeMs = nums[i * 4 + 1]!;
+    const ino = nums[i * 4 + 2]!;
+    const flags = nums[i * 4 + 3]!;
+    if (!keyOk(k) || manifest.has(k) || !nat(size) || !num(mtimeMs) || !nat(ino) || !Number.isInteger(flags) || flags < 0 || flags > 3) return null;
+    const e: FileEntry = { type: 'file', hash: body.toString('hex', hashEnd - nFiles * 32 + i * 32, hashEnd - nFiles * 32 + (i + 1) * 32), size, mode: flags & FLAG_EXEC ? 0o755 : 0o644, mtimeMs, ino };
+    // Racy git: too close to the cache's write time for its stat to vouch for its content.
+    if (flags & FLAG_RACY || mtimeMs >= trustedBefore) {
+      e.racy = true;
+      if (!(flags & FLAG_RACY)) racy++;
+    }
+    manifest.set(k, e);
+  }
+  let others: unknown;
+  try {
+    others = JSON.parse(body.toString('utf8', numEnd));
+  } catch {
+    return null;
+  }
+  if (!Array.isArray(others) || nFiles + others.length !== entries) return null;
+  for (const p of others as unknown[]) {
+    if (!Array.isArray(p) || p.length !== 2 || !keyOk(p[0]) || manifest.has(p[0])) return null;
+    const e = entryOf(p[1]);
+    if (e === null || e.type === 'file') return null;
+    manifest.set(p[0], e);
+  }
+  return { manifest, racy };
+}
+
+/**
+ * Reads the cache in `dir` for manifest `ref` of the workspace `identity`: the manifest,
+ * its depth, and file entries too recent to trust marked racy. Anything else is a miss
+ * (and the caller loads the manifest from the store).
+ */
+export function loadScanCache(dir: string, identity: string, ref: string): LoadedScanCache | ScanCacheMiss {
+  let bytes: Buffer;
+  try {
+    bytes = fs.readFileSync(path.join(dir, SCAN_CACHE_FILE));
+  } catch {
+    return 'absent';
+  }
+  const nl = bytes.indexOf(0x0a);
+  if (nl < 0 || nl > 4096) return 'damaged';
+  let header: z.infer<typeof Header>;
+  try {
+    const h = Header.safeParse(JSON.parse(bytes.subarray(0, nl).toString('utf8')));
+    if (!h.success) return 'damaged';
+    header = h.data;
+  } catch {
+    return 'damaged';
+  }
+  if (header.identity !== identity) return 'other_workspace';
+  if (header.ref !== ref) return 'other_ref';
+  const body = bytes.subarray(nl + 1);
+  if (createHash('sha256').update(body).digest('hex') !== header.sha256) return 'damaged';
+  const decoded = decodeBody(body, header.entries, header.writtenAtMs - RACY_WINDOW_MS);
+  if (!decoded) return 'damaged';
+  return { manifest: decoded.manifest, depth: header.depth, racy: decoded.racy };
+}
+
+/**
+ * Writes the cache for manifest `ref` (its `depth` since the last full manifest) into
+ * `dir`: a temporary file, 0600, renamed over the old one. A failure leaves the old
+ * cache or none (a later load then misses); it is never half written under its name.
+ */
+export function saveScanCache(dir: string, identity: string, ref: string, depth: number, manifest: Manifest, now = Date.now()): void {
+  const body = encodeBody(manifest);
+  const header = { format: FORMAT, identity, ref, depth, writtenAtMs: now, entries: manifest.size, sha256: createHash('sha256').update(body).digest('hex') } satisfies z.infer<typeof Header>;
+  const file = path.join(dir, SCAN_CACHE_FILE);
+  const tmp = `${file}.${process.pid}.tmp`;
+  try {
+    const fd = fs.openSync(tmp, 'w', 0o600);
+    try {
+      fs.writeSync(fd, `${JSON.stringify(header)}\n`);
+      fs.writeSync(fd, body);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(tmp, file);
+  } catch (e) {
+    fs.rmSync(tmp, { force: true });
+    throw e;
+  }
+}
+
+/** Removes the cache (after a capture that could not write it, so no older one outlives its manifest's successor unseen). */
+export function dropScanCache(dir: string): void {
+  fs.rmSync(path.join(dir, SCAN_CACHE_FILE), { force: true });
+}
