@@ -91,6 +91,7 @@ describe('bench (extension host)', function () {
       const t2 = Date.now();
       const shown = await api.openReview(rev.taskId);
       opens.push(shown.at - t2);
+      report(`review open ${r}: total ${shown.at - t2} listing ${shown.listingMs} pageSet ${shown.pageSetAt - t2} page ${shown.pageMs.toFixed(0)} script ${shown.scriptMs.toFixed(0)}`);
       if (shown.files < 1000) throw new Error(`the review listed ${shown.files} files`);
       await vscode.window.tabGroups.close(reviewTabs());
       await eventually(() => reviewTabs().length === 0, 'the review panel to close');
