@@ -52,7 +52,7 @@ export class ReviewPanel extends Disposable {
   private countsWaiting: (() => void) | undefined;
   private busy = false;
   /** Where the first open's time went (host listing, when the page was written), for `shown`. */
-  private readonly timing = { listingMs: 0, pageSetAt: 0 };
+  private readonly timing = { listingMs: 0, pageSetAt: 0, readyAt: 0, postedAt: 0 };
   /** What this panel's last apply made, and how to undo it (shown instead of the decisions). */
   private last: { committed: CommittedMsg; preApplyCheckpointId: string } | undefined;
   private readonly _onDidDispose = this.register(new vscode.EventEmitter<void>());
@@ -124,10 +124,11 @@ export class ReviewPanel extends Disposable {
       switch (msg.type) {
         case 'ready':
           this.ready = true;
+          this.timing.readyAt ||= Date.now();
           return await this.onReady();
         case 'shown':
           this.countsWaiting?.();
-          this._onDidShowContent.fire({ files: msg.files, at: msg.at, pageMs: msg.pageMs, scriptMs: msg.scriptMs, listingMs: this.timing.listingMs, pageSetAt: this.timing.pageSetAt });
+          this._onDidShowContent.fire({ files: msg.files, at: msg.at, pageMs: msg.pageMs, scriptMs: msg.scriptMs, ...this.timing });
           return;
         case 'refresh':
           // "Review the remaining changes" after a commit that kept the task open.
@@ -170,6 +171,7 @@ export class ReviewPanel extends Disposable {
     const gen = ++this.generation;
     this.data = data;
     this.post(msg);
+    this.timing.postedAt ||= Date.now();
     this.streamCounts(await this.deps.host.get(), data, gen);
   }
 
@@ -388,6 +390,9 @@ export interface ShownContent {
   listingMs: number;
   /** Wall-clock time the host wrote the page's document. */
   pageSetAt: number;
+  /** Wall-clock times the page's first `ready` reached the host, and the host posted the first listing. */
+  readyAt: number;
+  postedAt: number;
 }
 
 function describe(r: ApplyReviewResult): string {

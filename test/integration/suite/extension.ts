@@ -14,7 +14,7 @@ export interface WaypointApi {
   onDidRefreshTree: vscode.Event<void>;
   mcpServerDefinitions(): vscode.McpServerDefinition[];
   mcpEndpoint(): Promise<{ url: string; token: string } | undefined>;
-  openReview(taskId: string): Promise<{ files: number; at: number; pageMs: number; scriptMs: number; listingMs: number; pageSetAt: number }>;
+  openReview(taskId: string): Promise<{ files: number; at: number; pageMs: number; scriptMs: number; listingMs: number; pageSetAt: number; readyAt: number; postedAt: number }>;
   openTimeline(taskId: string): Promise<{ steps: number; attempts: number; at: number; pageMs: number }>;
   nextRollbackPreview(): Promise<{ files: number; at: number }>;
   timelineState(taskId: string): { shown: { steps: number; attempts: number; at: number; pageMs: number } | undefined; model: import('../../../src/extension/timeline/protocol').TimelineModel | undefined } | undefined;
