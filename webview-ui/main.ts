@@ -6,6 +6,7 @@
  * drawn a chunk at a time as they near the viewport, and a file's hunks are asked
  * for (and drawn) only when it is expanded.
  */
+import './zodJitless';
 import { FIRST_LISTING_ID, HostMessage, PageState, parseInbound, type CommittedMsg, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
 import { icon, type IconName } from './icons';
 import { lazyList, type LazyList } from './lazyList';
