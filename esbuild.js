@@ -64,9 +64,10 @@ async function main() {
       external: ['vscode'],
     }),
     // The review panel's and the timeline's pages: browser bundles (each shares its protocol.ts with the host).
+    // highlight.js (its core and common languages only) is the review's own bundle, loaded after first content.
     esbuild.context({
       ...common,
-      entryPoints: ['webview-ui/main.ts', 'webview-ui/main.css', 'webview-ui/timeline.ts', 'webview-ui/timeline.css'],
+      entryPoints: ['webview-ui/main.ts', 'webview-ui/main.css', 'webview-ui/highlight.ts', 'webview-ui/timeline.ts', 'webview-ui/timeline.css'],
       outdir: 'dist/webview',
       format: 'iife',
       platform: 'browser',

@@ -13,7 +13,11 @@ export interface LazyList {
   complete(): boolean;
 }
 
-export function lazyList<T>(element: HTMLElement, items: readonly T[], row: (item: T) => HTMLElement, chunk = 100): LazyList {
+/**
+ * `first` rows are drawn at once (about a screenful: the first frame waits for them),
+ * then `chunk` at a time as the sentinel nears the viewport.
+ */
+export function lazyList<T>(element: HTMLElement, items: readonly T[], row: (item: T) => HTMLElement, chunk = 100, first = chunk): LazyList {
   let drawn = 0;
   const sentinel = document.createElement('li');
   sentinel.className = 'sentinel';
@@ -41,7 +45,7 @@ export function lazyList<T>(element: HTMLElement, items: readonly T[], row: (ite
   }
 
   element.append(sentinel);
-  drawThrough(chunk - 1);
+  drawThrough(first - 1);
   if (drawn < items.length) observer.observe(sentinel);
   else sentinel.remove();
   return { element, drawThrough, complete: () => drawn >= items.length };

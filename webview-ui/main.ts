@@ -6,10 +6,14 @@
  * drawn a chunk at a time as they near the viewport, and a file's hunks are asked
  * for (and drawn) only when it is expanded.
  */
+import './zodJitless';
 import { FIRST_LISTING_ID, HostMessage, PageState, parseInbound, type CommittedMsg, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
 import { icon, type IconName } from './icons';
 import { lazyList, type LazyList } from './lazyList';
+import { highlightHunk, preloadHighlighter } from './reviewHighlight';
 
+/** When this script began to run, after the page's navigation began: the rest of `pageMs` is drawing. */
+const scriptMs = performance.now();
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
 
@@ -343,9 +347,13 @@ function timeline(): HTMLElement {
   return d;
 }
 
+/** Rows drawn before the first frame: about two screens of a tall window. */
+const FIRST_ROWS = 60;
+
 function fileSection(title: string, list: ReviewFileMsg[]): HTMLElement {
   const sec = h('section', { 'aria-label': title }, h('h2', {}, title));
-  const lazy = lazyList(h('ul', { class: 'files', role: 'list' }), list, fileRow);
+  // A screenful of rows in the first frame (more than the tallest window shows); the rest as they near the viewport.
+  const lazy = lazyList(h('ul', { class: 'files', role: 'list' }), list, fileRow, 100, FIRST_ROWS);
   lists.push(lazy);
   list.forEach((f, index) => places.set(f.path, { lazy, index }));
   sec.append(lazy.element);
@@ -511,20 +519,23 @@ function fileBody(f: ReviewFileMsg): HTMLElement {
       );
     }
     const pre = h('div', { class: 'lines', role: 'table', 'aria-label': `Lines of change ${i + 1}` });
-    const line = (cls: string, mark: string, oldNo: number | null, newNo: number | null, text: string) =>
+    // Each code cell says which side's line it is (see reviewHighlight.ts), so the side is coloured in one run.
+    const line = (cls: string, mark: string, oldNo: number | null, newNo: number | null, text: string, side: 'o' | 'n', at: number) =>
       pre.append(
-        h('div', { class: `ln ${cls}`, role: 'row' }, h('span', { class: 'no', 'aria-hidden': 'true' }, oldNo === null ? '' : String(oldNo)), h('span', { class: 'no', 'aria-hidden': 'true' }, newNo === null ? '' : String(newNo)), h('span', { class: 'mark', 'aria-hidden': 'true' }, mark), h('span', { class: 'code', role: 'cell' }, text)),
+        h('div', { class: `ln ${cls}`, role: 'row' }, h('span', { class: 'no', 'aria-hidden': 'true' }, oldNo === null ? '' : String(oldNo)), h('span', { class: 'no', 'aria-hidden': 'true' }, newNo === null ? '' : String(newNo)), h('span', { class: 'mark', 'aria-hidden': 'true' }, mark), h('span', { class: 'code', role: 'cell', 'data-s': side, 'data-i': String(at) }, text)),
       );
     // Context already drawn under the previous change is not drawn twice.
     const prev = i > 0 ? l.hunks[i - 1]! : null;
     const prevShownTo = prev ? (prev.oldLines ? prev.oldStart : prev.oldStart + 1) + prev.oldLines + prev.after.length - 1 : 0;
+    const nb = hk.before.length;
     hk.before.forEach((t, k) => {
-      const o = o0 - hk.before.length + k;
-      if (o > prevShownTo) line('ctx', ' ', o, n0 - hk.before.length + k, t);
+      const o = o0 - nb + k;
+      if (o > prevShownTo) line('ctx', ' ', o, n0 - nb + k, t, 'n', k);
     });
-    hk.removed.forEach((t, k) => line('del', '−', o0 + k, null, t));
-    hk.added.forEach((t, k) => line('add', '+', null, n0 + k, t));
-    hk.after.forEach((t, k) => line('ctx', ' ', o0 + hk.oldLines + k, n0 + hk.newLines + k, t));
+    hk.removed.forEach((t, k) => line('del', '−', o0 + k, null, t, 'o', nb + k));
+    hk.added.forEach((t, k) => line('add', '+', null, n0 + k, t, 'n', nb + k));
+    hk.after.forEach((t, k) => line('ctx', ' ', o0 + hk.oldLines + k, n0 + hk.newLines + k, t, 'n', nb + hk.added.length + k));
+    highlightHunk(pre, `${f.path}\u0000${s.fingerprint ?? ''}\u0000${i}`, f.path, { old: [...hk.before, ...hk.removed, ...hk.after], new: [...hk.before, ...hk.added, ...hk.after] });
     el.append(bar, pre);
     body.append(el);
   }
@@ -765,7 +776,13 @@ function moveToNextFile(head: HTMLElement): void {
 /** Tells the host the review is on screen (after the frame that draws it): the panel's "first content". */
 function reportShown(): void {
   const n = order.length;
-  requestAnimationFrame(() => setTimeout(() => send({ type: 'shown', files: n, at: Date.now() }), 0));
+  requestAnimationFrame(() =>
+    setTimeout(() => {
+      send({ type: 'shown', files: n, at: Date.now(), pageMs: performance.now(), scriptMs });
+      // Colours only after first content: the highlighter's script loads when the page is idle.
+      preloadHighlighter();
+    }, 0),
+  );
 }
 
 window.addEventListener('message', (ev: MessageEvent) => receive(ev.data));
@@ -840,12 +857,16 @@ function receive(data: unknown): void {
     case 'error':
       result = { ok: m.type === 'applied' && m.ok, text: m.text };
       announce(m.text);
-      renderFooter();
+      // No review drawn yet (its listing failed): the error replaces "Loading…", with a way to try again.
+      if (!init) {
+        app.setAttribute('aria-busy', 'false');
+        app.replaceChildren(h('p', { class: 'error', role: 'alert' }, icon('warning'), m.text), iconButton('refresh', 'Try Again', 'List the changes again', () => send({ type: 'refresh' })));
+      } else renderFooter();
       break;
   }
 }
 
-/** The first listing comes inside the document (see html.ts): drawn at once, checked like any message. */
+/** A quick first listing comes inside the document (see html.ts): drawn at once, checked like any message. */
 function firstListing(): void {
   const block = document.getElementById(FIRST_LISTING_ID);
   if (!block?.textContent) return;
@@ -857,6 +878,6 @@ function firstListing(): void {
   block.remove();
 }
 
-// `ready` first: the host posts nothing before it, and drawing the first listing may already ask for hunks.
+// `ready` first: the host posts nothing before it (a slow listing follows it), and drawing may already ask for hunks.
 send({ type: 'ready' });
 firstListing();

@@ -20,6 +20,25 @@ export interface PreviewFile {
 
 const ACTION_ICON: Record<string, string> = { restore: 'diff-added', revert: 'diff-modified', delete: 'diff-removed' };
 
+const _onDidShowChoice = new vscode.EventEmitter<{ files: number; at: number }>();
+/** Fires when a preview's file list is on screen, its diff already open (the bench's "preview on screen"). */
+export const onDidShowChoice = _onDidShowChoice.event;
+
+/** Resolves when a tab whose label `matches` is open (now or later), or after `timeoutMs`. */
+function tabShown(matches: (label: string) => boolean, timeoutMs: number): Promise<void> {
+  const open = () => vscode.window.tabGroups.all.some((g) => g.tabs.some((t) => matches(t.label)));
+  if (open()) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      sub.dispose();
+      resolve();
+    };
+    const sub = vscode.window.tabGroups.onDidChangeTabs(() => open() && done());
+    const timer = setTimeout(done, timeoutMs);
+  });
+}
+
 export class ChangesPreview {
   private constructor(
     private readonly labels: string[],
@@ -36,8 +55,9 @@ export class ChangesPreview {
     }
     const opened = vscode.commands.executeCommand('vscode.changes', title, files.map((f) => [fileUri(f.key), f.left, f.right]));
     // The multi-file diff's command may settle only once every file's diff is computed (or, in
-    // code-server, not at all): the list must not wait for it, the editor is already on screen.
-    await Promise.race([opened.then(() => undefined), new Promise((r) => setTimeout(r, 1_000))]);
+    // code-server, not at all): the list must not wait for it, only for its tab to be on screen
+    // (at most a second, should the tab never be seen).
+    await Promise.race([opened.then(() => undefined, () => undefined), tabShown((label) => label === title || label.startsWith(`${title} (`), 1_000)]);
     // VS Code appends the file count to the tab's label ("… (2 files)").
     return new ChangesPreview([title], title);
   }
@@ -99,5 +119,6 @@ export async function chooseFiles(opts: { title: string; placeholder: string; fi
     qp.onDidTriggerItemButton((e) => void opts.preview.showFile(e.item.file, opts.title));
     qp.onDidHide(() => finish(undefined));
     qp.show();
+    _onDidShowChoice.fire({ files: opts.files.length, at: Date.now() });
   });
 }

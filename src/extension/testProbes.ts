@@ -6,6 +6,7 @@ import type { AutoCheckpoints } from './autoCheckpoints';
 import type { EngineHost } from './engineHost';
 import type { ShownContent } from './review/panel';
 import type { ResumeFlow } from './resume/resumeFlow';
+import { onDidShowChoice } from './rollbackPreview';
 import type { ReviewPanels } from './review/reviewPanels';
 import type { TaskStatusBar } from './statusBar';
 import type { TasksTreeProvider, TreeNode } from './tasksTree';
@@ -39,6 +40,8 @@ export interface WaypointTestProbes {
   mcpServerDefinitions(): vscode.McpServerDefinition[];
   /** Opens a task's review panel and resolves once the page reports it has drawn the goal and the file list. */
   openReview(taskId: string): Promise<ShownContent>;
+  /** Resolves when the next rollback preview's file list is on screen (its diff open first); `at` is wall-clock time. */
+  nextRollbackPreview(): Promise<{ files: number; at: number }>;
   /** Opens a task's timeline and resolves once the page reports it has drawn it. */
   openTimeline(taskId: string): Promise<TimelineShown>;
   /** An open timeline's last report from its page, and the model the host last sent it; undefined when none is open. */
@@ -104,6 +107,13 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
         });
       });
     },
+    nextRollbackPreview: () =>
+      new Promise((resolve) => {
+        const d = onDidShowChoice((shown) => {
+          d.dispose();
+          resolve(shown);
+        });
+      }),
     openTimeline: async (taskId) => {
       const panel = await timeline.open(taskId);
       if (!panel) throw new Error(`No timeline for ${taskId}`);

@@ -53,7 +53,7 @@ ${first}<script nonce="${nonce}" src="${script.toString()}"></script>
 </html>`;
 }
 
-/** The review panel's page; `first` is the review's first `init`. */
+/** The review panel's page; `first`, when given, is the review's first `init` (else it is posted after `ready`). */
 export function reviewHtml(webview: vscode.Webview, extensionUri: vscode.Uri, title: string, first?: Extract<HostMessage, { type: 'init' }>): string {
   return pageShell(webview, extensionUri, { bundle: 'main', title, loading: 'Loading the review…', first: first && { id: FIRST_LISTING_ID, value: first } });
 }

@@ -19,8 +19,10 @@ export const REVIEW_VIEW_TYPE = 'waypoint.review';
 const MAX_HUNK_LINES_SENT = 100_000;
 /** Files counted per `files` update: small enough that the first rows fill in quickly. */
 const COUNT_BATCH = 100;
-/** A listing older than this when the page first says `ready` is listed again. */
-const EMBEDDED_FRESH_MS = 10_000;
+/** Counting starts when the page reports its first frame, or after this long without one. */
+const COUNT_WAIT_MS = 2_000;
+/** A listing begun longer ago than this when the page first says `ready` is listed again. */
+const FIRST_FRESH_MS = 10_000;
 
 export interface ReviewDeps {
   host: EngineHost;
@@ -33,21 +35,24 @@ export interface ReviewDeps {
 /**
  * The host side of one task's review panel. It parses every message from the page
  * and applies decisions through `applyReview`. A large review stays quick to open:
- * the first listing (manifests only, one scan) is written into the page's document
- * itself, so the page draws the goal and the file list as soon as it loads, with no
- * message round trip; line counts follow in batches once the page says `ready` (no
- * message is posted before that), and a file's hunks are computed only when the
- * page asks for them.
+ * the page is written at once and the first listing (manifests only, one scan) is
+ * made while it loads, then posted when the page says `ready` (nothing is posted
+ * before that); line counts follow in batches once the page has drawn the list, and
+ * a file's hunks are computed only when the page asks for them.
  */
 export class ReviewPanel extends Disposable {
   private ready = false;
   private data: ReviewData | undefined;
-  /** The listing written into the page, for its first `ready` (if that comes soon). */
-  private embedded: { at: number; data: ReviewData } | undefined;
+  /** The listing begun with the page, for its first `ready` (if that comes soon). */
+  private first: { at: number; listing: Promise<{ data: ReviewData; msg: HostInit }> } | undefined;
   /** Bumped by every listing sent, so a stream of counts for an older listing stops. */
   private generation = 0;
   private refreshTimer: NodeJS.Timeout | undefined;
+  /** Starts the waiting stream of line counts (when the page reports it drew the list). */
+  private countsWaiting: (() => void) | undefined;
   private busy = false;
+  /** Where the first open's time went (host listing, when the page was written), for `shown`. */
+  private readonly timing = { listingMs: 0, pageSetAt: 0, readyAt: 0, postedAt: 0 };
   /** What this panel's last apply made, and how to undo it (shown instead of the decisions). */
   private last: { committed: CommittedMsg; preApplyCheckpointId: string } | undefined;
   private readonly _onDidDispose = this.register(new vscode.EventEmitter<void>());
@@ -71,21 +76,29 @@ export class ReviewPanel extends Disposable {
     );
     this.register(panel.onDidDispose(() => this.dispose()));
     this.register({ dispose: () => clearTimeout(this.refreshTimer) });
-    void this.load();
+    this.load();
   }
 
-  /** Writes the page once, with the first listing in it (or without, if listing failed: the page then asks). */
-  private async load(): Promise<void> {
-    let first: HostInit | undefined;
-    try {
-      const { data, msg } = await this.listing();
-      this.embedded = { at: Date.now(), data };
-      first = msg;
-    } catch (e) {
-      this.deps.log.warn(`[review] listing ${this.taskId} failed: ${errorMessage(e)}`);
-    }
-    if (this.isDisposed) return;
-    this.panel.webview.html = reviewHtml(this.panel.webview, this.deps.extensionUri, 'Waypoint review', first);
+  /**
+   * Writes the page at once, then lists the review: the webview's set-up and the
+   * page's script load (hundreds of ms, more in a fresh window) overlap the listing
+   * (milliseconds warm, a second or more for a cold scan) instead of following it.
+   * The listing is posted when the page says `ready`.
+   */
+  private load(): void {
+    this.panel.webview.html = reviewHtml(this.panel.webview, this.deps.extensionUri, 'Waypoint review');
+    const t0 = Date.now();
+    this.timing.pageSetAt = t0;
+    const listing = (async () => {
+      // The scan is mostly synchronous work: let the page's document go out to the window first.
+      await new Promise((r) => setTimeout(r, 0));
+      const r = await this.listing();
+      this.timing.listingMs = Date.now() - t0;
+      return r;
+    })();
+    // A failure is reported to the page on its `ready` (and logged now).
+    listing.catch((e) => this.deps.log.warn(`[review] listing ${this.taskId} failed: ${errorMessage(e)}`));
+    this.first = { at: t0, listing };
   }
 
   override dispose(): void {
@@ -111,9 +124,11 @@ export class ReviewPanel extends Disposable {
       switch (msg.type) {
         case 'ready':
           this.ready = true;
+          this.timing.readyAt ||= Date.now();
           return await this.onReady();
         case 'shown':
-          this._onDidShowContent.fire({ files: msg.files, at: msg.at });
+          this.countsWaiting?.();
+          this._onDidShowContent.fire({ files: msg.files, at: msg.at, pageMs: msg.pageMs, scriptMs: msg.scriptMs, ...this.timing });
           return;
         case 'refresh':
           // "Review the remaining changes" after a commit that kept the task open.
@@ -143,16 +158,21 @@ export class ReviewPanel extends Disposable {
   }
 
   /**
-   * The page drew the listing written into it: count its lines. Any later `ready`
-   * (a hidden tab shown again reloads the page from the same document), or one
-   * long after the listing, gets a fresh listing instead.
+   * The page loaded: post the listing begun with it, then count its lines. Any
+   * later `ready` (a hidden tab shown again reloads the page), or one long after
+   * the listing began, gets a fresh listing instead.
    */
   private async onReady(): Promise<void> {
-    const embedded = this.embedded;
-    this.embedded = undefined;
-    if (!embedded || Date.now() - embedded.at > EMBEDDED_FRESH_MS) return this.sendInit();
-    this.data = embedded.data;
-    this.streamCounts(await this.deps.host.get(), embedded.data, ++this.generation);
+    const first = this.first;
+    this.first = undefined;
+    if (!first || Date.now() - first.at > FIRST_FRESH_MS) return this.sendInit();
+    const { data, msg } = await first.listing;
+    if (this.isDisposed) return;
+    const gen = ++this.generation;
+    this.data = data;
+    this.post(msg);
+    this.timing.postedAt ||= Date.now();
+    this.streamCounts(await this.deps.host.get(), data, gen);
   }
 
   private scheduleRefresh(): void {
@@ -215,7 +235,11 @@ export class ReviewPanel extends Disposable {
     this.streamCounts(engine, data, gen);
   }
 
-  /** Line counts for the listed files, in the page's order (the task's files, then drift), a batch at a time. */
+  /**
+   * Line counts for the listed files, in the page's order (the task's files, then
+   * drift), a batch at a time, begun once the page has drawn the list (counting reads
+   * every file: it would slow the first frame on both sides) or after a short wait.
+   */
   private streamCounts(engine: Engine, data: ReviewData, gen: number): void {
     const stale = () => gen !== this.generation || this.isDisposed;
     const order = [...data.files.filter((f) => !f.drift), ...data.files.filter((f) => f.drift)].slice(0, 20_000);
@@ -225,7 +249,13 @@ export class ReviewPanel extends Disposable {
         if (counted.length && !stale()) this.post({ type: 'files', files: counted.slice(0, MAX_FILE_BATCH) });
       }
     };
-    void run().catch((e) => this.deps.log.warn(`[review] counting lines failed: ${errorMessage(e)}`));
+    const start = () => {
+      clearTimeout(timer);
+      if (this.countsWaiting === start) this.countsWaiting = undefined;
+      if (!stale()) void run().catch((e) => this.deps.log.warn(`[review] counting lines failed: ${errorMessage(e)}`));
+    };
+    const timer = setTimeout(start, COUNT_WAIT_MS);
+    this.countsWaiting = start;
   }
 
   private async sendHunks(key: string): Promise<void> {
@@ -352,6 +382,17 @@ export interface ShownContent {
   files: number;
   /** Wall-clock time (ms since the epoch) of the frame that drew it, as the page saw it. */
   at: number;
+  /** How long after the page's own navigation began that frame was (the page's share). */
+  pageMs: number;
+  /** When the page's script began to run (after its navigation began): loading it is the part before. */
+  scriptMs: number;
+  /** How long the host took to list the review before writing the page. */
+  listingMs: number;
+  /** Wall-clock time the host wrote the page's document. */
+  pageSetAt: number;
+  /** Wall-clock times the page's first `ready` reached the host, and the host posted the first listing. */
+  readyAt: number;
+  postedAt: number;
 }
 
 function describe(r: ApplyReviewResult): string {

@@ -45,8 +45,11 @@ export type FileDecisionMsg = z.infer<typeof FileDecisionMsg>;
 
 export const PageMessage = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('ready') }),
-  /** The page has drawn a review (goal and file list): its first content, then each refresh; `at` is the frame's wall-clock time. */
-  z.strictObject({ type: z.literal('shown'), files: z.number().int().min(0).max(MAX_FILES), at: z.number().int().min(0) }),
+  /**
+   * The page has drawn a review (goal and file list): its first content, then each refresh; `at` is the frame's
+   * wall-clock time, `pageMs` how long after the page's navigation began, `scriptMs` when its script began to run.
+   */
+  z.strictObject({ type: z.literal('shown'), files: z.number().int().min(0).max(MAX_FILES), at: z.number().int().min(0), pageMs: z.number().min(0).max(3_600_000), scriptMs: z.number().min(0).max(3_600_000) }),
   z.strictObject({ type: z.literal('refresh') }),
   z.strictObject({ type: z.literal('requestHunks'), path: Path }),
   z.strictObject({ type: z.literal('openDiff'), path: Path }),

@@ -77,6 +77,9 @@ describe('review panel with hostile names and content', () => {
     await imgRow.click();
     await svgRow.click();
     await view.locator('.lines').nth(1).waitFor({ timeout: 30_000 });
+    // The Markdown file's hunk is syntax-coloured (the .txt one has no language): its tokens are text too.
+    await view.locator('.lines.coloured').first().waitFor({ timeout: 30_000 });
+    assert.ok((await view.locator('.lines.coloured .code span[class^="hljs-"]').count()) > 0, 'coloured tokens drawn');
     const lines = await view.locator('.lines .add .code').allTextContents();
     for (const s of [SCRIPT_LINE, BOLD_LINE, IFRAME_LINE]) assert.ok(lines.includes(s), `content line not shown literally: ${s}\n${lines.join('\n')}`);
     await page.screenshot({ path: screenshotPath('review panel hostile names and content') });
@@ -98,10 +101,13 @@ describe('review panel with hostile names and content', () => {
     // besides that, only the page's own nonce'd bundle.
     const [host, ours] = [dom.scripts.filter((x) => !x.src && /^globalThis\.acquireVsCodeApi = /.test(x.text)), dom.scripts.filter((x) => x.src)];
     assert.equal(host.length + ours.length, dom.scripts.length, `an unexpected script: ${JSON.stringify(dom.scripts.map((x) => ({ ...x, text: x.text.slice(0, 80) })))}`);
-    assert.equal(ours.length, 1);
-    assert.equal(ours[0].text, '');
-    assert.ok(ours[0].nonce, 'the page script is nonced');
-    assert.match(ours[0].src, /\/dist\/webview\/main\.js$/);
+    // The page's bundle, and the syntax highlighter's it loaded after first content: both nonce'd, both ours.
+    assert.deepEqual(ours.map((x) => x.src.replace(/^.*\/dist\/webview\//, '')).sort(), ['highlight.js', 'main.js']);
+    for (const x of ours) {
+      assert.equal(x.text, '');
+      assert.ok(x.nonce, `${x.src} is nonced`);
+      assert.match(x.src, /\/dist\/webview\/(main|highlight)\.js$/);
+    }
     assert.equal(dom.pwned, null, 'no payload ran');
     // The live page's policy: nothing but our nonce'd script may run.
     assert.match(dom.csp, /default-src 'none'/);
