@@ -7,6 +7,7 @@ import { undoReviewCommit } from '../../core/review/undoCommit';
 import { git, isGitWorkTree } from '../../core/review/gitCli';
 import { countFileLines, fileHunks, listReview, type ReviewData } from '../../core/review/reviewModel';
 import { checkpointUri, EMPTY_SIDE } from '../checkpointFs';
+import { keyUri } from '../windowFolders';
 import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
 import { VsCodeGitCommitter } from './gitCommitter';
@@ -254,7 +255,7 @@ export class ReviewPanel extends Disposable {
     const folder = this.deps.host.workspaceFolder;
     if (!folder) return;
     const left = checkpointUri(file.status === 'added' ? EMPTY_SIDE : data.base.id, key);
-    const right = file.status === 'deleted' ? checkpointUri(EMPTY_SIDE, key) : vscode.Uri.joinPath(folder.uri, ...key.split('/'));
+    const right = file.status === 'deleted' ? checkpointUri(EMPTY_SIDE, key) : (keyUri(key) ?? vscode.Uri.joinPath(folder.uri, ...key.split('/')));
     await vscode.commands.executeCommand('vscode.diff', left, right, `${key} (task base ↔ workspace)`, { preview: true });
   }
 
