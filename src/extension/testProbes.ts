@@ -5,6 +5,8 @@ import type { AttentionAlerts } from './attention';
 import type { AutoCheckpoints } from './autoCheckpoints';
 import type { EngineHost } from './engineHost';
 import type { ShownContent } from './review/panel';
+import type { FileDecisionMsg } from './review/protocol';
+import type { ApplyReviewResult } from '../core/review/applyReview';
 import type { ReviewPanels } from './review/reviewPanels';
 import type { TaskStatusBar } from './statusBar';
 import type { TasksTreeProvider, TreeNode } from './tasksTree';
@@ -38,6 +40,8 @@ export interface WaypointTestProbes {
   mcpServerDefinitions(): vscode.McpServerDefinition[];
   /** Opens a task's review panel and resolves once the page reports it has drawn the goal and the file list. */
   openReview(taskId: string): Promise<ShownContent>;
+  /** Applies decisions from a task's open review panel, as its Commit button does (through the owner when this window relays). */
+  applyReview(taskId: string, message: string, decisions: FileDecisionMsg[], finish?: boolean): Promise<ApplyReviewResult | undefined>;
   /** Opens a task's timeline and resolves once the page reports it has drawn it. */
   openTimeline(taskId: string): Promise<TimelineShown>;
   /** An open timeline's last report from its page, and the model the host last sent it; undefined when none is open. */
@@ -99,6 +103,11 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
           resolve(shown);
         });
       });
+    },
+    applyReview: async (taskId, message, decisions, finish) => {
+      const panel = review.panel(taskId);
+      if (!panel) throw new Error(`No review panel open for ${taskId}`);
+      return panel.apply(message, decisions, finish);
     },
     openTimeline: async (taskId) => {
       const panel = await timeline.open(taskId);
