@@ -7,6 +7,7 @@ import { resolveStore, storeLocationOf } from '../../src/ownership/resolve';
 import { storeDirOf } from '../../src/ownership/storeDirOf';
 import { readLinkFile, storeRootsOf, writeStoreRoots } from '../../src/ownership/storeRoots';
 import { Logger } from '../../src/core/log';
+import { handleClaudeHook } from '../../src/mcp/claudeHooks';
 import type { SnapshotRoot } from '../../src/core/snapshot';
 import { openEngine, tmpDir } from '../support/tmp';
 
@@ -122,6 +123,30 @@ describe('multi-root workspaces', () => {
         const last = engine.taskDetail(taskId).checkpoints.find((x) => x.id !== base && x.kind === 'manual')!;
         await engine.rollback({ taskId, checkpointId: last.id });
         assert.equal(fs.readFileSync(path.join(extra, 'readme.md'), 'utf8'), 'edited outside\n');
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      w.cleanup();
+    }
+  });
+
+  it("an agent's hook edit in the second folder is keyed folder/… and belongs to its step", async () => {
+    const w = twoFolders();
+    try {
+      const engine = await openEngine(w.app, { snapshots: { roots: w.roots } });
+      try {
+        const base = { session_id: 'sess-multi', cwd: w.lib };
+        await handleClaudeHook(engine, { ...base, hook_event_name: 'UserPromptSubmit', prompt: 'edit the library' });
+        const edit = { ...base, tool_name: 'Edit', tool_use_id: 'toolu_multi', tool_input: { file_path: 'b.txt' } };
+        await handleClaudeHook(engine, { ...edit, hook_event_name: 'PreToolUse' });
+        write(path.join(w.lib, 'b.txt'), 'edited by the agent\n');
+        await handleClaudeHook(engine, { ...edit, hook_event_name: 'PostToolUse' });
+        const task = engine.tasks()[0]!;
+        const step = engine.queries.steps(task.id).find((x) => x.title.startsWith('Edit'))!;
+        assert.equal(step.title, 'Edit lib/b.txt');
+        const d = await engine.diff({ from: task.baseCheckpointId! });
+        assert.deepEqual(d.changes.map((c) => c.path), ['lib/b.txt']);
       } finally {
         await engine.close();
       }
