@@ -126,6 +126,23 @@ describe('multi-root workspaces', () => {
       } finally {
         await engine.close();
       }
+      // A checkpoint of a single-folder time (keys without a folder name) is refused, changing nothing.
+      engine = await openEngine(w.app);
+      let single: { taskId: string; checkpointId: string };
+      try {
+        const t = await engine.startTask({ goal: 'single', plan: [{ id: 's', title: 's' }] });
+        single = { taskId: t.taskId, checkpointId: engine.taskDetail(t.taskId).task.baseCheckpointId! };
+      } finally {
+        await engine.close();
+      }
+      engine = await openEngine(w.app, { snapshots: { roots: w.roots } });
+      try {
+        write(path.join(w.app, 'a.txt'), 'before the refusal\n');
+        await assert.rejects(engine.rollback(single), /holds none of this window's folders/);
+        assert.equal(fs.readFileSync(path.join(w.app, 'a.txt'), 'utf8'), 'before the refusal\n');
+      } finally {
+        await engine.close();
+      }
     } finally {
       w.cleanup();
     }

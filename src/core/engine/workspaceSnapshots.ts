@@ -432,6 +432,13 @@ export function scopeToRoots(roots: readonly SnapshotRoot[], current: Manifest, 
   });
   const unknown = roots.map((r) => r.name).filter((n) => !inTarget.has(n));
   if (!foreign && unknown.length === 0) return { current, target, kept: [] };
+  if (target.size > 0 && unknown.length === roots.length) {
+    // Taken when the window had other folders (a single-folder store's keys carry no folder name): restoring it would do nothing.
+    throw new WaypointError(
+      'invalid_input',
+      `That checkpoint holds none of this window's folders (${roots.map((r) => r.name).join(', ')}): it was taken when the window had other folders. Open those folders (or that single folder) to roll back to it.`,
+    );
+  }
   const kept: RestorePlan['kept'] = [];
   let t = target;
   if (foreign) {
