@@ -205,7 +205,8 @@ export async function startCodeServer(opts: CodeServerOptions): Promise<CodeServ
   return {
     port, origin, logFile, extensionsDir, stop,
     url(folder, payload) {
-      const q = new URLSearchParams({ folder });
+      // A `.code-workspace` file opens as a (multi-root) workspace, anything else as a folder.
+      const q = new URLSearchParams(folder.endsWith('.code-workspace') ? { workspace: folder } : { folder });
       if (payload) q.set('payload', JSON.stringify(payload));
       return `${origin}/?${q.toString()}`;
     },

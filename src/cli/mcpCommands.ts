@@ -7,7 +7,7 @@ import { WaypointError, errorMessage } from '../core/model/errors';
 import { handleClaudeHook, HOOK_ROUTE } from '../mcp/claudeHooks';
 import { applyConnect, launchFor, planConnect, type AgentKind } from '../mcp/connect';
 import { startOwnerEndpoint } from '../mcp/owner';
-import { resolveStore } from '../ownership/resolve';
+import { resolveStore, storeLocationOf } from '../ownership/resolve';
 import { runStdio } from '../mcp/stdio';
 import { AgentRollbackPolicy } from '../mcp/tools';
 import { headlessRollback } from '../mcp/headlessRollback';
@@ -90,7 +90,9 @@ export const MCP_COMMANDS: Record<string, Command> = {
     async run(c) {
       const log = stderrLogger(c.values.verbose === true);
       const agentRollback = rollbackPolicy(c);
-      const engine = await Engine.open({ workspace: c.workspace, log, sweepIntervalMs: 5_000, store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
+      // A folder of a multi-root window serves that window's store, with its folders (see storeRoots.ts).
+      const at = storeLocationOf(c.workspace);
+      const engine = await Engine.open({ workspace: at.workspace, storeDir: at.storeDir, ...(at.roots ? { snapshots: { roots: at.roots } } : {}), log, sweepIntervalMs: 5_000, store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
       try {
         const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, rollback: headlessRollback(engine), port: intOption(c.values, 'port') });
         // Replaced as the owner after a stall past the lease: every call is already refused

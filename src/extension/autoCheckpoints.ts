@@ -80,8 +80,9 @@ export class AutoCheckpoints extends Disposable {
 
   noteChange(uri: vscode.Uri): void {
     if (uri.scheme !== 'file') return;
-    const folder = this.host.workspaceFolder;
-    if (!folder) return;
+    // Any folder of the window: every one of them is supervised (see windowFolders.ts).
+    const folder = vscode.workspace.getWorkspaceFolder(uri);
+    if (!folder || folder.uri.scheme !== 'file') return;
     const rel = path.relative(folder.uri.fsPath, uri.fsPath);
     const store = settings(folder.uri).storageLocation;
     if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) return;

@@ -2,6 +2,7 @@ import * as vscode from 'vscode';
 import { isWaypointError } from '../core/model/errors';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
+import { keyOf, keyUri } from './windowFolders';
 
 /**
  * Checkpoint content, read-only, under the `waypoint:` scheme:
@@ -18,22 +19,26 @@ export const CHECKPOINT_SCHEME = 'waypoint';
 /** The empty side of a comparison (a file that does not exist on that side). */
 export const EMPTY_SIDE = 'empty';
 
-function folderPath(): string {
+/** A key's file in this window (its folder's own path, as `git:` URIs name files). */
+function fileOfKey(key: string): vscode.Uri {
+  const uri = keyUri(key);
+  // A key of a folder no longer in the window still names its content: under the first folder's path, as before.
+  if (uri) return uri;
   const f = vscode.workspace.workspaceFolders?.[0];
   if (!f) throw new Error('Open a folder first.');
-  return f.uri.path.replace(/\/+$/, '');
+  return vscode.Uri.joinPath(f.uri, ...key.split('/'));
 }
 
 export function checkpointUri(checkpointId: string, key: string): vscode.Uri {
-  return vscode.Uri.from({ scheme: CHECKPOINT_SCHEME, path: `${folderPath()}/${key}`, query: checkpointId });
+  return vscode.Uri.from({ scheme: CHECKPOINT_SCHEME, path: fileOfKey(key).path, query: checkpointId });
 }
 
-/** The checkpoint and the workspace-relative key a `waypoint:` URI names; also the older `waypoint:/<checkpointId>/<key>` form. */
+/** The checkpoint and the path key a `waypoint:` URI names; also the older `waypoint:/<checkpointId>/<key>` form. */
 export function parseCheckpointUri(uri: vscode.Uri): { checkpointId: string; key: string } {
   if (uri.query) {
-    const root = `${folderPath()}/`;
-    if (!uri.path.startsWith(root) || uri.path.length === root.length) throw vscode.FileSystemError.FileNotFound(uri);
-    return { checkpointId: uri.query, key: uri.path.slice(root.length) };
+    const key = keyOf(vscode.Uri.file(uri.path));
+    if (!key) throw vscode.FileSystemError.FileNotFound(uri);
+    return { checkpointId: uri.query, key };
   }
   const m = /^\/([^/]+)\/(.+)$/.exec(uri.path);
   if (!m) throw vscode.FileSystemError.FileNotFound(uri);

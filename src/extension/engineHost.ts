@@ -7,6 +7,9 @@ import { Logger } from '../core/log';
 import { WaypointError, errorMessage } from '../core/model/errors';
 import type { LockInfo } from '../core/store/ownerLock';
 import { StoreLink, type LinkMode } from '../ownership/storeLink';
+import { writeStoreRoots } from '../ownership/storeRoots';
+import type { SnapshotRoot } from '../core/snapshot';
+import { sameRoots, windowRoots } from './windowFolders';
 import { Disposable } from './disposable';
 import { retryPolicySetting, settings } from './settings';
 
@@ -43,15 +46,28 @@ export class EngineHost extends Disposable {
   /** Fires when the window starts owning, starts relaying (or follows a new owner), or waits. */
   readonly onDidChangeMode = this._onDidChangeMode.event;
 
+  /** The roots the open store was opened with (every folder of the window on disk; see windowFolders.ts). */
+  private rootsNow: SnapshotRoot[] = [];
+
   constructor(
     private readonly log: vscode.LogOutputChannel,
     readonly ownerId: string,
   ) {
     super();
+    // A folder added or removed while the window is open: the store is opened again with
+    // the new folders, so a folder added is captured from the next checkpoint on (older
+    // checkpoints never saw it, and a rollback to one of them leaves it as it is).
+    this.register(vscode.workspace.onDidChangeWorkspaceFolders(() => void this.followFolders()));
   }
 
+  /** The store's home folder: the window's first folder on disk. */
   get workspaceFolder(): vscode.WorkspaceFolder | undefined {
-    return vscode.workspace.workspaceFolders?.[0];
+    return vscode.workspace.workspaceFolders?.find((f) => f.uri.scheme === 'file');
+  }
+
+  /** The folders this window's store captures, as snapshot roots (their names prefix every path in a multi-root window). */
+  get roots(): readonly SnapshotRoot[] {
+    return this.rootsNow;
   }
 
   /** The engine if this window owns the store and it is open (never opens it). */
@@ -101,6 +117,10 @@ export class EngineHost extends Disposable {
     const sink = new Logger((level, line) => this.log[level](line));
     const workspace = folder.uri.fsPath;
     const storeDir = path.resolve(workspace, s.storageLocation);
+    const { roots, skipped } = windowRoots();
+    this.rootsNow = roots;
+    for (const k of skipped) this.log.info(`[host] folder ${k.dir} is not a root of its own: ${k.reason}`);
+    this.linkFolders(storeDir, roots);
     const link = new StoreLink({
       storeDir,
       log: sink,
@@ -115,13 +135,13 @@ export class EngineHost extends Disposable {
           sweepIntervalMs: 15_000,
           // Tasks started through this owner (MCP, a relaying CLI) without a policy of their own get the settings'.
           retry: retryPolicySetting(s),
-          snapshots: { excludes: s.excludes, maxFileBytes: Math.round(s.maxFileSizeMB * 1024 * 1024) },
+          snapshots: { roots, excludes: s.excludes, maxFileBytes: Math.round(s.maxFileSizeMB * 1024 * 1024) },
           // A short wait: when another process holds the store the link relays to it instead.
           // Unique per process: code-server hands every window the same sessionId, and the lock's
           // id is how a stalled owner learns that another one took over.
           store: { lock: { waitMs: 250, ownerId: `${WINDOW_OWNER_PREFIX}${this.ownerId}:${randomUUID()}` } },
         });
-        this.log.info(`[host] engine open for ${workspace} in ${(performance.now() - t0).toFixed(0)} ms`);
+        this.log.info(`[host] engine open for ${roots.map((r) => r.dir).join(', ')} in ${(performance.now() - t0).toFixed(0)} ms`);
         for (const w of [...engine.store.report.warnings, ...engine.recoveryNotes]) void vscode.window.showWarningMessage(`Waypoint: ${w}`);
         return engine;
       },
@@ -143,6 +163,38 @@ export class EngineHost extends Disposable {
     this.link = link;
     link.start();
     return link;
+  }
+
+  /**
+   * Writes the store's folder list and links every other folder to it, so an agent's
+   * CLI or `waypoint mcp` started in any folder of the window finds this store (see
+   * storeRoots.ts). A folder that cannot be linked is still captured; only a CLI
+   * started inside it would not find this store, which the log says.
+   */
+  private linkFolders(storeDir: string, roots: readonly SnapshotRoot[]): void {
+    try {
+      for (const p of writeStoreRoots(storeDir, roots)) this.log.warn(`[host] could not link folder ${p.folder} to the store: ${p.problem}`);
+    } catch (e) {
+      this.log.warn(`[host] could not record the window's folders in ${storeDir}: ${errorMessage(e)}`);
+    }
+  }
+
+  /** Reopens the store with the window's folders when they changed (see the constructor). */
+  private async followFolders(): Promise<void> {
+    if (this.closed || this.isDisposed || !this.link) return;
+    if (sameRoots(windowRoots().roots, this.rootsNow)) return;
+    const old = this.link;
+    this.link = undefined;
+    this.log.info('[host] the window\'s folders changed: opening the store again with them');
+    await old.close().catch((e) => this.log.warn(`[host] closing the store for the new folders: ${errorMessage(e)}`));
+    if (this.closed || this.isDisposed || this.link) return;
+    try {
+      this.ensureLink();
+      this._onDidChange.fire(undefined);
+    } catch (e) {
+      this.log.warn(`[host] ${errorMessage(e)}`);
+      this._onDidChangeMode.fire({ kind: 'closed' });
+    }
   }
 
   /** Waits for the store to export and release its lock (deactivate), so the next owner finds it clean. */

@@ -7,6 +7,8 @@ import type { EngineHost } from './engineHost';
 import type { ShownContent } from './review/panel';
 import type { ResumeFlow } from './resume/resumeFlow';
 import { onDidShowChoice } from './rollbackPreview';
+import type { FileDecisionMsg } from './review/protocol';
+import type { ApplyReviewResult } from '../core/review/applyReview';
 import type { ReviewPanels } from './review/reviewPanels';
 import type { TaskStatusBar } from './statusBar';
 import type { TasksTreeProvider, TreeNode } from './tasksTree';
@@ -42,6 +44,8 @@ export interface WaypointTestProbes {
   openReview(taskId: string): Promise<ShownContent>;
   /** Resolves when the next rollback preview's file list is on screen (its diff open first); `at` is wall-clock time. */
   nextRollbackPreview(): Promise<{ files: number; at: number }>;
+  /** Applies decisions from a task's open review panel, as its Commit button does (through the owner when this window relays). */
+  applyReview(taskId: string, message: string, decisions: FileDecisionMsg[], finish?: boolean): Promise<ApplyReviewResult | undefined>;
   /** Opens a task's timeline and resolves once the page reports it has drawn it. */
   openTimeline(taskId: string): Promise<TimelineShown>;
   /** An open timeline's last report from its page, and the model the host last sent it; undefined when none is open. */
@@ -114,6 +118,11 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
           resolve(shown);
         });
       }),
+    applyReview: async (taskId, message, decisions, finish) => {
+      const panel = review.panel(taskId);
+      if (!panel) throw new Error(`No review panel open for ${taskId}`);
+      return panel.apply(message, decisions, finish);
+    },
     openTimeline: async (taskId) => {
       const panel = await timeline.open(taskId);
       if (!panel) throw new Error(`No timeline for ${taskId}`);

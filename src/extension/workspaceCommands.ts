@@ -4,6 +4,7 @@ import type { EngineApi } from '../core/engine/api';
 import type { ForkResult, RollbackResult } from '../core/engine/engine';
 import type { CheckpointMeta, Step, Task } from '../core/model/schema';
 import { checkpointUri, EMPTY_SIDE } from './checkpointFs';
+import { keyUri } from './windowFolders';
 import { CHECKPOINT_LABEL, ago } from './presentation';
 import { ChangesPreview, chooseFiles, type PreviewFile } from './rollbackPreview';
 import { localTime } from './resume/words';
@@ -48,8 +49,9 @@ export class WorkspaceCommands {
     return this.d.host.api();
   }
 
+  /** The file a key names: in a multi-root window, inside the folder its first segment names. */
   private fileUri(key: string): vscode.Uri {
-    return vscode.Uri.joinPath(this.d.folder().uri, ...key.split('/'));
+    return keyUri(key) ?? vscode.Uri.joinPath(this.d.folder().uri, ...key.split('/'));
   }
 
   private async pickCheckpoint(detail: TaskDetail, placeHolder = `Roll “${detail.task.title}” back to which checkpoint?`): Promise<CheckpointMeta | undefined> {

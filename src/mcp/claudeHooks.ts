@@ -8,6 +8,7 @@ import { WaypointError } from '../core/model/errors';
 import type { LeaseOwner, Task } from '../core/model/schema';
 import { isActive, isOpen } from '../core/model/taskStates';
 import { writeFileAtomicSync } from '../core/store/fsutil';
+import { toKey } from '../core/snapshot';
 import { parseInput } from '../core/model/validate';
 import { HOOK_ROUTES } from './hookRoutes';
 
@@ -212,10 +213,12 @@ function editedPath(engine: Engine, p: ClaudeHookInput): { display: string; dirt
   const raw = p.tool_input?.file_path ?? p.tool_input?.notebook_path;
   if (typeof raw !== 'string' || !raw) return { display: '(unknown file)', dirty: [] };
   const abs = path.resolve(p.cwd ?? engine.workspace, raw);
-  const rel = path.relative(engine.workspace, abs);
-  // A path outside the workspace is recorded for the person but never handed to the snapshotter.
-  if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) return { display: abs, dirty: [] };
-  return { display: rel.split(path.sep).join('/'), dirty: [rel.split(path.sep).join('/')] };
+  // The store's own key for it: in a multi-root store `folder/…`, for whichever folder holds it.
+  const roots = engine.workspaceSnapshots?.roots ?? [{ name: 'workspace', dir: engine.workspace }];
+  const key = toKey(roots, abs);
+  // A path outside every folder is recorded for the person but never handed to the snapshotter.
+  if (key === null || key === '' || (roots.length > 1 && !key.includes('/'))) return { display: abs, dirty: [] };
+  return { display: key, dirty: [key] };
 }
 
 async function onEdit(engine: Engine, p: ClaudeHookInput, owner: LeaseOwner, actions: string[], current: () => Task | null, ensure: () => Promise<Task>): Promise<void> {

@@ -4,6 +4,9 @@ import type { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import { describeOwner, type LockInfo } from '../core/store/ownerLock';
 import { findOwner, storeDirOf, type Discovery } from './discovery';
+import { storeRootsOf } from './storeRoots';
+import type { SnapshotRoot } from '../core/snapshot';
+import * as path from 'node:path';
 
 /**
  * One rule for every short- or long-lived surface outside the owner: if a live
@@ -29,6 +32,25 @@ export interface ResolveOptions<T> {
 
 export { storeDirOf };
 
+/**
+ * What opening a folder's store takes: the store (the folder's own, or the multi-root
+ * window's it links to), the folder that holds it, and that window's roots, verified
+ * (see storeRoots.ts). A CLI started in any folder of the window opens the same store
+ * with the same roots the window would.
+ */
+export interface StoreLocation {
+  storeDir: string;
+  /** The store's home folder: the window's first folder, or the folder itself. */
+  workspace: string;
+  roots: SnapshotRoot[] | null;
+}
+
+export function storeLocationOf(workspace: string): StoreLocation {
+  const storeDir = storeDirOf(workspace);
+  const roots = storeRootsOf(storeDir);
+  return { storeDir, workspace: roots ? roots[0]!.dir : path.resolve(workspace), roots };
+}
+
 export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
   const dir = storeDirOf(o.workspace);
   const log = o.log.child('mcp');
@@ -48,8 +70,10 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
       }
     } else if (s.kind === 'none') {
       let engine: Engine | undefined;
+      const at = storeLocationOf(o.workspace);
+      const snapshots = { ...(o.maxFileBytes !== undefined ? { maxFileBytes: o.maxFileBytes } : {}), ...(at.roots ? { roots: at.roots } : {}) };
       try {
-        engine = await Engine.open({ workspace: o.workspace, log: o.log, sweepIntervalMs: o.sweepIntervalMs, ...(o.maxFileBytes !== undefined ? { snapshots: { maxFileBytes: o.maxFileBytes } } : {}), store: { lock: { waitMs: 250, ...(o.ownerKind ? { ownerId: `${o.ownerKind}:${randomUUID()}` } : {}) } } });
+        engine = await Engine.open({ workspace: at.workspace, storeDir: at.storeDir, log: o.log, sweepIntervalMs: o.sweepIntervalMs, snapshots, store: { lock: { waitMs: 250, ...(o.ownerKind ? { ownerId: `${o.ownerKind}:${randomUUID()}` } : {}) } } });
       } catch (e) {
         if (!(isWaypointError(e) && e.code === 'locked')) throw e;
         lastProblem = 'another process took the store first';

@@ -3,7 +3,7 @@
 // Chromium with a test payload; the smoke-test driver forwards the host's console
 // to codeAutomationLog and reports run()'s outcome through codeAutomationExit.
 // Exit code = test result.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -32,6 +32,8 @@ interface Pass {
   env?: NodeJS.ProcessEnv;
   /** Runs before the workbench opens; returns a cleanup. */
   prepare?(workspace: string): Promise<() => Promise<void>>;
+  /** What the workbench opens (the workspace folder unless given: a `.code-workspace` file, say). */
+  open?(workspace: string): string;
 }
 
 const PASSES: Pass[] = [
@@ -43,6 +45,23 @@ const PASSES: Pass[] = [
       const owner = await startServe(workspace);
       PASS_ENV.WAYPOINT_IT_RELAY_OWNER_PID = String(owner.pid);
       return owner.stop;
+    },
+  },
+  {
+    // A multi-root workspace of two folders (one of them not a git repository, the other
+    // holding a nested repository): every folder is supervised by one store.
+    name: 'folders',
+    env: { WAYPOINT_TEST_GREP: 'two folders', WAYPOINT_IT_FOLDERS: '1' },
+    open: (workspace) => {
+      const second = path.join(path.dirname(workspace), 'second');
+      fs.mkdirSync(path.join(second, 'nested'), { recursive: true });
+      fs.writeFileSync(path.join(second, 'lib.txt'), 'lib one\n');
+      fs.writeFileSync(path.join(second, 'nested', 'vendored.txt'), 'vendored one\n');
+      execFileSync('git', ['init', '-q', path.join(second, 'nested')]);
+      fs.writeFileSync(path.join(workspace, 'app.txt'), 'app one\n');
+      const file = path.join(path.dirname(workspace), 'two.code-workspace');
+      fs.writeFileSync(file, JSON.stringify({ folders: [{ path: 'workspace' }, { path: 'second' }] }, null, 2));
+      return file;
     },
   },
 ];
@@ -91,7 +110,7 @@ async function runPass(pass: Pass): Promise<{ code: number; result: ReturnType<t
       logFile: path.join(outputDir, logName),
     });
     const remote = (p: string) => `vscode-remote://127.0.0.1:${server!.port}${p}`;
-    const url = server.url(workspace, [
+    const url = server.url(pass.open?.(workspace) ?? workspace, [
       ['extensionDevelopmentPath', remote(repoRoot)],
       ['extensionTestsPath', remote(integrationRunner)],
       ['skipWelcome', 'true'],

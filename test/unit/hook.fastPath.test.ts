@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
+import { writeStoreRoots } from '../../src/ownership/storeRoots';
 import fc from 'fast-check';
 import { LockInfo } from '../../src/core/store/ownerLock';
 import { Discovery } from '../../src/ownership/discovery';
@@ -152,6 +153,29 @@ describe('hook fast path', function () {
       await served.stop();
       served = undefined;
       assert.deepEqual(await goals(ws.dir), ['Fix the bug'], 'the owner recorded the prompt');
+    });
+
+    it('a hook from another folder of a multi-root window reaches the window store’s owner on the fast path', async () => {
+      const app = path.join(ws.dir, 'app');
+      const lib = path.join(ws.dir, 'lib');
+      fs.mkdirSync(app);
+      fs.mkdirSync(lib);
+      writeStoreRoots(path.join(app, '.waypoint'), [
+        { name: 'app', dir: app },
+        { name: 'lib', dir: lib },
+      ]);
+      served = await serve(app);
+      const trace = path.join(ws.dir, 'loaded-lib.txt');
+      const preload = path.join(ws.dir, 'trace-lib.cjs');
+      fs.writeFileSync(preload, `const M = require('module'); const seen = []; const o = M._load; M._load = function (r, p, m) { seen.push(r); return o.apply(this, arguments); }; process.on('exit', () => require('fs').writeFileSync(${JSON.stringify(trace)}, seen.join('\\n')));`);
+      const r = spawnSync(process.execPath, ['--require', preload, CLI, 'hook', 'claude-code', '--workspace', lib], { input: prompt(lib, 'fast-lib'), encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stderr, '');
+      assert.doesNotMatch(fs.readFileSync(trace, 'utf8'), /waypoint-cli\.js|zod|sql\.js/, 'relayed on the fast path');
+      await served.stop();
+      served = undefined;
+      assert.deepEqual(await goals(app), ['Fix the bug'], 'the window store’s owner recorded it');
+      assert.equal(fs.existsSync(path.join(lib, '.waypoint', 'waypoint.db')), false, 'no store of its own in the linked folder');
     });
 
     it('an owner that cannot be reached loses no event: the full CLI takes the event already read', async () => {

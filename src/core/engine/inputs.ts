@@ -147,4 +147,37 @@ export type RetentionInput = z.infer<typeof RetentionInput>;
 /** `waypoint verify`: with `repair`, lost content the workspace holds is stored again and damaged checkpoints are marked. */
 export const VerifyInput = z.strictObject({ repair: z.boolean().optional() });
 
+/**
+ * The review panel's engine operations (see src/core/review/reviewOps.ts), so a window
+ * that relays to another owner reviews through the same API as the owner itself. The
+ * bounds match the panel's own protocol (src/extension/review/protocol.ts).
+ */
+const REVIEW_MAX_FILES = 20_000;
+const REVIEW_MAX_HUNKS = 20_000;
+const Fingerprint = z.string().regex(/^[0-9a-f]{32}$/, 'is not a content fingerprint');
+const HunkIndices = z.array(z.number().int().min(0).max(REVIEW_MAX_HUNKS)).max(REVIEW_MAX_HUNKS);
+export const ReviewDecision = z.discriminatedUnion('action', [
+  z.strictObject({ path: PathKey, action: z.literal('approve'), fingerprint: Fingerprint.optional() }),
+  z.strictObject({ path: PathKey, action: z.literal('leave'), fingerprint: Fingerprint.optional() }),
+  z.strictObject({ path: PathKey, action: z.literal('reject'), fingerprint: Fingerprint.optional() }),
+  z.strictObject({ path: PathKey, action: z.literal('hunks'), approved: HunkIndices, left: HunkIndices.optional(), hunkCount: z.number().int().min(1).max(REVIEW_MAX_HUNKS), fingerprint: Fingerprint }),
+]);
+export const ReviewTaskInput = z.strictObject({ taskId: TaskId });
+export const ReviewFileInput = z.strictObject({ taskId: TaskId, path: PathKey });
+/** Files to count, by path: only files of the task's review are counted (the owner lists it). */
+export const ReviewCountInput = z.strictObject({ taskId: TaskId, paths: z.array(PathKey).min(1).max(1_000) });
+export const ApplyReviewInput = z.strictObject({
+  taskId: TaskId,
+  message: z.string().min(1).max(100_000),
+  decisions: z.array(ReviewDecision).max(REVIEW_MAX_FILES),
+  finish: z.union([z.boolean(), z.literal('if_plan_done')]).optional(),
+});
+export const UndoReviewCommitInput = z.strictObject({
+  taskId: TaskId,
+  sha: z.string().regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, 'is not a commit id'),
+  committed: z.array(PathKey).max(REVIEW_MAX_FILES),
+  discarded: z.array(PathKey).max(REVIEW_MAX_FILES),
+  preApplyCheckpointId: CheckpointId,
+});
+
 export { TaskId, CheckpointId };

@@ -26,7 +26,13 @@ import {
   TaskId,
   TaskRef,
   VerifyInput,
+  ReviewTaskInput,
+  ReviewFileInput,
+  ReviewCountInput,
+  ApplyReviewInput,
+  UndoReviewCommitInput,
 } from './inputs';
+import { applyReviewOp, reviewHunks, reviewLineCounts, reviewListing, undoReviewCommitOp } from '../review/reviewOps';
 import type { Engine } from './engine';
 import { WaypointError } from '../model/errors';
 
@@ -113,6 +119,16 @@ export const OPERATIONS = {
   drift: query('task id', TaskId, (e, id) => e.drift(id)),
   /** A mutation: with `repair` it stores lost content again and records damaged checkpoints. */
   verify: mutation('verify', VerifyInput.optional(), (e, a) => e.verify(a ?? {})),
+  /** The review panel's listing of a task (files from manifests, steps, side effects), in any window, relaying ones too. */
+  reviewListing: query('review', ReviewTaskInput, (e, a) => reviewListing(e, a.taskId)),
+  /** Line counts of some of the review's files (only files the review lists). */
+  reviewLineCounts: query('review line counts', ReviewCountInput, (e, a) => reviewLineCounts(e, a)),
+  /** One review file's hunks and content fingerprint. */
+  reviewHunks: query('review hunks', ReviewFileInput, (e, a) => reviewHunks(e, a.taskId, a.path)),
+  /** The review's decisions: a commit of exactly what was approved, discards, whole or nothing. */
+  applyReview: mutation('review apply', ApplyReviewInput, (e, a) => applyReviewOp(e, a)),
+  /** Undoes a review's commit while HEAD is still that commit. */
+  undoReviewCommit: mutation('review undo commit', UndoReviewCommitInput, (e, a) => undoReviewCommitOp(e, a)),
   info: query('info', None, (e) => ({ storeDir: e.store.dir, storeId: e.store.storeId, events: e.store.lastSeq, pid: process.pid, relayed: false })),
 } as const;
 

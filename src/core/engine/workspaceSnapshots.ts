@@ -209,7 +209,10 @@ export class WorkspaceSnapshots implements Snapshotter {
     for (const [key, e] of current) {
       if (e.type === 'file' && !target.has(key) && (await this.blobs.has(e.hash))) held.add(e.hash);
     }
-    return planRestore(current, target, { paths, isHeld: (h) => held.has(h) });
+    const scoped = scopeToRoots(this.roots, current, target);
+    const plan = planRestore(scoped.current, scoped.target, { paths, isHeld: (h) => held.has(h) });
+    plan.kept.push(...scoped.kept);
+    return plan;
   }
 
   /**
@@ -459,3 +462,57 @@ function dirBytes(dir: string): number {
   }
   return total;
 }
+
+/**
+ * Narrows a restore to the folders both sides know (multi-root only: each key is
+ * `<root>/…`). A folder added to the window after the target checkpoint was taken
+ * has no key in it: it is left as it is, not emptied, since the target never saw
+ * it (an empty folder at the time reads the same, and keeping its files is the
+ * side that loses nothing). A folder the target holds but the window no longer
+ * has is not written to: it is outside what this window supervises now. Each is
+ * reported once, by its root name, among the plan's kept paths.
+ */
+export function scopeToRoots(roots: readonly SnapshotRoot[], current: Manifest, target: Manifest): { current: Manifest; target: Manifest; kept: RestorePlan['kept'] } {
+  if (roots.length < 2) return { current, target, kept: [] };
+  const rootOf = (key: string) => key.slice(0, key.indexOf('/') >>> 0);
+  const inWindow = new Set(roots.map((r) => r.name));
+  const inTarget = new Set<string>();
+  let foreign = false;
+  target.forEach((_e, key) => {
+    const r = rootOf(key);
+    inTarget.add(r);
+    if (!inWindow.has(r)) foreign = true;
+  });
+  const unknown = roots.map((r) => r.name).filter((n) => !inTarget.has(n));
+  if (!foreign && unknown.length === 0) return { current, target, kept: [] };
+  if (target.size > 0 && unknown.length === roots.length) {
+    // Taken when the window had other folders (a single-folder store's keys carry no folder name): restoring it would do nothing.
+    throw new WaypointError(
+      'invalid_input',
+      `That checkpoint holds none of this window's folders (${roots.map((r) => r.name).join(', ')}): it was taken when the window had other folders. Open those folders (or that single folder) to roll back to it.`,
+    );
+  }
+  const kept: RestorePlan['kept'] = [];
+  let t = target;
+  if (foreign) {
+    t = new Map();
+    const gone = new Set<string>();
+    target.forEach((e, key) => {
+      const r = rootOf(key);
+      if (inWindow.has(r)) t.set(key, e);
+      else gone.add(r);
+    });
+    for (const r of gone) kept.push({ path: r, reason: 'not_captured_in_current' });
+  }
+  let c = current;
+  if (unknown.length) {
+    const skip = new Set(unknown);
+    c = new Map();
+    current.forEach((e, key) => {
+      if (!skip.has(rootOf(key))) c.set(key, e);
+    });
+    for (const r of unknown) kept.push({ path: r, reason: 'not_captured_in_target' });
+  }
+  return { current: c, target: t, kept };
+}
+

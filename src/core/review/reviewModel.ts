@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import type { Engine } from '../engine/engine';
 import { WaypointError } from '../model/errors';
 import type { CheckpointMeta, Task } from '../model/schema';
-import { diffManifests, hasNoContent, isBinary, lineCounts, resolveInsideSync, type ChangeStatus, type Manifest } from '../snapshot';
+import { diffManifests, hasNoContent, isBinary, lineCounts, resolveInsideSync, splitKey, type ChangeStatus, type Manifest } from '../snapshot';
 import { computeHunks, type Hunk } from './hunks';
 
 /** Files larger than this are summarised in the review, never diffed or rendered. */
@@ -136,7 +136,10 @@ export async function personOnlyPaths(engine: Engine, task: Task, current?: Mani
 
 /** The workspace file's bytes now (never following a path out of the workspace), or null if absent. */
 export function readWorkspaceFile(engine: Engine, key: string): Buffer | null {
-  const abs = resolveInsideSync(engine.workspace, key);
+  // In a multi-root store a key starts with its folder's root name (see checkRoots).
+  const roots = engine.workspaceSnapshots?.roots;
+  const { root, rel } = roots && roots.length > 1 ? splitKey(roots, key) : { root: { dir: engine.workspace }, rel: key };
+  const abs = resolveInsideSync(root.dir, rel);
   const st = fs.lstatSync(abs, { throwIfNoEntry: false });
   if (!st) return null;
   if (st.isSymbolicLink()) return Buffer.from(fs.readlinkSync(abs), 'utf8');

@@ -38,13 +38,18 @@ export class VsCodeGitCommitter implements Committer {
     return r;
   }
 
-  private async refreshScm(): Promise<void> {
-    try {
-      const ext = vscode.extensions.getExtension<{ getAPI(v: 1): GitApi }>('vscode.git');
-      if (!ext?.isActive) return;
-      await ext.exports.getAPI(1).getRepository(this.folder)?.status();
-    } catch (e) {
-      this.log.info(`[review] the git extension could not refresh (${(e as Error).message}); the Source Control view catches up on its own`);
-    }
+  private refreshScm(): Promise<void> {
+    return refreshScm(this.folder, this.log);
+  }
+}
+
+/** Asks the built-in git extension, when it is there, to look at the repository again (after a commit or its undo). */
+export async function refreshScm(folder: vscode.Uri, log: vscode.LogOutputChannel): Promise<void> {
+  try {
+    const ext = vscode.extensions.getExtension<{ getAPI(v: 1): GitApi }>('vscode.git');
+    if (!ext?.isActive) return;
+    await ext.exports.getAPI(1).getRepository(folder)?.status();
+  } catch (e) {
+    log.info(`[review] the git extension could not refresh (${(e as Error).message}); the Source Control view catches up on its own`);
   }
 }

@@ -1,15 +1,14 @@
 import * as vscode from 'vscode';
-import type { Engine } from '../../core/engine/engine';
 import { errorMessage } from '../../core/model/errors';
-import { applyReview, type ApplyReviewResult } from '../../core/review/applyReview';
+import type { ApplyReviewResult } from '../../core/review/applyReview';
 import { commitMessage } from '../../core/review/commitMessage';
-import { undoReviewCommit } from '../../core/review/undoCommit';
 import { git, isGitWorkTree } from '../../core/review/gitCli';
-import { countFileLines, fileHunks, listReview, type ReviewData } from '../../core/review/reviewModel';
+import type { ReviewData } from '../../core/review/reviewModel';
 import { checkpointUri, EMPTY_SIDE } from '../checkpointFs';
+import { keyUri } from '../windowFolders';
 import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
-import { VsCodeGitCommitter } from './gitCommitter';
+import { refreshScm } from './gitCommitter';
 import { reviewHtml, webviewOptions } from './html';
 import { clipLine, HostMessage, MAX_FILE_BATCH, PageMessage, parseInbound, type CommittedMsg, type FileDecisionMsg } from './protocol';
 import { offerWayOut } from './refusals';
@@ -172,7 +171,7 @@ export class ReviewPanel extends Disposable {
     this.data = data;
     this.post(msg);
     this.timing.postedAt ||= Date.now();
-    this.streamCounts(await this.deps.host.get(), data, gen);
+    this.streamCounts(data, gen);
   }
 
   private scheduleRefresh(): void {
@@ -181,14 +180,23 @@ export class ReviewPanel extends Disposable {
     this.refreshTimer = setTimeout(() => void this.sendInit().catch((e) => this.deps.log.warn(`[review] refresh failed: ${errorMessage(e)}`)), 750);
   }
 
-  /** The review from manifests (one scan) and whether the workspace is a git repository, as the page's `init`. */
+  /** The store's home folder on disk, where git runs (the owner's, whether this window owns the store or relays to it). */
+  private workspace(): string {
+    const folder = this.deps.host.workspaceFolder;
+    if (!folder) throw new Error('Open a folder first.');
+    return folder.uri.fsPath;
+  }
+
+  /**
+   * The review from manifests (one scan) and whether the workspace is a git repository,
+   * as the page's `init`. Through the engine API, so a window that relays to another
+   * owner (`waypoint mcp` opened the store first) reviews as the owning one does.
+   */
   private async listing(): Promise<{ data: ReviewData; msg: HostInit }> {
-    const engine = await this.deps.host.get();
-    const [data, git] = await Promise.all([listReview(engine, this.taskId), isGitWorkTree(engine.workspace)]);
+    const api = await this.deps.host.api();
+    const [{ data, steps, effects }, git] = await Promise.all([api.reviewListing({ taskId: this.taskId }), isGitWorkTree(this.workspace())]);
     const { task } = data;
     this.panel.title = `Review: ${task.title.length > 40 ? `${task.title.slice(0, 39)}…` : task.title}`;
-    const steps = engine.queries.steps(task.id);
-    const effects = engine.queries.sideEffects(task.id);
     const clip = (s: string | null | undefined, n: number) => (s == null ? null : s.length > n ? `${s.slice(0, n - 1)}…` : s);
     const msg: HostInit = {
       type: 'init',
@@ -221,18 +229,17 @@ export class ReviewPanel extends Disposable {
       message: commitMessage(task, steps).slice(0, 20_000),
       git,
       planDone: steps.every((st) => st.status === 'completed' || st.status === 'skipped'),
-      committed: await this.committedState(engine.workspace, task),
+      committed: await this.committedState(this.workspace(), task),
     };
     return { data, msg };
   }
 
   private async sendInit(): Promise<void> {
-    const engine = await this.deps.host.get();
     const { data, msg } = await this.listing();
     const gen = ++this.generation;
     this.data = data;
     this.post(msg);
-    this.streamCounts(engine, data, gen);
+    this.streamCounts(data, gen);
   }
 
   /**
@@ -240,12 +247,18 @@ export class ReviewPanel extends Disposable {
    * drift), a batch at a time, begun once the page has drawn the list (counting reads
    * every file: it would slow the first frame on both sides) or after a short wait.
    */
-  private streamCounts(engine: Engine, data: ReviewData, gen: number): void {
+  private streamCounts(data: ReviewData, gen: number): void {
     const stale = () => gen !== this.generation || this.isDisposed;
     const order = [...data.files.filter((f) => !f.drift), ...data.files.filter((f) => f.drift)].slice(0, 20_000);
     const run = async () => {
+      const api = await this.deps.host.api();
       for (let i = 0; i < order.length && !stale(); i += COUNT_BATCH) {
-        const counted = await countFileLines(engine, data, order.slice(i, i + COUNT_BATCH), stale);
+        const batch = order.slice(i, i + COUNT_BATCH).filter((f) => !f.lines && !f.oversized);
+        if (!batch.length) continue;
+        const counted = await api.reviewLineCounts({ taskId: this.taskId, paths: batch.map((f) => f.path) });
+        // The listing kept here learns its counts too (a later hunk request or refresh reads them).
+        const byPath = new Map(counted.map((f) => [f.path, f]));
+        for (const f of batch) Object.assign(f, byPath.get(f.path) ?? {});
         if (counted.length && !stale()) this.post({ type: 'files', files: counted.slice(0, MAX_FILE_BATCH) });
       }
     };
@@ -259,11 +272,10 @@ export class ReviewPanel extends Disposable {
   }
 
   private async sendHunks(key: string): Promise<void> {
-    const engine = await this.deps.host.get();
-    const data = this.data ?? (await listReview(engine, this.taskId));
-    // Only files of this review: the page cannot make the host read anything else.
+    const data = this.data ?? (await this.listing()).data;
+    // Only files of this review: the page cannot make the host read anything else (the owner checks again).
     if (!data.files.some((f) => f.path === key)) return;
-    const r = await fileHunks(engine, data.base, key);
+    const r = await (await this.deps.host.api()).reviewHunks({ taskId: this.taskId, path: key });
     if (r.kind === 'summary') return this.post({ type: 'summary', path: key, fingerprint: r.fingerprint, reason: r.reason });
     const lines = r.hunks.reduce((n, h) => n + h.removed.length + h.added.length, 0);
     if (lines > MAX_HUNK_LINES_SENT || r.hunks.length > 20_000) {
@@ -284,7 +296,7 @@ export class ReviewPanel extends Disposable {
     const folder = this.deps.host.workspaceFolder;
     if (!folder) return;
     const left = checkpointUri(file.status === 'added' ? EMPTY_SIDE : data.base.id, key);
-    const right = file.status === 'deleted' ? checkpointUri(EMPTY_SIDE, key) : vscode.Uri.joinPath(folder.uri, ...key.split('/'));
+    const right = file.status === 'deleted' ? checkpointUri(EMPTY_SIDE, key) : (keyUri(key) ?? vscode.Uri.joinPath(folder.uri, ...key.split('/')));
     await vscode.commands.executeCommand('vscode.diff', left, right, `${key} (task base ↔ workspace)`, { preview: true });
   }
 
@@ -317,12 +329,12 @@ export class ReviewPanel extends Disposable {
     this.post({ type: 'busy', busy: true, label: 'Committing…' });
     let r: ApplyReviewResult;
     try {
-      const e: Engine = await this.deps.host.get();
+      const api = await this.deps.host.api();
       const folder = this.deps.host.workspaceFolder;
       if (!folder) throw new Error('Open a folder first.');
-      r = await this.deps.operations.run('committing the review…', () =>
-        applyReview(e, { taskId: this.taskId, message, decisions, finish }, new VsCodeGitCommitter(folder.uri, this.deps.log)),
-      );
+      r = await this.deps.operations.run('committing the review…', () => api.applyReview({ taskId: this.taskId, message, decisions: [...decisions], finish }));
+      // The Source Control view shows the new commit at once (the owner committed with git, in this folder).
+      if (r.commit.sha) await refreshScm(folder.uri, this.deps.log);
     } catch (e) {
       this.deps.log.warn(`[review] ${this.taskId}: nothing was changed: ${errorMessage(e)}`);
       this.post({ type: 'applied', ok: false, text: errorMessage(e).slice(0, 4_000), commit: null });
@@ -361,16 +373,20 @@ export class ReviewPanel extends Disposable {
     const last = this.last;
     const sha = last?.committed.sha;
     if (!last || !sha) return void vscode.window.showWarningMessage('Waypoint: this review made no commit to undo.');
-    const engine = await this.deps.host.get();
+    const api = await this.deps.host.api();
+    let state: string;
     try {
-      await this.deps.operations.run('undoing the review’s commit…', () => undoReviewCommit(engine, { taskId: this.taskId, sha, committed: last.committed.committed, discarded: last.committed.discarded, preApplyCheckpointId: last.preApplyCheckpointId }));
+      ({ state } = await this.deps.operations.run('undoing the review’s commit…', () =>
+        api.undoReviewCommit({ taskId: this.taskId, sha, committed: [...last.committed.committed], discarded: [...last.committed.discarded], preApplyCheckpointId: last.preApplyCheckpointId }),
+      ));
     } catch (e) {
       void vscode.window.showWarningMessage(`Waypoint: ${errorMessage(e)}`);
       return this.sendInit();
     }
     this.last = undefined;
-    const task = engine.task(this.taskId);
-    const note = task.state === 'completed' ? ' The task stays completed (a completed task is final).' : '';
+    const folder = this.deps.host.workspaceFolder;
+    if (folder) await refreshScm(folder.uri, this.deps.log);
+    const note = state === 'completed' ? ' The task stays completed (a completed task is final).' : '';
     void vscode.window.showInformationMessage(`Waypoint: commit ${sha.slice(0, 10)} undone; its changes are uncommitted in the working tree again${last.committed.discarded.length ? ' and the discarded changes are back' : ''}.${note}`);
     await this.sendInit();
   }

@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import type { Task } from '../../core/model/schema';
 import { Disposable } from '../disposable';
+import { WINDOW_OWNER_PREFIX } from '../engineHost';
 import { TaskNode } from '../tasksTree';
 import { REVIEW_VIEW_TYPE, ReviewPanel, type ReviewDeps } from './panel';
 import { PageState } from './protocol';
@@ -32,8 +33,10 @@ export class ReviewPanels extends Disposable {
     );
     this.register(
       deps.host.onDidChange((e) => {
-        // The review (apply, commit) runs in the window that owns the store; that window offers it.
-        if (!deps.host.current) return;
+        // One window offers it: the one owning the store, or (when a process such as
+        // `waypoint mcp` owns it) every window relaying to that process; another window owner offers it itself.
+        const m = deps.host.mode;
+        if (!(m.kind === 'owner' || (m.kind === 'relay' && !m.owner.ownerId.startsWith(WINDOW_OWNER_PREFIX)))) return;
         for (const ev of e?.events ?? []) if (ev.type === 'task.review_requested' && ev.taskId) void this.offer(ev.taskId);
       }),
     );
@@ -44,8 +47,8 @@ export class ReviewPanels extends Disposable {
   async open(arg?: unknown): Promise<ReviewPanel | undefined> {
     const taskId = arg instanceof TaskNode ? arg.task.id : typeof arg === 'string' ? arg : await this.pick();
     if (!taskId) return undefined;
-    const engine = await this.deps.host.get();
-    engine.task(taskId); // refuses an unknown id with a clear error
+    // Refuses an unknown id with a clear error, wherever the store is (in-process or the owner's /rpc).
+    await (await this.deps.host.api()).taskDetail(taskId);
     const existing = this.panels.get(taskId);
     if (existing) {
       existing.reveal();
@@ -70,8 +73,7 @@ export class ReviewPanels extends Disposable {
   }
 
   private async pick(): Promise<string | undefined> {
-    const engine = await this.deps.host.get();
-    const tasks = engine.tasks().filter((t) => REVIEWABLE.has(t.state) && t.baseCheckpointId);
+    const tasks = (await (await this.deps.host.api()).tasks()).filter((t) => REVIEWABLE.has(t.state) && t.baseCheckpointId);
     if (!tasks.length) {
       void vscode.window.showInformationMessage('Waypoint: no task has changes waiting for review.');
       return undefined;
@@ -85,8 +87,7 @@ export class ReviewPanels extends Disposable {
 
   private async offer(taskId: string): Promise<void> {
     if (this.panels.has(taskId)) return;
-    const engine = await this.deps.host.get();
-    const task = engine.task(taskId);
+    const { task } = await (await this.deps.host.api()).taskDetail(taskId);
     const go = await vscode.window.showInformationMessage(`Waypoint: “${task.title}” is ready for review.`, 'Review Changes');
     if (go) await vscode.commands.executeCommand('waypoint.reviewTask', taskId);
   }

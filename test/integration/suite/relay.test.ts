@@ -91,6 +91,33 @@ describe('second window: relays to the owner, takes over when it goes away', fun
     await run('task', 'abandon', '--task', t.taskId);
   });
 
+  it('opens the review panel and applies its decisions through the owner', async () => {
+    // The review's listing, hunks and apply are engine operations: no in-process engine is needed.
+    fs.writeFileSync(path.join(ws, 'review-relay.txt'), 'before\n');
+    const t = (await run('task', 'start', '--goal', 'Reviewed from the relaying window')) as { taskId: string };
+    fs.writeFileSync(path.join(ws, 'review-relay.txt'), 'after\n');
+    fs.writeFileSync(path.join(ws, 'review-relay-new.txt'), 'new\n');
+    await run('checkpoint', '--task', t.taskId, '--label', 'edited');
+    const reviewApi = api as RelayApi & {
+      openReview(taskId: string): Promise<{ files: number }>;
+      applyReview(taskId: string, message: string, decisions: unknown[], finish?: boolean): Promise<{ reverted: string[]; finished: boolean } | undefined>;
+    };
+    const shown = await reviewApi.openReview(t.taskId);
+    assert.ok(shown.files >= 2, `the panel listed the owner's review: ${shown.files} file(s)`);
+    assert.equal(api.storeMode().kind, 'relay', 'still relaying: the panel opened without owning the store');
+    const r = await reviewApi.applyReview(t.taskId, 'Discard the relay edits', [
+      { path: 'review-relay.txt', action: 'reject' },
+      { path: 'review-relay-new.txt', action: 'reject' },
+    ], false);
+    assert.ok(r, 'the apply ran');
+    assert.deepEqual([...r.reverted].sort(), ['review-relay-new.txt', 'review-relay.txt']);
+    assert.equal(fs.readFileSync(path.join(ws, 'review-relay.txt'), 'utf8'), 'before\n', 'the owner put the file back');
+    assert.equal(fs.existsSync(path.join(ws, 'review-relay-new.txt')), false);
+    const events = (await run('events', '--task', t.taskId)) as { type: string }[];
+    assert.ok(events.some((e) => e.type === 'review.apply_done'), `the owner recorded the apply: ${events.map((e) => e.type).join(', ')}`);
+    await run('task', 'abandon', '--task', t.taskId);
+  });
+
   it('takes the store over within the lease when the serve process is killed, and keeps working', async () => {
     const before = await (await api.api()).info();
     const killedAt = Date.now();
