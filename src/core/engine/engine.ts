@@ -8,8 +8,9 @@ import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner
 import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES } from '../model/stateMachine';
 import { boundedJson, parseInput } from '../model/validate';
 import { Logger, silentLogger } from '../log';
-import type { AppendResult, EventLog, NewEvent, Projection, ProjectionReader, StoreBackend } from '../store/eventLog';
+import type { EventLog, NewEvent, Projection, ProjectionReader, StoreBackend } from '../store/eventLog';
 import { EmbeddedProjectionReader } from './projectionReader';
+import { OperationRunner, type OnceOptions, type Outcome } from './runner';
 import type { StoreOptions } from '../store/eventStore';
 import { openEmbeddedBackend } from '../store/embedded';
 import { isPidAlive } from '../store/fsutil';
@@ -142,7 +143,6 @@ const ENGINE_RETRY_WAIT_MS = 60_000;
  */
 export class Engine {
   readonly queries: Queries;
-  private runner: Promise<unknown> = Promise.resolve();
   private readonly listeners = new Set<(e: ChangeEvent) => void>();
   private readonly log: Logger;
   private readonly snapshotter: Snapshotter;
@@ -161,6 +161,7 @@ export class Engine {
   /** The asynchronous read side (listings and a task's events), for surfaces that must not depend on sql.js. */
   readonly reader: ProjectionReader;
   private readonly clock: () => number;
+  private readonly runner: OperationRunner;
 
   private constructor(
     backend: StoreBackend,
@@ -177,6 +178,7 @@ export class Engine {
     // eslint-disable-next-line no-restricted-syntax
     this.queries = new Queries(() => this.projection.db);
     this.reader = backend.reader ?? new EmbeddedProjectionReader(this.queries, this.eventLog);
+    this.runner = new OperationRunner(this.eventLog, this.projection, this.queries);
     this.defaultOwner = opts.owner ?? { id: 'cli' };
     this.defaultLeaseTtlMs = opts.defaultLeaseTtlMs ?? 5 * 60_000;
     if (opts.snapshotter) {
@@ -243,7 +245,7 @@ export class Engine {
 
   async close(): Promise<void> {
     clearInterval(this.sweepTimer);
-    await this.runner.catch(() => undefined);
+    await this.runner.idle();
     await this.workspaceSnapshots?.close();
     await this.eventLog.close();
     this.projection.close();
@@ -251,22 +253,19 @@ export class Engine {
   }
 
   // ---------------------------------------------------------------------------
-  // The serialized runner and idempotent mutation.
+  // The one runner (runner.ts) and the full-disk guard.
 
-  /** Runs fn after every earlier mutation's critical section; fn's own awaits hold the line. */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.runner.then(fn, fn);
-    this.runner = run.catch(() => undefined);
-    return run;
+    return this.runner.exclusive(fn);
   }
 
   /**
-   * One idempotent mutation. `prepare` validates and may capture a checkpoint; it
+   * One idempotent mutation: `prepare` validates and may capture a checkpoint; it
    * returns the events to append and the result. A call whose key was seen before
-   * returns the recorded result and appends nothing.
+   * returns the recorded result and appends nothing (OperationRunner.once).
    */
-  private async mutate<R>(op: string, key: string, prepare: () => Promise<{ events: NewEvent[]; result: R }> | { events: NewEvent[]; result: R }): Promise<R> {
-    return this.needingSpace(op, () => this.mutateNow(op, key, prepare));
+  private async mutate<R>(op: string, key: string, prepare: () => Promise<Outcome<R>> | Outcome<R>, opts?: OnceOptions<R>): Promise<R> {
+    return this.needingSpace(op, () => this.runner.once(op, key, prepare, opts));
   }
 
   /**
@@ -282,41 +281,6 @@ export class Engine {
       if (!isNoSpace(e)) throw e;
       throw new WaypointError('io', `No space left for ${what}: ${errorMessage(e)}. Waypoint writes its store in ${this.storeDir} and restored files in ${this.workspace}; free space on that disk and try again.`, { what });
     }
-  }
-
-  private async mutateNow<R>(op: string, key: string, prepare: () => Promise<{ events: NewEvent[]; result: R }> | { events: NewEvent[]; result: R }): Promise<R> {
-    const { result, durable } = await this.exclusive(async () => {
-      const seen = this.queries.idempotent(key);
-      if (seen) {
-        if (seen.op !== op) {
-          throw new WaypointError('conflict', `Idempotency key '${key}' was already used for ${seen.op}, not ${op}.`, { key, op: seen.op });
-        }
-        return { result: seen.result as R, durable: this.eventLog.waitDurable(seen.seq) };
-      }
-      const { events, result } = await prepare();
-      if (events.length === 0) return { result, durable: Promise.resolve() };
-      // The first event carries the call's key and result; the rest get keys derived from it.
-      const keyed = events.map((e, i) => (i === 0 ? { ...e, key, op, result } : { ...e, key: e.key || `${key}#${i}` }));
-      return { result, durable: this.record(keyed) };
-    });
-    await durable;
-    return result;
-  }
-
-  /**
-   * Appends a batch to the log and folds the sequenced events into the projection
-   * before the runner lets the next call validate (the embedded log has folded them
-   * already, at sequencing, and apply skips what it holds).
-   */
-  private async commit(batch: readonly NewEvent[]): Promise<AppendResult> {
-    const appended = await this.eventLog.append(batch);
-    this.projection.apply(appended.events);
-    return appended;
-  }
-
-  /** commit, then wait until the batch is durable. */
-  private async record(batch: readonly NewEvent[]): Promise<void> {
-    await (await this.commit(batch)).durable;
   }
 
   private ownerOf(owner: LeaseOwner | undefined): LeaseOwner {
@@ -586,15 +550,21 @@ export class Engine {
   async heartbeat(raw: unknown): Promise<{ taskId: string; expiresAt: number | null }> {
     const input = parseInput(TaskRef, raw, 'heartbeat');
     const owner = this.ownerOf(input.owner);
-    const { durable } = await this.exclusive(async () => {
-      const task = this.requireTask(input.taskId);
-      this.requireActive(task, 'renew its lease');
-      if (task.lease && task.lease.owner !== owner.id) {
-        throw new WaypointError('conflict', `Task ${task.id} is driven by ${task.lease.owner}, not ${owner.id}; resume it to take it over.`);
-      }
-      return (await this.commit([this.ev('lease.heartbeat', task, owner.id, {}, `heartbeat:${randomUUID()}`)]));
-    });
-    await durable;
+    // Nobody repeats a heartbeat: it is not kept in the idempotency table (one row per beat would grow it without end).
+    const beat = `heartbeat:${randomUUID()}`;
+    await this.mutate(
+      'heartbeat',
+      beat,
+      () => {
+        const task = this.requireTask(input.taskId);
+        this.requireActive(task, 'renew its lease');
+        if (task.lease && task.lease.owner !== owner.id) {
+          throw new WaypointError('conflict', `Task ${task.id} is driven by ${task.lease.owner}, not ${owner.id}; resume it to take it over.`);
+        }
+        return { result: null, events: [this.ev('lease.heartbeat', task, owner.id, {}, beat)] };
+      },
+      { keyed: false },
+    );
     return { taskId: input.taskId, expiresAt: this.queries.findTask(input.taskId)?.lease?.expiresAt ?? null };
   }
 
@@ -845,38 +815,42 @@ export class Engine {
     const input = parseInput(BeginSideEffectInput, raw, 'side effect begin');
     const args = boundedJson(input.args, 'side effect args');
     const owner = this.ownerOf(input.owner);
-    // Not keyed by the idempotency table: the ledger itself is the record of this key.
-    const { result, durable } = await this.exclusive(async () => {
-      const task = this.requireTask(input.taskId);
-      const existing = this.queries.sideEffect(task.id, input.key);
-      if (existing && existing.status === 'done') {
-        return { result: { taskId: task.id, key: input.key, decision: 'already_done' as const, result: existing.result, attempt: existing.attempts }, durable: this.waitForEffect(task.id, input.key) };
-      }
-      if (existing && (existing.status === 'intent' || existing.status === 'in_doubt')) {
-        return { result: { taskId: task.id, key: input.key, decision: 'in_doubt' as const, attempt: existing.attempts }, durable: this.waitForEffect(task.id, input.key) };
-      }
-      this.requireActive(task, 'begin a side effect');
-      if (input.stepId && !this.queries.step(task.id, input.stepId)) throw notFound(`step of task ${task.id}`, input.stepId);
-      const stepId = input.stepId ?? this.queries.steps(task.id).find((s) => s.status === 'in_progress')?.id ?? null;
-      const attempt = (existing?.attempts ?? 0) + 1;
-      const { event, checkpoint, report } = await this.captureCheckpoint(task, 'before_side_effect', stepId, input.description.slice(0, 200));
-      const intent = this.ev(
-        'side_effect.intent',
-        task,
-        owner.id,
-        { key: input.key, stepId, kind: input.kind, description: input.description, args, attempt },
-        `effect.intent:${task.id}:${input.key}:${attempt}`,
-      );
-      const committed = await this.commit([event, intent]);
-      return { result: { taskId: task.id, key: input.key, decision: 'proceed' as const, checkpointId: checkpoint.id, attempt, ...report }, durable: committed.durable };
-    });
-    await durable;
-    return result;
-  }
-
-  /** Waits until the events that created the ledger row we answered from are durable. */
-  private waitForEffect(taskId: string, key: string): Promise<void> {
-    return this.eventLog.waitDurable(this.queries.lastSideEffectSeq(taskId, key));
+    type Begun = { taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport;
+    // Not keyed by the idempotency table: the ledger itself is the record of this key, and
+    // answers a repeat (done, or in doubt) even on a store opened read-only.
+    return this.runner.once<Begun>(
+      'effect.begin',
+      `effect.begin:${input.taskId}:${input.key}`,
+      async () => {
+        const task = this.requireTask(input.taskId);
+        const existing = this.queries.sideEffect(task.id, input.key);
+        this.requireActive(task, 'begin a side effect');
+        if (input.stepId && !this.queries.step(task.id, input.stepId)) throw notFound(`step of task ${task.id}`, input.stepId);
+        const stepId = input.stepId ?? this.queries.steps(task.id).find((s) => s.status === 'in_progress')?.id ?? null;
+        const attempt = (existing?.attempts ?? 0) + 1;
+        const { event, checkpoint, report } = await this.captureCheckpoint(task, 'before_side_effect', stepId, input.description.slice(0, 200));
+        const intent = this.ev(
+          'side_effect.intent',
+          task,
+          owner.id,
+          { key: input.key, stepId, kind: input.kind, description: input.description, args, attempt },
+          `effect.intent:${task.id}:${input.key}:${attempt}`,
+        );
+        return { result: { taskId: task.id, key: input.key, decision: 'proceed' as const, checkpointId: checkpoint.id, attempt, ...report }, events: [event, intent] };
+      },
+      {
+        keyed: false,
+        repeat: () => {
+          const task = this.requireTask(input.taskId);
+          const existing = this.queries.sideEffect(task.id, input.key);
+          // The answer waits until the events that made the ledger row are durable.
+          const seq = this.queries.lastSideEffectSeq(task.id, input.key);
+          if (existing?.status === 'done') return { result: { taskId: task.id, key: input.key, decision: 'already_done' as const, result: existing.result, attempt: existing.attempts }, seq };
+          if (existing && (existing.status === 'intent' || existing.status === 'in_doubt')) return { result: { taskId: task.id, key: input.key, decision: 'in_doubt' as const, attempt: existing.attempts }, seq };
+          return null;
+        },
+      },
+    );
   }
 
   async endSideEffect(raw: unknown): Promise<{ taskId: string; key: string; state: SideEffect['status'] }> {
@@ -1032,14 +1006,12 @@ export class Engine {
     const ws = this.snapshots();
     const key = input.idempotencyKey ?? `task.fork:${randomUUID()}`;
     const owner = this.ownerOf(input.owner);
-    const { result, durable } = await this.exclusive(async () => {
-      const seen = this.queries.idempotent(key);
-      if (seen) {
-        if (seen.op !== 'task.fork') throw new WaypointError('conflict', `Idempotency key '${key}' was already used for ${seen.op}, not task.fork.`, { key, op: seen.op });
-        return { result: seen.result as ForkResult, durable: this.eventLog.waitDurable(seen.seq) };
-      }
-      const begun = this.queries.idempotent(`${key}#task`);
-      if (begun) return { result: begun.result as ForkResult, durable: this.eventLog.waitDurable(begun.seq) };
+    // A repeat after a crash before the end finds the task the first call made (keyed on its own), not a second fork.
+    const begun = (): { result: ForkResult; seq: number } | null => {
+      const b = this.queries.idempotent(`${key}#task`);
+      return b ? { result: b.result as ForkResult, seq: b.seq } : null;
+    };
+    return this.runner.once<ForkResult>('task.fork', key, async () => {
       const { target, original, inheritance } = await this.forkSource(input.checkpointId);
       // Loading the manifest checks it: a checkpoint whose objects are gone is refused here, before anything is recorded.
       const targetManifest = await ws.load(target);
@@ -1069,7 +1041,7 @@ export class Engine {
         leftBehind: inheritance.leftBehind.map((s) => s.id),
         plan: steps.map((s) => s.id),
       };
-      if (input.preview) return { result: base, durable: Promise.resolve() };
+      if (input.preview) return { result: base };
       await ws.validate(plan);
 
       const taskId = newId('t');
@@ -1091,7 +1063,7 @@ export class Engine {
       const { event: preEvent, checkpoint: pre } = await this.captureCheckpoint(task, 'pre_rollback', null, `before forking from ${target.id}`);
       const planRef = await ws.savePlan(plan);
       const rollbackId = newId('r');
-      await this.record([
+      await this.runner.record([
         started,
         { ...preEvent, key: `${key}#pre` },
         this.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: null, mode: 'all', planRef }, `${key}#start`),
@@ -1103,7 +1075,7 @@ export class Engine {
       } catch (e) {
         await ws.sweepTemps(plan).catch((err: unknown) => this.log.warn(`[fork] could not remove its temp files: ${errorMessage(err)}`, corr));
         const note = `The fork from ${target.id} stopped part-way (${errorMessage(e)}); the workspace is partly restored. Everything it held before is in checkpoint ${pre.id}: undo the fork's rollback (waypoint rollback --task ${taskId} --undo) to return to it.`;
-        await this.record([this.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)]).catch(() => undefined);
+        await this.runner.record([this.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)]).catch(() => undefined);
         throw new WaypointError('io', note, { taskId, preRollbackCheckpointId: pre.id });
       }
       // 3. The outcome, then the fork's base: the workspace as the checkpoint left it, branching from it.
@@ -1120,12 +1092,9 @@ export class Engine {
         filesRemoved: applied.removed.length,
         kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
       };
-      const committed = await this.commit([{ ...done, key, op: 'task.fork', result }, { ...baseEvent, key: `${key}#base` }]);
       this.log.info(`task ${taskId} forked from task ${original.id} at ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, corr);
-      return { result, durable: committed.durable };
-    });
-    await durable;
-    return result;
+      return { result, events: [done, { ...baseEvent, key: `${key}#base` }] };
+    }, { repeat: begun });
   }
 
   /** The paths changed since checkpoint `fromId`, split by who changed them (see Rollbacks.changesByOwner). */
@@ -1174,8 +1143,8 @@ export class Engine {
       workspace: this.workspace,
       workspaceSnapshots: this.workspaceSnapshots,
       exclusive: (fn) => this.exclusive(fn),
-      commit: (batch) => this.commit(batch),
-      record: (batch) => this.record(batch),
+      once: (op, key, body, opts) => this.runner.once(op, key, body, opts),
+      record: (batch) => this.runner.record(batch),
       needingSpace: (what, fn) => this.needingSpace(what, fn),
       snapshots: () => this.snapshots(),
       requireTask: (taskId) => this.requireTask(taskId),
@@ -1203,7 +1172,7 @@ export class Engine {
       projection: this.projection,
       queries: this.queries,
       log: this.log,
-      record: (batch) => this.record(batch),
+      once: (op, key, body, opts) => this.runner.once(op, key, body, opts),
       workspaceSnapshots: this.workspaceSnapshots,
       now: () => this.now,
       exclusive: (fn) => this.exclusive(fn),

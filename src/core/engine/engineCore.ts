@@ -7,7 +7,8 @@
  */
 import type { Logger } from '../log';
 import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, Task } from '../model/schema';
-import type { AppendResult, EventLog, NewEvent, Projection } from '../store/eventLog';
+import type { EventLog, NewEvent, Projection } from '../store/eventLog';
+import type { OnceOptions, Outcome } from './runner';
 import type { NotCapturedReport } from './engine';
 import type { Queries } from './queries';
 import type { WorkspaceSnapshots } from './workspaceSnapshots';
@@ -26,11 +27,12 @@ export interface EngineCore {
   /** Runs fn after every earlier mutation's critical section (the engine's one runner). */
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
   /**
-   * Appends a batch to the log and folds it into the projection, inside the runner,
-   * so the next call validates against it; `durable` settles when the log has it.
+   * The one runner every writing operation goes through (OperationRunner.once): a
+   * repeat of `key` is answered from the ledger; otherwise `body` runs, its events are
+   * appended and folded into the projection, and the answer waits for durability.
    */
-  commit(batch: readonly NewEvent[]): Promise<AppendResult>;
-  /** commit, then wait until the batch is durable: for a batch nothing answers before. */
+  once<R>(op: string, key: string, body: () => Promise<Outcome<R>> | Outcome<R>, opts?: OnceOptions<R>): Promise<R>;
+  /** Appends a phase of an operation inside `once` (a plan durable before any file changes) and waits until it is durable. */
   record(batch: readonly NewEvent[]): Promise<void>;
   /** Refuses at once on a read-only store; tells a full disk as what needed space where. */
   needingSpace<R>(what: string, fn: () => Promise<R>): Promise<R>;

@@ -54,9 +54,7 @@ export class ReviewApplies {
   ): Promise<ReviewApplyResult<C>> {
     const ws = this.core.snapshots();
     const key = input.idempotencyKey ?? `review.apply:${randomUUID()}`;
-    const { result, durable } = await this.core.exclusive(async () => {
-      const seen = this.core.queries.idempotent(key);
-      if (seen) return { result: seen.result as ReviewApplyResult<C>, durable: this.core.eventLog.waitDurable(seen.seq) };
+    return this.core.once<ReviewApplyResult<C>>('review.apply', key, async () => {
       const task = this.core.requireTask(input.taskId);
       const steps = this.core.queries.steps(task.id);
       const open = steps.filter((s) => s.status === 'in_progress');
@@ -119,15 +117,14 @@ export class ReviewApplies {
             this.core.ev('task.completed', task, null, { summary: null, commit: made.sha }, `${key}#complete`),
           ]
         : [];
-      const recorded = await this.core.commit([{ ...done({ outcome: 'applied', written: applied.written.length, removed: applied.removed.length, commit: made.sha, note: null }), op: 'review.apply', result }, ...closing]);
+      const events = [done({ outcome: 'applied', written: applied.written.length, removed: applied.removed.length, commit: made.sha, note: null }), ...closing];
       this.core.log.info(
         `review of task ${task.id} applied: commit ${made.sha ?? 'none'}, ${applied.written.length} written, ${applied.removed.length} removed, task ${finish ? 'completed' : 'kept open'}`,
         task.correlationId,
       );
-      return { result, durable: recorded.durable };
+      // The outcome comes back to the runner, which records it under the call's key.
+      return { result, events };
     });
-    await durable;
-    return result;
   }
 
   /**

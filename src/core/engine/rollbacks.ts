@@ -73,9 +73,7 @@ export class Rollbacks {
   async rollbackNow(input: RollbackInput, undoOf?: string): Promise<RollbackResult> {
     const ws = this.core.snapshots();
     const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
-    const { result, durable } = await this.core.exclusive(async () => {
-      const seen = this.core.queries.idempotent(key);
-      if (seen) return { result: seen.result as RollbackResult, durable: this.core.eventLog.waitDurable(seen.seq) };
+    return this.core.once<RollbackResult>('rollback', key, async () => {
       const task = this.core.requireTask(input.taskId);
       const target = this.core.requireCheckpoint(input.checkpointId);
       if (target.taskId !== task.id) {
@@ -119,7 +117,7 @@ export class Rollbacks {
       };
       const toRestore = undoOf ? this.core.queries.stepsToRestore(task.id, undoOf).filter((r) => !toAbandon.some((s) => s.id === r.stepId)) : [];
       base.restoredSteps = toRestore.map((r) => r.stepId);
-      if (input.preview) return { result: base, durable: Promise.resolve() };
+      if (input.preview) return { result: base };
       // A plan that applying would refuse (a hostile manifest, a symlinked parent) is refused now, before anything is recorded.
       await ws.validate(plan);
 
@@ -127,11 +125,10 @@ export class Rollbacks {
       const { event: preEvent, checkpoint: pre, report: preReport } = await this.core.captureCheckpoint(task, 'pre_rollback', null, input.reason ?? `before rolling back to ${target.id}`);
       const planRef = await ws.savePlan(plan);
       const rollbackId = newId('r');
-      const started = await this.core.commit([
+      await this.core.record([
         { ...preEvent, key: `${key}#pre` },
         this.core.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: paths ?? null, mode, planRef }, `${key}#start`),
       ]);
-      await started.durable;
       // 2. Apply (idempotent: a crash here is finished on the next open).
       let applied: Awaited<ReturnType<typeof ws.apply>>;
       try {
@@ -158,7 +155,7 @@ export class Rollbacks {
         conflicts: [...agentConflicts, ...applied.conflicts.map((c) => c.path)],
         kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
       };
-      const done = await this.core.commit([
+      const events = [
         {
           ...this.core.ev(
             'rollback.done',
@@ -181,12 +178,11 @@ export class Rollbacks {
         },
         ...toAbandon.map((s, i) => this.core.ev('step.abandoned', task, null, { stepId: s.id, reason: `rolled back to ${target.id}` }, `${key}#abandon${i}`)),
         ...toRestore.map((r, i) => this.core.ev('step.restored', task, null, { stepId: r.stepId, status: r.status, rollbackId: undoOf!, reason: `undo of rollback ${undoOf}` }, `${key}#restore${i}`)),
-      ]);
+      ];
       this.core.log.info(`rolled back task ${task.id} to ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, task.correlationId);
-      return { result, durable: done.durable };
+      // The outcome comes back to the runner, which records it under the call's key.
+      return { result, events };
     });
-    await durable;
-    return result;
   }
 
   /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */

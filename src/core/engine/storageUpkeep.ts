@@ -10,6 +10,7 @@ import type { Logger } from '../log';
 import type { CheckpointMeta } from '../model/schema';
 import { parseInput } from '../model/validate';
 import type { EventLog, NewEvent, Projection, ProjectionCheck } from '../store/eventLog';
+import type { OnceOptions, Outcome } from './runner';
 import { RetentionInput, VerifyInput } from './inputs';
 import type { Queries } from './queries';
 import type { WorkspaceSnapshots } from './workspaceSnapshots';
@@ -64,8 +65,8 @@ export interface UpkeepCore {
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
   /** The workspace snapshots, or a clear error for a metadata-only store. */
   snapshots(): WorkspaceSnapshots;
-  /** Appends a batch (inside the runner) and waits until it is durable. */
-  record(batch: readonly NewEvent[]): Promise<void>;
+  /** The engine's one runner (see EngineCore.once). */
+  once<R>(op: string, key: string, body: () => Promise<Outcome<R>> | Outcome<R>, opts?: OnceOptions<R>): Promise<R>;
   /** Plans of review applies a crash cut short: garbage collection keeps their objects. */
   reviewApplyPlanRefs(): string[];
 }
@@ -130,7 +131,9 @@ export class StorageUpkeep {
     const protectedIds = (): Set<string> => this.core.queries.protectedCheckpointIds();
     const prune = async (ids: string[], reason: string) => {
       if (!ids.length) return;
-      await this.core.exclusive(async () => this.core.record([{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key: `prune:${randomUUID()}`, data: { checkpointIds: ids, reason } }]));
+      const key = `prune:${randomUUID()}`;
+      // Upkeep nobody repeats by key: not kept in the idempotency table.
+      await this.core.once('gc.prune', key, () => ({ result: null, events: [{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key, data: { checkpointIds: ids, reason } }] }), { keyed: false });
       pruned.push(...ids);
     };
     const keep = protectedIds();
@@ -214,11 +217,13 @@ export class StorageUpkeep {
     const ws = this.core.workspaceSnapshots;
     let objects: VerifyReport['objects'] = null;
     if (ws) {
-      objects = await this.core.exclusive(async () => {
+      const key = `verify.repair:${randomUUID()}`;
+      objects = await this.core.once('verify', key, async () => {
         const cps = this.core.queries.checkpoints();
         let check = await ws.checkObjects(cps);
         let restored: string[] = [];
         const markedNow: string[] = [];
+        const marking: NewEvent[] = [];
         if (input.repair && check.damaged.size) {
           if (check.bad.size) {
             restored = await ws.restoreFromWorkspace(check.bad);
@@ -226,7 +231,7 @@ export class StorageUpkeep {
           }
           const mark = cps.filter((c) => !c.damaged && check.damaged.has(c.id)).map((c) => ({ checkpointId: c.id, reason: check.damaged.get(c.id)! }));
           if (mark.length) {
-            await this.core.record([{ type: 'checkpoint.damaged', taskId: null, corr: null, by: null, key: `verify.repair:${randomUUID()}`, data: { checkpoints: mark } }]);
+            marking.push({ type: 'checkpoint.damaged', taskId: null, corr: null, by: null, key, data: { checkpoints: mark } });
             markedNow.push(...mark.map((m) => m.checkpointId));
             this.core.log.warn(`marked ${mark.length} checkpoint(s) damaged: ${mark.map((m) => `${m.checkpointId} (${m.reason})`).join('; ')}`);
           }
@@ -234,8 +239,8 @@ export class StorageUpkeep {
         const damaged = cps
           .filter((c) => check.damaged.has(c.id) || c.damaged)
           .map((c) => ({ checkpointId: c.id, taskId: c.taskId, reason: check.damaged.get(c.id) ?? c.damaged!, marked: !!c.damaged || markedNow.includes(c.id) }));
-        return { checkpoints: check.checkpoints, blobs: check.blobs, damaged, restored: restored.length, markedNow };
-      });
+        return { result: { checkpoints: check.checkpoints, blobs: check.blobs, damaged, restored: restored.length, markedNow }, events: marking };
+      }, { keyed: false });
     }
     // After any marking: the new event must fold to the same projections as a rebuild.
     const proj = await this.core.projection.verify(await this.core.eventLog.read());
