@@ -1,4 +1,3 @@
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
@@ -13,15 +12,12 @@ import { EmbeddedProjectionReader } from './projectionReader';
 import { OperationRunner, type OnceOptions, type Outcome } from './runner';
 import type { StoreOptions } from '../store/eventStore';
 import { openEmbeddedBackend } from '../store/embedded';
-import { isPidAlive } from '../store/fsutil';
 import { newId } from './ids';
 import {
   AbandonTaskInput,
-  BeginSideEffectInput,
   CheckpointInput,
   CompleteStepInput,
   CompleteTaskInput,
-  EndSideEffectInput,
   ExtendPlanInput,
   FailStepInput,
   GrantAttemptsInput,
@@ -48,6 +44,8 @@ import type { WorkspaceEdit } from './reviewEdits';
 import { isNoSpace } from './noSpace';
 import { ReviewApplies, type FinishTask, type ReviewApplyResult } from './reviewApply';
 import { Rollbacks, type RollbackResult } from './rollbacks';
+import { Leases, interruptedEvent } from './leases';
+import { SideEffects } from './sideEffects';
 import type { EngineCore } from './engineCore';
 import { StorageUpkeep, type GcResult, type StorageReport, type VerifyReport } from './storageUpkeep';
 import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
@@ -482,21 +480,10 @@ export class Engine {
       const task = this.requireTask(input.taskId);
       assertTaskTransition(task.id, task.state, 'interrupted', 'interrupt it');
       return {
-        events: [this.interruptedEvent(task, input.reason ?? 'interrupted')],
+        events: [interruptedEvent(this.core, task, input.reason ?? 'interrupted')],
         result: { taskId: task.id, state: 'interrupted' as TaskState },
       };
     });
-  }
-
-  /**
-   * A task's interruption: in doubt (inconsistent_state) while a side effect's intent
-   * has no outcome, naming the step that was in progress. One definition for an
-   * explicit interrupt and for the lease sweep.
-   */
-  private interruptedEvent(task: Task, reason: string): NewEvent {
-    const inDoubt = this.queries.sideEffects(task.id).some((e) => e.status === 'intent');
-    const step = this.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
-    return this.ev('task.interrupted', task, null, { reason, class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '');
   }
 
   /** Deletes a task's projections (its events stay in the log); its checkpoints' unique blobs become garbage. */
@@ -547,57 +534,14 @@ export class Engine {
     return this.resumeContext(input.taskId);
   }
 
-  async heartbeat(raw: unknown): Promise<{ taskId: string; expiresAt: number | null }> {
-    const input = parseInput(TaskRef, raw, 'heartbeat');
-    const owner = this.ownerOf(input.owner);
-    // Nobody repeats a heartbeat: it is not kept in the idempotency table (one row per beat would grow it without end).
-    const beat = `heartbeat:${randomUUID()}`;
-    await this.mutate(
-      'heartbeat',
-      beat,
-      () => {
-        const task = this.requireTask(input.taskId);
-        this.requireActive(task, 'renew its lease');
-        if (task.lease && task.lease.owner !== owner.id) {
-          throw new WaypointError('conflict', `Task ${task.id} is driven by ${task.lease.owner}, not ${owner.id}; resume it to take it over.`);
-        }
-        return { result: null, events: [this.ev('lease.heartbeat', task, owner.id, {}, beat)] };
-      },
-      { keyed: false },
-    );
-    return { taskId: input.taskId, expiresAt: this.queries.findTask(input.taskId)?.lease?.expiresAt ?? null };
+  /** Renews the caller's lease on a task (see Leases.heartbeat). */
+  heartbeat(raw: unknown): Promise<{ taskId: string; expiresAt: number | null }> {
+    return this.leases.heartbeat(raw);
   }
 
-  /**
-   * Marks running tasks whose lease expired, or whose owner process is gone, as
-   * interrupted. Runs at open and on a timer in long-lived owners.
-   */
-  async sweep(): Promise<string[]> {
-    const now = this.now;
-    const host = os.hostname();
-    const candidates = this.queries.tasks({ states: ACTIVE_TASK_STATES });
-    const interrupted: string[] = [];
-    for (const t of candidates) {
-      const lease = t.lease;
-      let reason: string | null = null;
-      if (!lease) reason = 'no lease holder';
-      else if (lease.pid && (lease.host === null || lease.host === host) && !isPidAlive(lease.pid)) reason = `owner process ${lease.pid} (${lease.owner}) exited`;
-      else if (lease.expiresAt < now)
-        reason = `lease of ${lease.owner} expired at ${new Date(lease.expiresAt).toISOString()} (no call for ${Math.round(lease.ttlMs / 1000)} s)`;
-      if (!reason) continue;
-      const why = reason;
-      await this.mutate('task.interrupt', `task.interrupt:${t.id}:${t.attempt}`, () => {
-        const task = this.requireTask(t.id);
-        if (!ACTIVE_TASK_STATES.includes(task.state)) return { events: [], result: null };
-        return {
-          events: [this.interruptedEvent(task, why)],
-          result: null,
-        };
-      });
-      interrupted.push(t.id);
-      this.log.warn(`task ${t.id} interrupted: ${why}`, t.correlationId);
-    }
-    return interrupted;
+  /** Interrupts running tasks whose lease expired or whose owner process is gone (see Leases.sweep). */
+  sweep(): Promise<string[]> {
+    return this.leases.sweep();
   }
 
   // ---------------------------------------------------------------------------
@@ -804,75 +748,16 @@ export class Engine {
   }
 
   // ---------------------------------------------------------------------------
-  // Side effects: write-ahead intents under idempotency keys.
+  // Side effects: write-ahead intents under idempotency keys (see sideEffects.ts).
 
-  /**
-   * `proceed` only once the intent is durable; `already_done` with the recorded
-   * result if the key completed before; `in_doubt` if an intent exists with no
-   * outcome (the caller must verify before repeating, then report with end).
-   */
-  async beginSideEffect(raw: unknown): Promise<{ taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport> {
-    const input = parseInput(BeginSideEffectInput, raw, 'side effect begin');
-    const args = boundedJson(input.args, 'side effect args');
-    const owner = this.ownerOf(input.owner);
-    type Begun = { taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport;
-    // Not keyed by the idempotency table: the ledger itself is the record of this key, and
-    // answers a repeat (done, or in doubt) even on a store opened read-only.
-    return this.runner.once<Begun>(
-      'effect.begin',
-      `effect.begin:${input.taskId}:${input.key}`,
-      async () => {
-        const task = this.requireTask(input.taskId);
-        const existing = this.queries.sideEffect(task.id, input.key);
-        this.requireActive(task, 'begin a side effect');
-        if (input.stepId && !this.queries.step(task.id, input.stepId)) throw notFound(`step of task ${task.id}`, input.stepId);
-        const stepId = input.stepId ?? this.queries.steps(task.id).find((s) => s.status === 'in_progress')?.id ?? null;
-        const attempt = (existing?.attempts ?? 0) + 1;
-        const { event, checkpoint, report } = await this.captureCheckpoint(task, 'before_side_effect', stepId, input.description.slice(0, 200));
-        const intent = this.ev(
-          'side_effect.intent',
-          task,
-          owner.id,
-          { key: input.key, stepId, kind: input.kind, description: input.description, args, attempt },
-          `effect.intent:${task.id}:${input.key}:${attempt}`,
-        );
-        return { result: { taskId: task.id, key: input.key, decision: 'proceed' as const, checkpointId: checkpoint.id, attempt, ...report }, events: [event, intent] };
-      },
-      {
-        keyed: false,
-        repeat: () => {
-          const task = this.requireTask(input.taskId);
-          const existing = this.queries.sideEffect(task.id, input.key);
-          // The answer waits until the events that made the ledger row are durable.
-          const seq = this.queries.lastSideEffectSeq(task.id, input.key);
-          if (existing?.status === 'done') return { result: { taskId: task.id, key: input.key, decision: 'already_done' as const, result: existing.result, attempt: existing.attempts }, seq };
-          if (existing && (existing.status === 'intent' || existing.status === 'in_doubt')) return { result: { taskId: task.id, key: input.key, decision: 'in_doubt' as const, attempt: existing.attempts }, seq };
-          return null;
-        },
-      },
-    );
+  /** `proceed` once the intent is durable; `already_done` or `in_doubt` from the ledger (see SideEffects.begin). */
+  beginSideEffect(raw: unknown): Promise<{ taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport> {
+    return this.sideEffects.begin(raw);
   }
 
-  async endSideEffect(raw: unknown): Promise<{ taskId: string; key: string; state: SideEffect['status'] }> {
-    const input = parseInput(EndSideEffectInput, raw, 'side effect end');
-    const result = boundedJson(input.result, 'side effect result');
-    const by = input.by ?? 'agent';
-    const owner = this.ownerOf(input.owner);
-    const pre = this.queries.sideEffect(input.taskId, input.key);
-    const key = input.idempotencyKey ?? `effect.end:${input.taskId}:${input.key}:${pre?.attempts ?? 0}`;
-    return this.mutate('effect.end', key, () => {
-      const task = this.requireTask(input.taskId);
-      const effect = this.queries.sideEffect(task.id, input.key);
-      if (!effect) throw new WaypointError('not_found', `Task ${task.id} has no side effect '${input.key}'; begin it first.`);
-      if (effect.status === 'done' || effect.status === 'failed') {
-        throw new WaypointError('illegal_transition', `Side effect '${input.key}' of task ${task.id} is already ${effect.status}.`);
-      }
-      const status = input.ok ? ('done' as const) : ('failed' as const);
-      const event = input.ok
-        ? this.ev('side_effect.done', task, by === 'agent' ? owner.id : null, { key: input.key, result, by }, '')
-        : this.ev('side_effect.failed', task, by === 'agent' ? owner.id : null, { key: input.key, error: input.error!, by }, '');
-      return { events: [event], result: { taskId: task.id, key: input.key, state: status } };
-    });
+  /** Records a side effect's outcome (see SideEffects.end). */
+  endSideEffect(raw: unknown): Promise<{ taskId: string; key: string; state: SideEffect['status'] }> {
+    return this.sideEffects.end(raw);
   }
 
   // ---------------------------------------------------------------------------
@@ -1148,6 +1033,10 @@ export class Engine {
       needingSpace: (what, fn) => this.needingSpace(what, fn),
       snapshots: () => this.snapshots(),
       requireTask: (taskId) => this.requireTask(taskId),
+      requireActive: (task, action) => this.requireActive(task, action),
+      ownerOf: (owner) => this.ownerOf(owner),
+      now: () => this.now,
+      mutate: (op, key, body, opts) => this.mutate(op, key, body, opts),
       requireCheckpoint: (id) => this.requireCheckpoint(id),
       latestCheckpoint: () => this.latestCheckpoint(),
       captureCheckpoint: (task, kind, stepId, label) => this.captureCheckpoint(task, kind, stepId, label),
@@ -1156,6 +1045,18 @@ export class Engine {
     return this.coreCache;
   }
   private coreCache: EngineCore | undefined;
+
+  private get leases(): Leases {
+    this.leasesCache ??= new Leases(this.core);
+    return this.leasesCache;
+  }
+  private leasesCache: Leases | undefined;
+
+  private get sideEffects(): SideEffects {
+    this.sideEffectsCache ??= new SideEffects(this.core);
+    return this.sideEffectsCache;
+  }
+  private sideEffectsCache: SideEffects | undefined;
 
   private get rollbacks(): Rollbacks {
     this.rollbacksCache ??= new Rollbacks(this.core);

@@ -6,7 +6,7 @@
  * concerns hold no state of their own.
  */
 import type { Logger } from '../log';
-import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, Task } from '../model/schema';
+import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner, Task } from '../model/schema';
 import type { EventLog, NewEvent, Projection } from '../store/eventLog';
 import type { OnceOptions, Outcome } from './runner';
 import type { NotCapturedReport } from './engine';
@@ -39,6 +39,13 @@ export interface EngineCore {
   /** The workspace snapshots, or a clear error for a metadata-only store. */
   snapshots(): WorkspaceSnapshots;
   requireTask(taskId: string): Task;
+  /** Refuses an action on a task that is not active (naming the way forward). */
+  requireActive(task: Task, action: string): void;
+  /** The owner a call names, or the engine's default one. */
+  ownerOf(owner: LeaseOwner | undefined): LeaseOwner;
+  now(): number;
+  /** `once` behind the read-only and full-disk guard: how an operation with no phases of its own runs. */
+  mutate<R>(op: string, key: string, body: () => Promise<Outcome<R>> | Outcome<R>, opts?: OnceOptions<R>): Promise<R>;
   requireCheckpoint(id: string): CheckpointMeta;
   /** The workspace's newest intact checkpoint: the next scan's stat cache. */
   latestCheckpoint(): CheckpointMeta | null;
