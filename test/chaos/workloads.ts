@@ -171,13 +171,11 @@ async function rollbacks(c: WorkloadContext): Promise<void> {
       c.say(`ack checkpoint ${taskId} ${cp.checkpointId}`);
       continue;
     }
-    const last = engine.store.db.get<{ pre: string }>(
-      "SELECT pre_rollback_checkpoint_id AS pre FROM rollbacks WHERE task_id = ? AND state = 'applied' ORDER BY started_at DESC, rowid DESC LIMIT 1",
-      [taskId],
-    );
+    // What the engine would undo (the last rollback not already undone), as Undo Last Rollback asks it.
+    const last = engine.queries.lastUndoableRollback(taskId);
     const undo = r < 0.6 && last;
     const cps = engine.queries.checkpoints(taskId).filter((x) => x.manifestRef);
-    const target = undo ? engine.queries.checkpoint(last.pre)! : rng.chance(0.3) ? engine.queries.checkpoint(baseCheckpointId)! : rng.pick(cps);
+    const target = undo ? engine.queries.checkpoint(last.preRollbackCheckpointId)! : rng.chance(0.3) ? engine.queries.checkpoint(baseCheckpointId)! : rng.pick(cps);
     c.expect({ op: undo ? 'undo rollback' : `rollback to ${target.id}`, before: diskTree(workspace), after: manifestTree(await ws.load(target)) });
     const k = `${runId}-${i}-rb`;
     if (undo) await engine.undoRollback({ taskId, idempotencyKey: k });

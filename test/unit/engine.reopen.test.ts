@@ -48,33 +48,33 @@ describe('engine: reopen a task by undoing its review commit', () => {
     await engine.completeTask({ taskId, commit: OTHER });
     assert.equal(engine.task(taskId).state, 'completed');
     assert.equal(engine.task(taskId).commit, OTHER);
-    assert.equal(engine.events({ taskId }).filter((e) => e.type === 'task.completed').length, 2);
+    assert.equal((await engine.events({ taskId })).filter((e) => e.type === 'task.completed').length, 2);
     assert.ok((await engine.verify()).ok, 'live projections equal a rebuild');
   });
 
   it('a repeat appends nothing; the same commit completing again can be reopened again', async () => {
     const taskId = await completed(SHA);
     await engine.reopenTask({ taskId, commit: SHA });
-    const seq = engine.store.lastSeq;
+    const seq = engine.eventLog.lastSeq;
     assert.deepEqual(await engine.reopenTask({ taskId, commit: SHA }), { taskId, state: 'waiting_review', commit: SHA });
-    assert.equal(engine.store.lastSeq, seq, 'nothing appended by the repeat');
+    assert.equal(engine.eventLog.lastSeq, seq, 'nothing appended by the repeat');
     await engine.completeTask({ taskId, commit: SHA });
     await engine.reopenTask({ taskId, commit: SHA });
     assert.equal(engine.task(taskId).state, 'waiting_review');
-    assert.equal(engine.events({ taskId }).filter((e) => e.type === 'task.reopened').length, 2);
+    assert.equal((await engine.events({ taskId })).filter((e) => e.type === 'task.reopened').length, 2);
   });
 
   it('refuses, changing nothing: another commit, a task completed without one, a task not completed, bad input', async () => {
     const withSha = await completed(SHA);
     const without = await completed();
     const { taskId: open } = await engine.startTask({ goal: 'Still running' });
-    const seq = engine.store.lastSeq;
+    const seq = engine.eventLog.lastSeq;
     await assert.rejects(engine.reopenTask({ taskId: withSha, commit: OTHER }), /completed by commit aaaaaaaaaa, not bbbbbbbbbb/);
     await assert.rejects(engine.reopenTask({ taskId: without, commit: SHA }), /completed without a commit.*completed is final/);
     await assert.rejects(engine.reopenTask({ taskId: open, commit: SHA }), (e: Error & { code?: string }) => e.code === 'illegal_transition' && /is running; only a completed task is reopened/.test(e.message));
     await assert.rejects(engine.reopenTask({ taskId: withSha, commit: 'not-a-sha' }), /is not a commit hash/);
     await assert.rejects(engine.reopenTask({ taskId: 't_nope', commit: SHA }), /t_nope/);
-    assert.equal(engine.store.lastSeq, seq);
+    assert.equal(engine.eventLog.lastSeq, seq);
     assert.equal(engine.task(withSha).state, 'completed');
   });
 

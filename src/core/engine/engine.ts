@@ -1,4 +1,3 @@
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
@@ -8,16 +7,17 @@ import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner
 import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES } from '../model/stateMachine';
 import { boundedJson, parseInput } from '../model/validate';
 import { Logger, silentLogger } from '../log';
-import { EventStore, type NewEvent, type StoreOptions } from '../store/eventStore';
-import { isPidAlive } from '../store/fsutil';
+import type { EventLog, NewEvent, Projection, ProjectionReader, StoreBackend } from '../store/eventLog';
+import { EmbeddedProjectionReader } from './projectionReader';
+import { OperationRunner, type OnceOptions, type Outcome } from './runner';
+import type { StoreOptions } from '../store/eventStore';
+import { openEmbeddedBackend } from '../store/embedded';
 import { newId } from './ids';
 import {
   AbandonTaskInput,
-  BeginSideEffectInput,
   CheckpointInput,
   CompleteStepInput,
   CompleteTaskInput,
-  EndSideEffectInput,
   ExtendPlanInput,
   FailStepInput,
   GrantAttemptsInput,
@@ -44,6 +44,8 @@ import type { WorkspaceEdit } from './reviewEdits';
 import { isNoSpace } from './noSpace';
 import { ReviewApplies, type FinishTask, type ReviewApplyResult } from './reviewApply';
 import { Rollbacks, type RollbackResult } from './rollbacks';
+import { Leases, interruptedEvent } from './leases';
+import { SideEffects } from './sideEffects';
 import type { EngineCore } from './engineCore';
 import { reopenTask, type ReopenResult } from './reopen';
 import { StorageUpkeep, type GcResult, type StorageReport, type VerifyReport } from './storageUpkeep';
@@ -68,7 +70,14 @@ export interface EngineOptions {
   snapshots?: false | { roots?: SnapshotRoot[]; excludes?: string[]; maxFileBytes?: number; fullEvery?: number };
   /** Adds drift to the resume context (the snapshot layer provides it). */
   drift?: (task: Task) => Promise<DriftInfo | null>;
-  store?: Omit<StoreOptions, 'dir' | 'log'>;
+  /** Options of the embedded store (ignored with `backend`). */
+  store?: Omit<StoreOptions, 'dir' | 'log' | 'workspace'>;
+  /**
+   * An already-open log and the projection it feeds (the team store). Without it the
+   * engine opens the embedded store in the store directory. The directory holds the
+   * blobs and manifests either way.
+   */
+  backend?: StoreBackend;
   /** Run the lease sweep on a timer (long-lived owners: the extension, `waypoint serve`). */
   sweepIntervalMs?: number;
   /** The retry policy of tasks started without one of their own (the `waypoint.retry.*` settings). */
@@ -133,7 +142,6 @@ const ENGINE_RETRY_WAIT_MS = 60_000;
  */
 export class Engine {
   readonly queries: Queries;
-  private runner: Promise<unknown> = Promise.resolve();
   private readonly listeners = new Set<(e: ChangeEvent) => void>();
   private readonly log: Logger;
   private readonly snapshotter: Snapshotter;
@@ -145,15 +153,31 @@ export class Engine {
   recoveryNotes: string[] = [];
   readonly defaultLeaseTtlMs: number;
 
+  /** The durable log the engine appends to and reads history from (embedded or PostgreSQL). */
+  readonly eventLog: EventLog;
+  /** The projection the log feeds, which `queries` reads. */
+  readonly projection: Projection;
+  /** The asynchronous read side (listings and a task's events), for surfaces that must not depend on sql.js. */
+  readonly reader: ProjectionReader;
+  private readonly clock: () => number;
+  private readonly runner: OperationRunner;
+
   private constructor(
-    readonly store: EventStore,
+    backend: StoreBackend,
+    /** The `.waypoint` directory: blobs, manifests, plans (and the embedded store's files). */
+    readonly storeDir: string,
     readonly workspace: string,
     private readonly opts: EngineOptions,
   ) {
+    this.eventLog = backend.log;
+    this.projection = backend.projection;
+    this.clock = opts.store?.clock ?? Date.now;
     this.log = (opts.log ?? silentLogger).child('engine');
     // The one place the engine touches the database: its projection reader.
     // eslint-disable-next-line no-restricted-syntax
-    this.queries = new Queries(() => this.store.db);
+    this.queries = new Queries(() => this.projection.db);
+    this.reader = backend.reader ?? new EmbeddedProjectionReader(this.queries, this.eventLog);
+    this.runner = new OperationRunner(this.eventLog, this.projection, this.queries);
     this.defaultOwner = opts.owner ?? { id: 'cli' };
     this.defaultLeaseTtlMs = opts.defaultLeaseTtlMs ?? 5 * 60_000;
     if (opts.snapshotter) {
@@ -163,7 +187,7 @@ export class Engine {
     } else {
       this.workspaceSnapshots = new WorkspaceSnapshots({
         roots: opts.snapshots?.roots ?? [{ name: path.basename(workspace) || 'workspace', dir: workspace }],
-        storeDir: store.dir,
+        storeDir,
         excludes: opts.snapshots?.excludes,
         maxFileBytes: opts.snapshots?.maxFileBytes,
         fullEvery: opts.snapshots?.fullEvery,
@@ -171,7 +195,7 @@ export class Engine {
       });
       this.snapshotter = this.workspaceSnapshots;
     }
-    store.onDidCommit((events) => {
+    this.eventLog.subscribe((events) => {
       const taskIds = [...new Set(events.map((e) => e.taskId).filter((t): t is string => !!t))];
       for (const l of this.listeners) l({ events, taskIds });
     });
@@ -180,24 +204,12 @@ export class Engine {
   static async open(opts: EngineOptions): Promise<Engine> {
     const workspace = path.resolve(opts.workspace);
     const dir = opts.storeDir ? path.resolve(workspace, opts.storeDir) : path.join(workspace, '.waypoint');
-    let store: EventStore;
-    try {
-      store = await EventStore.open({ ...opts.store, dir, log: opts.log });
-    } catch (e) {
-      // A full disk: opening for writing needs a lock file, a journal segment, an export
-      // on close. Reading needs none of them, so what only reads still works.
-      if (!isNoSpace(e)) throw e;
-      store = await EventStore.open({
-        ...opts.store,
-        dir,
-        log: opts.log,
-        readOnly: `The disk holding ${dir} is full (${errorMessage(e)}): the store was opened read-only. Listing and reading tasks works; anything that records (a checkpoint, a step, a rollback) needs space there first.`,
-      });
-    }
-    const engine = new Engine(store, workspace, opts);
-    if (store.readOnlyReason !== null) {
+    const backend = opts.backend ?? (await openEmbeddedBackend({ ...opts.store, dir, log: opts.log, workspace }, isNoSpace));
+    const engine = new Engine(backend, dir, workspace, opts);
+    const readOnly = backend.log.readOnlyReason;
+    if (readOnly !== null) {
       // No temp sweep, no recovery, no lease sweep: each of them writes. They run on the next writable open.
-      engine.recoveryNotes = [store.readOnlyReason];
+      engine.recoveryNotes = [readOnly];
       return engine;
     }
     try {
@@ -208,7 +220,8 @@ export class Engine {
       await engine.sweep();
     } catch (e) {
       await engine.workspaceSnapshots?.close();
-      await store.close();
+      await backend.log.close();
+      backend.projection.close();
       throw e;
     }
     if (opts.sweepIntervalMs) {
@@ -221,7 +234,7 @@ export class Engine {
   }
 
   get now(): number {
-    return this.store.clock();
+    return this.clock();
   }
 
   onDidChange(listener: (e: ChangeEvent) => void): { dispose(): void } {
@@ -231,29 +244,27 @@ export class Engine {
 
   async close(): Promise<void> {
     clearInterval(this.sweepTimer);
-    await this.runner.catch(() => undefined);
+    await this.runner.idle();
     await this.workspaceSnapshots?.close();
-    await this.store.close();
+    await this.eventLog.close();
+    this.projection.close();
     this.listeners.clear();
   }
 
   // ---------------------------------------------------------------------------
-  // The serialized runner and idempotent mutation.
+  // The one runner (runner.ts) and the full-disk guard.
 
-  /** Runs fn after every earlier mutation's critical section; fn's own awaits hold the line. */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.runner.then(fn, fn);
-    this.runner = run.catch(() => undefined);
-    return run;
+    return this.runner.exclusive(fn);
   }
 
   /**
-   * One idempotent mutation. `prepare` validates and may capture a checkpoint; it
+   * One idempotent mutation: `prepare` validates and may capture a checkpoint; it
    * returns the events to append and the result. A call whose key was seen before
-   * returns the recorded result and appends nothing.
+   * returns the recorded result and appends nothing (OperationRunner.once).
    */
-  private async mutate<R>(op: string, key: string, prepare: () => Promise<{ events: NewEvent[]; result: R }> | { events: NewEvent[]; result: R }): Promise<R> {
-    return this.needingSpace(op, () => this.mutateNow(op, key, prepare));
+  private async mutate<R>(op: string, key: string, prepare: () => Promise<Outcome<R>> | Outcome<R>, opts?: OnceOptions<R>): Promise<R> {
+    return this.needingSpace(op, () => this.runner.once(op, key, prepare, opts));
   }
 
   /**
@@ -261,32 +272,14 @@ export class Engine {
    * disk met on the way is told as what needed space where (not a bare ENOSPC).
    */
   private async needingSpace<R>(what: string, fn: () => Promise<R>): Promise<R> {
-    if (this.store.readOnlyReason !== null) throw new WaypointError('io', this.store.readOnlyReason);
+    const readOnly = this.eventLog.readOnlyReason;
+    if (readOnly !== null) throw new WaypointError('io', readOnly);
     try {
       return await fn();
     } catch (e) {
       if (!isNoSpace(e)) throw e;
-      throw new WaypointError('io', `No space left for ${what}: ${errorMessage(e)}. Waypoint writes its store in ${this.store.dir} and restored files in ${this.workspace}; free space on that disk and try again.`, { what });
+      throw new WaypointError('io', `No space left for ${what}: ${errorMessage(e)}. Waypoint writes its store in ${this.storeDir} and restored files in ${this.workspace}; free space on that disk and try again.`, { what });
     }
-  }
-
-  private async mutateNow<R>(op: string, key: string, prepare: () => Promise<{ events: NewEvent[]; result: R }> | { events: NewEvent[]; result: R }): Promise<R> {
-    const { result, durable } = await this.exclusive(async () => {
-      const seen = this.queries.idempotent(key);
-      if (seen) {
-        if (seen.op !== op) {
-          throw new WaypointError('conflict', `Idempotency key '${key}' was already used for ${seen.op}, not ${op}.`, { key, op: seen.op });
-        }
-        return { result: seen.result as R, durable: this.store.waitDurable(seen.seq) };
-      }
-      const { events, result } = await prepare();
-      if (events.length === 0) return { result, durable: Promise.resolve() };
-      // The first event carries the call's key and result; the rest get keys derived from it.
-      const keyed = events.map((e, i) => (i === 0 ? { ...e, key, op, result } : { ...e, key: e.key || `${key}#${i}` }));
-      return { result, durable: this.store.commit(keyed).durable };
-    });
-    await durable;
-    return result;
   }
 
   private ownerOf(owner: LeaseOwner | undefined): LeaseOwner {
@@ -490,21 +483,10 @@ export class Engine {
       const task = this.requireTask(input.taskId);
       assertTaskTransition(task.id, task.state, 'interrupted', 'interrupt it');
       return {
-        events: [this.interruptedEvent(task, input.reason ?? 'interrupted')],
+        events: [interruptedEvent(this.core, task, input.reason ?? 'interrupted')],
         result: { taskId: task.id, state: 'interrupted' as TaskState },
       };
     });
-  }
-
-  /**
-   * A task's interruption: in doubt (inconsistent_state) while a side effect's intent
-   * has no outcome, naming the step that was in progress. One definition for an
-   * explicit interrupt and for the lease sweep.
-   */
-  private interruptedEvent(task: Task, reason: string): NewEvent {
-    const inDoubt = this.queries.sideEffects(task.id).some((e) => e.status === 'intent');
-    const step = this.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
-    return this.ev('task.interrupted', task, null, { reason, class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '');
   }
 
   /** Deletes a task's projections (its events stay in the log); its checkpoints' unique blobs become garbage. */
@@ -555,51 +537,14 @@ export class Engine {
     return this.resumeContext(input.taskId);
   }
 
-  async heartbeat(raw: unknown): Promise<{ taskId: string; expiresAt: number | null }> {
-    const input = parseInput(TaskRef, raw, 'heartbeat');
-    const owner = this.ownerOf(input.owner);
-    const { durable } = await this.exclusive(async () => {
-      const task = this.requireTask(input.taskId);
-      this.requireActive(task, 'renew its lease');
-      if (task.lease && task.lease.owner !== owner.id) {
-        throw new WaypointError('conflict', `Task ${task.id} is driven by ${task.lease.owner}, not ${owner.id}; resume it to take it over.`);
-      }
-      return this.store.commit([this.ev('lease.heartbeat', task, owner.id, {}, `heartbeat:${randomUUID()}`)]);
-    });
-    await durable;
-    return { taskId: input.taskId, expiresAt: this.queries.findTask(input.taskId)?.lease?.expiresAt ?? null };
+  /** Renews the caller's lease on a task (see Leases.heartbeat). */
+  heartbeat(raw: unknown): Promise<{ taskId: string; expiresAt: number | null }> {
+    return this.leases.heartbeat(raw);
   }
 
-  /**
-   * Marks running tasks whose lease expired, or whose owner process is gone, as
-   * interrupted. Runs at open and on a timer in long-lived owners.
-   */
-  async sweep(): Promise<string[]> {
-    const now = this.now;
-    const host = os.hostname();
-    const candidates = this.queries.tasks({ states: ACTIVE_TASK_STATES });
-    const interrupted: string[] = [];
-    for (const t of candidates) {
-      const lease = t.lease;
-      let reason: string | null = null;
-      if (!lease) reason = 'no lease holder';
-      else if (lease.pid && (lease.host === null || lease.host === host) && !isPidAlive(lease.pid)) reason = `owner process ${lease.pid} (${lease.owner}) exited`;
-      else if (lease.expiresAt < now)
-        reason = `lease of ${lease.owner} expired at ${new Date(lease.expiresAt).toISOString()} (no call for ${Math.round(lease.ttlMs / 1000)} s)`;
-      if (!reason) continue;
-      const why = reason;
-      await this.mutate('task.interrupt', `task.interrupt:${t.id}:${t.attempt}`, () => {
-        const task = this.requireTask(t.id);
-        if (!ACTIVE_TASK_STATES.includes(task.state)) return { events: [], result: null };
-        return {
-          events: [this.interruptedEvent(task, why)],
-          result: null,
-        };
-      });
-      interrupted.push(t.id);
-      this.log.warn(`task ${t.id} interrupted: ${why}`, t.correlationId);
-    }
-    return interrupted;
+  /** Interrupts running tasks whose lease expired or whose owner process is gone (see Leases.sweep). */
+  sweep(): Promise<string[]> {
+    return this.leases.sweep();
   }
 
   // ---------------------------------------------------------------------------
@@ -732,7 +677,7 @@ export class Engine {
 
   async skipStep(raw: unknown): Promise<{ taskId: string; stepId: string }> {
     const input = parseInput(SkipStepInput, raw, 'step skip');
-    return this.mutate('step.skip', input.idempotencyKey ?? `step.skip:${input.taskId}:${input.stepId}`, () => {
+    return this.mutate('step.skip', input.idempotencyKey ?? `step.skip:${input.taskId}:${input.stepId}`, async () => {
       const task = this.requireTask(input.taskId);
       // Skipping the step that used its attempts is one of the person's answers to the hold.
       const answersHold = task.hold?.cause === 'retries_exhausted' && task.hold.stepId === input.stepId;
@@ -742,7 +687,7 @@ export class Engine {
       assertStepTransition(task.id, step.id, step.status, 'skipped', 'skip it');
       const owner = this.ownerOf(input.owner);
       const events = [this.ev('step.skipped', task, owner.id, { stepId: step.id, reason: input.reason ?? null }, '')];
-      if (answersHold) events.push(this.release(task, owner));
+      if (answersHold) events.push(await this.release(task, owner));
       return { events, result: { taskId: task.id, stepId: step.id } };
     });
   }
@@ -756,7 +701,7 @@ export class Engine {
     const input = parseInput(GrantAttemptsInput, raw, 'step grant');
     const pre = this.queries.step(input.taskId, input.stepId);
     const key = input.idempotencyKey ?? `step.grant:${input.taskId}:${input.stepId}:${pre?.attempts ?? 0}:${pre?.maxAttempts ?? 0}`;
-    return this.mutate('step.grant', key, () => {
+    return this.mutate('step.grant', key, async () => {
       const task = this.requireTask(input.taskId);
       const step = this.queries.step(task.id, input.stepId);
       if (!step) throw notFound(`step of task ${task.id}`, input.stepId);
@@ -770,7 +715,7 @@ export class Engine {
       const maxAttempts = Math.max(step.maxAttempts, step.attempts) + attempts;
       const owner = this.ownerOf(input.owner);
       const events = [this.ev('step.attempts_granted', task, owner.id, { stepId: step.id, attempts, maxAttempts, reason: input.reason ?? null }, '')];
-      if (answersHold) events.push(this.release(task, owner));
+      if (answersHold) events.push(await this.release(task, owner));
       this.log.info(`step ${step.id} of task ${task.id} granted ${attempts} more attempt(s) (${maxAttempts} in all)`, task.correlationId);
       return { events, result: { taskId: task.id, stepId: step.id, attempts, maxAttempts, state: (answersHold ? 'running' : task.state) as TaskState } };
     });
@@ -782,8 +727,8 @@ export class Engine {
    * renew the lease. If it is gone, the lease runs out and the sweep says so. A
    * person answering the hold does not become the task's driver.
    */
-  private release(task: Task, answeredBy: LeaseOwner): NewEvent {
-    const held = this.store.events({ taskId: task.id }).filter((e) => e.type === 'task.held').pop();
+  private async release(task: Task, answeredBy: LeaseOwner): Promise<NewEvent> {
+    const held = (await this.eventLog.read({ taskId: task.id })).filter((e) => e.type === 'task.held').pop();
     const owner: LeaseOwner = held?.by ? { id: held.by } : answeredBy;
     return this.ev('task.resumed', task, owner.id, { owner, leaseTtlMs: this.defaultLeaseTtlMs, attempt: task.attempt + 1 }, '');
   }
@@ -806,71 +751,16 @@ export class Engine {
   }
 
   // ---------------------------------------------------------------------------
-  // Side effects: write-ahead intents under idempotency keys.
+  // Side effects: write-ahead intents under idempotency keys (see sideEffects.ts).
 
-  /**
-   * `proceed` only once the intent is durable; `already_done` with the recorded
-   * result if the key completed before; `in_doubt` if an intent exists with no
-   * outcome (the caller must verify before repeating, then report with end).
-   */
-  async beginSideEffect(raw: unknown): Promise<{ taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport> {
-    const input = parseInput(BeginSideEffectInput, raw, 'side effect begin');
-    const args = boundedJson(input.args, 'side effect args');
-    const owner = this.ownerOf(input.owner);
-    // Not keyed by the idempotency table: the ledger itself is the record of this key.
-    const { result, durable } = await this.exclusive(async () => {
-      const task = this.requireTask(input.taskId);
-      const existing = this.queries.sideEffect(task.id, input.key);
-      if (existing && existing.status === 'done') {
-        return { result: { taskId: task.id, key: input.key, decision: 'already_done' as const, result: existing.result, attempt: existing.attempts }, durable: this.waitForEffect(task.id, input.key) };
-      }
-      if (existing && (existing.status === 'intent' || existing.status === 'in_doubt')) {
-        return { result: { taskId: task.id, key: input.key, decision: 'in_doubt' as const, attempt: existing.attempts }, durable: this.waitForEffect(task.id, input.key) };
-      }
-      this.requireActive(task, 'begin a side effect');
-      if (input.stepId && !this.queries.step(task.id, input.stepId)) throw notFound(`step of task ${task.id}`, input.stepId);
-      const stepId = input.stepId ?? this.queries.steps(task.id).find((s) => s.status === 'in_progress')?.id ?? null;
-      const attempt = (existing?.attempts ?? 0) + 1;
-      const { event, checkpoint, report } = await this.captureCheckpoint(task, 'before_side_effect', stepId, input.description.slice(0, 200));
-      const intent = this.ev(
-        'side_effect.intent',
-        task,
-        owner.id,
-        { key: input.key, stepId, kind: input.kind, description: input.description, args, attempt },
-        `effect.intent:${task.id}:${input.key}:${attempt}`,
-      );
-      const committed = this.store.commit([event, intent]);
-      return { result: { taskId: task.id, key: input.key, decision: 'proceed' as const, checkpointId: checkpoint.id, attempt, ...report }, durable: committed.durable };
-    });
-    await durable;
-    return result;
+  /** `proceed` once the intent is durable; `already_done` or `in_doubt` from the ledger (see SideEffects.begin). */
+  beginSideEffect(raw: unknown): Promise<{ taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport> {
+    return this.sideEffects.begin(raw);
   }
 
-  /** Waits until the events that created the ledger row we answered from are durable. */
-  private waitForEffect(taskId: string, key: string): Promise<void> {
-    return this.store.waitDurable(this.queries.lastSideEffectSeq(taskId, key));
-  }
-
-  async endSideEffect(raw: unknown): Promise<{ taskId: string; key: string; state: SideEffect['status'] }> {
-    const input = parseInput(EndSideEffectInput, raw, 'side effect end');
-    const result = boundedJson(input.result, 'side effect result');
-    const by = input.by ?? 'agent';
-    const owner = this.ownerOf(input.owner);
-    const pre = this.queries.sideEffect(input.taskId, input.key);
-    const key = input.idempotencyKey ?? `effect.end:${input.taskId}:${input.key}:${pre?.attempts ?? 0}`;
-    return this.mutate('effect.end', key, () => {
-      const task = this.requireTask(input.taskId);
-      const effect = this.queries.sideEffect(task.id, input.key);
-      if (!effect) throw new WaypointError('not_found', `Task ${task.id} has no side effect '${input.key}'; begin it first.`);
-      if (effect.status === 'done' || effect.status === 'failed') {
-        throw new WaypointError('illegal_transition', `Side effect '${input.key}' of task ${task.id} is already ${effect.status}.`);
-      }
-      const status = input.ok ? ('done' as const) : ('failed' as const);
-      const event = input.ok
-        ? this.ev('side_effect.done', task, by === 'agent' ? owner.id : null, { key: input.key, result, by }, '')
-        : this.ev('side_effect.failed', task, by === 'agent' ? owner.id : null, { key: input.key, error: input.error!, by }, '');
-      return { events: [event], result: { taskId: task.id, key: input.key, state: status } };
-    });
+  /** Records a side effect's outcome (see SideEffects.end). */
+  endSideEffect(raw: unknown): Promise<{ taskId: string; key: string; state: SideEffect['status'] }> {
+    return this.sideEffects.end(raw);
   }
 
   // ---------------------------------------------------------------------------
@@ -890,9 +780,9 @@ export class Engine {
     return { task, steps: this.queries.steps(taskId), checkpoints: this.queries.checkpoints(taskId), sideEffects: this.queries.sideEffects(taskId) };
   }
 
-  events(filter: { taskId?: string; afterSeq?: number; limit?: number } = {}): WaypointEvent[] {
+  async events(filter: { taskId?: string; afterSeq?: number; limit?: number } = {}): Promise<WaypointEvent[]> {
     if (filter.taskId) this.queries.task(filter.taskId);
-    return this.store.events(filter);
+    return this.eventLog.read(filter);
   }
 
   async resumeContext(taskId: string): Promise<ResumeContext> {
@@ -900,7 +790,7 @@ export class Engine {
     const drift = this.opts.drift ? await this.opts.drift(task) : await this.drift(taskId).catch(() => null);
     const last = task.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : null;
     // A fork's inheritance is read from the original's events, which outlive its deletion.
-    const fork = task.forkedFrom ? forkInheritance(this.store.events({ taskId: task.forkedFrom.taskId }), task.forkedFrom.checkpointId) : null;
+    const fork = task.forkedFrom ? forkInheritance(await this.eventLog.read({ taskId: task.forkedFrom.taskId }), task.forkedFrom.checkpointId) : null;
     return buildResumeContext(task, this.queries.steps(taskId), this.queries.sideEffects(taskId), last, drift, fork);
   }
 
@@ -981,7 +871,7 @@ export class Engine {
   }
 
   /** The checkpoint to fork from, its task and what a fork inherits, or a refusal saying why not. */
-  private forkSource(checkpointId: string): { target: CheckpointMeta; original: Task; inheritance: ForkInheritance } {
+  private async forkSource(checkpointId: string): Promise<{ target: CheckpointMeta; original: Task; inheritance: ForkInheritance }> {
     const target = this.queries.checkpoint(checkpointId);
     if (!target) {
       const gone = this.queries.deletedCheckpointTask(checkpointId);
@@ -995,7 +885,7 @@ export class Engine {
     if (!target.manifestRef) throw new WaypointError('invalid_input', `Checkpoint ${target.id} records no files (a metadata-only checkpoint); there is no workspace state to fork from.`, { checkpointId: target.id });
     const original = this.queries.findTask(target.taskId);
     if (!original) throw new WaypointError('not_found', `Checkpoint ${target.id} belonged to task ${target.taskId}, which was deleted; nothing of it is left to fork from.`, { checkpointId: target.id });
-    const inheritance = forkInheritance(this.store.events({ taskId: original.id }), target.id);
+    const inheritance = forkInheritance(await this.eventLog.read({ taskId: original.id }), target.id);
     if (!inheritance) throw new WaypointError('corrupt', `The history of task ${original.id} no longer holds checkpoint ${target.id}'s record; a fork cannot say what it inherits.`, { checkpointId: target.id });
     return { target, original, inheritance };
   }
@@ -1004,15 +894,13 @@ export class Engine {
     const ws = this.snapshots();
     const key = input.idempotencyKey ?? `task.fork:${randomUUID()}`;
     const owner = this.ownerOf(input.owner);
-    const { result, durable } = await this.exclusive(async () => {
-      const seen = this.queries.idempotent(key);
-      if (seen) {
-        if (seen.op !== 'task.fork') throw new WaypointError('conflict', `Idempotency key '${key}' was already used for ${seen.op}, not task.fork.`, { key, op: seen.op });
-        return { result: seen.result as ForkResult, durable: this.store.waitDurable(seen.seq) };
-      }
-      const begun = this.queries.idempotent(`${key}#task`);
-      if (begun) return { result: begun.result as ForkResult, durable: this.store.waitDurable(begun.seq) };
-      const { target, original, inheritance } = this.forkSource(input.checkpointId);
+    // A repeat after a crash before the end finds the task the first call made (keyed on its own), not a second fork.
+    const begun = (): { result: ForkResult; seq: number } | null => {
+      const b = this.queries.idempotent(`${key}#task`);
+      return b ? { result: b.result as ForkResult, seq: b.seq } : null;
+    };
+    return this.runner.once<ForkResult>('task.fork', key, async () => {
+      const { target, original, inheritance } = await this.forkSource(input.checkpointId);
       // Loading the manifest checks it: a checkpoint whose objects are gone is refused here, before anything is recorded.
       const targetManifest = await ws.load(target);
       const current = await ws.scanNow(this.latestCheckpoint());
@@ -1041,7 +929,7 @@ export class Engine {
         leftBehind: inheritance.leftBehind.map((s) => s.id),
         plan: steps.map((s) => s.id),
       };
-      if (input.preview) return { result: base, durable: Promise.resolve() };
+      if (input.preview) return { result: base };
       await ws.validate(plan);
 
       const taskId = newId('t');
@@ -1063,11 +951,11 @@ export class Engine {
       const { event: preEvent, checkpoint: pre } = await this.captureCheckpoint(task, 'pre_rollback', null, `before forking from ${target.id}`);
       const planRef = await ws.savePlan(plan);
       const rollbackId = newId('r');
-      await this.store.commit([
+      await this.runner.record([
         started,
         { ...preEvent, key: `${key}#pre` },
         this.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: null, mode: 'all', planRef }, `${key}#start`),
-      ]).durable;
+      ]);
       // 2. Apply; a stop part-way is recorded as a failed rollback of the fork, which its Undo reverses.
       let applied: Awaited<ReturnType<typeof ws.apply>>;
       try {
@@ -1075,9 +963,7 @@ export class Engine {
       } catch (e) {
         await ws.sweepTemps(plan).catch((err: unknown) => this.log.warn(`[fork] could not remove its temp files: ${errorMessage(err)}`, corr));
         const note = `The fork from ${target.id} stopped part-way (${errorMessage(e)}); the workspace is partly restored. Everything it held before is in checkpoint ${pre.id}: undo the fork's rollback (waypoint rollback --task ${taskId} --undo) to return to it.`;
-        await this.store
-          .commit([this.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)])
-          .durable.catch(() => undefined);
+        await this.runner.record([this.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)]).catch(() => undefined);
         throw new WaypointError('io', note, { taskId, preRollbackCheckpointId: pre.id });
       }
       // 3. The outcome, then the fork's base: the workspace as the checkpoint left it, branching from it.
@@ -1094,12 +980,9 @@ export class Engine {
         filesRemoved: applied.removed.length,
         kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
       };
-      const committed = this.store.commit([{ ...done, key, op: 'task.fork', result }, { ...baseEvent, key: `${key}#base` }]);
       this.log.info(`task ${taskId} forked from task ${original.id} at ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, corr);
-      return { result, durable: committed.durable };
-    });
-    await durable;
-    return result;
+      return { result, events: [done, { ...baseEvent, key: `${key}#base` }] };
+    }, { repeat: begun });
   }
 
   /** The paths changed since checkpoint `fromId`, split by who changed them (see Rollbacks.changesByOwner). */
@@ -1146,15 +1029,22 @@ export class Engine {
   /** What the split-out concerns need of the engine; built on first use, like upkeep. */
   private get core(): EngineCore {
     this.coreCache ??= {
-      store: this.store,
+      eventLog: this.eventLog,
+      projection: this.projection,
       queries: this.queries,
       log: this.log,
       workspace: this.workspace,
       workspaceSnapshots: this.workspaceSnapshots,
       exclusive: (fn) => this.exclusive(fn),
+      once: (op, key, body, opts) => this.runner.once(op, key, body, opts),
+      record: (batch) => this.runner.record(batch),
       needingSpace: (what, fn) => this.needingSpace(what, fn),
       snapshots: () => this.snapshots(),
       requireTask: (taskId) => this.requireTask(taskId),
+      requireActive: (task, action) => this.requireActive(task, action),
+      ownerOf: (owner) => this.ownerOf(owner),
+      now: () => this.now,
+      mutate: (op, key, body, opts) => this.mutate(op, key, body, opts),
       requireCheckpoint: (id) => this.requireCheckpoint(id),
       latestCheckpoint: () => this.latestCheckpoint(),
       captureCheckpoint: (task, kind, stepId, label) => this.captureCheckpoint(task, kind, stepId, label),
@@ -1163,6 +1053,18 @@ export class Engine {
     return this.coreCache;
   }
   private coreCache: EngineCore | undefined;
+
+  private get leases(): Leases {
+    this.leasesCache ??= new Leases(this.core);
+    return this.leasesCache;
+  }
+  private leasesCache: Leases | undefined;
+
+  private get sideEffects(): SideEffects {
+    this.sideEffectsCache ??= new SideEffects(this.core);
+    return this.sideEffectsCache;
+  }
+  private sideEffectsCache: SideEffects | undefined;
 
   private get rollbacks(): Rollbacks {
     this.rollbacksCache ??= new Rollbacks(this.core);
@@ -1175,9 +1077,11 @@ export class Engine {
   /** Built on first use, so the constructor (and what it sets up) stays as it is. */
   private get upkeep(): StorageUpkeep {
     this.upkeepCache ??= new StorageUpkeep({
-      store: this.store,
+      eventLog: this.eventLog,
+      projection: this.projection,
       queries: this.queries,
       log: this.log,
+      once: (op, key, body, opts) => this.runner.once(op, key, body, opts),
       workspaceSnapshots: this.workspaceSnapshots,
       now: () => this.now,
       exclusive: (fn) => this.exclusive(fn),
@@ -1194,7 +1098,7 @@ export class Engine {
   }
 
   /** Metrics (see stats.ts); with `taskId`, of that task only (an unknown one is refused). */
-  stats(filter: StatsFilter = {}): Stats {
+  async stats(filter: StatsFilter = {}): Promise<Stats> {
     if (filter.taskId) this.queries.task(filter.taskId);
     return computeStats(
       {
@@ -1203,7 +1107,7 @@ export class Engine {
         checkpoints: this.queries.checkpoints(filter.taskId),
         sideEffects: filter.taskId ? this.queries.sideEffects(filter.taskId) : this.queries.allSideEffects(),
         // The events hold what the projections overwrite (each attempt, each interruption); older ones are read from the segments.
-        events: this.store.events(filter.taskId ? { taskId: filter.taskId } : {}),
+        events: await this.eventLog.read(filter.taskId ? { taskId: filter.taskId } : {}),
         storeBytes: this.workspaceSnapshots ? this.workspaceSnapshots.diskBytes() : null,
         now: this.now,
       },
@@ -1222,7 +1126,7 @@ export class Engine {
   }
 
   async rebuild(): Promise<void> {
-    await this.exclusive(async () => this.store.rebuild());
+    await this.needingSpace('a rebuild', () => this.exclusive(async () => this.projection.rebuild(await this.eventLog.read())));
   }
 }
 

@@ -129,7 +129,7 @@ export const OPERATIONS = {
   applyReview: mutation('review apply', ApplyReviewInput, (e, a) => applyReviewOp(e, a)),
   /** Undoes a review's commit while HEAD is still that commit. */
   undoReviewCommit: mutation('review undo commit', UndoReviewCommitInput, (e, a) => undoReviewCommitOp(e, a)),
-  info: query('info', None, (e) => ({ storeDir: e.store.dir, storeId: e.store.storeId, events: e.store.lastSeq, pid: process.pid, relayed: false })),
+  info: query('info', None, (e) => ({ storeDir: e.storeDir, storeId: e.eventLog.workspace.id, events: e.eventLog.lastSeq, pid: process.pid, relayed: false })),
 } as const;
 
 export type OperationName = keyof typeof OPERATIONS;

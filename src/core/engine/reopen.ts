@@ -25,24 +25,16 @@ export interface ReopenResult {
  */
 export async function reopenTask(core: EngineCore, raw: unknown): Promise<ReopenResult> {
   const input = parseInput(ReopenTaskInput, raw, 'task reopen');
-  return core.needingSpace('task reopen', async () => {
-    const { result, durable } = await core.exclusive(async () => {
-      const task = core.requireTask(input.taskId);
-      const result: ReopenResult = { taskId: task.id, state: REOPEN_TRANSITION.to, commit: input.commit };
-      if (input.idempotencyKey) {
-        const seen = core.queries.idempotent(input.idempotencyKey);
-        if (seen) return { result: seen.result as ReopenResult, durable: core.store.waitDurable(seen.seq) };
-      }
-      if (task.state === REOPEN_TRANSITION.to && task.reopened?.commit === input.commit) return { result, durable: Promise.resolve() };
-      assertTaskReopen(task, input.commit);
-      // Keyed by the completion it takes back (its time), so a later completion by the same commit can be reopened again.
-      const key = input.idempotencyKey ?? `task.reopen:${task.id}:${input.commit}:${task.updatedAt}`;
-      const reason = input.reason ?? `the review commit ${input.commit.slice(0, 10)} was undone`;
-      const event = { ...core.ev('task.reopened', task, null, { commit: input.commit, reason }, key), op: 'task.reopen', result };
-      core.log.info(`task ${task.id} reopened for review: ${reason}`, task.correlationId);
-      return { result, durable: core.store.commit([event]).durable };
-    });
-    await durable;
-    return result;
+  // Keyed by the completion it takes back (its time), so a later completion by the same commit can be reopened again.
+  const pre = core.queries.findTask(input.taskId);
+  const key = input.idempotencyKey ?? `task.reopen:${input.taskId}:${input.commit}:${pre?.updatedAt ?? 0}`;
+  return core.mutate('task.reopen', key, () => {
+    const task = core.requireTask(input.taskId);
+    const result: ReopenResult = { taskId: task.id, state: REOPEN_TRANSITION.to, commit: input.commit };
+    if (task.state === REOPEN_TRANSITION.to && task.reopened?.commit === input.commit) return { result };
+    assertTaskReopen(task, input.commit);
+    const reason = input.reason ?? `the review commit ${input.commit.slice(0, 10)} was undone`;
+    core.log.info(`task ${task.id} reopened for review: ${reason}`, task.correlationId);
+    return { result, events: [core.ev('task.reopened', task, null, { commit: input.commit, reason }, key)] };
   });
 }

@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log';
 import type { CheckpointMeta } from '../model/schema';
 import { parseInput } from '../model/validate';
-import type { EventStore } from '../store/eventStore';
+import type { EventLog, NewEvent, Projection, ProjectionCheck } from '../store/eventLog';
+import type { OnceOptions, Outcome } from './runner';
 import { RetentionInput, VerifyInput } from './inputs';
 import type { Queries } from './queries';
 import type { WorkspaceSnapshots } from './workspaceSnapshots';
@@ -19,7 +20,7 @@ export interface VerifyReport {
   /** Projections equal a rebuild, and no checkpoint is damaged without being marked so. */
   ok: boolean;
   events: number;
-  differences: Awaited<ReturnType<EventStore['verify']>>['differences'];
+  differences: ProjectionCheck['differences'];
   /** The checkpoints' objects (null for a store without workspace snapshots). */
   objects: {
     checkpoints: number;
@@ -54,7 +55,8 @@ export interface GcResult {
 
 /** What the upkeep needs of the engine. */
 export interface UpkeepCore {
-  readonly store: EventStore;
+  readonly eventLog: EventLog;
+  readonly projection: Projection;
   readonly queries: Queries;
   readonly log: Logger;
   /** Null for a store that records checkpoints as metadata only. */
@@ -64,6 +66,8 @@ export interface UpkeepCore {
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
   /** The workspace snapshots, or a clear error for a metadata-only store. */
   snapshots(): WorkspaceSnapshots;
+  /** The engine's one runner (see EngineCore.once). */
+  once<R>(op: string, key: string, body: () => Promise<Outcome<R>> | Outcome<R>, opts?: OnceOptions<R>): Promise<R>;
   /** Plans of review applies a crash cut short: garbage collection keeps their objects. */
   reviewApplyPlanRefs(): string[];
 }
@@ -128,7 +132,9 @@ export class StorageUpkeep {
     const protectedIds = (): Set<string> => this.core.queries.protectedCheckpointIds();
     const prune = async (ids: string[], reason: string) => {
       if (!ids.length) return;
-      await this.core.exclusive(async () => this.core.store.commit([{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key: `prune:${randomUUID()}`, data: { checkpointIds: ids, reason } }]).durable);
+      const key = `prune:${randomUUID()}`;
+      // Upkeep nobody repeats by key: not kept in the idempotency table.
+      await this.core.once('gc.prune', key, () => ({ result: null, events: [{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key, data: { checkpointIds: ids, reason } }] }), { keyed: false });
       pruned.push(...ids);
     };
     const keep = protectedIds();
@@ -212,11 +218,13 @@ export class StorageUpkeep {
     const ws = this.core.workspaceSnapshots;
     let objects: VerifyReport['objects'] = null;
     if (ws) {
-      objects = await this.core.exclusive(async () => {
+      const key = `verify.repair:${randomUUID()}`;
+      objects = await this.core.once('verify', key, async () => {
         const cps = this.core.queries.checkpoints();
         let check = await ws.checkObjects(cps);
         let restored: string[] = [];
         const markedNow: string[] = [];
+        const marking: NewEvent[] = [];
         if (input.repair && check.damaged.size) {
           if (check.bad.size) {
             restored = await ws.restoreFromWorkspace(check.bad);
@@ -224,7 +232,7 @@ export class StorageUpkeep {
           }
           const mark = cps.filter((c) => !c.damaged && check.damaged.has(c.id)).map((c) => ({ checkpointId: c.id, reason: check.damaged.get(c.id)! }));
           if (mark.length) {
-            await this.core.store.commit([{ type: 'checkpoint.damaged', taskId: null, corr: null, by: null, key: `verify.repair:${randomUUID()}`, data: { checkpoints: mark } }]).durable;
+            marking.push({ type: 'checkpoint.damaged', taskId: null, corr: null, by: null, key, data: { checkpoints: mark } });
             markedNow.push(...mark.map((m) => m.checkpointId));
             this.core.log.warn(`marked ${plural(mark.length, 'checkpoint')} damaged: ${mark.map((m) => `${m.checkpointId} (${m.reason})`).join('; ')}`);
           }
@@ -232,11 +240,11 @@ export class StorageUpkeep {
         const damaged = cps
           .filter((c) => check.damaged.has(c.id) || c.damaged)
           .map((c) => ({ checkpointId: c.id, taskId: c.taskId, reason: check.damaged.get(c.id) ?? c.damaged!, marked: !!c.damaged || markedNow.includes(c.id) }));
-        return { checkpoints: check.checkpoints, blobs: check.blobs, damaged, restored: restored.length, markedNow };
-      });
+        return { result: { checkpoints: check.checkpoints, blobs: check.blobs, damaged, restored: restored.length, markedNow }, events: marking };
+      }, { keyed: false });
     }
     // After any marking: the new event must fold to the same projections as a rebuild.
-    const proj = await this.core.store.verify();
+    const proj = await this.core.projection.verify(await this.core.eventLog.read());
     const unmarked = objects?.damaged.filter((d) => !d.marked).length ?? 0;
     return { ...proj, ok: proj.ok && unmarked === 0, objects, repaired: input.repair === true };
   }

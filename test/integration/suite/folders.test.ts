@@ -39,7 +39,7 @@ describe('two folders: one store supervises every folder of the window', functio
   it('opens one store with both folders as roots, and links the second folder to it', async () => {
     const engine = await api.engine();
     assert.deepEqual(engine.workspaceSnapshots?.roots.map((r) => r.name), ['workspace', 'second']);
-    assert.equal(engine.store.dir, path.join(app, '.waypoint'));
+    assert.equal(engine.storeDir, path.join(app, '.waypoint'));
     const link = JSON.parse(read(path.join(second, '.waypoint', 'link.json'))) as { store: string };
     assert.equal(link.store, path.join(app, '.waypoint'));
     assert.equal(read(path.join(second, '.waypoint', '.gitignore')), '*\n');

@@ -49,7 +49,7 @@ describe('resume hand-off: only what works here', function () {
     const models = await vscode.lm.selectChatModels().then((m) => m.length, () => 0);
     report(`chat command registered: ${hasChatCommand}; chat models: ${models}`);
     const { engine, taskId } = await interruptedTask('demo-agent');
-    const events = engine.events().length;
+    const events = (await engine.events()).length;
     const { run, offered } = await resumeUntilOffered(taskId);
     assert.ok(!offered.includes('Open in Chat'), `no chat offered: ${offered.join(', ')}`);
     assert.ok(offered.includes('Copy to Clipboard'));
@@ -57,7 +57,7 @@ describe('resume hand-off: only what works here', function () {
     await vscode.commands.executeCommand('workbench.action.closeQuickOpen');
     assert.equal(await run, undefined);
     assert.equal(engine.queries.task(taskId).state, 'interrupted');
-    assert.equal(engine.events().length, events, 'no event appended');
+    assert.equal((await engine.events()).length, events, 'no event appended');
     await engine.abandonTask({ taskId });
   });
 

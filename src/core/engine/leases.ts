@@ -1,0 +1,83 @@
+import * as os from 'node:os';
+import { randomUUID } from 'node:crypto';
+import { WaypointError } from '../model/errors';
+import type { Task } from '../model/schema';
+import { ACTIVE_TASK_STATES } from '../model/stateMachine';
+import { parseInput } from '../model/validate';
+import type { NewEvent } from '../store/eventLog';
+import { isPidAlive } from '../store/fsutil';
+import type { EngineCore } from './engineCore';
+import { TaskRef } from './inputs';
+
+/**
+ * Leases: who drives a task, renewed by its heartbeats, and the sweep that marks a
+ * running task interrupted when its lease runs out or its owner process is gone.
+ * Over the engine's core (as rollbacks.ts is); it holds no state of its own.
+ */
+export class Leases {
+  constructor(private readonly core: EngineCore) {}
+
+  async heartbeat(raw: unknown): Promise<{ taskId: string; expiresAt: number | null }> {
+    const input = parseInput(TaskRef, raw, 'heartbeat');
+    const owner = this.core.ownerOf(input.owner);
+    // Nobody repeats a heartbeat: it is not kept in the idempotency table (one row per beat would grow it without end).
+    const beat = `heartbeat:${randomUUID()}`;
+    await this.core.mutate(
+      'heartbeat',
+      beat,
+      () => {
+        const task = this.core.requireTask(input.taskId);
+        this.core.requireActive(task, 'renew its lease');
+        if (task.lease && task.lease.owner !== owner.id) {
+          throw new WaypointError('conflict', `Task ${task.id} is driven by ${task.lease.owner}, not ${owner.id}; resume it to take it over.`);
+        }
+        return { result: null, events: [this.core.ev('lease.heartbeat', task, owner.id, {}, beat)] };
+      },
+      { keyed: false },
+    );
+    return { taskId: input.taskId, expiresAt: this.core.queries.findTask(input.taskId)?.lease?.expiresAt ?? null };
+  }
+
+  /**
+   * Marks running tasks whose lease expired, or whose owner process is gone, as
+   * interrupted. Runs at open and on a timer in long-lived owners.
+   */
+  async sweep(): Promise<string[]> {
+    const now = this.core.now();
+    const host = os.hostname();
+    const candidates = this.core.queries.tasks({ states: ACTIVE_TASK_STATES });
+    const interrupted: string[] = [];
+    for (const t of candidates) {
+      const lease = t.lease;
+      let reason: string | null = null;
+      if (!lease) reason = 'no lease holder';
+      else if (lease.pid && (lease.host === null || lease.host === host) && !isPidAlive(lease.pid)) reason = `owner process ${lease.pid} (${lease.owner}) exited`;
+      else if (lease.expiresAt < now)
+        reason = `lease of ${lease.owner} expired at ${new Date(lease.expiresAt).toISOString()} (no call for ${Math.round(lease.ttlMs / 1000)} s)`;
+      if (!reason) continue;
+      const why = reason;
+      await this.core.mutate('task.interrupt', `task.interrupt:${t.id}:${t.attempt}`, () => {
+        const task = this.core.requireTask(t.id);
+        if (!ACTIVE_TASK_STATES.includes(task.state)) return { events: [], result: null };
+        return {
+          events: [interruptedEvent(this.core, task, why)],
+          result: null,
+        };
+      });
+      interrupted.push(t.id);
+      this.core.log.warn(`task ${t.id} interrupted: ${why}`, t.correlationId);
+    }
+    return interrupted;
+  }
+}
+
+/**
+ * A task's interruption: in doubt (inconsistent_state) while a side effect's intent
+ * has no outcome, naming the step that was in progress. One definition for an
+ * explicit interrupt and for the lease sweep.
+ */
+export function interruptedEvent(core: Pick<EngineCore, 'queries' | 'ev'>, task: Task, reason: string): NewEvent {
+  const inDoubt = core.queries.sideEffects(task.id).some((e) => e.status === 'intent');
+  const step = core.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
+  return core.ev('task.interrupted', task, null, { reason, class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '');
+}
