@@ -17,6 +17,7 @@ import { Engine } from '../../src/core/engine/engine';
 import { EventData, SCHEMA_VERSION } from '../../src/core/model/schema';
 import { DB_VERSION } from '../../src/core/store/migrations';
 import { dumpProjections } from '../../src/core/store/projections';
+import { embeddedStore } from '../../test/support/embedded';
 
 async function main(): Promise<void> {
   const [outArg, label] = process.argv.slice(2);
@@ -61,7 +62,7 @@ async function main(): Promise<void> {
     tick();
     const edited = await engine.completeStep({ taskId: id, stepId: 'edit', outputs: { changed: ['src/greet.ts'] }, summary: 'polite greeting' });
     // The first generation on disk: later events are replayed from the journal.
-    await engine.store.exportNow();
+    await embeddedStore(engine).exportNow();
     tick();
     await engine.startStep({ taskId: id, stepId: 'test' });
     await engine.beginSideEffect({ taskId: id, key: 'npm-test:1', kind: 'shell', description: 'npm test', args: { cmd: 'npm test' } });
@@ -80,7 +81,7 @@ async function main(): Promise<void> {
     await engine.undoRollback({ taskId: id });
     // A second generation: the first becomes waypoint.db.prev (and, from database v3 on,
     // the events before it stay only in the journal's segments).
-    await engine.store.exportNow();
+    await embeddedStore(engine).exportNow();
     // The agent goes away: its lease expires and the sweep interrupts the task mid-step.
     tick(120_000);
     await engine.sweep();
@@ -96,7 +97,7 @@ async function main(): Promise<void> {
     tick();
     await engine.completeTask({ taskId: id, summary: 'approved', commit: '0123456789abcdef0123456789abcdef01234567' });
     // A third: the segment only the first generation needed moves to archive/ (database v3 on).
-    await engine.store.exportNow();
+    await embeddedStore(engine).exportNow();
     // Task 2: an unrecoverable failure. Task 3: abandoned. Task 4: suspended. Task 5: deleted.
     const t2 = await engine.startTask({ goal: 'Migrate the database', plan: [{ id: 'm', title: 'Migrate' }] });
     await engine.startStep({ taskId: t2.taskId, stepId: 'm' });
@@ -152,11 +153,11 @@ async function main(): Promise<void> {
 
     const verify = await engine.verify();
     if (!verify.ok) throw new Error(`this version's own projections differ from a rebuild: ${JSON.stringify(verify.differences)}`);
-    const events = engine.events();
-    const projections = dumpProjections(engine.store.db);
+    const events = (await engine.events());
+    const projections = dumpProjections(embeddedStore(engine).db);
     // Leave the store as a crash after the last acknowledged event would: a database
     // generation plus a journal tail it lacks, so replay runs on open.
-    await engine.store.simulateCrash();
+    await embeddedStore(engine).simulateCrash();
     fs.rmSync(out, { recursive: true, force: true });
     fs.mkdirSync(path.join(out, 'store'), { recursive: true });
     const storeDir = path.join(ws, '.waypoint');
@@ -176,7 +177,7 @@ async function main(): Promise<void> {
     fs.writeFileSync(path.join(out, 'projections.json'), JSON.stringify(projections, null, 1) + '\n');
     process.stdout.write(`recorded ${events.length} events (db v${DB_VERSION}, events v${SCHEMA_VERSION}, ${commit.slice(0, 7)}) into ${out}\n`);
   } finally {
-    if (!engine.store.isClosed) await engine.close();
+    if (!embeddedStore(engine).isClosed) await engine.close();
     fs.rmSync(ws, { recursive: true, force: true });
   }
 }

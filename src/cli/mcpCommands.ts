@@ -96,7 +96,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
         // Replaced as the owner after a stall past the lease: every call is already refused
         // (lost_ownership); stop serving so clients find the new owner, and exit non-zero.
         let lostSub: { dispose(): void } | undefined;
-        const lost = new Promise<WaypointError>((resolve) => (lostSub = engine.store.onDidLoseOwnership(resolve)));
+        const lost = new Promise<WaypointError>((resolve) => (lostSub = engine.eventLog.onDidLoseOwnership(resolve)));
         const stop = untilSignal();
         c.out(`Serving Waypoint MCP for ${c.workspace} at ${endpoint.http.url} (token in ${endpoint.discoveryFile})`, {
           url: endpoint.http.url,

@@ -122,7 +122,7 @@ export class EngineHost extends Disposable {
           store: { lock: { waitMs: 250, ownerId: `${WINDOW_OWNER_PREFIX}${this.ownerId}:${randomUUID()}` } },
         });
         this.log.info(`[host] engine open for ${workspace} in ${(performance.now() - t0).toFixed(0)} ms`);
-        for (const w of [...engine.store.report.warnings, ...engine.recoveryNotes]) void vscode.window.showWarningMessage(`Waypoint: ${w}`);
+        for (const w of [...engine.eventLog.warnings, ...engine.recoveryNotes]) void vscode.window.showWarningMessage(`Waypoint: ${w}`);
         return engine;
       },
     });

@@ -120,7 +120,7 @@ class SessionStore {
 
 async function handle(engine: Engine, raw: unknown, log: Logger): Promise<HookResult> {
   const p = parseInput(ClaudeHookInput, raw, 'Claude Code hook input');
-  const store = new SessionStore(engine.store.dir, p.session_id);
+  const store = new SessionStore(engine.storeDir, p.session_id);
   let state = store.read(p.session_id);
   const owner: LeaseOwner = { id: `claude-code:${p.session_id}` };
   const actions: string[] = [];

@@ -55,7 +55,7 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
       // A replaced owner answers every tool call with lost_ownership (its view is stale).
       const server = createMcpServer(async (name, args) => {
         try {
-          engine.store.assertOwned();
+          engine.eventLog.assertOwned();
         } catch (e) {
           return toolError(errorMessage(e));
         }
@@ -73,7 +73,7 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
       [RPC_PATH]: (body) => serveRpc(engine, body),
       [HOOK_ROUTE]: async (body) => {
         try {
-          engine.store.assertOwned();
+          engine.eventLog.assertOwned();
           return { ok: true, ...(await handleClaudeHook(engine, body, { log: hookLog })) };
         } catch (e) {
           hookLog.warn(`not recorded: ${errorMessage(e)}`);
@@ -82,16 +82,16 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
       },
     },
   });
-  const storeDir = engine.store.dir;
+  const storeDir = engine.storeDir;
   let discoveryFile: string;
   try {
-    discoveryFile = writeDiscovery(storeDir, { url: http.url, token: http.token, pid: process.pid, startedAt: Date.now(), epoch: engine.store.lock.epoch });
+    discoveryFile = writeDiscovery(storeDir, { url: http.url, token: http.token, pid: process.pid, startedAt: Date.now(), epoch: engine.eventLog.epoch });
   } catch (e) {
     await http.close();
     throw e;
   }
   // Replaced while stalled: stop advertising this endpoint (its calls answer lost_ownership).
-  const lostSub = engine.store.onDidLoseOwnership(() => removeDiscovery(storeDir, http.token));
+  const lostSub = engine.eventLog.onDidLoseOwnership(() => removeDiscovery(storeDir, http.token));
   let closed: Promise<void> | undefined;
   return {
     http,

@@ -50,7 +50,7 @@ export async function runStdio(o: StdioOptions): Promise<void> {
       own: async (engine) => {
         const rollback = o.rollback ?? headlessRollback(engine);
         const endpoint = await startOwnerEndpoint({ engine, log: o.log, agentRollback: o.agentRollback, rollback });
-        log.info(`owning the store ${engine.store.dir}; also serving ${endpoint.http.url}`);
+        log.info(`owning the store ${engine.storeDir}; also serving ${endpoint.http.url}`);
         const api = localApi(engine);
         const dispatch = localDispatch({ engine: api, owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback: o.agentRollback, rollback });
         // Our stdin is the agent's connection: while it is open the agent's tasks keep their
@@ -66,7 +66,7 @@ export async function runStdio(o: StdioOptions): Promise<void> {
     if (b.kind === 'owner') {
       // Stalled past its lease and replaced: stop owning (nothing of ours is acknowledged
       // after the takeover) and relay to whoever owns the store now.
-      const sub = b.engine.store.onDidLoseOwnership((why) => {
+      const sub = b.engine.eventLog.onDidLoseOwnership((why) => {
         sub.dispose();
         b.keeper.dispose();
         if (backend !== b || closed) return;
@@ -109,7 +109,7 @@ export async function runStdio(o: StdioOptions): Promise<void> {
     }
     if (b.kind === 'owner') {
       try {
-        b.engine.store.assertOwned();
+        b.engine.eventLog.assertOwned();
       } catch (e) {
         return toolError(errorMessage(e));
       }

@@ -221,7 +221,7 @@ export class StoreLink {
     this.timer = undefined;
     if (was.kind === 'relay') this.log.info(`the owner ${describeOwner(was.owner)} went away; this process owns the store now`);
     const changes = engine.onDidChange((e) => this.emitChange(e));
-    const lost = engine.store.onDidLoseOwnership((e) => void this.demote(engine, e.message));
+    const lost = engine.eventLog.onDidLoseOwnership((e) => void this.demote(engine, e.message));
     this.engineSub = { dispose: () => (changes.dispose(), lost.dispose()) };
     this.ownerApi = localApi(engine);
     this.setMode({ kind: 'owner', engine });

@@ -17,6 +17,7 @@ import { Engine } from '../../src/core/engine/engine';
 import { looksLikeRestoreTemp } from '../../src/core/snapshot';
 import { TEMP_MARKER } from '../../src/core/store/fsutil';
 import { diskTree, treeDiff, type Expectation } from './tree';
+import { embeddedStore } from '../support/embedded';
 
 export interface Ack {
   kind: 'task' | 'key' | 'effect' | 'checkpoint' | 'completed';
@@ -58,7 +59,7 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
   const fail = (m: string) => violations.push(m);
   try {
     // Through the store's reader: events before the last export live in the journal's segments.
-    const events = engine.store.events();
+    const events = embeddedStore(engine).events();
     const hasEvent = (type: string, field: string, value: string) => events.some((e) => e.type === type && (e.data as Record<string, unknown>)[field] === value);
     for (const a of state.acks) {
       checks++;
@@ -114,7 +115,7 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
       if (d && treeDiff(now, open.before)) fail(`after a kill during ${open.op}, the workspace is neither the before nor the after state: vs after, ${d}; notes: ${engine.recoveryNotes.join(' ') || 'none'}`);
     }
     checks++;
-    const unfinished = engine.store.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM rollbacks WHERE state = 'started'")!.n;
+    const unfinished = embeddedStore(engine).db.get<{ n: number }>("SELECT COUNT(*) AS n FROM rollbacks WHERE state = 'started'")!.n;
     const openApplies = engine.unfinishedReviewApplies().length;
     if (unfinished || openApplies) fail(`open left ${unfinished} rollback(s) and ${openApplies} review apply(s) unfinished`);
 

@@ -21,6 +21,7 @@ import { fingerprint } from '../../src/core/review/reviewModel';
 import type { ChildPhase } from './phases';
 import { Prng } from './prng';
 import { diskTree, fileValue, manifestTree, type Expectation, type Tree } from './tree';
+import { embeddedStore } from '../support/embedded';
 
 
 export interface WorkloadContext {
@@ -171,7 +172,7 @@ async function rollbacks(c: WorkloadContext): Promise<void> {
       c.say(`ack checkpoint ${taskId} ${cp.checkpointId}`);
       continue;
     }
-    const last = engine.store.db.get<{ pre: string }>(
+    const last = embeddedStore(engine).db.get<{ pre: string }>(
       "SELECT pre_rollback_checkpoint_id AS pre FROM rollbacks WHERE task_id = ? AND state = 'applied' ORDER BY started_at DESC, rowid DESC LIMIT 1",
       [taskId],
     );

@@ -25,6 +25,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { Engine } from '../../src/core/engine/engine';
 import { EventStore } from '../../src/core/store/eventStore';
+import { embeddedStore } from '../support/embedded';
 
 interface Args {
   events: number;
@@ -131,7 +132,7 @@ async function main(): Promise<void> {
 
   const t0 = performance.now();
   const engine = await Engine.open({ workspace: ws, snapshots: { excludes: [] } });
-  const store = engine.store;
+  const store = embeddedStore(engine);
   const checkpointCount = () => Number(store.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM checkpoints')?.n ?? 0);
   const dbBytes = () => {
     const pages = Number(store.db.get<{ page_count: number }>('PRAGMA page_count')?.page_count ?? 0);

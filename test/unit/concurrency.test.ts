@@ -200,7 +200,7 @@ describe('concurrency: two processes race to own one store', function () {
     // From the store alone: each acknowledged start once, a dense sequence, projections = rebuild.
     const engine = await openEngine(ws.dir);
     try {
-      const events = engine.events();
+      const events = (await engine.events());
       events.forEach((e, i) => assert.equal(e.seq, i + 1, 'dense event sequence'));
       const started = events.filter((e) => e.type === 'task.started');
       assert.equal(started.length, acked.size, 'one task.started per acknowledged key, no more');
@@ -327,7 +327,7 @@ describe('concurrency: many MCP clients against one owner', function () {
 
     const engine = await openEngine(ws.dir);
     try {
-      const events: WaypointEvent[] = engine.events();
+      const events: WaypointEvent[] = (await engine.events());
       events.forEach((e, i) => assert.equal(e.seq, i + 1, 'dense event sequence'));
       const byType = (t: string) => events.filter((e) => e.type === t) as (WaypointEvent & { data: Json })[];
       const of = (tool: string) => acks.filter((a) => a.tool === tool);

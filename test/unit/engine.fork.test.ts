@@ -179,7 +179,7 @@ describe('engine: fork a task from a checkpoint', function () {
 
   it('refuses bad input with a clear error and changes nothing', async () => {
     const o = await original();
-    const seq = () => engine.store.lastSeq;
+    const seq = () => engine.eventLog.lastSeq;
     const files = tree(ws.dir);
     const n = seq();
     await assert.rejects(engine.forkTask({ checkpointId: 'c_nope' }), /Unknown checkpoint 'c_nope'/);
@@ -207,24 +207,24 @@ describe('engine: fork a task from a checkpoint', function () {
     fs.rmSync(path.join(ws.dir, '.waypoint', 'objects'), { recursive: true, force: true });
     engine = await openEngine(ws.dir);
     const files = tree(ws.dir);
-    const n = engine.store.lastSeq;
+    const n = engine.eventLog.lastSeq;
     await assert.rejects(engine.forkTask({ checkpointId: o.checkpointId }), (e: Error) => /corrupt|missing|lost|not found|ENOENT/i.test(e.message));
-    assert.equal(engine.store.lastSeq, n, 'an unmarked damaged checkpoint: nothing recorded');
+    assert.equal(engine.eventLog.lastSeq, n, 'an unmarked damaged checkpoint: nothing recorded');
     assert.deepEqual(tree(ws.dir), files);
     await engine.verify({ repair: true });
-    const m = engine.store.lastSeq;
+    const m = engine.eventLog.lastSeq;
     await assert.rejects(engine.forkTask({ checkpointId: o.checkpointId }), new RegExp(`Checkpoint ${o.checkpointId} is damaged`));
-    assert.equal(engine.store.lastSeq, m);
+    assert.equal(engine.eventLog.lastSeq, m);
     assert.deepEqual(tree(ws.dir), files);
   });
 
   it('is idempotent by key: a repeat returns the same fork and writes nothing more', async () => {
     const o = await original();
     const a = await engine.forkTask({ checkpointId: o.checkpointId, idempotencyKey: 'fork-1' });
-    const n = engine.store.lastSeq;
+    const n = engine.eventLog.lastSeq;
     const b = await engine.forkTask({ checkpointId: o.checkpointId, idempotencyKey: 'fork-1' });
     assert.equal(b.taskId, a.taskId);
-    assert.equal(engine.store.lastSeq, n);
+    assert.equal(engine.eventLog.lastSeq, n);
     assert.equal(engine.tasks().length, 2);
   });
 

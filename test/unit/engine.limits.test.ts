@@ -24,13 +24,13 @@ describe('engine: free-form JSON is bounded in depth at the door', function () {
       let taskId: string;
       try {
         taskId = (await e.startTask({ goal: 'g', plan: [{ id: 's1', title: 'one' }] })).taskId;
-        const before = e.store.lastSeq;
+        const before = e.eventLog.lastSeq;
         const deep = nested(4093);
         const refused = (what: string) => (err: unknown) => isWaypointError(err) && err.code === 'invalid_input' && err.message.includes(what) && /nests more than 64 levels/.test(err.message);
         await assert.rejects(e.startStep({ taskId, stepId: 's1', inputs: deep }), refused('inputs'));
         await assert.rejects(e.beginSideEffect({ taskId, key: 'deep', kind: 'shell', description: 'd', args: deep }), refused('args'));
         await assert.rejects(e.beginSideEffect({ taskId, key: 'deep', kind: 'shell', description: 'd', args: nested(MAX_JSON_DEPTH + 1, 'object') }), refused('args'));
-        assert.equal(e.store.lastSeq, before, 'nothing recorded');
+        assert.equal(e.eventLog.lastSeq, before, 'nothing recorded');
         await e.startStep({ taskId, stepId: 's1', inputs: nested(MAX_JSON_DEPTH) });
         await assert.rejects(e.completeStep({ taskId, stepId: 's1', outputs: deep }), refused('outputs'));
         await e.beginSideEffect({ taskId, key: 'ok', kind: 'shell', description: 'd', args: nested(MAX_JSON_DEPTH, 'object') });

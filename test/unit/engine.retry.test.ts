@@ -6,6 +6,7 @@ import { WaypointError } from '../../src/core/model/errors';
 import { dumpProjections } from '../../src/core/store/projections';
 import { buildCli, CLI } from '../support/mcp';
 import { FakeClock, openEngine, tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 /**
  * Issue #19, item 2: the retry policy is enforced. A step that fails recoverably may
@@ -192,13 +193,13 @@ describe('retry policy (enforced)', () => {
 
   it('bad input to a grant is refused and changes nothing', async () => {
     const { taskId } = await engine.startTask({ goal: 'g', plan: PLAN2 });
-    const seq = engine.store.lastSeq;
+    const seq = engine.eventLog.lastSeq;
     await assert.rejects(engine.grantAttempts({ taskId, stepId: 'fetch', attempts: 0 }), isCode('invalid_input', /at least 1/));
     await assert.rejects(engine.grantAttempts({ taskId, stepId: 'fetch', attempts: 1.5 }), isCode('invalid_input'));
     await assert.rejects(engine.grantAttempts({ taskId, stepId: 'nope' }), isCode('not_found'));
     await assert.rejects(engine.startTask({ goal: 'g', retry: { maxAttempts: 0 } }), isCode('invalid_input'));
     await assert.rejects(engine.startTask({ goal: 'g', plan: [{ id: 'x', title: 'X', maxAttempts: 1000 }] }), isCode('invalid_input'));
-    assert.equal(engine.store.lastSeq, seq);
+    assert.equal(engine.eventLog.lastSeq, seq);
     // A grant before the limit raises it for later: 3 + 2.
     const g = await engine.grantAttempts({ taskId, stepId: 'fetch', attempts: 2 });
     assert.equal(g.maxAttempts, 5);
@@ -226,13 +227,13 @@ describe('retry policy (enforced)', () => {
       await failAndWait(taskId);
     }
     assert.equal(engine.task(taskId).hold?.cause, 'retries_exhausted');
-    const held = dumpProjections(engine.store.db);
+    const held = dumpProjections(embeddedStore(engine).db);
     await engine.grantAttempts({ taskId, stepId: 'fetch', attempts: 2 });
     await engine.startStep({ taskId, stepId: 'fetch' });
-    const before = dumpProjections(engine.store.db);
+    const before = dumpProjections(embeddedStore(engine).db);
     assert.notDeepEqual(held, before);
     await engine.rebuild();
-    assert.deepEqual(dumpProjections(engine.store.db), before);
+    assert.deepEqual(dumpProjections(embeddedStore(engine).db), before);
     assert.ok((await engine.verify()).ok);
     await engine.close();
     engine = await openEngine(ws.dir, { clock, snapshots: false });

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { Engine } from '../../src/core/engine/engine';
 import type { ResumeContext } from '../../src/core/engine/resumeContext';
 import { tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 function write(dir: string, rel: string, text: string): void {
   fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
@@ -24,7 +25,7 @@ describe('engine: undoing a rollback restores the record too', () => {
     engine = await Engine.open({ workspace: ws.dir, store: { lock: { waitMs: 500 } } });
   });
   afterEach(async () => {
-    if (!engine.store.isClosed) await engine.close();
+    if (!embeddedStore(engine).isClosed) await engine.close();
     ws.cleanup();
   });
 
@@ -70,7 +71,7 @@ describe('engine: undoing a rollback restores the record too', () => {
     assert.deepEqual(told(await engine.resumeContext(taskId)), told(before));
     assert.match((await engine.resumeContext(taskId)).markdown, /\[x\] `edit` Edit/);
 
-    const types = engine.events().filter((e) => e.taskId === taskId).map((e) => e.type);
+    const types = (await engine.events()).filter((e) => e.taskId === taskId).map((e) => e.type);
     assert.equal(types.filter((t) => t === 'step.restored').length, 2);
   });
 

@@ -2,6 +2,7 @@ import * as assert from 'node:assert/strict';
 import { Engine } from '../../src/core/engine/engine';
 import { WaypointError } from '../../src/core/model/errors';
 import { FakeClock, PLAN4, openEngine, tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 describe('engine', () => {
   let ws: ReturnType<typeof tmpDir>;
@@ -42,21 +43,21 @@ describe('engine', () => {
   });
 
   it('refuses a cyclic plan and records nothing', async () => {
-    const before = engine.store.lastSeq;
+    const before = engine.eventLog.lastSeq;
     await assert.rejects(
       engine.startTask({ goal: 'g', plan: [{ id: 'a', title: 'A', dependsOn: ['b'] }, { id: 'b', title: 'B', dependsOn: ['a'] }] }),
       /cycle/,
     );
-    assert.equal(engine.store.lastSeq, before);
+    assert.equal(engine.eventLog.lastSeq, before);
   });
 
   describe('idempotency', () => {
     it('a repeated task start with the same key returns the original result and appends nothing', async () => {
       const a = await engine.startTask({ goal: 'g', idempotencyKey: 'k-1' });
-      const seq = engine.store.lastSeq;
+      const seq = engine.eventLog.lastSeq;
       const b = await engine.startTask({ goal: 'g', idempotencyKey: 'k-1' });
       assert.deepEqual(b, a);
-      assert.equal(engine.store.lastSeq, seq);
+      assert.equal(engine.eventLog.lastSeq, seq);
       assert.equal(engine.tasks().length, 1);
     });
 
@@ -71,13 +72,13 @@ describe('engine', () => {
     it('derives keys from the transition when none is given (seed 004)', async () => {
       const { taskId } = await engine.startTask({ goal: 'g', plan: PLAN4 });
       const s1 = await engine.startStep({ taskId, stepId: 'a' });
-      const seq = engine.store.lastSeq;
+      const seq = engine.eventLog.lastSeq;
       const s2 = await engine.startStep({ taskId, stepId: 'a' });
       assert.deepEqual(s2, s1);
       const c1 = await engine.completeStep({ taskId, stepId: 'a', outputs: { n: 1 } });
       const c2 = await engine.completeStep({ taskId, stepId: 'a', outputs: { n: 1 } });
       assert.deepEqual(c2, c1);
-      assert.equal(engine.store.lastSeq, seq + 2, 'one step.completed + its checkpoint only');
+      assert.equal(engine.eventLog.lastSeq, seq + 2, 'one step.completed + its checkpoint only');
     });
 
     it('refuses a key reused for a different operation', async () => {
@@ -89,7 +90,7 @@ describe('engine', () => {
       const { taskId } = await engine.startTask({ goal: 'g', plan: PLAN4 });
       const rs = await Promise.all(Array.from({ length: 10 }, () => engine.startStep({ taskId, stepId: 'a' })));
       assert.equal(new Set(rs.map((r) => r.checkpointId)).size, 1);
-      assert.equal(engine.events({ taskId }).filter((e) => e.type === 'step.started').length, 1);
+      assert.equal((await engine.events({ taskId })).filter((e) => e.type === 'step.started').length, 1);
     });
   });
 
@@ -160,7 +161,7 @@ describe('engine', () => {
       assert.equal(b1.decision, 'proceed');
       assert.equal(engine.task(taskId).state, 'waiting_tool');
       // The intent is durable before proceed: it is in the log on disk.
-      assert.ok(engine.events({ taskId }).some((e) => e.type === 'side_effect.intent'));
+      assert.ok((await engine.events({ taskId })).some((e) => e.type === 'side_effect.intent'));
       await engine.endSideEffect({ taskId, key: 'email-1', ok: true, result: { id: 42 } });
       assert.equal(engine.task(taskId).state, 'running');
       const b2 = await engine.beginSideEffect({ taskId, key: 'email-1', kind: 'http', description: 'send mail' });
@@ -308,7 +309,7 @@ describe('engine', () => {
       await engine.abandonTask({ taskId });
       await engine.deleteTask({ taskId });
       assert.equal(engine.queries.findTask(taskId), null);
-      assert.ok(engine.store.events({ taskId }).length > 0);
+      assert.ok(embeddedStore(engine).events({ taskId }).length > 0);
       assert.equal((await engine.verify()).ok, true);
     });
 
@@ -323,7 +324,7 @@ describe('engine', () => {
       const { taskId, correlationId } = await engine.startTask({ goal: 'g', plan: PLAN4 });
       await engine.startStep({ taskId, stepId: 'a' });
       await engine.beginSideEffect({ taskId, key: 'e', kind: 'k', description: 'd' });
-      for (const e of engine.events({ taskId })) assert.equal(e.corr, correlationId, e.type);
+      for (const e of (await engine.events({ taskId }))) assert.equal(e.corr, correlationId, e.type);
     });
   });
 

@@ -8,6 +8,7 @@ import { WaypointError } from '../../src/core/model/errors';
 import { BlobStore, canonicalJson } from '../../src/core/snapshot';
 import { bundleScript } from '../support/bundle';
 import { tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 /** Every file under dir (but .waypoint and .git) with its bytes, for byte-identical comparisons. */
 function tree(dir: string): Record<string, string> {
@@ -102,7 +103,7 @@ describe('engine: workspace checkpoints and rollback', () => {
   it('preview lists exactly what will change and writes nothing', async () => {
     const { taskId, s1 } = await taskWithTwoSteps();
     const before = tree(ws.dir);
-    const seq = engine.store.lastSeq;
+    const seq = engine.eventLog.lastSeq;
     const p = await engine.rollback({ taskId, checkpointId: s1.checkpointId, preview: true });
     assert.deepEqual(p.changes, [
       { path: 'src/a.ts', action: 'modify' },
@@ -110,7 +111,7 @@ describe('engine: workspace checkpoints and rollback', () => {
       { path: 'src/new.ts', action: 'delete' },
     ]);
     assert.deepEqual(tree(ws.dir), before);
-    assert.equal(engine.store.lastSeq, seq);
+    assert.equal(engine.eventLog.lastSeq, seq);
   });
 
   it('restores chosen paths only', async () => {
@@ -152,7 +153,7 @@ describe('engine: workspace checkpoints and rollback', () => {
     const hostile = Buffer.from(canonicalJson({ v: 1, full: true, entries: { '../outside.txt': { type: 'file', hash, size: 3, mode: 0o644, mtimeMs: 0, ino: 0 } } }));
     const { hash: ref } = await ws2.blobs.put(hostile);
     await ws2.blobs.flush();
-    await engine.store.commit([
+    await embeddedStore(engine).commit([
       {
         type: 'checkpoint.created',
         taskId,
@@ -379,7 +380,7 @@ describe('crash safety of rollbacks (SIGKILL mid-rollback)', function () {
         const isAfter = count('after') === 120 && gFiles === 20;
         assert.ok(
           isBefore || isAfter,
-          `kill ${k + 1}: the workspace is neither the before nor the after state (${fBefore}/120 f files before, ${Object.keys(now).filter((p) => p.startsWith('g/')).length} g files; notes: ${engine.recoveryNotes.join(' ')}; rollbacks: ${JSON.stringify(engine.store.db.all('SELECT id, state, outcome FROM rollbacks'))})`,
+          `kill ${k + 1}: the workspace is neither the before nor the after state (${fBefore}/120 f files before, ${Object.keys(now).filter((p) => p.startsWith('g/')).length} g files; notes: ${engine.recoveryNotes.join(' ')}; rollbacks: ${JSON.stringify(embeddedStore(engine).db.all('SELECT id, state, outcome FROM rollbacks'))})`,
         );
         assert.deepEqual(fs.readdirSync(path.join(t.dir, 'f')).filter((n) => n.includes('tmp')), [], 'no temp files left');
         const v = await engine.verify();

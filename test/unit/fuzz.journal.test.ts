@@ -8,6 +8,7 @@ import { EventStore } from '../../src/core/store/eventStore';
 import { RECORD_MAGIC, listSegments } from '../../src/core/store/journal';
 import { assertReadable, fuzzParams } from '../support/fuzz';
 import { tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 /**
  * Random damage to the real files of a real store (journal segments and the
@@ -54,10 +55,10 @@ async function makeStore(root: string, exportMidway: boolean): Promise<Golden> {
     await engine.beginSideEffect({ taskId, key: `fx-${t}`, kind: 'shell', description: 'run it' });
     if (t % 2) await engine.endSideEffect({ taskId, key: `fx-${t}`, ok: true, result: { code: 0 } });
     await engine.completeStep({ taskId, stepId: 'a', outputs: [t] });
-    if (exportMidway && t === 1) await engine.store.exportNow();
+    if (exportMidway && t === 1) await embeddedStore(engine).exportNow();
   }
-  const events = engine.events().map(eventLine);
-  await engine.store.simulateCrash();
+  const events = (await engine.events()).map(eventLine);
+  await embeddedStore(engine).simulateCrash();
   const dir = path.join(ws, '.waypoint');
   const records = new Map(listSegments(dir).map((f) => [path.basename(f), recordsOf(f)]));
   return { dir, events, records };
@@ -210,7 +211,7 @@ describe('fuzz: journal and database bytes (random damage to a real store, then 
           // The store is usable: a reopen after close sees the same events.
           await r.store.close();
           const again = await EventStore.open({ dir, lock: { waitMs: 200 } });
-          assert.deepEqual(again.events().map(eventLine), got, 'reopen after repair sees the same events');
+          assert.deepEqual((await again.events()).map(eventLine), got, 'reopen after repair sees the same events');
           await again.close();
         } finally {
           if ('store' in r && !r.store.isClosed) await r.store.close();

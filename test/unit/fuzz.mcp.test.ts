@@ -14,6 +14,7 @@ import { createMcpServer, localDispatch } from '../../src/mcp/server';
 import { TOOLS } from '../../src/mcp/tools';
 import { assertNoPollution, assertReadable, fuzzParams, hostileJson, listingOutside, PROTO_KEYS } from '../support/fuzz';
 import { tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 /**
  * Random and adversarial arguments to every Waypoint MCP tool, through the official
@@ -108,7 +109,7 @@ describe('fuzz: MCP tool arguments (SDK client → real server → real store)',
     return JSON.parse(text);
   }
 
-  const state = () => ({ seq: engine.store.lastSeq, projections: dumpProjections(engine.store.db) });
+  const state = () => ({ seq: engine.eventLog.lastSeq, projections: dumpProjections(embeddedStore(engine).db) });
 
   it('every tool: bad calls are readable tool errors that change nothing; the server never falls over', async () => {
     const outsideBefore = listingOutside(sandbox.dir, ws);

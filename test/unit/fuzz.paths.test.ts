@@ -7,6 +7,7 @@ import { isWaypointError } from '../../src/core/model/errors';
 import { applyRestore, canonicalJson, pathKeyProblem, UnsafePathError, type ManifestEntry, type RestorePlan } from '../../src/core/snapshot/index';
 import { assertReadable, fuzzParams, listingOf, listingOutside } from '../support/fuzz';
 import { tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 /**
  * Hostile manifest paths — traversal, absolute, NUL, backslashes, NFD, case
@@ -73,7 +74,7 @@ describe('fuzz: manifest paths (manifests, rollback, restore)', function () {
     await engine.workspaceSnapshots!.blobs.flush();
     const checkpointId = `c_fuzz${injected++}`;
     const data = { checkpointId, kind: 'manual' as const, stepId: null, label: 'hostile', parentId: null, manifestRef: hash, files: keys.length + 1, filesChanged: 0, bytes: 0 };
-    await engine.store.commit([{ type: 'checkpoint.created', taskId, corr: null, key: `fuzz:${checkpointId}`, by: null, data }]).durable;
+    await embeddedStore(engine).commit([{ type: 'checkpoint.created', taskId, corr: null, key: `fuzz:${checkpointId}`, by: null, data }]).durable;
     return checkpointId;
   }
 
@@ -82,14 +83,14 @@ describe('fuzz: manifest paths (manifests, rollback, restore)', function () {
     await fc.assert(
       fc.asyncProperty(fc.array(hostileKey, { minLength: 1, maxLength: 3 }), async (paths) => {
         fc.pre(paths.some((p) => pathKeyProblem(p) !== null));
-        const before = { files: workspaceListing(), seq: engine.store.lastSeq };
+        const before = { files: workspaceListing(), seq: engine.eventLog.lastSeq };
         await assert.rejects(engine.rollback({ taskId, checkpointId: goodCheckpoint, paths }), (e: Error) => {
           assert.ok(isWaypointError(e) && e.code === 'invalid_input', `${e.stack}`);
           assertReadable(e.message, 'rollback paths refusal');
           return true;
         });
         assert.deepEqual(workspaceListing(), before.files);
-        assert.equal(engine.store.lastSeq, before.seq);
+        assert.equal(engine.eventLog.lastSeq, before.seq);
         assert.deepEqual(listingOutside(sandbox.dir, ws), outsideBefore);
       }),
       fuzzParams(60),
@@ -126,7 +127,7 @@ describe('fuzz: manifest paths (manifests, rollback, restore)', function () {
       fc.asyncProperty(fc.array(hostileKey, { minLength: 1, maxLength: 3 }), async (keys) => {
         const unsafe = keys.filter((k) => pathKeyProblem(k) !== null || k.startsWith('escape/'));
         const checkpointId = await hostileCheckpoint(keys);
-        const before = { files: workspaceListing(), seq: engine.store.lastSeq };
+        const before = { files: workspaceListing(), seq: engine.eventLog.lastSeq };
         let error: unknown;
         try {
           await engine.rollback({ taskId, checkpointId, reason: 'fuzz' });
@@ -139,7 +140,7 @@ describe('fuzz: manifest paths (manifests, rollback, restore)', function () {
           assert.ok(isWaypointError(error), `refusal is not a WaypointError: ${(error as Error).stack}`);
           assertReadable(error.message, 'hostile manifest refusal');
           assert.deepEqual(workspaceListing(), before.files, 'a refused rollback wrote nothing in the workspace');
-          assert.equal(engine.store.lastSeq, before.seq, 'a refused rollback recorded nothing');
+          assert.equal(engine.eventLog.lastSeq, before.seq, 'a refused rollback recorded nothing');
           refused++;
         } else if (error) {
           assert.ok(isWaypointError(error), `failed with a non-Waypoint error: ${(error as Error).stack}`);

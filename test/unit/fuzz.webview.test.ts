@@ -157,7 +157,7 @@ describe('fuzz: webview messages (review protocol)', function () {
             return d === 'none' ? [] : [{ path: n, action: d }];
           });
           if (hostile && !decisions.some((d) => d.path === hostile.path)) decisions.push(hostile);
-          const seqBefore = engine.store.lastSeq;
+          const seqBefore = engine.eventLog.lastSeq;
           const filesBefore = listingOf(ws).filter((l) => !l.startsWith('.waypoint') && !l.startsWith('.git'));
           const headBefore = git('rev-parse', 'HEAD').trim();
           const outcome = await applyReview(engine, { taskId, message: `review ${run}\n\nWaypoint-Task: ${taskId}`, decisions }, new GitCliCommitter(ws)).then(
@@ -178,7 +178,7 @@ describe('fuzz: webview messages (review protocol)', function () {
             assert.ok(isWaypointError(e), `apply failed with a non-Waypoint error: ${e.stack}`);
             assertReadable(e.message, 'apply refusal');
             assert.ok(hostile && pathKeyProblem(hostile.path) !== null, `refused without a hostile path: ${e.message}`);
-            assert.equal(engine.store.lastSeq, seqBefore, 'a refused apply recorded nothing');
+            assert.equal(engine.eventLog.lastSeq, seqBefore, 'a refused apply recorded nothing');
             assert.deepEqual(listingOf(ws).filter((l) => !l.startsWith('.waypoint') && !l.startsWith('.git')), filesBefore, 'a refused apply wrote nothing');
             assert.equal(git('rev-parse', 'HEAD').trim(), headBefore, 'a refused apply committed nothing');
             await engine.abandonTask({ taskId });

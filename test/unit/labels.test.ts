@@ -148,7 +148,7 @@ describe('labels: the words of rows, tooltips and the events document', () => {
       await engine.interruptTask({ taskId, reason: 'window closed' });
 
       const d = engine.taskDetail(taskId);
-      const events = engine.events({ taskId });
+      const events = (await engine.events({ taskId }));
       const md = eventsMarkdown({ ...d, events, rawLink: 'Show Raw JSON' });
       const sections = md.split('\n').filter((l) => l.startsWith('## '));
       assert.equal(sections[0], '## Task');

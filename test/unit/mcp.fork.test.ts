@@ -33,7 +33,7 @@ describe('mcp: waypoint_fork', function () {
   });
 
   it('under ask and deny: refused with the way forward, nothing changed; a preview still answers', async () => {
-    const n = engine.store.lastSeq;
+    const n = engine.eventLog.lastSeq;
     for (const policy of ['ask', 'deny'] as const) {
       const r = await runTool(tool, ctx(policy), { checkpointId });
       assert.equal(r.isError, true);
@@ -42,7 +42,7 @@ describe('mcp: waypoint_fork', function () {
     const p = await runTool(tool, ctx('deny'), { checkpointId, preview: true });
     assert.equal(p.isError, undefined, text(p));
     assert.match(text(p), /would change 1 file\(s\); it inherits one/);
-    assert.equal(engine.store.lastSeq, n);
+    assert.equal(engine.eventLog.lastSeq, n);
     assert.equal(fs.readFileSync(path.join(ws.dir, 'a.txt'), 'utf8'), '3\n');
   });
 

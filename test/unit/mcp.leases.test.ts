@@ -46,7 +46,7 @@ describe('MCP leases follow the connection', function () {
     return id;
   }
   const state = (id: string) => engine.queries.findTask(id)?.state;
-  const heartbeats = (id: string) => engine.events({ taskId: id }).filter((e) => e.type === 'lease.heartbeat').length;
+  const heartbeats = async (id: string) => (await engine.events({ taskId: id })).filter((e) => e.type === 'lease.heartbeat').length;
 
   it('a direct client holding its event stream keeps the lease while silent; closing it lets the lease run out', async () => {
     const client = await httpClient(endpoint.http.url, endpoint.http.token);
@@ -56,7 +56,7 @@ describe('MCP leases follow the connection', function () {
     await sleep(TTL * 3);
     assert.deepEqual(await engine.sweep(), [], 'nothing interrupted while the connection is open');
     assert.equal(state(id), 'running');
-    const renewed = heartbeats(id);
+    const renewed = await heartbeats(id);
     assert.ok(renewed >= 2, `the keeper renewed the lease (${renewed} renewals)`);
     // Renewals only when a third of the lease has passed: a handful, not one per tick.
     assert.ok(renewed <= 8, `renewals stay bounded (${renewed})`);
@@ -105,7 +105,7 @@ describe('MCP leases follow the connection', function () {
     const call = await (await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'waypoint_task_start', arguments: { goal: 'post only' } } })).json();
     const id = (call as { result: { structuredContent: { taskId: string } } }).result.structuredContent.taskId;
     await sleep(TTL * 2);
-    assert.equal(heartbeats(id), 0);
+    assert.equal(await heartbeats(id), 0);
     assert.deepEqual(await engine.sweep(), [id]);
   });
 });

@@ -130,7 +130,7 @@ describe('security: the owner’s HTTP endpoint and store files', function () {
 
   it('the /rpc and hook routes require the token and a local Host/Origin, like /mcp; a refused call changes nothing', async () => {
     const port = endpoint.http.port;
-    const before = engine.store.lastSeq;
+    const before = engine.eventLog.lastSeq;
     const startTask = JSON.stringify({ method: 'startTask', arg: { goal: 'smuggled in' } });
     const hook = JSON.stringify({ hook_event_name: 'UserPromptSubmit', session_id: 's1', prompt: 'smuggled', cwd: ws.dir });
     for (const p of [RPC_PATH, HOOK_ROUTE]) {
@@ -143,7 +143,7 @@ describe('security: the owner’s HTTP endpoint and store files', function () {
     }
     assert.equal((await raw(port, { method: 'GET', headers: { host: auth.host } })).status, 401, 'GET /mcp without a token');
     assert.equal((await raw(port, { method: 'DELETE', headers: { host: auth.host, 'mcp-session-id': 'x' } })).status, 401, 'DELETE /mcp without a token');
-    assert.equal(engine.store.lastSeq, before, 'no refused request wrote anything');
+    assert.equal(engine.eventLog.lastSeq, before, 'no refused request wrote anything');
     assert.equal(engine.tasks().length, 0);
     // The same /rpc call with the token and a local Host does work, so the refusals were the checks' doing.
     const ok = await raw(port, { path: RPC_PATH, headers: auth, body: startTask });
@@ -153,7 +153,7 @@ describe('security: the owner’s HTTP endpoint and store files', function () {
 
   it('cuts off an oversized body sent without a Content-Length (chunked) with 413, and keeps serving', async () => {
     const port = endpoint.http.port;
-    const before = engine.store.lastSeq;
+    const before = engine.eventLog.lastSeq;
     const chunk = Buffer.alloc(16 * 1024, 'x');
     const pieces = [Buffer.from('{"method":"startTask","arg":{"goal":"'), ...Array.from({ length: 8 }, () => chunk), Buffer.from('"}}')];
     for (const p of ['/mcp', RPC_PATH]) {
@@ -161,7 +161,7 @@ describe('security: the owner’s HTTP endpoint and store files', function () {
       // The server may close the socket before the client finishes writing; a 413 or a reset both refuse it.
       assert.ok(r.status === 413 || /ECONNRESET|EPIPE|socket hang up/.test(r.body), `${p}: ${r.status} ${r.body}`);
     }
-    assert.equal(engine.store.lastSeq, before, 'nothing of the oversized call was recorded');
+    assert.equal(engine.eventLog.lastSeq, before, 'nothing of the oversized call was recorded');
     assert.equal((await raw(port, { headers: auth, body: INIT })).status, 200, 'still serving');
   });
 

@@ -9,6 +9,7 @@ import { StoreLink } from '../../src/ownership/storeLink';
 import { bundleScript } from '../support/bundle';
 import { buildCli, cli, isAlive, serve, waitExit, waitFor, type Served } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 /**
  * The window's store link with real owners in other processes: it relays while a
@@ -112,7 +113,7 @@ describe('store link: relay to the owner, take over when it goes away (real proc
 
     // Everything acknowledged by the old owner is in the store this process now owns.
     const engine = link.engine!;
-    assert.ok(engine.store.lastSeq >= acknowledged, `events ${engine.store.lastSeq} ≥ acknowledged ${acknowledged}`);
+    assert.ok(engine.eventLog.lastSeq >= acknowledged, `events ${engine.eventLog.lastSeq} ≥ acknowledged ${acknowledged}`);
     const d = engine.taskDetail(mine.taskId);
     assert.equal(d.steps[0].status, 'completed');
     assert.ok(d.checkpoints.some((c) => c.id === step.checkpointId));
@@ -163,7 +164,7 @@ describe('store link: relay to the owner, take over when it goes away (real proc
     assert.equal((await link.ready()).kind, 'owner');
     const mine = await link.api.startTask({ goal: 'Acknowledged while this window owned the store' });
     // A stall as the extension host sees one under a debugger: its renewal stops, its lease runs out.
-    await (link.engine!.store.lock as unknown as { renewer?: { terminate(): Promise<number> } }).renewer?.terminate();
+    await (embeddedStore(link.engine!).lock as unknown as { renewer?: { terminate(): Promise<number> } }).renewer?.terminate();
     await new Promise((r) => setTimeout(r, leaseMs + 300));
     const script = bundleScript(path.join(__dirname, '..', 'support', 'ownerChild.ts'));
     child = spawn(process.execPath, [script, ws.dir, '30000'], { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { Engine } from '../../src/core/engine/engine';
 import { RestoreStoppedError, applyRestore, planRestore, scan, type BlobStore, type RestorePlan } from '../../src/core/snapshot/index.js';
 import { TempDirs, newStore, readTree, writeTree } from './snapshot.helpers.js';
+import { embeddedStore } from '../support/embedded';
 
 /**
  * Exchanges `a` and `b` (a directory and a symlink) in one atomic renameat2(RENAME_EXCHANGE),
@@ -182,7 +183,7 @@ describe('rollback under hostile workspaces', () => {
       assert.equal(fss.readFileSync(path.join(ws, long), 'utf8'), 'edited by the agent\n');
       const names = fss.readdirSync(path.join(ws, 'dir'));
       assert.deepEqual(names, [name], 'nothing but the file itself in its directory');
-      const rows = engine.store.db.all<{ state: string; outcome: string | null }>('SELECT state, outcome FROM rollbacks');
+      const rows = embeddedStore(engine).db.all<{ state: string; outcome: string | null }>('SELECT state, outcome FROM rollbacks');
       assert.ok(rows.every((x) => x.state === 'applied'), JSON.stringify(rows));
     });
 

@@ -27,7 +27,7 @@ describe('stats: median and percentiles (hand-computed)', () => {
     assert.equal(median([4, 1, 3, 2]), 2.5);
     assert.equal(median([10, 10, 20, 40]), 15);
   });
-  it('percentile: nearest rank, ceil(p/100 × n), a value of the sample', () => {
+  it('percentile: nearest rank, ceil(p/100 × n), a value of the sample', async () => {
     assert.equal(percentile([], 95), null);
     // The textbook example: 15, 20, 35, 40, 50.
     const s = [50, 15, 40, 20, 35];
@@ -94,8 +94,8 @@ describe('stats: a constructed history', function () {
     ws.cleanup();
   });
 
-  it('counts tasks, attempts, retries, interruptions, durations, side effects, checkpoints, per agent and per day', () => {
-    const s = engine.stats();
+  it('counts tasks, attempts, retries, interruptions, durations, side effects, checkpoints, per agent and per day', async () => {
+    const s = (await engine.stats());
     assert.equal(s.totals.tasks, 2);
     assert.deepEqual(s.totals.byState, { waiting_review: 1, failed: 1 });
     assert.equal(s.totals.attempts, 5); // s1 ×3, s2, m
@@ -136,8 +136,8 @@ describe('stats: a constructed history', function () {
     );
   });
 
-  it('with taskId: that task only, with each step’s attempts and durations; since: tasks active since then', () => {
-    const s = engine.stats({ taskId: a });
+  it('with taskId: that task only, with each step’s attempts and durations; since: tasks active since then', async () => {
+    const s = (await engine.stats({ taskId: a }));
     assert.equal(s.totals.tasks, 1);
     assert.equal(s.totals.retries, 2);
     assert.equal(s.totals.interruptions, 1);
@@ -145,23 +145,23 @@ describe('stats: a constructed history', function () {
       ['s1', 3, [2000, 4000, 6000]],
       ['s2', 1, [3000]],
     ]);
-    const since = engine.stats({ since: Date.UTC(2026, 11, 1) });
+    const since = (await engine.stats({ since: Date.UTC(2026, 11, 1) }));
     assert.equal(since.totals.tasks, 1);
     assert.equal(since.byAgent[0].agent, 'beta');
-    assert.throws(() => engine.stats({ taskId: 't_missing' }), /Unknown task 't_missing'/);
+    await assert.rejects(async () => engine.stats({ taskId: 't_missing' }), /Unknown task 't_missing'/);
   });
 
   it('the Metrics view (Markdown): the numbers, the tables, and agent text escaped', async () => {
-    const md = metricsMarkdown(engine.stats());
+    const md = metricsMarkdown((await engine.stats()));
     assert.match(md, /^# Waypoint metrics/);
     assert.match(md, /\| Attempts \| 5 step starts, \*\*2 retries\*\*/);
     assert.match(md, /median \*\*3\.0 s\*\* · p95 \*\*6\.0 s\*\*/);
     assert.match(md, /\| alpha \| 1 \| 4 \| 2 \| 2 \| 1 \| 3\.5 s \| 6\.0 s \|/);
     assert.match(md, /\| 2026-11-30 \| 1 \| 4 \| 2 \| 2 \| 1 \| 3\.5 s \| 6\.0 s \| 0 \|/);
     assert.match(md, /\| step m failed: schema drift \| 1 \|/);
-    const hostile = metricsMarkdown({ ...engine.stats(), interruptions: { total: 1, byClass: {}, failedTasks: 0, byReason: [{ reason: 'a | b [x](javascript:alert(1)) <img>', count: 1 }] } });
+    const hostile = metricsMarkdown({ ...(await engine.stats()), interruptions: { total: 1, byClass: {}, failedTasks: 0, byReason: [{ reason: 'a | b [x](javascript:alert(1)) <img>', count: 1 }] } });
     assert.match(hostile, /\| a \\\| b \\\[x\\\]\\\(javascript:alert\\\(1\\\)\\\) \\<img\\> \| 1 \|/);
-    const empty = metricsMarkdown(engine.stats({ since: Date.UTC(2030, 0, 1) }));
+    const empty = metricsMarkdown((await engine.stats({ since: Date.UTC(2030, 0, 1) })));
     assert.match(empty, /No tasks yet/);
   });
 

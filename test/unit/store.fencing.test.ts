@@ -12,6 +12,7 @@ import { SCHEMA_VERSION } from '../../src/core/model/schema';
 import { bundleScript } from '../support/bundle';
 import { isAlive, waitExit, waitFor } from '../support/mcp';
 import { openEngine, started, tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 /**
  * Fencing: an owner stalled past its lease (SIGSTOP, a debugger, a laptop lid) and
@@ -149,7 +150,7 @@ describe('fencing: an owner replaced while stalled never acknowledges a write', 
         child.kill('SIGSTOP');
         await new Promise((r) => setTimeout(r, leaseMs + 1_000));
         const successor = await openEngine(t.dir, { store: { lock: { waitMs: 5_000 } } });
-        assert.ok(successor.store.lock.tookOver, 'the successor took the stale lock over');
+        assert.ok(embeddedStore(successor).lock.tookOver, 'the successor took the stale lock over');
         const second = await successor.startTask({ goal: 'acknowledged by the successor' });
         if (!successorStays) await successor.close();
 

@@ -6,6 +6,7 @@ import { Logger } from '../../src/core/log';
 import { isWaypointError } from '../../src/core/model/errors';
 import { StoreLink } from '../../src/ownership/storeLink';
 import { openEngine, tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 /**
  * A cloned repository is hostile input: its `.waypoint` (or anything in it) may be a
@@ -57,9 +58,9 @@ async function populated(ws: string): Promise<void> {
     const t = await e.startTask({ goal: 'g' });
     fs.writeFileSync(path.join(ws, 'secret.txt'), 'changed private content\n');
     await e.checkpoint({ taskId: t.taskId });
-    await e.store.exportNow();
+    await embeddedStore(e).exportNow();
     await e.checkpoint({ taskId: t.taskId, label: 'again' });
-    await e.store.exportNow();
+    await embeddedStore(e).exportNow();
   } finally {
     await e.close();
   }
@@ -163,9 +164,9 @@ describe('store: symlinks and file modes (hostile clones)', function () {
         await e.workspaceSnapshots!.whenCompacted();
         fs.writeFileSync(path.join(ws.dir, 'secret.txt'), 'changed\n');
         await e.checkpoint({ taskId: t.taskId });
-        await e.store.exportNow();
+        await embeddedStore(e).exportNow();
         await e.checkpoint({ taskId: t.taskId, label: 'again' });
-        await e.store.exportNow();
+        await embeddedStore(e).exportNow();
         // While it runs: the lock and the live journal.
         for (const [k, v] of listing(path.join(ws.dir, '.waypoint'))) seen.set(k, v);
       } finally {

@@ -10,7 +10,7 @@ import { FakeClock, openEngine, tmpDir } from '../support/tmp';
 
 /** The timeline's model from a real engine's events and projections, as the panel builds it. */
 async function timelineOf(engine: Engine, taskId: string, now = Date.now()) {
-  return buildTimeline({ ...engine.taskDetail(taskId), events: engine.events({ taskId }), now });
+  return buildTimeline({ ...engine.taskDetail(taskId), events: (await engine.events({ taskId })), now });
 }
 
 describe('timeline model', () => {
@@ -83,7 +83,7 @@ describe('timeline model', () => {
     assert.equal(m.attempts.find((a) => a.stepId === 'read')!.end! - m.attempts.find((a) => a.stepId === 'read')!.start, 2_000);
     assert.equal(m.task.correlationId, engine.task(taskId).correlationId);
     assert.ok(m.task.correlationId.length > 0);
-    assert.equal(m.events, engine.events({ taskId }).length);
+    assert.equal(m.events, (await engine.events({ taskId })).length);
     assert.ok(m.range.start <= m.attempts[0].start && m.range.end >= change[1].end!);
   });
 

@@ -5,6 +5,7 @@ import { main } from '../../src/cli/main';
 import { sha256Hex } from '../../src/core/snapshot';
 import { isWaypointError } from '../../src/core/model/errors';
 import { openEngine, tmpDir } from '../support/tmp';
+import { embeddedStore } from '../support/embedded';
 
 /**
  * `verify` proves more than the projections: every object a live checkpoint needs
@@ -88,10 +89,10 @@ describe('verify: checkpoint objects, repair, damaged checkpoints', function () 
       // The marks are part of the record: a rebuild from the events keeps them.
       e = await openEngine(ws);
       try {
-        e.store.rebuild();
+        embeddedStore(e).rebuild();
         assert.ok(e.queries.checkpoint(base)?.damaged, 'still marked after a rebuild');
         assert.equal(e.queries.checkpoint(cp1)?.damaged !== undefined, true);
-        assert.ok(e.store.events().some((ev) => ev.type === 'checkpoint.damaged'));
+        assert.ok(embeddedStore(e).events().some((ev) => ev.type === 'checkpoint.damaged'));
         const v2 = await e.verify();
         assert.equal(v2.ok, true, JSON.stringify(v2));
         // A new checkpoint is whole: it rolls back.
@@ -189,10 +190,10 @@ describe('verify: checkpoint objects, repair, damaged checkpoints', function () 
       try {
         await e.startTask({ goal: 'g' });
         // A projection that drifted from the events, written to disk as the database.
-        e.store.db.run("UPDATE tasks SET state = 'completed'");
-        await e.store.exportNow();
+        embeddedStore(e).db.run("UPDATE tasks SET state = 'completed'");
+        await embeddedStore(e).exportNow();
       } finally {
-        await e.store.simulateCrash();
+        await embeddedStore(e).simulateCrash();
       }
       const v = await cli(['verify', '--workspace', t.dir, '--json']);
       assert.equal(v.code, 1);

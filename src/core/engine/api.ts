@@ -31,7 +31,7 @@ export function localApi(engine: Engine, relayed = false): EngineApi {
   for (const name of OPERATION_NAMES) {
     const op = OPERATIONS[name] as { label: string; input: z.ZodType; run: (e: Engine, a: unknown) => unknown };
     api[name] = async (a?: unknown) => {
-      engine.store.assertOwned();
+      engine.eventLog.assertOwned();
       const result = await op.run(engine, parseInput(op.input, a, op.label));
       return name === 'info' ? { ...(result as object), relayed } : result;
     };

@@ -8,7 +8,10 @@ import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner
 import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES } from '../model/stateMachine';
 import { boundedJson, parseInput } from '../model/validate';
 import { Logger, silentLogger } from '../log';
-import { EventStore, type NewEvent, type StoreOptions } from '../store/eventStore';
+import type { AppendResult, EventLog, NewEvent, Projection, ProjectionReader, StoreBackend } from '../store/eventLog';
+import { EmbeddedProjectionReader } from './projectionReader';
+import type { StoreOptions } from '../store/eventStore';
+import { openEmbeddedBackend } from '../store/embedded';
 import { isPidAlive } from '../store/fsutil';
 import { newId } from './ids';
 import {
@@ -67,7 +70,14 @@ export interface EngineOptions {
   snapshots?: false | { roots?: SnapshotRoot[]; excludes?: string[]; maxFileBytes?: number; fullEvery?: number };
   /** Adds drift to the resume context (the snapshot layer provides it). */
   drift?: (task: Task) => Promise<DriftInfo | null>;
-  store?: Omit<StoreOptions, 'dir' | 'log'>;
+  /** Options of the embedded store (ignored with `backend`). */
+  store?: Omit<StoreOptions, 'dir' | 'log' | 'workspace'>;
+  /**
+   * An already-open log and the projection it feeds (the team store). Without it the
+   * engine opens the embedded store in the store directory. The directory holds the
+   * blobs and manifests either way.
+   */
+  backend?: StoreBackend;
   /** Run the lease sweep on a timer (long-lived owners: the extension, `waypoint serve`). */
   sweepIntervalMs?: number;
   /** The retry policy of tasks started without one of their own (the `waypoint.retry.*` settings). */
@@ -144,15 +154,29 @@ export class Engine {
   recoveryNotes: string[] = [];
   readonly defaultLeaseTtlMs: number;
 
+  /** The durable log the engine appends to and reads history from (embedded or PostgreSQL). */
+  readonly eventLog: EventLog;
+  /** The projection the log feeds, which `queries` reads. */
+  readonly projection: Projection;
+  /** The asynchronous read side (listings and a task's events), for surfaces that must not depend on sql.js. */
+  readonly reader: ProjectionReader;
+  private readonly clock: () => number;
+
   private constructor(
-    readonly store: EventStore,
+    backend: StoreBackend,
+    /** The `.waypoint` directory: blobs, manifests, plans (and the embedded store's files). */
+    readonly storeDir: string,
     readonly workspace: string,
     private readonly opts: EngineOptions,
   ) {
+    this.eventLog = backend.log;
+    this.projection = backend.projection;
+    this.clock = opts.store?.clock ?? Date.now;
     this.log = (opts.log ?? silentLogger).child('engine');
     // The one place the engine touches the database: its projection reader.
     // eslint-disable-next-line no-restricted-syntax
-    this.queries = new Queries(() => this.store.db);
+    this.queries = new Queries(() => this.projection.db);
+    this.reader = backend.reader ?? new EmbeddedProjectionReader(this.queries, this.eventLog);
     this.defaultOwner = opts.owner ?? { id: 'cli' };
     this.defaultLeaseTtlMs = opts.defaultLeaseTtlMs ?? 5 * 60_000;
     if (opts.snapshotter) {
@@ -162,7 +186,7 @@ export class Engine {
     } else {
       this.workspaceSnapshots = new WorkspaceSnapshots({
         roots: opts.snapshots?.roots ?? [{ name: path.basename(workspace) || 'workspace', dir: workspace }],
-        storeDir: store.dir,
+        storeDir,
         excludes: opts.snapshots?.excludes,
         maxFileBytes: opts.snapshots?.maxFileBytes,
         fullEvery: opts.snapshots?.fullEvery,
@@ -170,7 +194,7 @@ export class Engine {
       });
       this.snapshotter = this.workspaceSnapshots;
     }
-    store.onDidCommit((events) => {
+    this.eventLog.subscribe((events) => {
       const taskIds = [...new Set(events.map((e) => e.taskId).filter((t): t is string => !!t))];
       for (const l of this.listeners) l({ events, taskIds });
     });
@@ -179,24 +203,12 @@ export class Engine {
   static async open(opts: EngineOptions): Promise<Engine> {
     const workspace = path.resolve(opts.workspace);
     const dir = opts.storeDir ? path.resolve(workspace, opts.storeDir) : path.join(workspace, '.waypoint');
-    let store: EventStore;
-    try {
-      store = await EventStore.open({ ...opts.store, dir, log: opts.log });
-    } catch (e) {
-      // A full disk: opening for writing needs a lock file, a journal segment, an export
-      // on close. Reading needs none of them, so what only reads still works.
-      if (!isNoSpace(e)) throw e;
-      store = await EventStore.open({
-        ...opts.store,
-        dir,
-        log: opts.log,
-        readOnly: `The disk holding ${dir} is full (${errorMessage(e)}): the store was opened read-only. Listing and reading tasks works; anything that records (a checkpoint, a step, a rollback) needs space there first.`,
-      });
-    }
-    const engine = new Engine(store, workspace, opts);
-    if (store.readOnlyReason !== null) {
+    const backend = opts.backend ?? (await openEmbeddedBackend({ ...opts.store, dir, log: opts.log, workspace }, isNoSpace));
+    const engine = new Engine(backend, dir, workspace, opts);
+    const readOnly = backend.log.readOnlyReason;
+    if (readOnly !== null) {
       // No temp sweep, no recovery, no lease sweep: each of them writes. They run on the next writable open.
-      engine.recoveryNotes = [store.readOnlyReason];
+      engine.recoveryNotes = [readOnly];
       return engine;
     }
     try {
@@ -207,7 +219,8 @@ export class Engine {
       await engine.sweep();
     } catch (e) {
       await engine.workspaceSnapshots?.close();
-      await store.close();
+      await backend.log.close();
+      backend.projection.close();
       throw e;
     }
     if (opts.sweepIntervalMs) {
@@ -220,7 +233,7 @@ export class Engine {
   }
 
   get now(): number {
-    return this.store.clock();
+    return this.clock();
   }
 
   onDidChange(listener: (e: ChangeEvent) => void): { dispose(): void } {
@@ -232,7 +245,8 @@ export class Engine {
     clearInterval(this.sweepTimer);
     await this.runner.catch(() => undefined);
     await this.workspaceSnapshots?.close();
-    await this.store.close();
+    await this.eventLog.close();
+    this.projection.close();
     this.listeners.clear();
   }
 
@@ -260,12 +274,13 @@ export class Engine {
    * disk met on the way is told as what needed space where (not a bare ENOSPC).
    */
   private async needingSpace<R>(what: string, fn: () => Promise<R>): Promise<R> {
-    if (this.store.readOnlyReason !== null) throw new WaypointError('io', this.store.readOnlyReason);
+    const readOnly = this.eventLog.readOnlyReason;
+    if (readOnly !== null) throw new WaypointError('io', readOnly);
     try {
       return await fn();
     } catch (e) {
       if (!isNoSpace(e)) throw e;
-      throw new WaypointError('io', `No space left for ${what}: ${errorMessage(e)}. Waypoint writes its store in ${this.store.dir} and restored files in ${this.workspace}; free space on that disk and try again.`, { what });
+      throw new WaypointError('io', `No space left for ${what}: ${errorMessage(e)}. Waypoint writes its store in ${this.storeDir} and restored files in ${this.workspace}; free space on that disk and try again.`, { what });
     }
   }
 
@@ -276,16 +291,32 @@ export class Engine {
         if (seen.op !== op) {
           throw new WaypointError('conflict', `Idempotency key '${key}' was already used for ${seen.op}, not ${op}.`, { key, op: seen.op });
         }
-        return { result: seen.result as R, durable: this.store.waitDurable(seen.seq) };
+        return { result: seen.result as R, durable: this.eventLog.waitDurable(seen.seq) };
       }
       const { events, result } = await prepare();
       if (events.length === 0) return { result, durable: Promise.resolve() };
       // The first event carries the call's key and result; the rest get keys derived from it.
       const keyed = events.map((e, i) => (i === 0 ? { ...e, key, op, result } : { ...e, key: e.key || `${key}#${i}` }));
-      return { result, durable: this.store.commit(keyed).durable };
+      return { result, durable: this.record(keyed) };
     });
     await durable;
     return result;
+  }
+
+  /**
+   * Appends a batch to the log and folds the sequenced events into the projection
+   * before the runner lets the next call validate (the embedded log has folded them
+   * already, at sequencing, and apply skips what it holds).
+   */
+  private async commit(batch: readonly NewEvent[]): Promise<AppendResult> {
+    const appended = await this.eventLog.append(batch);
+    this.projection.apply(appended.events);
+    return appended;
+  }
+
+  /** commit, then wait until the batch is durable. */
+  private async record(batch: readonly NewEvent[]): Promise<void> {
+    await (await this.commit(batch)).durable;
   }
 
   private ownerOf(owner: LeaseOwner | undefined): LeaseOwner {
@@ -561,7 +592,7 @@ export class Engine {
       if (task.lease && task.lease.owner !== owner.id) {
         throw new WaypointError('conflict', `Task ${task.id} is driven by ${task.lease.owner}, not ${owner.id}; resume it to take it over.`);
       }
-      return this.store.commit([this.ev('lease.heartbeat', task, owner.id, {}, `heartbeat:${randomUUID()}`)]);
+      return (await this.commit([this.ev('lease.heartbeat', task, owner.id, {}, `heartbeat:${randomUUID()}`)]));
     });
     await durable;
     return { taskId: input.taskId, expiresAt: this.queries.findTask(input.taskId)?.lease?.expiresAt ?? null };
@@ -729,7 +760,7 @@ export class Engine {
 
   async skipStep(raw: unknown): Promise<{ taskId: string; stepId: string }> {
     const input = parseInput(SkipStepInput, raw, 'step skip');
-    return this.mutate('step.skip', input.idempotencyKey ?? `step.skip:${input.taskId}:${input.stepId}`, () => {
+    return this.mutate('step.skip', input.idempotencyKey ?? `step.skip:${input.taskId}:${input.stepId}`, async () => {
       const task = this.requireTask(input.taskId);
       // Skipping the step that used its attempts is one of the person's answers to the hold.
       const answersHold = task.hold?.cause === 'retries_exhausted' && task.hold.stepId === input.stepId;
@@ -739,7 +770,7 @@ export class Engine {
       assertStepTransition(task.id, step.id, step.status, 'skipped', 'skip it');
       const owner = this.ownerOf(input.owner);
       const events = [this.ev('step.skipped', task, owner.id, { stepId: step.id, reason: input.reason ?? null }, '')];
-      if (answersHold) events.push(this.release(task, owner));
+      if (answersHold) events.push(await this.release(task, owner));
       return { events, result: { taskId: task.id, stepId: step.id } };
     });
   }
@@ -753,7 +784,7 @@ export class Engine {
     const input = parseInput(GrantAttemptsInput, raw, 'step grant');
     const pre = this.queries.step(input.taskId, input.stepId);
     const key = input.idempotencyKey ?? `step.grant:${input.taskId}:${input.stepId}:${pre?.attempts ?? 0}:${pre?.maxAttempts ?? 0}`;
-    return this.mutate('step.grant', key, () => {
+    return this.mutate('step.grant', key, async () => {
       const task = this.requireTask(input.taskId);
       const step = this.queries.step(task.id, input.stepId);
       if (!step) throw notFound(`step of task ${task.id}`, input.stepId);
@@ -767,7 +798,7 @@ export class Engine {
       const maxAttempts = Math.max(step.maxAttempts, step.attempts) + attempts;
       const owner = this.ownerOf(input.owner);
       const events = [this.ev('step.attempts_granted', task, owner.id, { stepId: step.id, attempts, maxAttempts, reason: input.reason ?? null }, '')];
-      if (answersHold) events.push(this.release(task, owner));
+      if (answersHold) events.push(await this.release(task, owner));
       this.log.info(`step ${step.id} of task ${task.id} granted ${attempts} more attempt(s) (${maxAttempts} in all)`, task.correlationId);
       return { events, result: { taskId: task.id, stepId: step.id, attempts, maxAttempts, state: (answersHold ? 'running' : task.state) as TaskState } };
     });
@@ -779,8 +810,8 @@ export class Engine {
    * renew the lease. If it is gone, the lease runs out and the sweep says so. A
    * person answering the hold does not become the task's driver.
    */
-  private release(task: Task, answeredBy: LeaseOwner): NewEvent {
-    const held = this.store.events({ taskId: task.id }).filter((e) => e.type === 'task.held').pop();
+  private async release(task: Task, answeredBy: LeaseOwner): Promise<NewEvent> {
+    const held = (await this.eventLog.read({ taskId: task.id })).filter((e) => e.type === 'task.held').pop();
     const owner: LeaseOwner = held?.by ? { id: held.by } : answeredBy;
     return this.ev('task.resumed', task, owner.id, { owner, leaseTtlMs: this.defaultLeaseTtlMs, attempt: task.attempt + 1 }, '');
   }
@@ -836,7 +867,7 @@ export class Engine {
         { key: input.key, stepId, kind: input.kind, description: input.description, args, attempt },
         `effect.intent:${task.id}:${input.key}:${attempt}`,
       );
-      const committed = this.store.commit([event, intent]);
+      const committed = await this.commit([event, intent]);
       return { result: { taskId: task.id, key: input.key, decision: 'proceed' as const, checkpointId: checkpoint.id, attempt, ...report }, durable: committed.durable };
     });
     await durable;
@@ -845,7 +876,7 @@ export class Engine {
 
   /** Waits until the events that created the ledger row we answered from are durable. */
   private waitForEffect(taskId: string, key: string): Promise<void> {
-    return this.store.waitDurable(this.queries.lastSideEffectSeq(taskId, key));
+    return this.eventLog.waitDurable(this.queries.lastSideEffectSeq(taskId, key));
   }
 
   async endSideEffect(raw: unknown): Promise<{ taskId: string; key: string; state: SideEffect['status'] }> {
@@ -887,9 +918,9 @@ export class Engine {
     return { task, steps: this.queries.steps(taskId), checkpoints: this.queries.checkpoints(taskId), sideEffects: this.queries.sideEffects(taskId) };
   }
 
-  events(filter: { taskId?: string; afterSeq?: number; limit?: number } = {}): WaypointEvent[] {
+  async events(filter: { taskId?: string; afterSeq?: number; limit?: number } = {}): Promise<WaypointEvent[]> {
     if (filter.taskId) this.queries.task(filter.taskId);
-    return this.store.events(filter);
+    return this.eventLog.read(filter);
   }
 
   async resumeContext(taskId: string): Promise<ResumeContext> {
@@ -897,7 +928,7 @@ export class Engine {
     const drift = this.opts.drift ? await this.opts.drift(task) : await this.drift(taskId).catch(() => null);
     const last = task.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : null;
     // A fork's inheritance is read from the original's events, which outlive its deletion.
-    const fork = task.forkedFrom ? forkInheritance(this.store.events({ taskId: task.forkedFrom.taskId }), task.forkedFrom.checkpointId) : null;
+    const fork = task.forkedFrom ? forkInheritance(await this.eventLog.read({ taskId: task.forkedFrom.taskId }), task.forkedFrom.checkpointId) : null;
     return buildResumeContext(task, this.queries.steps(taskId), this.queries.sideEffects(taskId), last, drift, fork);
   }
 
@@ -978,7 +1009,7 @@ export class Engine {
   }
 
   /** The checkpoint to fork from, its task and what a fork inherits, or a refusal saying why not. */
-  private forkSource(checkpointId: string): { target: CheckpointMeta; original: Task; inheritance: ForkInheritance } {
+  private async forkSource(checkpointId: string): Promise<{ target: CheckpointMeta; original: Task; inheritance: ForkInheritance }> {
     const target = this.queries.checkpoint(checkpointId);
     if (!target) {
       const gone = this.queries.deletedCheckpointTask(checkpointId);
@@ -992,7 +1023,7 @@ export class Engine {
     if (!target.manifestRef) throw new WaypointError('invalid_input', `Checkpoint ${target.id} records no files (a metadata-only checkpoint); there is no workspace state to fork from.`, { checkpointId: target.id });
     const original = this.queries.findTask(target.taskId);
     if (!original) throw new WaypointError('not_found', `Checkpoint ${target.id} belonged to task ${target.taskId}, which was deleted; nothing of it is left to fork from.`, { checkpointId: target.id });
-    const inheritance = forkInheritance(this.store.events({ taskId: original.id }), target.id);
+    const inheritance = forkInheritance(await this.eventLog.read({ taskId: original.id }), target.id);
     if (!inheritance) throw new WaypointError('corrupt', `The history of task ${original.id} no longer holds checkpoint ${target.id}'s record; a fork cannot say what it inherits.`, { checkpointId: target.id });
     return { target, original, inheritance };
   }
@@ -1005,11 +1036,11 @@ export class Engine {
       const seen = this.queries.idempotent(key);
       if (seen) {
         if (seen.op !== 'task.fork') throw new WaypointError('conflict', `Idempotency key '${key}' was already used for ${seen.op}, not task.fork.`, { key, op: seen.op });
-        return { result: seen.result as ForkResult, durable: this.store.waitDurable(seen.seq) };
+        return { result: seen.result as ForkResult, durable: this.eventLog.waitDurable(seen.seq) };
       }
       const begun = this.queries.idempotent(`${key}#task`);
-      if (begun) return { result: begun.result as ForkResult, durable: this.store.waitDurable(begun.seq) };
-      const { target, original, inheritance } = this.forkSource(input.checkpointId);
+      if (begun) return { result: begun.result as ForkResult, durable: this.eventLog.waitDurable(begun.seq) };
+      const { target, original, inheritance } = await this.forkSource(input.checkpointId);
       // Loading the manifest checks it: a checkpoint whose objects are gone is refused here, before anything is recorded.
       const targetManifest = await ws.load(target);
       const current = await ws.scanNow(this.latestCheckpoint());
@@ -1060,11 +1091,11 @@ export class Engine {
       const { event: preEvent, checkpoint: pre } = await this.captureCheckpoint(task, 'pre_rollback', null, `before forking from ${target.id}`);
       const planRef = await ws.savePlan(plan);
       const rollbackId = newId('r');
-      await this.store.commit([
+      await this.record([
         started,
         { ...preEvent, key: `${key}#pre` },
         this.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: null, mode: 'all', planRef }, `${key}#start`),
-      ]).durable;
+      ]);
       // 2. Apply; a stop part-way is recorded as a failed rollback of the fork, which its Undo reverses.
       let applied: Awaited<ReturnType<typeof ws.apply>>;
       try {
@@ -1072,9 +1103,7 @@ export class Engine {
       } catch (e) {
         await ws.sweepTemps(plan).catch((err: unknown) => this.log.warn(`[fork] could not remove its temp files: ${errorMessage(err)}`, corr));
         const note = `The fork from ${target.id} stopped part-way (${errorMessage(e)}); the workspace is partly restored. Everything it held before is in checkpoint ${pre.id}: undo the fork's rollback (waypoint rollback --task ${taskId} --undo) to return to it.`;
-        await this.store
-          .commit([this.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)])
-          .durable.catch(() => undefined);
+        await this.record([this.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)]).catch(() => undefined);
         throw new WaypointError('io', note, { taskId, preRollbackCheckpointId: pre.id });
       }
       // 3. The outcome, then the fork's base: the workspace as the checkpoint left it, branching from it.
@@ -1091,7 +1120,7 @@ export class Engine {
         filesRemoved: applied.removed.length,
         kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
       };
-      const committed = this.store.commit([{ ...done, key, op: 'task.fork', result }, { ...baseEvent, key: `${key}#base` }]);
+      const committed = await this.commit([{ ...done, key, op: 'task.fork', result }, { ...baseEvent, key: `${key}#base` }]);
       this.log.info(`task ${taskId} forked from task ${original.id} at ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, corr);
       return { result, durable: committed.durable };
     });
@@ -1138,12 +1167,15 @@ export class Engine {
   /** What the split-out concerns need of the engine; built on first use, like upkeep. */
   private get core(): EngineCore {
     this.coreCache ??= {
-      store: this.store,
+      eventLog: this.eventLog,
+      projection: this.projection,
       queries: this.queries,
       log: this.log,
       workspace: this.workspace,
       workspaceSnapshots: this.workspaceSnapshots,
       exclusive: (fn) => this.exclusive(fn),
+      commit: (batch) => this.commit(batch),
+      record: (batch) => this.record(batch),
       needingSpace: (what, fn) => this.needingSpace(what, fn),
       snapshots: () => this.snapshots(),
       requireTask: (taskId) => this.requireTask(taskId),
@@ -1167,9 +1199,11 @@ export class Engine {
   /** Built on first use, so the constructor (and what it sets up) stays as it is. */
   private get upkeep(): StorageUpkeep {
     this.upkeepCache ??= new StorageUpkeep({
-      store: this.store,
+      eventLog: this.eventLog,
+      projection: this.projection,
       queries: this.queries,
       log: this.log,
+      record: (batch) => this.record(batch),
       workspaceSnapshots: this.workspaceSnapshots,
       now: () => this.now,
       exclusive: (fn) => this.exclusive(fn),
@@ -1186,7 +1220,7 @@ export class Engine {
   }
 
   /** Metrics (see stats.ts); with `taskId`, of that task only (an unknown one is refused). */
-  stats(filter: StatsFilter = {}): Stats {
+  async stats(filter: StatsFilter = {}): Promise<Stats> {
     if (filter.taskId) this.queries.task(filter.taskId);
     return computeStats(
       {
@@ -1195,7 +1229,7 @@ export class Engine {
         checkpoints: this.queries.checkpoints(filter.taskId),
         sideEffects: filter.taskId ? this.queries.sideEffects(filter.taskId) : this.queries.allSideEffects(),
         // The events hold what the projections overwrite (each attempt, each interruption); older ones are read from the segments.
-        events: this.store.events(filter.taskId ? { taskId: filter.taskId } : {}),
+        events: await this.eventLog.read(filter.taskId ? { taskId: filter.taskId } : {}),
         storeBytes: this.workspaceSnapshots ? this.workspaceSnapshots.diskBytes() : null,
         now: this.now,
       },
@@ -1214,7 +1248,7 @@ export class Engine {
   }
 
   async rebuild(): Promise<void> {
-    await this.exclusive(async () => this.store.rebuild());
+    await this.needingSpace('a rebuild', () => this.exclusive(async () => this.projection.rebuild(await this.eventLog.read())));
   }
 }
 

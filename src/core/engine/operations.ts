@@ -110,7 +110,7 @@ export const OPERATIONS = {
   drift: query('task id', TaskId, (e, id) => e.drift(id)),
   /** A mutation: with `repair` it stores lost content again and records damaged checkpoints. */
   verify: mutation('verify', VerifyInput.optional(), (e, a) => e.verify(a ?? {})),
-  info: query('info', None, (e) => ({ storeDir: e.store.dir, storeId: e.store.storeId, events: e.store.lastSeq, pid: process.pid, relayed: false })),
+  info: query('info', None, (e) => ({ storeDir: e.storeDir, storeId: e.eventLog.workspace.id, events: e.eventLog.lastSeq, pid: process.pid, relayed: false })),
 } as const;
 
 export type OperationName = keyof typeof OPERATIONS;

@@ -56,7 +56,7 @@ export class ReviewApplies {
     const key = input.idempotencyKey ?? `review.apply:${randomUUID()}`;
     const { result, durable } = await this.core.exclusive(async () => {
       const seen = this.core.queries.idempotent(key);
-      if (seen) return { result: seen.result as ReviewApplyResult<C>, durable: this.core.store.waitDurable(seen.seq) };
+      if (seen) return { result: seen.result as ReviewApplyResult<C>, durable: this.core.eventLog.waitDurable(seen.seq) };
       const task = this.core.requireTask(input.taskId);
       const steps = this.core.queries.steps(task.id);
       const open = steps.filter((s) => s.status === 'in_progress');
@@ -87,10 +87,10 @@ export class ReviewApplies {
       }
       const planRef = await ws.savePlan(plan);
       const applyId = newId('a');
-      await this.core.store.commit([
+      await this.core.record([
         { ...preEvent, key: `${key}#pre` },
         this.core.ev('review.apply_started', task, null, { applyId, preApplyCheckpointId: pre.id, planRef, paths }, `${key}#start`),
-      ]).durable;
+      ]);
       const done = (outcome: { outcome: 'applied' | 'failed'; written: number; removed: number; commit: string | null; note: string | null }) =>
         this.core.ev(
           'review.apply_done',
@@ -106,7 +106,7 @@ export class ReviewApplies {
       try {
         made = await commit();
       } catch (e) {
-        await this.core.store.commit([done({ outcome: 'failed', written: 0, removed: 0, commit: null, note: `the commit failed, nothing was changed: ${(e as Error).message}` })]).durable;
+        await this.core.record([done({ outcome: 'failed', written: 0, removed: 0, commit: null, note: `the commit failed, nothing was changed: ${(e as Error).message}` })]);
         throw e;
       }
       // 3. Discarded changes leave the working tree (idempotent: a crash here is finished on the next open).
@@ -119,7 +119,7 @@ export class ReviewApplies {
             this.core.ev('task.completed', task, null, { summary: null, commit: made.sha }, `${key}#complete`),
           ]
         : [];
-      const recorded = this.core.store.commit([{ ...done({ outcome: 'applied', written: applied.written.length, removed: applied.removed.length, commit: made.sha, note: null }), op: 'review.apply', result }, ...closing]);
+      const recorded = await this.core.commit([{ ...done({ outcome: 'applied', written: applied.written.length, removed: applied.removed.length, commit: made.sha, note: null }), op: 'review.apply', result }, ...closing]);
       this.core.log.info(
         `review of task ${task.id} applied: commit ${made.sha ?? 'none'}, ${applied.written.length} written, ${applied.removed.length} removed, task ${finish ? 'completed' : 'kept open'}`,
         task.correlationId,
@@ -170,7 +170,7 @@ export class ReviewApplies {
           outcome = 'failed';
           note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly reverted. Roll back to checkpoint ${started.preApplyCheckpointId} to return to the state before it.`;
         }
-        await this.core.store.commit([
+        await this.core.record([
           {
             type: 'review.apply_done',
             taskId: r.taskId,
@@ -179,7 +179,7 @@ export class ReviewApplies {
             key: `${r.key.replace(/#start$/, '')}#recovered`,
             data: { applyId: started.applyId, outcome, filesWritten: written, filesRemoved: removed, recovered: true, commit: null, note },
           },
-        ]).durable;
+        ]);
         notes.push(note);
         this.core.log.warn(note, task?.correlationId);
       });

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { WaypointError, errorMessage } from '../model/errors';
 import type { CheckpointMeta, EventDataOf, Step, Task } from '../model/schema';
 import { parseInput } from '../model/validate';
-import type { NewEvent } from '../store/eventStore';
+import type { NewEvent } from '../store/eventLog';
 import { diffManifests, type Manifest } from '../snapshot';
 import type { NotCapturedReport } from './engine';
 import type { EngineCore } from './engineCore';
@@ -75,7 +75,7 @@ export class Rollbacks {
     const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
     const { result, durable } = await this.core.exclusive(async () => {
       const seen = this.core.queries.idempotent(key);
-      if (seen) return { result: seen.result as RollbackResult, durable: this.core.store.waitDurable(seen.seq) };
+      if (seen) return { result: seen.result as RollbackResult, durable: this.core.eventLog.waitDurable(seen.seq) };
       const task = this.core.requireTask(input.taskId);
       const target = this.core.requireCheckpoint(input.checkpointId);
       if (target.taskId !== task.id) {
@@ -127,7 +127,7 @@ export class Rollbacks {
       const { event: preEvent, checkpoint: pre, report: preReport } = await this.core.captureCheckpoint(task, 'pre_rollback', null, input.reason ?? `before rolling back to ${target.id}`);
       const planRef = await ws.savePlan(plan);
       const rollbackId = newId('r');
-      const started = this.core.store.commit([
+      const started = await this.core.commit([
         { ...preEvent, key: `${key}#pre` },
         this.core.ev('rollback.started', task, null, { rollbackId, targetCheckpointId: target.id, preRollbackCheckpointId: pre.id, paths: paths ?? null, mode, planRef }, `${key}#start`),
       ]);
@@ -142,9 +142,7 @@ export class Rollbacks {
         // No temp outlives it (a write that ran out of space leaves its temp beside the file).
         await ws.sweepTemps(plan).catch((err: unknown) => this.core.log.warn(`[rollback] could not remove its temp files: ${errorMessage(err)}`, task.correlationId));
         const note = `The rollback to ${target.id} stopped part-way (${errorMessage(e)}); the workspace is partly rolled back. Everything it held before is in checkpoint ${pre.id}: undo this rollback to return to it, or roll back again.`;
-        await this.core.store
-          .commit([this.core.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)])
-          .durable.catch(() => undefined); // no space even for this: the next open recovers it instead
+        await this.core.record([this.core.ev('rollback.done', task, null, { rollbackId, outcome: 'failed', filesWritten: 0, filesRemoved: 0, recovered: false, abandonedSteps: [], conflicts: [], note }, `${key}#failed`)]).catch(() => undefined); // no space even for this: the next open recovers it instead
         this.core.log.warn(note, task.correlationId);
         if (isNoSpace(e)) throw new WaypointError('io', `No space left for the rollback to ${target.id}: ${errorMessage(e)}. The workspace is partly rolled back; free space on the disk holding ${this.core.workspace}, then undo it (waypoint rollback --task ${task.id} --undo) or roll back again.`, { preRollbackCheckpointId: pre.id });
         throw e;
@@ -160,7 +158,7 @@ export class Rollbacks {
         conflicts: [...agentConflicts, ...applied.conflicts.map((c) => c.path)],
         kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
       };
-      const done = this.core.store.commit([
+      const done = await this.core.commit([
         {
           ...this.core.ev(
             'rollback.done',
@@ -280,7 +278,7 @@ export class Rollbacks {
         const task = this.core.queries.findTask(r.task_id);
         // Read from the task's events (the export may have moved them to the segments): recovery is rare.
         const startKey =
-          this.core.store.events({ taskId: r.task_id }).find((e) => e.type === 'rollback.started' && (e.data as EventDataOf<'rollback.started'>).rollbackId === r.id)?.key ?? `rollback:${r.id}#start`;
+          (await this.core.eventLog.read({ taskId: r.task_id })).find((e) => e.type === 'rollback.started' && (e.data as EventDataOf<'rollback.started'>).rollbackId === r.id)?.key ?? `rollback:${r.id}#start`;
         const key = startKey.replace(/#start$/, '');
         let outcome: 'applied' | 'failed' = 'applied';
         let note: string;
@@ -319,7 +317,7 @@ export class Rollbacks {
           const { event } = await this.core.captureCheckpoint({ ...task, lastCheckpointId: r.target_checkpoint_id }, 'task_base', null, `forked from ${r.target_checkpoint_id}`);
           batch.push({ ...event, key: `${key}#base` });
         }
-        await this.core.store.commit(batch).durable;
+        await this.core.record(batch);
         notes.push(note);
         this.core.log.warn(note, task?.correlationId);
       });

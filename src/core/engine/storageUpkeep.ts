@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log';
 import type { CheckpointMeta } from '../model/schema';
 import { parseInput } from '../model/validate';
-import type { EventStore } from '../store/eventStore';
+import type { EventLog, NewEvent, Projection, ProjectionCheck } from '../store/eventLog';
 import { RetentionInput, VerifyInput } from './inputs';
 import type { Queries } from './queries';
 import type { WorkspaceSnapshots } from './workspaceSnapshots';
@@ -18,7 +18,7 @@ export interface VerifyReport {
   /** Projections equal a rebuild, and no checkpoint is damaged without being marked so. */
   ok: boolean;
   events: number;
-  differences: Awaited<ReturnType<EventStore['verify']>>['differences'];
+  differences: ProjectionCheck['differences'];
   /** The checkpoints' objects (null for a store without workspace snapshots). */
   objects: {
     checkpoints: number;
@@ -53,7 +53,8 @@ export interface GcResult {
 
 /** What the upkeep needs of the engine. */
 export interface UpkeepCore {
-  readonly store: EventStore;
+  readonly eventLog: EventLog;
+  readonly projection: Projection;
   readonly queries: Queries;
   readonly log: Logger;
   /** Null for a store that records checkpoints as metadata only. */
@@ -63,6 +64,8 @@ export interface UpkeepCore {
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
   /** The workspace snapshots, or a clear error for a metadata-only store. */
   snapshots(): WorkspaceSnapshots;
+  /** Appends a batch (inside the runner) and waits until it is durable. */
+  record(batch: readonly NewEvent[]): Promise<void>;
   /** Plans of review applies a crash cut short: garbage collection keeps their objects. */
   reviewApplyPlanRefs(): string[];
 }
@@ -127,7 +130,7 @@ export class StorageUpkeep {
     const protectedIds = (): Set<string> => this.core.queries.protectedCheckpointIds();
     const prune = async (ids: string[], reason: string) => {
       if (!ids.length) return;
-      await this.core.exclusive(async () => this.core.store.commit([{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key: `prune:${randomUUID()}`, data: { checkpointIds: ids, reason } }]).durable);
+      await this.core.exclusive(async () => this.core.record([{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key: `prune:${randomUUID()}`, data: { checkpointIds: ids, reason } }]));
       pruned.push(...ids);
     };
     const keep = protectedIds();
@@ -223,7 +226,7 @@ export class StorageUpkeep {
           }
           const mark = cps.filter((c) => !c.damaged && check.damaged.has(c.id)).map((c) => ({ checkpointId: c.id, reason: check.damaged.get(c.id)! }));
           if (mark.length) {
-            await this.core.store.commit([{ type: 'checkpoint.damaged', taskId: null, corr: null, by: null, key: `verify.repair:${randomUUID()}`, data: { checkpoints: mark } }]).durable;
+            await this.core.record([{ type: 'checkpoint.damaged', taskId: null, corr: null, by: null, key: `verify.repair:${randomUUID()}`, data: { checkpoints: mark } }]);
             markedNow.push(...mark.map((m) => m.checkpointId));
             this.core.log.warn(`marked ${mark.length} checkpoint(s) damaged: ${mark.map((m) => `${m.checkpointId} (${m.reason})`).join('; ')}`);
           }
@@ -235,7 +238,7 @@ export class StorageUpkeep {
       });
     }
     // After any marking: the new event must fold to the same projections as a rebuild.
-    const proj = await this.core.store.verify();
+    const proj = await this.core.projection.verify(await this.core.eventLog.read());
     const unmarked = objects?.damaged.filter((d) => !d.marked).length ?? 0;
     return { ...proj, ok: proj.ok && unmarked === 0, objects, repaired: input.repair === true };
   }

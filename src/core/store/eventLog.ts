@@ -1,5 +1,6 @@
 import type { WaypointError } from '../model/errors';
-import type { Task, TaskState, WaypointEvent } from '../model/schema';
+import type { EventDataOf, EventType, Task, TaskState, WaypointEvent } from '../model/schema';
+import type { Db } from './db';
 
 /**
  * The store seam (issue 16): what the engine needs of a backend, so the embedded
@@ -64,6 +65,13 @@ export interface EventLog {
   /** The highest seq this writer has appended or read (its projection's position). */
   readonly lastSeq: number;
   /**
+   * Why this log refuses every append (opened read-only, e.g. on a full disk), or
+   * null. The engine refuses a writing operation at once with this reason.
+   */
+  readonly readOnlyReason: string | null;
+  /** What opening the log had to repair or set aside, for surfaces to tell the person. */
+  readonly warnings: readonly string[];
+  /**
    * This writer's fencing epoch: above every epoch that wrote before it took the
    * workspace. An append by a writer whose epoch has been superseded is refused
    * (`lost_ownership`) and nothing of it becomes part of the history.
@@ -77,26 +85,81 @@ export interface EventLog {
    * rather than recorded twice.
    */
   append(batch: readonly NewEventLike[]): Promise<AppendResult>;
+  /**
+   * Settles once every event up to `seq` is durable: a repeated call answered from
+   * the ledger waits for the original's durability before it answers.
+   */
+  waitDurable(seq: number): Promise<void>;
   /** Events in seq order. */
   read(filter?: ReadFilter): Promise<WaypointEvent[]>;
   /** Events as they become durable: this writer's own, and (for a shared log) other writers'. */
   subscribe(listener: (events: readonly WaypointEvent[]) => void): Disposable;
   /** Fired once if another writer took the workspace (this writer is then read-only). */
   onDidLoseOwnership(listener: (e: WaypointError) => void): Disposable;
+  /**
+   * Throws `lost_ownership` once this writer is known to have been superseded, so a
+   * process that wakes from a stall finds out before it answers from an outdated
+   * view. Synchronous: it checks what the writer can see at once (the embedded lock
+   * file; a remote log's last fencing answer), and `append` remains the real fence.
+   */
+  assertOwned(): void;
+  /** Exports, flushes and releases what this writer holds (the engine closes the projection after it). */
   close(): Promise<void>;
 }
 
-/** The shape appended (the engine's NewEvent); declared structurally so this file imports no implementation. */
-export interface NewEventLike {
-  type: WaypointEvent['type'];
+/**
+ * The writer's projection: the in-memory sql.js database the one projection code
+ * (`projections.ts`) folds events into, fed by whichever EventLog the engine has
+ * (`SqlProjection` in projection.ts). The engine appends a batch to the log, then
+ * applies the sequenced events here before its runner lets the next call validate.
+ */
+export interface Projection {
+  /** The highest seq folded in. */
+  readonly lastSeq: number;
+  /** The database the engine's `Queries` reads, synchronously. */
+  readonly db: Db;
+  /** Applies events in seq order atomically; those at or below lastSeq are skipped, a gap is refused. */
+  apply(events: readonly WaypointEvent[]): void;
+  /** Rebuilds every table from the events alone, in place. */
+  rebuild(events: readonly WaypointEvent[]): void;
+  /** Folds the events into a scratch database and names the tables that differ from these. */
+  verify(events: readonly WaypointEvent[]): Promise<ProjectionCheck>;
+  /** Frees it; closing twice does nothing (the embedded log closes it with itself). */
+  close(): void;
+}
+
+export interface ProjectionCheck {
+  ok: boolean;
+  events: number;
+  differences: { table: string; live: number; rebuilt: number; firstDiff: string | null }[];
+}
+
+/** What an engine runs on: one log and the projection it feeds (the embedded store opens both from `.waypoint/`). */
+export interface StoreBackend {
+  log: EventLog;
+  projection: Projection;
+  /** The read side; without one the engine answers from the projection (EmbeddedProjectionReader). */
+  reader?: ProjectionReader;
+}
+
+/**
+ * One event to append, before the log gives it a seq and a timestamp. `data` is
+ * validated against the type's schema when it is sequenced; `op` and `result` ride on
+ * the first event of an idempotent call (the ledger answers a repeat from them).
+ */
+export interface NewEvent<T extends EventType = EventType> {
+  type: T;
   taskId: string | null;
   corr: string | null;
   key: string;
   by: string | null;
-  data: unknown;
+  data: EventDataOf<T>;
   op?: string;
   result?: unknown;
 }
+
+/** The shape appended, as the contract first named it (kept for the PostgreSQL log). */
+export type NewEventLike = NewEvent;
 
 /** One row of a listing across workspaces (`waypoint tasks --all`). */
 export interface TaskListing {

@@ -1,23 +1,31 @@
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import type { Database, SqlJsStatic } from 'sql.js';
 import { WaypointError, errorMessage } from '../model/errors';
-import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType, type EventDataOf } from '../model/schema';
+import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType } from '../model/schema';
 import { Logger, silentLogger } from '../log';
 import { Db } from './db';
 import { fsyncDir, sweepTempFiles, writeFileAtomic } from './fsutil';
 import { ARCHIVE_DIR, FENCED_DIR, RECORD_MAGIC, JournalWriter, decodeSegment, encodeRecord, listChain, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
 import { DB_VERSION, dbVersion, migrate } from './migrations';
 import { OwnerLock, noteEpoch, type AcquireOptions } from './ownerLock';
-import { clearProjections, dumpProjections, insertEvent, project } from './projections';
+import { insertEvent, project } from './projections';
+import type { AppendResult, Disposable, EventLog, NewEvent, ReadFilter, WorkspaceIdentity } from './eventLog';
+export type { NewEvent } from './eventLog';
+import { SqlProjection, rebuildInPlace } from './projection';
 import { loadSqlJs } from './sqlite';
 import { STORE_FILE_MODE, ensurePrivateStoreDir } from './storeDir';
 import { upcast } from './upcast';
 
 /**
- * The event store: one per workspace, in `.waypoint/`.
+ * The embedded EventLog: one per workspace, in `.waypoint/` — the journal segments,
+ * the exported database generations, and owner-epoch fencing. The projection it
+ * feeds (`SqlProjection`, the in-memory sql.js database) is its snapshot: an export
+ * writes that database whole, so the log applies each batch to it at the instant it
+ * sequences the batch, and a generation on disk always matches the journal.
  *
  *   waypoint.db           sql.js database: projections (the newest generation)
  *   waypoint.db.prev      the previous generation, a fallback if the newest will not open
@@ -40,17 +48,6 @@ import { upcast } from './upcast';
  * not with the history, and opening reads only the projections and the journal
  * tail. `events()` reads older events from the segments.
  */
-export interface NewEvent<T extends EventType = EventType> {
-  type: T;
-  taskId: string | null;
-  corr: string | null;
-  key: string;
-  by: string | null;
-  data: EventDataOf<T>;
-  op?: string;
-  result?: unknown;
-}
-
 export interface StoreOptions {
   /** The `.waypoint` directory. */
   dir: string;
@@ -65,6 +62,8 @@ export interface StoreOptions {
    * refused with. Nothing here is ever fenced: it never writes.
    */
   readOnly?: string;
+  /** The workspace folder this store records (its identity's path); defaults to the store directory's parent. */
+  workspace?: string;
 }
 
 /** A read-only store owns nothing: it takes no lock, so it releases none. */
@@ -82,7 +81,8 @@ export interface OpenReport {
 const DB_FILE = 'waypoint.db';
 const PREV_FILE = 'waypoint.db.prev';
 
-export class EventStore {
+export class EventStore implements EventLog {
+  readonly backend = 'embedded' as const;
   private writer!: JournalWriter;
   private rotating: Promise<void> | null = null;
   private exporting: Promise<void> | null = null;
@@ -102,16 +102,19 @@ export class EventStore {
    * into its database exports, so a replaced owner's later segments and exports
    * (lower epochs) are recognised and never read as history.
    */
-  private epoch = 0;
+  private journalEpochValue = 0;
   /** Counters for tests and the benchmark: how many fdatasyncs carried how many records. */
   readonly stats = { flushes: 0, records: 0, exports: 0 };
   readonly clock: () => number;
   private readonly exportThreshold: number;
   private readonly log: Logger;
 
+  readonly workspace: WorkspaceIdentity;
+
   private constructor(
     readonly dir: string,
-    readonly db: Db,
+    /** The projection this log feeds and exports as its generations. */
+    readonly projection: SqlProjection,
     readonly storeId: string,
     readonly lock: OwnerLock,
     readonly report: OpenReport,
@@ -120,6 +123,25 @@ export class EventStore {
     this.clock = opts.clock ?? Date.now;
     this.exportThreshold = opts.exportThresholdBytes ?? 8 * 1024 * 1024;
     this.log = (opts.log ?? silentLogger).child('store');
+    // The store id lives in `.waypoint/` (the database's meta and every segment header), so it survives moves of the folder.
+    this.workspace = { id: storeId, machine: process.env.WAYPOINT_MACHINE || os.hostname(), path: opts.workspace ?? path.dirname(dir) };
+  }
+
+  /** The projection's database (embedded callers and tests read it directly; the engine goes through Queries). */
+  get db(): Db {
+    return this.projection.db;
+  }
+
+  /**
+   * The ownership fencing epoch: the owner lock's, which a takeover raises and which a
+   * discovery file is paired with. (`journalEpoch`, at or above it, marks the segments.)
+   */
+  get epoch(): number {
+    return this.lock.epoch;
+  }
+
+  get warnings(): readonly string[] {
+    return this.report.warnings;
   }
 
   private readonly onFlush = (records: number): void => {
@@ -183,9 +205,9 @@ export class EventStore {
         migratedFrom: mig.from !== mig.to && mig.from > 0 ? mig.from : null,
         ms: 0,
       };
-      const store = new EventStore(dir, db, storeId, lock, report, opts);
-      store.epoch = Math.max(lock.epoch, chain.maxEpoch + 1);
-      if (store.epoch > lock.epoch && !readOnly) noteEpoch(dir, store.epoch);
+      const store = new EventStore(dir, new SqlProjection(db, seq), storeId, lock, report, opts);
+      store.journalEpochValue = Math.max(lock.epoch, chain.maxEpoch + 1);
+      if (store.journalEpochValue > lock.epoch && !readOnly) noteEpoch(dir, store.journalEpochValue);
       store.seq = seq;
       store.durableSeq = seq;
       store.diskGenerationSeq = generationSeq;
@@ -203,11 +225,11 @@ export class EventStore {
       }
       const fence = (): void => lock.assertHeld();
       if (last && lock.tookOver) {
-        const size = await rewriteSegment(last.file, last.validBytes, { kind: 'header', storeId, baseSeq: last.baseSeq, v: SCHEMA_VERSION, epoch: store.epoch });
+        const size = await rewriteSegment(last.file, last.validBytes, { kind: 'header', storeId, baseSeq: last.baseSeq, v: SCHEMA_VERSION, epoch: store.journalEpochValue });
         store.writer = await JournalWriter.open(last.file, { kind: 'header', storeId, baseSeq: last.baseSeq, v: SCHEMA_VERSION }, size, store.onFlush, fence);
-        log.info(`took the store over from a stale owner: journal epoch ${store.epoch}, newest segment rewritten`);
+        log.info(`took the store over from a stale owner: journal epoch ${store.journalEpochValue}, newest segment rewritten`);
       } else {
-        const header: SegmentHeader = { kind: 'header', storeId, baseSeq: last ? last.baseSeq : seq + 1, v: SCHEMA_VERSION, epoch: store.epoch };
+        const header: SegmentHeader = { kind: 'header', storeId, baseSeq: last ? last.baseSeq : seq + 1, v: SCHEMA_VERSION, epoch: store.journalEpochValue };
         store.writer = last
           ? await JournalWriter.open(last.file, header, last.validBytes, store.onFlush, fence)
           : await store.openNewSegment(path.join(dir, segmentName(seq + 1)), header);
@@ -237,7 +259,7 @@ export class EventStore {
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw e;
         const theirs = readSegmentHeader(file);
-        if (theirs && theirs.epoch !== undefined && theirs.epoch < this.epoch) {
+        if (theirs && theirs.epoch !== undefined && theirs.epoch < this.journalEpochValue) {
           const aside = path.join(this.dir, FENCED_DIR);
           await fs.promises.mkdir(aside, { recursive: true, mode: 0o700 });
           await fs.promises.rename(file, path.join(aside, `${path.basename(file)}.${Date.now()}`));
@@ -308,12 +330,7 @@ export class EventStore {
         ...(b.op !== undefined ? { op: b.op, result: b.result ?? null } : {}),
       }),
     );
-    this.db.transaction(() => {
-      for (const e of events) {
-        insertEvent(this.db, e);
-        project(this.db, e);
-      }
-    });
+    this.projection.apply(events);
     this.seq += events.length;
     const last = this.seq;
     const record = encodeRecord({ kind: 'batch', last, events });
@@ -397,7 +414,7 @@ export class EventStore {
     this.db.run('DELETE FROM events WHERE seq <= ?', [durableUpTo]);
     this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['exportedSeq', String(seq)]);
     this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['prevGenerationSeq', String(this.diskGenerationSeq)]);
-    this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['exportEpoch', String(this.epoch)]);
+    this.db.run('INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)', ['exportEpoch', String(this.journalEpochValue)]);
     this.db.compact(2 * reserveBytesFor(this.db, this.exportThreshold));
     // Room for the journal tail a crash can leave (up to the export threshold) and
     // for new events, so neither the replay nor the next appends grow the file.
@@ -412,7 +429,7 @@ export class EventStore {
       // a header naming the previous export's checksum; start it anew for these bytes.
       this.lock.assertHeld();
       if (next === old.path && old.sizeBytes === fs.statSync(next).size && onlyHeader(next)) await fs.promises.rm(next);
-      this.writer = await this.openNewSegment(next, { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION, dbCrc: crc32(bytes), epoch: this.epoch });
+      this.writer = await this.openNewSegment(next, { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION, dbCrc: crc32(bytes), epoch: this.journalEpochValue });
     })();
     try {
       await this.rotating;
@@ -488,47 +505,46 @@ export class EventStore {
   /** Rebuilds every projection from the events alone, in place. */
   rebuild(): void {
     this.assertWritable();
-    rebuildInPlace(this.db, this.events());
+    this.projection.rebuild(this.events());
   }
 
   /**
    * Rebuilds the projections from the events into a scratch database and compares
    * them with the live tables. Returns the tables that differ.
    */
-  async verify(): Promise<{ ok: boolean; events: number; differences: { table: string; live: number; rebuilt: number; firstDiff: string | null }[] }> {
-    const SQL = await loadSqlJs();
-    const scratch = new Db(new SQL.Database());
+  verify(): Promise<{ ok: boolean; events: number; differences: { table: string; live: number; rebuilt: number; firstDiff: string | null }[] }> {
+    return this.projection.verify(this.events());
+  }
+
+  // ---------------------------------------------------------------------------
+  // The EventLog contract (eventLog.ts), over the synchronous embedded calls above.
+
+  /** Sequences, projects and journals the batch at once (see commit); `durable` settles with the fdatasync. */
+  append(batch: readonly NewEvent[]): Promise<AppendResult> {
     try {
-      migrate(scratch);
-      const events = this.events();
-      scratch.transaction(() => {
-        for (const e of events) {
-          insertEvent(scratch, e);
-          project(scratch, e);
-        }
-      });
-      const live = dumpProjections(this.db);
-      const rebuilt = dumpProjections(scratch);
-      const differences = Object.keys(live)
-        .map((table) => {
-          const a = live[table];
-          const b = rebuilt[table];
-          const i = a.findIndex((row, k) => row !== b[k]);
-          const firstDiff = i >= 0 ? a[i] : b.length > a.length ? b[a.length] : null;
-          return { table, live: a.length, rebuilt: b.length, firstDiff: a.length === b.length && i < 0 ? null : firstDiff };
-        })
-        .filter((d) => d.live !== d.rebuilt || d.firstDiff !== null);
-      return { ok: differences.length === 0, events: events.length, differences };
-    } finally {
-      scratch.close();
+      return Promise.resolve(this.commit(batch));
+    } catch (e) {
+      return Promise.reject(e);
     }
+  }
+
+  read(filter?: ReadFilter): Promise<WaypointEvent[]> {
+    try {
+      return Promise.resolve(this.events(filter));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  subscribe(listener: (events: readonly WaypointEvent[]) => void): Disposable {
+    return this.onDidCommit(listener);
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     if (this.readOnlyReason !== null) {
       this.closed = true;
-      this.db.close();
+      this.projection.close();
       this.listeners.clear();
       return;
     }
@@ -543,7 +559,7 @@ export class EventStore {
     } finally {
       this.closed = true;
       await this.writer.close().catch(() => undefined);
-      this.db.close();
+      this.projection.close();
       this.lock.release();
       this.listeners.clear();
       this.lostListeners.clear();
@@ -557,7 +573,7 @@ export class EventStore {
   async simulateCrash(): Promise<void> {
     this.closed = true;
     await this.writer.close().catch(() => undefined);
-    this.db.close();
+    this.projection.close();
     this.lock.release();
   }
 
@@ -592,7 +608,7 @@ export class EventStore {
 
   /** The journal epoch this owner writes under (see `epoch`). */
   get journalEpoch(): number {
-    return this.epoch;
+    return this.journalEpochValue;
   }
 }
 
@@ -660,12 +676,6 @@ async function appendToNewestArchive(archive: string, seg: string): Promise<bool
   return true;
 }
 
-function rebuildInPlace(db: Db, events: readonly WaypointEvent[]): void {
-  db.transaction(() => {
-    clearProjections(db);
-    for (const e of events) project(db, e);
-  });
-}
 
 /** The last event a database holds or has exported (its table keeps only the events since its export). */
 function dbLastSeq(db: Db): number {

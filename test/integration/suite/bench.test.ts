@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import * as vscode from 'vscode';
 import { activated, eventually, report } from './extension';
+import { embeddedStore } from '../../support/embedded';
+import type { EventStore } from '../../../src/core/store/eventStore';
 
 /**
  * Figures that must be measured inside the extension host, for `npm run bench`
@@ -24,7 +26,7 @@ describe('bench (extension host)', function () {
     for (let i = 0; i < 1000; i += 100) {
       await Promise.all(
         Array.from({ length: 100 }, (_, k) =>
-          engine.store.commit([
+          embeddedStore(engine).commit([
             {
               type: 'task.started',
               taskId: `t_bench_${i + k}`,
@@ -111,8 +113,8 @@ describe('bench (extension host)', function () {
     const corr = 'c_bench_timeline';
     const id = (i: number) => `s${i}`;
     const plan = Array.from({ length: STEPS }, (_, i) => ({ id: id(i), title: `Step ${i}: change module ${i % 37}`, ...(i >= 20 ? { dependsOn: [id(i - 20), id(i - 20 + ((i + 1) % 20))] } : {}) }));
-    const ev = <T extends Parameters<typeof engine.store.commit>[0][number]>(e: Omit<T, 'taskId' | 'corr' | 'by'>) => ({ ...e, taskId, corr, by: 'bench-agent' }) as T;
-    await engine.store.commit([ev({ type: 'task.started', key: 'bench-tl-start', data: { goal: 'Timeline bench', title: 'Timeline bench: 5,000 events', agent: 'bench', plan, owner: { id: 'bench-agent' }, leaseTtlMs: 3_600_000 } })]).durable;
+    const ev = <T extends Parameters<EventStore['commit']>[0][number]>(e: Omit<T, 'taskId' | 'corr' | 'by'>) => ({ ...e, taskId, corr, by: 'bench-agent' }) as T;
+    await embeddedStore(engine).commit([ev({ type: 'task.started', key: 'bench-tl-start', data: { goal: 'Timeline bench', title: 'Timeline bench: 5,000 events', agent: 'bench', plan, owner: { id: 'bench-agent' }, leaseTtlMs: 3_600_000 } })]).durable;
     let parent: string | null = null;
     for (let i = 0; i < STEPS; i += 50) {
       const batch = [];
@@ -131,9 +133,9 @@ describe('bench (extension host)', function () {
         );
         parent = cp;
       }
-      await engine.store.commit(batch).durable;
+      await embeddedStore(engine).commit(batch).durable;
     }
-    const events = engine.events({ taskId }).length;
+    const events = (await engine.events({ taskId })).length;
     if (events < 4_999) throw new Error(`the task holds ${events} events`);
     const tabs = () => vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => t.input instanceof vscode.TabInputWebview && t.input.viewType.includes('waypoint.timeline'));
     const opens: number[] = [];

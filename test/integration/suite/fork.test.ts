@@ -31,12 +31,12 @@ describe('fork and metrics', function () {
     await engine.startStep({ taskId, stepId: 's2' });
     fs.writeFileSync(file('fork/f.ts'), 'export const f = 3;\n');
     await engine.completeStep({ taskId, stepId: 's2' });
-    const originalEvents = engine.events({ taskId }).length;
+    const originalEvents = (await engine.events({ taskId })).length;
 
     const r = (await vscode.commands.executeCommand('waypoint.forkFromCheckpoint', { checkpointId, goal: 'Try s2 another way' })) as { taskId: string } | undefined;
     assert.ok(r?.taskId, 'the command forked (a failure would have returned undefined)');
     assert.equal(fs.readFileSync(file('fork/f.ts'), 'utf8'), 'export const f = 2;\n');
-    assert.equal(engine.events({ taskId }).length, originalEvents, 'the original got no event');
+    assert.equal((await engine.events({ taskId })).length, originalEvents, 'the original got no event');
     const row = await eventually(async () => (await api.treeRows()).find((x) => x.id === `task:${r.taskId}`), 'the fork’s row');
     // The row stays short (the title must fit the sidebar); where it came from is in the tooltip and the accessible label.
     assert.match(row.description, / · fork$/);
@@ -52,10 +52,10 @@ describe('fork and metrics', function () {
 
   it('refuses an unknown checkpoint and changes nothing', async () => {
     const engine = await api.engine();
-    const before = engine.store.lastSeq;
+    const before = engine.eventLog.lastSeq;
     const r = await vscode.commands.executeCommand('waypoint.forkFromCheckpoint', { checkpointId: 'c_does_not_exist' });
     assert.equal(r, undefined);
-    assert.equal(engine.store.lastSeq, before);
+    assert.equal(engine.eventLog.lastSeq, before);
   });
 
   it('Show Metrics opens the metrics document, which counts the tasks', async () => {

@@ -39,7 +39,7 @@ describe('resume and rollback', function () {
   it('Resume Task, then Escape at the delivery choice: the task, its attempt and its events are unchanged', async () => {
     const { engine, taskId } = await interruptedTask();
     const before = engine.queries.task(taskId);
-    const events = engine.events().length;
+    const events = (await engine.events()).length;
     const run = vscode.commands.executeCommand('waypoint.resumeTask', taskId);
     await sleep(1_500); // the picker is up
     await vscode.commands.executeCommand('workbench.action.closeQuickOpen');
@@ -47,7 +47,7 @@ describe('resume and rollback', function () {
     const after = engine.queries.task(taskId);
     assert.equal(after.state, 'interrupted');
     assert.equal(after.attempt, before.attempt);
-    assert.equal(engine.events().length, events, 'no event appended');
+    assert.equal((await engine.events()).length, events, 'no event appended');
     await engine.abandonTask({ taskId });
   });
 
