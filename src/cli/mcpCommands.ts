@@ -90,7 +90,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
     async run(c) {
       const log = stderrLogger(c.values.verbose === true);
       const agentRollback = rollbackPolicy(c);
-      const engine = await Engine.open({ workspace: c.workspace, log, sweepIntervalMs: 5_000, store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
+      const engine = await Engine.open({ workspace: c.workspace, log, sweepIntervalMs: 5_000, ...(c.teamStore ? { teamStore: c.teamStore } : {}), store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
       try {
         const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, rollback: headlessRollback(engine), port: intOption(c.values, 'port') });
         // Replaced as the owner after a stall past the lease: every call is already refused

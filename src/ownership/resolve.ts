@@ -4,6 +4,7 @@ import type { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import { describeOwner, type LockInfo } from '../core/store/ownerLock';
 import { findOwner, storeDirOf, type Discovery } from './discovery';
+import { isPostgresUrl } from '../core/store/postgres/connection';
 
 /**
  * One rule for every short- or long-lived surface outside the owner: if a live
@@ -25,6 +26,8 @@ export interface ResolveOptions<T> {
   sweepIntervalMs?: number;
   /** Files over this many bytes are recorded without content, when this process owns the store (an owner applies its own). */
   maxFileBytes?: number;
+  /** The team store URL (postgresql://…) the engine records into when this process owns the workspace. */
+  teamStore?: string;
 }
 
 export { storeDirOf };
@@ -33,6 +36,9 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
   const dir = storeDirOf(o.workspace);
   const log = o.log.child('mcp');
   const deadline = Date.now() + o.waitMs;
+  // The team store an agent's MCP server or hook inherits from its environment (the CLI passes its --store).
+  const envStore = process.env.WAYPOINT_STORE;
+  const teamStore = o.teamStore ?? (isPostgresUrl(envStore) ? envStore.trim() : undefined);
   let lastProblem = '';
   for (;;) {
     const s = findOwner(dir);
@@ -49,7 +55,7 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
     } else if (s.kind === 'none') {
       let engine: Engine | undefined;
       try {
-        engine = await Engine.open({ workspace: o.workspace, log: o.log, sweepIntervalMs: o.sweepIntervalMs, ...(o.maxFileBytes !== undefined ? { snapshots: { maxFileBytes: o.maxFileBytes } } : {}), store: { lock: { waitMs: 250, ...(o.ownerKind ? { ownerId: `${o.ownerKind}:${randomUUID()}` } : {}) } } });
+        engine = await Engine.open({ workspace: o.workspace, log: o.log, ...(teamStore ? { teamStore } : {}), sweepIntervalMs: o.sweepIntervalMs, ...(o.maxFileBytes !== undefined ? { snapshots: { maxFileBytes: o.maxFileBytes } } : {}), store: { lock: { waitMs: 250, ...(o.ownerKind ? { ownerId: `${o.ownerKind}:${randomUUID()}` } : {}) } } });
       } catch (e) {
         if (!(isWaypointError(e) && e.code === 'locked')) throw e;
         lastProblem = 'another process took the store first';

@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -121,6 +121,23 @@ export class PgCluster {
     if (!this.running) return;
     this.asPostgres('pg_ctl', ['-D', this.dataDir, '-m', mode, '-w', '-t', '60', 'stop']);
     this.running = false;
+  }
+
+  /** `stop` without blocking the event loop (for stopping the server while in-process calls run). */
+  async stopAsync(mode: 'fast' | 'immediate' = 'immediate'): Promise<void> {
+    if (!this.running) return;
+    await new Promise<void>((resolve, reject) =>
+      execFile('runuser', ['-u', 'postgres', '--', path.join(this.bin, 'pg_ctl'), '-D', this.dataDir, '-m', mode, '-w', '-t', '60', 'stop'], (e) => (e ? reject(e) : resolve())),
+    );
+    this.running = false;
+  }
+
+  /** `start` without blocking the event loop. */
+  async startAsync(): Promise<void> {
+    await new Promise<void>((resolve, reject) =>
+      execFile('runuser', ['-u', 'postgres', '--', path.join(this.bin, 'pg_ctl'), '-D', this.dataDir, '-l', path.join(this.dir, 'server.log'), '-w', '-t', '60', 'start'], (e) => (e ? reject(e) : resolve())),
+    );
+    this.running = true;
   }
 
   async restart(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {

@@ -2,11 +2,9 @@ import type { Client, Notification } from 'pg';
 import { WaypointError, errorMessage } from '../../model/errors';
 import { SCHEMA_VERSION, parseEvent, type WaypointEvent } from '../../model/schema';
 import { Logger, silentLogger } from '../../log';
-import { Db } from '../db';
+import type { Db } from '../db';
 import type { AppendResult, Disposable, EventLog, NewEventLike, ReadFilter, WorkspaceIdentity } from '../eventLog';
-import { migrate } from '../migrations';
-import { insertEvent, project } from '../projections';
-import { loadSqlJs } from '../sqlite';
+import { SqlProjection } from '../projection';
 import { connectClient, isConnectionError, redactUrl, unavailable } from './connection';
 import { ensureSchema } from './schema';
 import { NOTIFY_CHANNEL, parseNotification, rowToEvent, EVENT_COLUMNS } from './rows';
@@ -49,6 +47,12 @@ export interface PgEventLogOptions {
   /** Keep retrying a commit this long while the server is unreachable (ms). */
   retryMs?: number;
   connectTimeoutMs?: number;
+  /** The projection to fold into (the engine's); a fresh one when absent. Appends fold into it as they are sequenced. */
+  projection?: SqlProjection;
+  /** The local owner lock's epoch (see EventLog.ownerEpoch). */
+  ownerEpoch?: number;
+  /** Called when the log closes (the backend releases the workspace's local owner lock). */
+  onClose?: () => void | Promise<void>;
   /** Test hook: called after a commit statement returned; throwing simulates the reply lost on the wire. */
   afterCommitForTests?: (group: { first: number; last: number }) => void;
 }
@@ -102,7 +106,7 @@ export class PgEventLog implements EventLog {
     readonly epoch: number,
     head: number,
     /** This writer's projection of the workspace (the one fold code), current to `lastSeq`. */
-    readonly fold: Db,
+    readonly projection: SqlProjection,
   ) {
     this.client = client;
     this.seq = head;
@@ -111,6 +115,24 @@ export class PgEventLog implements EventLog {
     this.clock = opts.clock ?? Date.now;
     this.retryMs = opts.retryMs ?? 15_000;
     this.watchClient(client);
+  }
+
+  /** The projection's database (for tests and the rebuild check). */
+  get fold(): Db {
+    return this.projection.db;
+  }
+
+  /** A team store writer is never opened read-only: an unreachable database is an error, not a mode. */
+  readonly readOnlyReason: string | null = null;
+  readonly warnings: readonly string[] = [];
+
+  /** Throws once this writer is known to be superseded (a commit refused, or the takeover's NOTIFY). */
+  assertOwned(): void {
+    if (this.lost) throw this.lost;
+  }
+
+  get ownerEpoch(): number | undefined {
+    return this.opts.ownerEpoch;
   }
 
   get workspace(): WorkspaceIdentity {
@@ -153,22 +175,15 @@ export class PgEventLog implements EventLog {
         [ws.id, ws.machine, ws.path, opts.owner ?? `pid-${process.pid}`, process.pid],
       );
       const { epoch, head_seq: head } = r.rows[0];
-      const SQL = await loadSqlJs();
-      const fold = new Db(new SQL.Database());
-      migrate(fold);
-      const log = new PgEventLog(opts, client, epoch, 0, fold);
+      const projection = opts.projection ?? (await SqlProjection.empty());
+      const log = new PgEventLog(opts, client, epoch, 0, projection);
       // Everything so far, into the projection, in pages (a long history is not one result set).
       for (let after = 0; after < head; ) {
         const page = await log.readRange(after, head, undefined, 5000);
         if (!page.length) throw new WaypointError('corrupt', `The team store's log for workspace ${ws.id} ends at event ${after}, but its head says ${head}.`, { after, head });
-        fold.transaction(() => {
-          for (const e of page) {
-            if (e.seq !== after + 1) throw new WaypointError('corrupt', `The team store's log for workspace ${ws.id} is missing events ${after + 1}..${e.seq - 1}.`, { from: after + 1, to: e.seq - 1 });
-            insertEvent(fold, e);
-            project(fold, e);
-            after = e.seq;
-          }
-        });
+        // A gap or a repeated seq is refused by the projection (corrupt): it would fold a history that never was.
+        projection.apply(page);
+        after = page[page.length - 1].seq;
       }
       log.seq = head;
       log.durableSeq = head;
@@ -235,12 +250,7 @@ export class PgEventLog implements EventLog {
       }),
     );
     try {
-      this.fold.transaction(() => {
-        for (const e of events) {
-          insertEvent(this.fold, e);
-          project(this.fold, e);
-        }
-      });
+      this.projection.apply(events);
     } catch (e) {
       // The fold rolled back: nothing was sequenced. A key the workspace already holds is the usual cause.
       if (/UNIQUE constraint failed: events\.key/.test(errorMessage(e))) {
@@ -556,6 +566,6 @@ export class PgEventLog implements EventLog {
     await this.listenClient?.end().catch(() => undefined);
     await this.client?.end().catch(() => undefined);
     this.client = null;
-    this.fold.close();
+    await this.opts.onClose?.();
   }
 }
