@@ -55,13 +55,16 @@ async function main() {
     sourcesContent: false,
     logLevel: 'silent',
     plugins: [problemMatcher],
+    // `pg` requires its optional native binding only when asked for it (`pg.native`), which
+    // Waypoint never does: left external, the bundle builds without it and never loads it.
+    external: ['pg-native'],
   };
   const contexts = await Promise.all([
     esbuild.context({
       ...common,
       entryPoints: { extension: 'src/extension/main.ts' },
       outdir: 'dist',
-      external: ['vscode'],
+      external: ['vscode', 'pg-native'],
     }),
     // The review panel's and the timeline's pages: browser bundles (each shares its protocol.ts with the host).
     // highlight.js (its core and common languages only) is the review's own bundle, loaded after first content.

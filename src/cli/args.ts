@@ -20,6 +20,8 @@ export const COMMON_OPTIONS: OptionSpec = {
   'lock-wait': { type: 'string' },
   owner: { type: 'string' },
   'max-file-size-mb': { type: 'string' },
+  /** The team store (postgresql://…); WAYPOINT_STORE when absent. */
+  store: { type: 'string' },
 };
 
 export function parse(argv: string[], options: OptionSpec): Record<string, string | boolean | undefined> {

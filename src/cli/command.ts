@@ -9,6 +9,8 @@ export interface Ctx {
   workspace: string;
   /** The engine: this process's own, or the store owner's through its endpoint (opened on first use). */
   engine: () => Promise<EngineApi>;
+  /** The team store URL (--store or WAYPOINT_STORE), or undefined for the embedded store. */
+  teamStore: string | undefined;
   /** Prints `json` with --json, otherwise `human`. */
   out: (human: string, json: unknown) => void;
 }

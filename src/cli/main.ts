@@ -15,6 +15,8 @@ import { tasksTable, taskDetail } from './format';
 import { statsText } from './statsFormat';
 import type { Command, Ctx } from './command';
 import { MCP_COMMANDS, usePrereadHookInput } from './mcpCommands';
+import { listAllTasks } from './tasksAll';
+import { teamStoreOf } from './teamStore';
 import { plural } from '../core/model/plural';
 
 /**
@@ -220,10 +222,11 @@ export const COMMANDS: Record<string, Command> = {
   },
   tasks: {
     summary: 'list tasks',
-    usage: 'waypoint tasks [--state STATE[,STATE]] [--limit N]',
-    options: { state: s(), limit: s() },
+    usage: 'waypoint tasks [--state STATE[,STATE]] [--limit N] [--all]',
+    options: { state: s(), limit: s(), all: b },
     async run(c) {
       const states = optional(c.values, 'state')?.split(',').filter(Boolean);
+      if (c.values.all === true) return listAllTasks(c, states, intOption(c.values, 'limit'));
       const tasks = await (await c.engine()).tasks({ states: states as never, limit: intOption(c.values, 'limit') });
       const p = (t: (typeof tasks)[number]) => (t.progress.total ? `${t.progress.done}/${t.progress.total}` : '-');
       c.out(
@@ -583,12 +586,15 @@ function helpText(): string {
     'Checkpoints record files over --max-file-size-mb N (default 5; or WAYPOINT_MAX_FILE_SIZE_MB) without content,',
     'and say on stderr what they did not capture; no rollback deletes or changes those paths.',
     '',
+    'Team store: --store postgresql://… (or WAYPOINT_STORE) on any command records into PostgreSQL;',
+    "'waypoint tasks --all' lists every workspace's tasks there. WAYPOINT_MACHINE names this machine.",
+    '',
     'Exit codes: 0 ok, 1 refused (reason on stderr), 2 usage.',
   ].join('\n');
 }
 
 /** Global options may come before the command words (`waypoint --workspace X task start …`). */
-const GLOBAL_WITH_VALUE = new Set(['--workspace', '-w', '--lock-wait', '--owner', '--max-file-size-mb']);
+const GLOBAL_WITH_VALUE = new Set(['--workspace', '-w', '--lock-wait', '--owner', '--max-file-size-mb', '--store']);
 
 function commandWords(argv: string[]): number[] {
   const words: number[] = [];
@@ -666,10 +672,12 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     const log = new Logger((level, line) => {
       if (level === 'warn' || level === 'error') io.stderr.write(`waypoint: ${line}\n`);
     });
+    const teamStore = teamStoreOf(values);
     const ctx: Ctx = {
       values,
       json: values.json === true,
       workspace,
+      teamStore,
       engine: async () => {
         const resolve = (retry: boolean): Promise<EngineApi> =>
           resolveStore<EngineApi>({
@@ -677,6 +685,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
             log,
             waitMs: lockWait ?? 5000,
             maxFileBytes,
+            teamStore,
             serving: async (d, lock) => {
               if (maxFileBytes !== undefined) io.stderr.write(`waypoint: note: --max-file-size-mb applies when this command owns the store; the store's owner (${d.url}) applies its own limit.\n`);
               // Ask a cheap question first, with a short timeout: a stopped, dying or dead owner

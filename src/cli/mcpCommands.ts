@@ -92,7 +92,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
       const agentRollback = rollbackPolicy(c);
       // A folder of a multi-root window serves that window's store, with its folders (see storeRoots.ts).
       const at = storeLocationOf(c.workspace);
-      const engine = await Engine.open({ workspace: at.workspace, storeDir: at.storeDir, ...(at.roots ? { snapshots: { roots: at.roots } } : {}), log, sweepIntervalMs: 5_000, store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
+      const engine = await Engine.open({ workspace: at.workspace, storeDir: at.storeDir, ...(at.roots ? { snapshots: { roots: at.roots } } : {}), log, sweepIntervalMs: 5_000, ...(c.teamStore ? { teamStore: c.teamStore } : {}), store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
       try {
         const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, rollback: headlessRollback(engine), port: intOption(c.values, 'port') });
         // Replaced as the owner after a stall past the lease: every call is already refused

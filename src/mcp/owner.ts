@@ -85,7 +85,7 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
   const storeDir = engine.storeDir;
   let discoveryFile: string;
   try {
-    discoveryFile = writeDiscovery(storeDir, { url: http.url, token: http.token, pid: process.pid, startedAt: Date.now(), epoch: engine.eventLog.epoch });
+    discoveryFile = writeDiscovery(storeDir, { url: http.url, token: http.token, pid: process.pid, startedAt: Date.now(), epoch: engine.eventLog.ownerEpoch ?? engine.eventLog.epoch });
   } catch (e) {
     await http.close();
     throw e;

@@ -7,6 +7,7 @@ import { findOwner, storeDirOf, type Discovery } from './discovery';
 import { storeRootsOf } from './storeRoots';
 import type { SnapshotRoot } from '../core/snapshot';
 import * as path from 'node:path';
+import { isPostgresUrl } from '../core/store/postgres/connection';
 
 /**
  * One rule for every short- or long-lived surface outside the owner: if a live
@@ -28,6 +29,8 @@ export interface ResolveOptions<T> {
   sweepIntervalMs?: number;
   /** Files over this many bytes are recorded without content, when this process owns the store (an owner applies its own). */
   maxFileBytes?: number;
+  /** The team store URL (postgresql://…) the engine records into when this process owns the workspace. */
+  teamStore?: string;
 }
 
 export { storeDirOf };
@@ -55,6 +58,9 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
   const dir = storeDirOf(o.workspace);
   const log = o.log.child('mcp');
   const deadline = Date.now() + o.waitMs;
+  // The team store an agent's MCP server or hook inherits from its environment (the CLI passes its --store).
+  const envStore = process.env.WAYPOINT_STORE;
+  const teamStore = o.teamStore ?? (isPostgresUrl(envStore) ? envStore.trim() : undefined);
   let lastProblem = '';
   for (;;) {
     const s = findOwner(dir);
@@ -73,7 +79,7 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
       const at = storeLocationOf(o.workspace);
       const snapshots = { ...(o.maxFileBytes !== undefined ? { maxFileBytes: o.maxFileBytes } : {}), ...(at.roots ? { roots: at.roots } : {}) };
       try {
-        engine = await Engine.open({ workspace: at.workspace, storeDir: at.storeDir, log: o.log, sweepIntervalMs: o.sweepIntervalMs, snapshots, store: { lock: { waitMs: 250, ...(o.ownerKind ? { ownerId: `${o.ownerKind}:${randomUUID()}` } : {}) } } });
+        engine = await Engine.open({ workspace: at.workspace, storeDir: at.storeDir, log: o.log, ...(teamStore ? { teamStore } : {}), sweepIntervalMs: o.sweepIntervalMs, snapshots, store: { lock: { waitMs: 250, ...(o.ownerKind ? { ownerId: `${o.ownerKind}:${randomUUID()}` } : {}) } } });
       } catch (e) {
         if (!(isWaypointError(e) && e.code === 'locked')) throw e;
         lastProblem = 'another process took the store first';

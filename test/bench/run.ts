@@ -8,6 +8,8 @@ import * as os from 'node:os';
 
 interface Bench {
   name: string;
+  /** Runs only when named with --only (it needs something the default run must not assume). */
+  optIn?: boolean;
   load: () => Promise<{ main: (o: { quick?: boolean }) => Promise<unknown> }>;
 }
 
@@ -24,6 +26,8 @@ const BENCHES: Bench[] = [
   { name: 'hooks', load: async () => require('./hooks.bench') },
   { name: 'fresh', load: async () => require('./fresh.bench') },
   { name: 'vscode', load: async () => require('./vscode.bench') },
+  // Needs PostgreSQL installed (it starts a throwaway cluster): `npm run bench -- --only=postgres`.
+  { name: 'postgres', optIn: true, load: async () => require('./postgres.bench') },
 ];
 
 async function run(): Promise<void> {
@@ -31,7 +35,7 @@ async function run(): Promise<void> {
   const only = process.argv.find((a) => a.startsWith('--only='))?.slice(7);
   process.stdout.write(`# Waypoint benchmarks${quick ? ' (quick)' : ''}\n\n${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
   for (const b of BENCHES) {
-    if (only && b.name !== only) continue;
+    if (only ? b.name !== only : b.optIn) continue;
     const t0 = performance.now();
     await (await b.load()).main({ quick });
     process.stdout.write(`\n(${b.name}: ${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);

@@ -12,6 +12,7 @@ import { EmbeddedProjectionReader } from './projectionReader';
 import { OperationRunner, type OnceOptions, type Outcome } from './runner';
 import type { StoreOptions } from '../store/eventStore';
 import { openEmbeddedBackend } from '../store/embedded';
+import { openPostgresBackend } from '../store/postgres/backend';
 import { newId } from './ids';
 import {
   AbandonTaskInput,
@@ -78,6 +79,12 @@ export interface EngineOptions {
    * blobs and manifests either way.
    */
   backend?: StoreBackend;
+  /**
+   * A team store URL (postgresql://…): the workspace's events go to that database
+   * instead of the embedded journal (blobs and manifests stay in the store directory).
+   * Ignored with `backend`. Without either, the embedded store, exactly as before.
+   */
+  teamStore?: string;
   /** Run the lease sweep on a timer (long-lived owners: the extension, `waypoint serve`). */
   sweepIntervalMs?: number;
   /** The retry policy of tasks started without one of their own (the `waypoint.retry.*` settings). */
@@ -204,7 +211,11 @@ export class Engine {
   static async open(opts: EngineOptions): Promise<Engine> {
     const workspace = path.resolve(opts.workspace);
     const dir = opts.storeDir ? path.resolve(workspace, opts.storeDir) : path.join(workspace, '.waypoint');
-    const backend = opts.backend ?? (await openEmbeddedBackend({ ...opts.store, dir, log: opts.log, workspace }, isNoSpace));
+    const backend =
+      opts.backend ??
+      (opts.teamStore
+        ? await openPostgresBackend({ url: opts.teamStore, storeDir: dir, workspacePath: workspace, log: opts.log, lock: opts.store?.lock, clock: opts.store?.clock })
+        : await openEmbeddedBackend({ ...opts.store, dir, log: opts.log, workspace }, isNoSpace));
     const engine = new Engine(backend, dir, workspace, opts);
     const readOnly = backend.log.readOnlyReason;
     if (readOnly !== null) {

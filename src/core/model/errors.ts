@@ -13,6 +13,7 @@ export type WaypointErrorCode =
   | 'unsafe_path' // a path that would leave the workspace
   | 'lost_ownership' // this process was replaced as the store's owner (stalled past its lease); it accepts no more writes
   | 'io' // the disk refused
+  | 'store_unavailable' // the team store (PostgreSQL) cannot be reached; nothing acknowledged is lost, retry later
   | 'retry_later' // a step's retry backoff has not passed; details.retryAt says when it may start
   | 'held'; // the task waits for a person (details.hold): retries used up, side effects in doubt
 

@@ -78,6 +78,12 @@ export interface EventLog {
    */
   readonly epoch: number;
   /**
+   * The epoch of this process's owner lock in `.waypoint/`, which the MCP discovery
+   * file is paired with, when it differs from the log's fencing epoch (the team store
+   * fences in the database; the lock still decides the local owner). Absent: `epoch`.
+   */
+  readonly ownerEpoch?: number;
+  /**
    * Appends one batch atomically and in order, under this writer's epoch; events
    * whose idempotency key the workspace already holds are the caller's to detect
    * first (the engine answers a repeated call from the ledger), and a duplicate

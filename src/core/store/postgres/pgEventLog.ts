@@ -1,0 +1,571 @@
+import type { Client, Notification } from 'pg';
+import { WaypointError, errorMessage } from '../../model/errors';
+import { SCHEMA_VERSION, parseEvent, type WaypointEvent } from '../../model/schema';
+import { Logger, silentLogger } from '../../log';
+import type { Db } from '../db';
+import type { AppendResult, Disposable, EventLog, NewEventLike, ReadFilter, WorkspaceIdentity } from '../eventLog';
+import { SqlProjection } from '../projection';
+import { connectClient, isConnectionError, redactUrl, unavailable } from './connection';
+import { ensureSchema } from './schema';
+import { NOTIFY_CHANNEL, parseNotification, rowToEvent, EVENT_COLUMNS } from './rows';
+
+/**
+ * The team store's EventLog: one workspace's events in PostgreSQL.
+ *
+ * Ownership. Opening takes the workspace's next fencing epoch (an upsert that bumps
+ * `workspaces.epoch`); every commit advances `head_seq` only `WHERE epoch = mine AND
+ * head_seq = what I last wrote`, so a writer that another one replaced never commits
+ * again: it is refused with `lost_ownership`. Who may open is decided before this
+ * (one owner per workspace folder, the `.waypoint/owner.lock` as today); the epoch
+ * fences whoever was replaced, on any machine.
+ *
+ * Appends. `append` sequences and folds the batch synchronously (the one projection
+ * code, into this writer's in-memory sql.js database, which refuses a repeated
+ * idempotency key before anything is sequenced), resolves at once, and pipelines
+ * durability as the embedded journal does: batches queued while a commit is in
+ * flight go together in the next one (group commit). A commit is ONE statement (data-
+ * modifying CTEs: head, events, task summaries, NOTIFY), so it is one transaction and
+ * one round trip, and `durable` settles only after PostgreSQL has flushed it
+ * (`synchronous_commit=on`).
+ *
+ * Failures. A connection that drops (server stopped, restarted, network) is retried
+ * until `retryMs` passes. A retry after a drop *during* the commit cannot know whether
+ * it committed: the head tells — if it already stands at this group's last seq under
+ * this epoch with these keys, the group committed and is not written again; the
+ * (workspace, key) unique index backs that up. After `retryMs` the writer fails with
+ * `store_unavailable` and is poisoned (its fold holds events that are not durable):
+ * nothing that was acknowledged is lost, and the caller reopens.
+ */
+
+export interface PgEventLogOptions {
+  url: string;
+  workspace: WorkspaceIdentity;
+  /** Who writes (shown in `waypoint.leases`): e.g. `cli-1234`, an editor session. */
+  owner?: string;
+  log?: Logger;
+  clock?: () => number;
+  /** Keep retrying a commit this long while the server is unreachable (ms). */
+  retryMs?: number;
+  connectTimeoutMs?: number;
+  /** The projection to fold into (the engine's); a fresh one when absent. Appends fold into it as they are sequenced. */
+  projection?: SqlProjection;
+  /** The local owner lock's epoch (see EventLog.ownerEpoch). */
+  ownerEpoch?: number;
+  /** Called when the log closes (the backend releases the workspace's local owner lock). */
+  onClose?: () => void | Promise<void>;
+  /** Test hook: called after a commit statement returned; throwing simulates the reply lost on the wire. */
+  afterCommitForTests?: (group: { first: number; last: number }) => void;
+}
+
+interface Pending {
+  events: WaypointEvent[];
+  /** Task summaries as these events leave them (taken when they were folded: later batches may have changed the fold since). */
+  summaries: Map<string, TaskSummary | null>;
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
+interface TaskSummary {
+  id: string;
+  title: string;
+  goal: string;
+  agent: string | null;
+  state: string;
+  attempt: number;
+  created_at: number;
+  updated_at: number;
+  seq: number;
+}
+
+/** Commits carry at most this many events (one statement's parameters stay small). */
+const MAX_GROUP_EVENTS = 2000;
+
+export class PgEventLog implements EventLog {
+  readonly backend = 'postgresql' as const;
+  private client: Client | null;
+  private listenClient: Client | null = null;
+  private listening: Promise<void> | null = null;
+  private seq: number;
+  private durableSeq: number;
+  private queue: Pending[] = [];
+  private flushing: Promise<void> | null = null;
+  private poisoned: WaypointError | null = null;
+  private lost: WaypointError | null = null;
+  private closed = false;
+  private readonly listeners = new Set<(events: readonly WaypointEvent[]) => void>();
+  private readonly lostListeners = new Set<(e: WaypointError) => void>();
+  private readonly log: Logger;
+  private readonly clock: () => number;
+  private readonly retryMs: number;
+  /** Counters for tests and the benchmark: commits and the events they carried. */
+  readonly stats = { commits: 0, events: 0, retries: 0 };
+
+  private constructor(
+    private readonly opts: PgEventLogOptions,
+    client: Client,
+    readonly epoch: number,
+    head: number,
+    /** This writer's projection of the workspace (the one fold code), current to `lastSeq`. */
+    readonly projection: SqlProjection,
+  ) {
+    this.client = client;
+    this.seq = head;
+    this.durableSeq = head;
+    this.log = (opts.log ?? silentLogger).child('store');
+    this.clock = opts.clock ?? Date.now;
+    this.retryMs = opts.retryMs ?? 15_000;
+    this.watchClient(client);
+  }
+
+  /** The projection's database (for tests and the rebuild check). */
+  get fold(): Db {
+    return this.projection.db;
+  }
+
+  /** A team store writer is never opened read-only: an unreachable database is an error, not a mode. */
+  readonly readOnlyReason: string | null = null;
+  readonly warnings: readonly string[] = [];
+
+  /** Throws once this writer is known to be superseded (a commit refused, or the takeover's NOTIFY). */
+  assertOwned(): void {
+    if (this.lost) throw this.lost;
+  }
+
+  get ownerEpoch(): number | undefined {
+    return this.opts.ownerEpoch;
+  }
+
+  get workspace(): WorkspaceIdentity {
+    return this.opts.workspace;
+  }
+
+  get lastSeq(): number {
+    return this.seq;
+  }
+
+  /** Where the store is, without credentials (for messages and `waypoint stats`). */
+  get where(): string {
+    return redactUrl(this.opts.url);
+  }
+
+  /**
+   * Opens the workspace's log as its writer: creates the schema if absent, takes the next
+   * epoch, and folds every event so far into the projection.
+   */
+  static async open(opts: PgEventLogOptions): Promise<PgEventLog> {
+    const t0 = performance.now();
+    const client = await connectClient(opts.url, { connectTimeoutMs: opts.connectTimeoutMs, application: `waypoint ${opts.owner ?? ''}`.trim() });
+    try {
+      await ensureSchema(client);
+      const ws = opts.workspace;
+      const r = await client.query<{ epoch: number; head_seq: number }>(
+        `WITH w AS (
+           INSERT INTO waypoint.workspaces AS w (id, machine, path, epoch) VALUES ($1, $2, $3, 1)
+           ON CONFLICT (id) DO UPDATE SET epoch = w.epoch + 1, machine = excluded.machine, path = excluded.path, updated_at = now()
+           RETURNING id, epoch, head_seq
+         ), l AS (
+           INSERT INTO waypoint.leases AS l (workspace_id, epoch, owner, machine, pid)
+           SELECT id, epoch, $4, $2, $5 FROM w
+           ON CONFLICT (workspace_id) DO UPDATE SET epoch = excluded.epoch, owner = excluded.owner, machine = excluded.machine, pid = excluded.pid, acquired_at = now(), heartbeat_at = now()
+           RETURNING 1
+         ), n AS (
+           SELECT pg_notify('${NOTIFY_CHANNEL}', json_build_object('w', id, 'e', epoch, 'h', head_seq)::text) FROM w
+         )
+         SELECT epoch, head_seq FROM w, (SELECT count(*) FROM l) AS lc, (SELECT count(*) FROM n) AS nc`,
+        [ws.id, ws.machine, ws.path, opts.owner ?? `pid-${process.pid}`, process.pid],
+      );
+      const { epoch, head_seq: head } = r.rows[0];
+      const projection = opts.projection ?? (await SqlProjection.empty());
+      const log = new PgEventLog(opts, client, epoch, 0, projection);
+      // Everything so far, into the projection, in pages (a long history is not one result set).
+      for (let after = 0; after < head; ) {
+        const page = await log.readRange(after, head, undefined, 5000);
+        if (!page.length) throw new WaypointError('corrupt', `The team store's log for workspace ${ws.id} ends at event ${after}, but its head says ${head}.`, { after, head });
+        // A gap or a repeated seq is refused by the projection (corrupt): it would fold a history that never was.
+        projection.apply(page);
+        after = page[page.length - 1].seq;
+      }
+      log.seq = head;
+      log.durableSeq = head;
+      log.log.info(`opened workspace ${ws.id} (${ws.machine}) in the team store at ${redactUrl(opts.url)}: epoch ${epoch}, ${head} events, in ${(performance.now() - t0).toFixed(1)} ms`);
+      return log;
+    } catch (e) {
+      await client.end().catch(() => undefined);
+      throw isConnectionError(e) ? unavailable(e, opts.url) : e;
+    }
+  }
+
+  private watchClient(client: Client): void {
+    // A connection error on an idle client: forget it, the next use reconnects.
+    client.on('error', (e) => {
+      this.log.warn(`team store connection lost: ${unavailable(e, this.opts.url).message}`);
+      if (this.client === client) this.client = null;
+    });
+  }
+
+  private async writer(): Promise<Client> {
+    if (this.client) return this.client;
+    const c = await connectClient(this.opts.url, { connectTimeoutMs: this.opts.connectTimeoutMs, application: `waypoint ${this.opts.owner ?? ''}`.trim() });
+    this.watchClient(c);
+    this.client = c;
+    return c;
+  }
+
+  private dropClient(): void {
+    const c = this.client;
+    this.client = null;
+    c?.end().catch(() => undefined);
+  }
+
+  private assertWritable(): void {
+    if (this.closed) throw new WaypointError('io', 'The team store log is closed.');
+    if (this.lost) throw this.lost;
+    if (this.poisoned) throw this.poisoned;
+  }
+
+  async append(batch: readonly NewEventLike[]): Promise<AppendResult> {
+    return this.appendNow(batch);
+  }
+
+  /**
+   * Synchronous part of `append`: sequences, folds and queues the batch. The engine may
+   * call this inside its serialized runner and await `durable` after it.
+   */
+  appendNow(batch: readonly NewEventLike[]): AppendResult {
+    this.assertWritable();
+    if (batch.length === 0) return { events: [], durable: Promise.resolve() };
+    const ts = this.clock();
+    const events = batch.map((b, i) =>
+      parseEvent({
+        seq: this.seq + 1 + i,
+        ts,
+        type: b.type,
+        v: SCHEMA_VERSION,
+        taskId: b.taskId,
+        corr: b.corr,
+        key: b.key,
+        by: b.by,
+        data: b.data as Record<string, unknown>,
+        ...(b.op !== undefined ? { op: b.op, result: b.result ?? null } : {}),
+      }),
+    );
+    try {
+      this.projection.apply(events);
+    } catch (e) {
+      // The fold rolled back: nothing was sequenced. A key the workspace already holds is the usual cause.
+      if (/UNIQUE constraint failed: events\.key/.test(errorMessage(e))) {
+        throw new WaypointError('conflict', `An event with idempotency key '${batch.find((b) => this.hasKey(b.key))?.key ?? '?'}' is already in this workspace's log; it is not recorded twice.`);
+      }
+      throw e;
+    }
+    this.seq += events.length;
+    const summaries = this.summaries(events);
+    let resolve!: () => void;
+    let reject!: (e: unknown) => void;
+    const durable = new Promise<void>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    durable.catch(() => undefined);
+    this.queue.push({ events, summaries, resolve, reject });
+    if (!this.flushing) this.flushing = this.drain();
+    return { events, durable };
+  }
+
+  private hasKey(key: string): boolean {
+    return !!this.fold.get('SELECT 1 AS x FROM events WHERE key = ?', [key]);
+  }
+
+  /** Resolves once every event up to `seq` is durable (answering a repeated call). */
+  async waitDurable(seq: number): Promise<void> {
+    while (seq > this.durableSeq) {
+      if (this.poisoned || this.lost) throw this.poisoned ?? this.lost;
+      if (!this.flushing) return;
+      await this.flushing.catch(() => undefined);
+    }
+  }
+
+  /**
+   * Commits queued groups until the queue is empty. Clears `flushing` itself, in the same
+   * synchronous run as its last look at the queue, so an append that comes right after
+   * either finds the queue being drained or starts a new drain (never neither, never two).
+   */
+  private async drain(): Promise<void> {
+    for (;;) {
+      // Checked and cleared in one synchronous run (see flush): no await between them.
+      if (!this.queue.length || this.poisoned) {
+        this.flushing = null;
+        return;
+      }
+      const group: Pending[] = [];
+      let n = 0;
+      while (this.queue.length && (n === 0 || n + this.queue[0].events.length <= MAX_GROUP_EVENTS)) {
+        const p = this.queue.shift()!;
+        group.push(p);
+        n += p.events.length;
+      }
+      const events = group.flatMap((p) => p.events);
+      // A later batch's summary of a task supersedes an earlier one's.
+      const summaries = new Map<string, TaskSummary | null>();
+      for (const p of group) for (const [id, s] of p.summaries) summaries.set(id, s);
+      try {
+        await this.commitGroup(events, summaries);
+      } catch (e) {
+        const err = e instanceof WaypointError ? e : new WaypointError('io', `Team store commit failed; the store must be reopened: ${errorMessage(e)}`);
+        this.poisoned = err;
+        for (const p of [...group, ...this.queue.splice(0)]) p.reject(err);
+        this.log.error(err.message);
+        continue;
+      }
+      this.durableSeq = events[events.length - 1].seq;
+      this.stats.commits++;
+      this.stats.events += events.length;
+      for (const p of group) p.resolve();
+      this.emit(events);
+    }
+  }
+
+  private emit(events: readonly WaypointEvent[]): void {
+    for (const l of this.listeners) {
+      try {
+        l(events);
+      } catch (e) {
+        this.log.error(`change listener failed: ${errorMessage(e)}`);
+      }
+    }
+  }
+
+  /** Commits one group, retrying across dropped connections until `retryMs` passes. */
+  private async commitGroup(events: WaypointEvent[], summaries: Map<string, TaskSummary | null>): Promise<void> {
+    const first = events[0].seq;
+    const last = events[events.length - 1].seq;
+    const deadline = Date.now() + this.retryMs;
+    let delay = 50;
+    for (;;) {
+      try {
+        const client = await this.writer();
+        const advanced = await this.commitStatement(client, events, summaries, first, last);
+        if (advanced) {
+          this.opts.afterCommitForTests?.({ first, last });
+          return;
+        }
+        // The head did not move: replaced, or (a retry after a drop mid-commit) already committed.
+        if (await this.alreadyCommitted(client, events, first, last)) {
+          this.log.info(`events ${first}..${last} were committed before the connection dropped; not written again`);
+          return;
+        }
+      } catch (e) {
+        // A reconnect that failed (store_unavailable) is retried like a dropped connection.
+        const retryable = (e instanceof WaypointError && e.code === 'store_unavailable') || (!(e instanceof WaypointError) && isConnectionError(e));
+        if (!retryable) throw e instanceof WaypointError ? e : this.describeRefusal(e);
+        this.dropClient();
+        this.stats.retries++;
+        if (Date.now() >= deadline) throw unavailable(e, this.opts.url, `commit events ${first}..${last} to`);
+        this.log.warn(`team store unreachable (${unavailable(e, this.opts.url).message}); retrying in ${delay} ms`);
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 1000);
+      }
+    }
+  }
+
+  private describeRefusal(e: unknown): WaypointError {
+    const code = (e as { code?: string })?.code;
+    if (code === '23505') return new WaypointError('conflict', `The team store refused a duplicate event (an idempotency key already in this workspace's log); nothing of this group was recorded.`);
+    return new WaypointError('io', `The team store refused a commit; the store must be reopened: ${unavailable(e, this.opts.url, 'write').message}`);
+  }
+
+  /** One statement, so one transaction: head moves under my epoch, events and summaries go in, listeners are told. */
+  private async commitStatement(client: Client, events: WaypointEvent[], summaries: Map<string, TaskSummary | null>, first: number, last: number): Promise<boolean> {
+    const ws = this.opts.workspace;
+    const upserts = [...summaries.values()].filter((s): s is TaskSummary => s !== null);
+    const deleted = [...summaries].filter(([, s]) => s === null).map(([id]) => id);
+    const rows = events.map((e) => ({
+      seq: e.seq,
+      ts: e.ts,
+      type: e.type,
+      v: e.v,
+      task_id: e.taskId,
+      corr: e.corr,
+      key: e.key,
+      by: e.by,
+      data: e.data,
+      op: e.op ?? null,
+      result: e.op !== undefined ? (e.result ?? null) : null,
+    }));
+    const r = await client.query<{ advanced: number }>(
+      `WITH head AS (
+         UPDATE waypoint.workspaces SET head_seq = $4, updated_at = now() WHERE id = $1 AND epoch = $2 AND head_seq = $3 RETURNING id
+       ), ev AS (
+         INSERT INTO waypoint.events (workspace_id, ${EVENT_COLUMNS}, epoch)
+         SELECT head.id, x.seq, x.ts, x.type, x.v, x.task_id, x.corr, x.key, x.by, x.data, x.op, x.result, $2
+         FROM head, json_to_recordset($5::json) AS x(seq bigint, ts bigint, type text, v int, task_id text, corr text, key text, by text, data json, op text, result json)
+         RETURNING 1
+       ), tk AS (
+         INSERT INTO waypoint.tasks AS t (workspace_id, id, machine, title, goal, agent, state, attempt, created_at, updated_at, seq)
+         SELECT head.id, x.id, $7, x.title, x.goal, x.agent, x.state, x.attempt, x.created_at, x.updated_at, x.seq
+         FROM head, json_to_recordset($6::json) AS x(id text, title text, goal text, agent text, state text, attempt int, created_at bigint, updated_at bigint, seq bigint)
+         ON CONFLICT (workspace_id, id) DO UPDATE SET machine = excluded.machine, title = excluded.title, goal = excluded.goal, agent = excluded.agent,
+           state = excluded.state, attempt = excluded.attempt, updated_at = excluded.updated_at, seq = excluded.seq
+         RETURNING 1
+       ), del AS (
+         DELETE FROM waypoint.tasks WHERE workspace_id = $1 AND id = ANY($8::text[]) AND EXISTS (SELECT 1 FROM head) RETURNING 1
+       ), n AS (
+         SELECT pg_notify('${NOTIFY_CHANNEL}', json_build_object('w', head.id, 'e', $2::bigint, 'h', $4::bigint)::text) FROM head
+       )
+       SELECT (SELECT count(*) FROM head)::int AS advanced, (SELECT count(*) FROM ev) AS ev, (SELECT count(*) FROM tk) AS tk, (SELECT count(*) FROM del) AS del, (SELECT count(*) FROM n) AS n`,
+      [ws.id, this.epoch, first - 1, last, JSON.stringify(rows), JSON.stringify(upserts), ws.machine, deleted],
+    );
+    return r.rows[0].advanced === 1;
+  }
+
+  /** After a commit that moved nothing: was it this group, committed before the connection dropped? Else why not. */
+  private async alreadyCommitted(client: Client, events: WaypointEvent[], first: number, last: number): Promise<boolean> {
+    const ws = this.opts.workspace;
+    const r = await client.query<{ epoch: number; head_seq: number }>('SELECT epoch, head_seq FROM waypoint.workspaces WHERE id = $1', [ws.id]);
+    const row = r.rows[0];
+    if (!row) throw new WaypointError('corrupt', `Workspace ${ws.id} is no longer in the team store.`);
+    if (row.epoch !== this.epoch) throw this.loseOwnership(row.epoch);
+    if (row.head_seq >= last) {
+      const k = await client.query<{ seq: number; key: string }>('SELECT seq, key FROM waypoint.events WHERE workspace_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq', [ws.id, first, last]);
+      const same = k.rows.length === events.length && k.rows.every((row, i) => row.key === events[i].key);
+      if (same) return true;
+    }
+    throw new WaypointError('corrupt', `The team store's head for workspace ${ws.id} is at ${row.head_seq} under this writer's epoch ${this.epoch}, but this writer expected ${first - 1}; it holds events this writer did not write. Reopen the store.`);
+  }
+
+  /** The task summary rows these events leave, read from the fold that has just taken them (null: the task was deleted). */
+  private summaries(events: readonly WaypointEvent[]): Map<string, TaskSummary | null> {
+    const last = new Map<string, number>();
+    for (const e of events) if (e.taskId) last.set(e.taskId, e.seq);
+    const out = new Map<string, TaskSummary | null>();
+    for (const [id, seq] of last) {
+      const t = this.fold.get<Omit<TaskSummary, 'seq'>>('SELECT id, title, goal, agent, state, attempt, created_at, updated_at FROM tasks WHERE id = ?', [id]);
+      out.set(id, t ? { ...t, seq } : null);
+    }
+    return out;
+  }
+
+  private loseOwnership(newEpoch: number): WaypointError {
+    if (this.lost) return this.lost;
+    const ws = this.opts.workspace;
+    this.lost = new WaypointError(
+      'lost_ownership',
+      `This process no longer writes workspace ${ws.id} (${ws.machine}) in the team store: another writer took it (epoch ${newEpoch} > ${this.epoch}). It accepts no more writes; talk to the current owner instead.`,
+      { epoch: this.epoch, newEpoch, workspace: ws.id },
+    );
+    this.log.error(this.lost.message);
+    for (const l of this.lostListeners) {
+      try {
+        l(this.lost);
+      } catch (e) {
+        this.log.error(`ownership listener failed: ${errorMessage(e)}`);
+      }
+    }
+    return this.lost;
+  }
+
+  async read(filter: ReadFilter = {}): Promise<WaypointEvent[]> {
+    return this.readRange(filter.afterSeq ?? 0, Infinity, filter.taskId, filter.limit);
+  }
+
+  private async readRange(after: number, upTo: number, taskId: string | undefined, limit: number | undefined): Promise<WaypointEvent[]> {
+    const params: unknown[] = [this.opts.workspace.id, after];
+    let sql = `SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 AND seq > $2`;
+    if (upTo !== Infinity) sql += ` AND seq <= $${params.push(upTo)}`;
+    if (taskId !== undefined) sql += ` AND task_id = $${params.push(taskId)}`;
+    sql += ' ORDER BY seq';
+    if (limit !== undefined && limit >= 0) sql += ` LIMIT $${params.push(limit)}`;
+    const r = await this.query(sql, params);
+    const out = r.map(rowToEvent);
+    if (out.length) this.seq = Math.max(this.seq, out[out.length - 1].seq);
+    return out;
+  }
+
+  /** A read through the writer's connection, reconnecting across a drop (until retryMs). */
+  private async query(sql: string, params: unknown[]): Promise<Record<string, unknown>[]> {
+    const deadline = Date.now() + this.retryMs;
+    for (;;) {
+      try {
+        return (await (await this.writer()).query(sql, params)).rows;
+      } catch (e) {
+        if (!isConnectionError(e) && !(e instanceof WaypointError && e.code === 'store_unavailable')) throw e;
+        this.dropClient();
+        if (Date.now() >= deadline) throw e instanceof WaypointError ? e : unavailable(e, this.opts.url, 'read from');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+
+  subscribe(listener: (events: readonly WaypointEvent[]) => void): Disposable {
+    this.listeners.add(listener);
+    this.listen();
+    return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  onDidLoseOwnership(listener: (e: WaypointError) => void): Disposable {
+    this.lostListeners.add(listener);
+    this.listen();
+    return { dispose: () => this.lostListeners.delete(listener) };
+  }
+
+  /**
+   * LISTEN on a connection of its own (a connection in LISTEN cannot be the writer's,
+   * which is busy committing): another writer's epoch means this one was replaced;
+   * another writer's head means events to pass on to subscribers.
+   */
+  private listen(): void {
+    if (this.listening || this.closed) return;
+    this.listening = (async () => {
+      try {
+        const c = await connectClient(this.opts.url, { connectTimeoutMs: this.opts.connectTimeoutMs, application: 'waypoint listen' });
+        if (this.closed) {
+          await c.end();
+          return;
+        }
+        c.on('error', () => {
+          // The server went away: listen again when it is back (the next notification is the catch-up).
+          this.listenClient = null;
+          this.listening = null;
+          if (!this.closed) setTimeout(() => this.listen(), 500).unref();
+        });
+        c.on('notification', (n) => this.onNotification(n));
+        await c.query(`LISTEN ${NOTIFY_CHANNEL}`);
+        this.listenClient = c;
+      } catch (e) {
+        this.log.warn(`cannot listen for team store changes: ${unavailable(e, this.opts.url).message}`);
+        this.listening = null;
+        if (!this.closed) setTimeout(() => this.listen(), 1000).unref();
+      }
+    })();
+  }
+
+  private onNotification(n: Notification): void {
+    const m = parseNotification(n.payload);
+    if (!m || m.w !== this.opts.workspace.id || m.e === this.epoch) return;
+    if (m.e > this.epoch && !this.lost) this.loseOwnership(m.e);
+    // Another writer's events (this one is read-only now): pass them on in order.
+    if (m.h > this.durableSeq) {
+      const from = this.durableSeq;
+      this.readRange(from, m.h, undefined, undefined)
+        .then((events) => {
+          const fresh = events.filter((e) => e.seq > this.durableSeq);
+          if (!fresh.length) return;
+          this.durableSeq = fresh[fresh.length - 1].seq;
+          this.emit(fresh);
+        })
+        .catch((e) => this.log.warn(`cannot read another writer's events: ${errorMessage(e)}`));
+    }
+  }
+
+  /** Waits for every queued append to be durable (or to fail), then closes the connections. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await this.flushing?.catch(() => undefined);
+    this.closed = true;
+    await this.listening?.catch(() => undefined);
+    await this.listenClient?.end().catch(() => undefined);
+    await this.client?.end().catch(() => undefined);
+    this.client = null;
+    await this.opts.onClose?.();
+  }
+}

@@ -1,0 +1,166 @@
+import type { Client, Pool } from 'pg';
+import { TASK_STATES, type Task, type TaskState, type WaypointEvent } from '../../model/schema';
+import { WaypointError } from '../../model/errors';
+import { Queries } from '../../engine/queries';
+import { Db } from '../db';
+import type { Disposable, ProjectionReader, TaskListFilter, TaskListing } from '../eventLog';
+import { migrate } from '../migrations';
+import { insertEvent, project } from '../projections';
+import { loadSqlJs } from '../sqlite';
+import { connectClient, createPool, isConnectionError, unavailable } from './connection';
+import { ensureSchema } from './schema';
+import { EVENT_COLUMNS, NOTIFY_CHANNEL, parseNotification, rowToEvent, type StoreNotification } from './rows';
+
+/**
+ * The team store's read side, for anyone who is not the workspace's writer: the CLI's
+ * `tasks --all`, another machine's editor, a dashboard. Listings come from the task
+ * summary table (kept in the same transaction as the events, so never ahead of or
+ * behind them); one task's detail is its events replayed through the one projection
+ * code into a scratch database.
+ *
+ * Scoped to one workspace (`workspaceId`), or to the whole store when it is null.
+ */
+export class PgProjectionReader implements ProjectionReader {
+  private constructor(
+    private readonly pool: Pool,
+    private readonly url: string,
+    readonly workspaceId: string | null,
+  ) {}
+
+  static async open(url: string, o: { workspaceId?: string | null; connectTimeoutMs?: number } = {}): Promise<PgProjectionReader> {
+    const pool = createPool(url, { connectTimeoutMs: o.connectTimeoutMs, application: 'waypoint reader' });
+    const reader = new PgProjectionReader(pool, url, o.workspaceId ?? null);
+    try {
+      const c = await pool.connect();
+      try {
+        await ensureSchema(c);
+      } finally {
+        c.release();
+      }
+    } catch (e) {
+      await pool.end().catch(() => undefined);
+      throw isConnectionError(e) ? unavailable(e, url) : e;
+    }
+    return reader;
+  }
+
+  private async rows<T>(sql: string, params: unknown[]): Promise<T[]> {
+    try {
+      return (await this.pool.query(sql, params)).rows as T[];
+    } catch (e) {
+      throw isConnectionError(e) ? unavailable(e, this.url, 'read from') : e;
+    }
+  }
+
+  async listTasks(filter: TaskListFilter = {}): Promise<TaskListing[]> {
+    const states = filter.states?.length ? [...filter.states] : null;
+    for (const s of states ?? []) if (!TASK_STATES.includes(s)) throw new WaypointError('invalid_input', `Unknown task state '${s}'.`);
+    const params: unknown[] = [];
+    const where: string[] = [];
+    if (!filter.allWorkspaces) {
+      if (this.workspaceId === null) throw new WaypointError('invalid_input', 'This reader is not scoped to a workspace: list with allWorkspaces.');
+      where.push(`t.workspace_id = $${params.push(this.workspaceId)}`);
+    }
+    if (states) where.push(`t.state = ANY($${params.push(states)}::text[])`);
+    const limit = filter.limit !== undefined && filter.limit >= 0 ? ` LIMIT $${params.push(filter.limit)}` : '';
+    const rows = await this.rows<Record<string, unknown>>(
+      `SELECT t.workspace_id, t.machine, w.path, t.id, t.title, t.goal, t.agent, t.state, t.attempt, t.created_at, t.updated_at
+       FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id
+       ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
+       ORDER BY t.updated_at DESC, t.id${limit}`,
+      params,
+    );
+    return rows.map((r) => ({
+      workspace: { id: String(r.workspace_id), machine: String(r.machine), path: String(r.path) },
+      task: {
+        id: String(r.id),
+        title: String(r.title),
+        goal: String(r.goal),
+        agent: (r.agent as string | null) ?? null,
+        state: r.state as TaskState,
+        attempt: Number(r.attempt),
+        createdAt: Number(r.created_at),
+        updatedAt: Number(r.updated_at),
+      },
+    }));
+  }
+
+  /** The workspace a task belongs to (in this reader's scope), or null. */
+  private async workspaceOf(taskId: string): Promise<string | null> {
+    const params: unknown[] = [taskId];
+    const scope = this.workspaceId === null ? '' : ` AND workspace_id = $${params.push(this.workspaceId)}`;
+    const r = await this.rows<{ workspace_id: string }>(`SELECT workspace_id FROM waypoint.tasks WHERE id = $1${scope} LIMIT 1`, params);
+    return r[0]?.workspace_id ?? null;
+  }
+
+  async taskEvents(taskId: string): Promise<WaypointEvent[]> {
+    const ws = await this.workspaceOf(taskId);
+    if (!ws) return [];
+    const rows = await this.rows<Record<string, unknown>>(`SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 AND task_id = $2 ORDER BY seq`, [ws, taskId]);
+    return rows.map(rowToEvent);
+  }
+
+  async getTask(taskId: string): Promise<Task | null> {
+    const events = await this.taskEvents(taskId);
+    if (!events.length) return null;
+    // A task's projection is a fold of its own events alone (every row it touches is keyed by its id).
+    const SQL = await loadSqlJs();
+    const db = new Db(new SQL.Database());
+    try {
+      migrate(db);
+      db.transaction(() => {
+        for (const e of events) {
+          insertEvent(db, e);
+          project(db, e);
+        }
+      });
+      return new Queries(() => db).findTask(taskId);
+    } finally {
+      db.close();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end().catch(() => undefined);
+  }
+}
+
+/**
+ * Live changes across the whole store (for the editor's team tree): calls `listener`
+ * with each commit's workspace, epoch and head, from LISTEN/NOTIFY. Reconnects after
+ * the server goes away. Dispose to stop.
+ */
+export async function watchTeamStore(url: string, listener: (n: StoreNotification) => void, onError?: (e: WaypointError) => void): Promise<Disposable> {
+  let client: Client | null = null;
+  let stopped = false;
+  const connect = async (): Promise<void> => {
+    try {
+      const c = await connectClient(url, { application: 'waypoint watch' });
+      if (stopped) {
+        await c.end();
+        return;
+      }
+      c.on('notification', (n) => {
+        const m = parseNotification(n.payload);
+        if (m) listener(m);
+      });
+      c.on('error', (e) => {
+        client = null;
+        onError?.(unavailable(e, url, 'listen to'));
+        if (!stopped) setTimeout(() => void connect(), 1000).unref();
+      });
+      await c.query(`LISTEN ${NOTIFY_CHANNEL}`);
+      client = c;
+    } catch (e) {
+      onError?.(unavailable(e, url, 'listen to'));
+      if (!stopped) setTimeout(() => void connect(), 1000).unref();
+    }
+  };
+  await connect();
+  return {
+    dispose: () => {
+      stopped = true;
+      client?.end().catch(() => undefined);
+    },
+  };
+}

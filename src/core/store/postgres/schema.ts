@@ -1,0 +1,141 @@
+import type { ClientBase } from 'pg';
+import { WaypointError } from '../../model/errors';
+
+/**
+ * The team store's tables, in their own PostgreSQL schema (`waypoint`), versioned in
+ * `waypoint.meta` and created when absent. Numbered like the embedded migrations:
+ * never edit a released one, add the next.
+ *
+ *   workspaces  one row per workspace: identity (id kept in its `.waypoint/`, machine,
+ *               path), the fencing epoch of its current writer and its head seq
+ *   events      the log: (workspace, seq), the idempotency key unique per workspace
+ *   tasks       a summary per task, written in the same transaction as its events,
+ *               with workspace and machine, for `tasks --all` across the team
+ *   leases      who writes each workspace: owner, machine, pid, epoch, heartbeat
+ *   blobs       content-addressed objects, shared by every workspace (one copy each)
+ */
+
+export const PG_SCHEMA = 'waypoint';
+
+interface PgMigration {
+  version: number;
+  description: string;
+  up: string;
+}
+
+export const PG_MIGRATIONS: readonly PgMigration[] = [
+  {
+    version: 1,
+    description: 'workspaces with epoch and head, events, task summaries, writer leases, shared blobs',
+    up: `
+      CREATE TABLE waypoint.workspaces (
+        id text PRIMARY KEY,
+        machine text NOT NULL,
+        path text NOT NULL,
+        epoch bigint NOT NULL,
+        head_seq bigint NOT NULL DEFAULT 0,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        updated_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE TABLE waypoint.events (
+        workspace_id text NOT NULL REFERENCES waypoint.workspaces (id),
+        seq bigint NOT NULL,
+        ts bigint NOT NULL,
+        type text NOT NULL,
+        v integer NOT NULL,
+        task_id text,
+        corr text,
+        key text NOT NULL,
+        by text,
+        data json NOT NULL,
+        op text,
+        result json,
+        epoch bigint NOT NULL,
+        PRIMARY KEY (workspace_id, seq),
+        UNIQUE (workspace_id, key)
+      );
+      CREATE INDEX events_task ON waypoint.events (workspace_id, task_id, seq);
+      CREATE TABLE waypoint.tasks (
+        workspace_id text NOT NULL REFERENCES waypoint.workspaces (id),
+        id text NOT NULL,
+        machine text NOT NULL,
+        title text NOT NULL,
+        goal text NOT NULL,
+        agent text,
+        state text NOT NULL,
+        attempt integer NOT NULL,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        seq bigint NOT NULL,
+        PRIMARY KEY (workspace_id, id)
+      );
+      CREATE INDEX tasks_updated ON waypoint.tasks (updated_at DESC);
+      CREATE INDEX tasks_id ON waypoint.tasks (id);
+      CREATE TABLE waypoint.leases (
+        workspace_id text PRIMARY KEY REFERENCES waypoint.workspaces (id),
+        epoch bigint NOT NULL,
+        owner text NOT NULL,
+        machine text NOT NULL,
+        pid integer,
+        acquired_at timestamptz NOT NULL DEFAULT now(),
+        heartbeat_at timestamptz NOT NULL DEFAULT now()
+      );
+      CREATE TABLE waypoint.blobs (
+        hash text PRIMARY KEY,
+        size bigint NOT NULL,
+        data bytea NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now()
+      );
+    `,
+  },
+];
+
+export const PG_SCHEMA_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version;
+
+/** Any advisory lock key will do, as long as every Waypoint uses the same one: "wpschema". */
+const SCHEMA_LOCK = 0x77707363;
+
+/**
+ * Creates or migrates the schema. Runs under a transaction-scoped advisory lock, so
+ * many processes opening a new database at once create it exactly once. A database
+ * written by a newer Waypoint is refused rather than misread.
+ */
+export async function ensureSchema(client: ClientBase): Promise<{ from: number; to: number }> {
+  // The fast path (no lock, one round trip): already at this version.
+  const current = await schemaVersion(client);
+  if (current === PG_SCHEMA_VERSION) return { from: current, to: current };
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${PG_SCHEMA}`);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${PG_SCHEMA}.meta (k text PRIMARY KEY, v text NOT NULL)`);
+    const from = await schemaVersion(client);
+    if (from > PG_SCHEMA_VERSION) {
+      throw new WaypointError('corrupt', `The team store was written by a newer Waypoint (schema version ${from}; this one knows ${PG_SCHEMA_VERSION}). Update Waypoint.`, { from });
+    }
+    for (const m of PG_MIGRATIONS) {
+      if (m.version <= from) continue;
+      await client.query(m.up);
+    }
+    await client.query(`INSERT INTO ${PG_SCHEMA}.meta (k, v) VALUES ('schema_version', $1) ON CONFLICT (k) DO UPDATE SET v = excluded.v`, [String(PG_SCHEMA_VERSION)]);
+    await client.query('COMMIT');
+    return { from, to: PG_SCHEMA_VERSION };
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw e;
+  }
+}
+
+async function schemaVersion(client: ClientBase): Promise<number> {
+  // Two statements: a subquery naming a table that does not exist fails at planning, whatever guards it.
+  const exists = await client.query<{ t: string | null }>(`SELECT to_regclass('${PG_SCHEMA}.meta')::text AS t`);
+  if (!exists.rows[0]?.t) return 0;
+  const r = await client.query<{ v: string }>(`SELECT v FROM ${PG_SCHEMA}.meta WHERE k = 'schema_version'`);
+  const v = r.rows[0]?.v;
+  if (v == null) return 0;
+  const n = Number(v);
+  if (n > PG_SCHEMA_VERSION) {
+    throw new WaypointError('corrupt', `The team store was written by a newer Waypoint (schema version ${n}; this one knows ${PG_SCHEMA_VERSION}). Update Waypoint.`, { from: n });
+  }
+  return n;
+}
