@@ -4,7 +4,8 @@ import { DEFAULT_RPC_CONNECT_TIMEOUT_MS, postLoopback } from '../core/engine/api
 import { Engine } from '../core/engine/engine';
 import { Logger } from '../core/log';
 import { WaypointError, errorMessage } from '../core/model/errors';
-import { handleClaudeHook, HOOK_ROUTE } from '../mcp/claudeHooks';
+import { handleHook } from '../hooks';
+import { HOOK_AGENTS, HOOK_AGENT_NAMES, type HookAgent } from '../mcp/hookRoutes';
 import { applyConnect, launchFor, planConnect, type AgentKind } from '../mcp/connect';
 import { startOwnerEndpoint } from '../mcp/owner';
 import { resolveStore } from '../ownership/resolve';
@@ -132,12 +133,21 @@ export const MCP_COMMANDS: Record<string, Command> = {
   'connect claude-code': connect('claude-code'),
   'connect cursor': connect('cursor'),
   'connect codex': connect('codex'),
-  'hook claude-code': {
-    summary: 'record one Claude Code hook event (JSON on stdin); never blocks the agent, always exits 0',
-    usage: 'waypoint hook claude-code [--wait SECONDS]',
+  ...Object.fromEntries(HOOK_AGENT_NAMES.map((agent) => [`hook ${agent}`, hookCommand(agent)])),
+};
+
+/**
+ * `waypoint hook <agent>`: one hook event (JSON on stdin) of that agent, recorded. It
+ * never blocks the agent: it always exits 0 (exit 2 means "block" to Claude Code, VS Code,
+ * Codex and Gemini CLI), prints only the agent's neutral answer on stdout, and says on
+ * stderr (and in .waypoint/hooks.log) what it could not record.
+ */
+function hookCommand(agent: HookAgent): Command {
+  return {
+    summary: `record one ${HOOK_AGENTS[agent].label} hook event (JSON on stdin); never blocks the agent, always exits 0`,
+    usage: `waypoint hook ${agent} [--wait SECONDS]`,
     options: { wait: s },
     async run(c) {
-      // Nothing goes to stdout: Claude Code adds a UserPromptSubmit hook's stdout to the conversation.
       try {
         const text = prereadHookInput ?? (await readHookInput());
         let payload: unknown;
@@ -154,7 +164,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
           log,
           waitMs: (intOption(c.values, 'wait') ?? 20) * 1000,
           serving: async (d) => {
-            const url = new URL(HOOK_ROUTE, d.url);
+            const url = new URL(HOOK_AGENTS[agent].route, d.url);
             const res = await postLoopback(url, { authorization: `Bearer ${d.token}`, 'content-type': 'application/json' }, text, { timeoutMs: 20_000, connectTimeoutMs: DEFAULT_RPC_CONNECT_TIMEOUT_MS });
             const body = res.text;
             // Reached the owner: whatever it says is final (retrying a refusal would only repeat it).
@@ -166,7 +176,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
           },
           own: async (engine) => {
             try {
-              await handleClaudeHook(engine, payload, { log: log.child('hooks') });
+              await handleHook(engine, agent, payload, { log: log.child('hooks') });
             } finally {
               await engine.close();
             }
@@ -175,6 +185,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
       } catch (e) {
         hookLog(c.workspace, `not recorded: ${errorMessage(e)}`);
       }
+      if (HOOK_AGENTS[agent].stdout) process.stdout.write(`${HOOK_AGENTS[agent].stdout}\n`);
     },
-  },
-};
+  };
+}

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { WaypointError, errorMessage } from '../core/model/errors';
 import { writeFileAtomicSync } from '../core/store/fsutil';
 import { ensurePrivateStoreDir } from '../core/store/storeDir';
-import { EDIT_TOOLS } from './claudeHooks';
+import { CLAUDE_TOOLS } from '../hooks/adapters/claudeCode';
 
 /**
  * `waypoint connect claude-code|cursor|codex`: writes Waypoint's MCP server (and,
@@ -138,9 +138,10 @@ export function hookCommand(l: Launch): string {
 }
 
 const HOOK_MARK = ' hook claude-code ';
-export const HOOK_EVENTS = ['UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PostToolUseFailure', 'Stop', 'SessionEnd'] as const;
+export const HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PostToolUseFailure', 'PreCompact', 'Stop', 'SessionEnd'] as const;
 const TOOL_EVENTS = new Set<string>(['PreToolUse', 'PostToolUse', 'PostToolUseFailure']);
-export const HOOK_MATCHER = [...EDIT_TOOLS, 'Bash'].join('|');
+// Only the tools the recorder acts on: every matched call costs the agent a hook process.
+export const HOOK_MATCHER = [...CLAUDE_TOOLS.edit, ...CLAUDE_TOOLS.shell, ...CLAUDE_TOOLS.todo].join('|');
 
 type Json = Record<string, unknown>;
 

@@ -45,6 +45,7 @@ import { isNoSpace } from './noSpace';
 import { ReviewApplies, type FinishTask, type ReviewApplyResult } from './reviewApply';
 import { Rollbacks, type RollbackResult } from './rollbacks';
 import type { EngineCore } from './engineCore';
+import { recordTurn } from './turns';
 import { StorageUpkeep, type GcResult, type StorageReport, type VerifyReport } from './storageUpkeep';
 import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
 
@@ -898,7 +899,7 @@ export class Engine {
     const last = task.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : null;
     // A fork's inheritance is read from the original's events, which outlive its deletion.
     const fork = task.forkedFrom ? forkInheritance(this.store.events({ taskId: task.forkedFrom.taskId }), task.forkedFrom.checkpointId) : null;
-    return buildResumeContext(task, this.queries.steps(taskId), this.queries.sideEffects(taskId), last, drift, fork);
+    return buildResumeContext(task, this.queries.steps(taskId), this.queries.sideEffects(taskId), last, drift, fork, this.queries.turns(taskId));
   }
 
   // ---------------------------------------------------------------------------
@@ -953,6 +954,11 @@ export class Engine {
    */
   rollback(raw: RollbackInput): Promise<RollbackResult> {
     return this.rollbacks.rollback(raw);
+  }
+
+  /** Records a hook-recorded agent's turn digest (see turns.ts). */
+  recordTurn(raw: unknown): Promise<{ taskId: string; turn: number; recorded: boolean }> {
+    return recordTurn(this.core, raw);
   }
 
   /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */
