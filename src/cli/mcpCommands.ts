@@ -49,7 +49,12 @@ function untilSignal(): Promise<string> {
 }
 
 const connect = (agent: AgentKind): Command => ({
-  summary: agent === 'codex' ? 'print the ~/.codex/config.toml entry for Waypoint’s MCP server' : `write Waypoint’s MCP server${agent === 'claude-code' ? ' and hooks' : ''} into ${agent}’s project config`,
+  summary:
+    agent === 'codex'
+      ? 'write Waypoint’s hooks into .codex/hooks.json and print the ~/.codex/config.toml entry for its MCP server'
+      : agent === 'claude-code' || agent === 'cursor'
+        ? `write Waypoint’s MCP server and hooks into ${agent}’s project config`
+        : `write Waypoint’s hooks into ${agent}’s project config`,
   usage: `waypoint connect ${agent} [--print] [--cli PATH]`,
   options: { print: b, cli: s },
   async run(c) {
@@ -61,7 +66,8 @@ const connect = (agent: AgentKind): Command => ({
     const written = applyConnect(plan);
     if (plan.snippet !== undefined) {
       // The snippet runs the launcher just written (written here, since config.toml lives outside the workspace).
-      c.out(`Add this to ~/.codex/config.toml (Waypoint does not write outside the workspace):\n\n${plan.snippet}`, { agent, snippet: plan.snippet, written });
+      const wrote = written.length ? `Wrote ${written.map((f) => path.relative(c.workspace, f)).join(', ')}.\n` : '';
+      c.out(`${wrote}Add this to ~/.codex/config.toml (Waypoint does not write outside the workspace):\n\n${plan.snippet}`, { agent, snippet: plan.snippet, written });
       return;
     }
     c.out(
@@ -133,6 +139,10 @@ export const MCP_COMMANDS: Record<string, Command> = {
   'connect claude-code': connect('claude-code'),
   'connect cursor': connect('cursor'),
   'connect codex': connect('codex'),
+  'connect vscode': connect('vscode'),
+  'connect copilot-cli': connect('copilot-cli'),
+  'connect gemini-cli': connect('gemini-cli'),
+  'connect cline': connect('cline'),
   ...Object.fromEntries(HOOK_AGENT_NAMES.map((agent) => [`hook ${agent}`, hookCommand(agent)])),
 };
 
