@@ -119,6 +119,10 @@ describe('hook recorder: the same session through every agent adapter (waypoint 
           const ctx = await engine.resumeContext(taskId);
           assert.equal(ctx.conversation.recent[0].prompt, turns[0].prompt, 'the resume context gives the conversation back');
           assert.match(ctx.markdown, /## Conversation/);
+          // The review classifies with the same rule: the shell command's files are the agent's, not drift.
+          const owners = await engine.changesByOwner(taskId, baseId);
+          assert.deepEqual([...owners.agent].sort(), ['a.txt', 'b.txt', 'gen.txt']);
+          assert.deepEqual([...owners.person].sort(), ['mine.txt']);
         } finally {
           await engine.close();
         }
