@@ -34,6 +34,7 @@ export default tseslint.config(
   },
   layer(['src/core/**/*.ts'], ['**/ownership/**', '**/mcp/**', '**/cli/**', '**/extension/**', '../ownership/*', '../mcp/*', '../cli/*', '../extension/*'], 'src/core runs in plain Node (CLI, MCP server, tests): it never imports vscode or an upper layer.'),
   layer(['src/ownership/**/*.ts'], ['**/mcp/**', '**/cli/**', '**/extension/**', '../mcp/*', '../cli/*', '../extension/*'], 'src/ownership (who owns a store, how to reach it) sits on src/core only.'),
+  layer(['src/hooks/**/*.ts'], ['**/mcp/**', '**/cli/**', '**/extension/**', '../mcp/*', '../cli/*', '../extension/*', '../../mcp/*', '../../cli/*', '../../extension/*'], 'src/hooks (the hook recorder and its adapters) sits on src/core only: it talks to the engine API.'),
   layer(['src/mcp/**/*.ts'], ['**/cli/**', '**/extension/**', '../cli/*', '../extension/*'], 'src/mcp sits on src/core only; it never imports vscode, the CLI or the extension.'),
   layer(['src/cli/**/*.ts'], ['**/extension/**', '../extension/*'], 'the CLI runs in plain Node: it never imports vscode or the extension.'),
   {

@@ -160,6 +160,31 @@ async function main(): Promise<void> {
       await forkTask.call(engine, { checkpointId: readEnd.id, goal: 'Make greet polite, another way', idempotencyKey: 'fork-1' });
     }
 
+    // From database v7 on: a hook-recorded agent's task with tool-call checkpoints around a
+    // shell command, a todo-derived plan step and its turn's conversation digest.
+    if ('turn.recorded' in EventData) {
+      const t8 = await engine.startTask({ goal: 'Regenerate the docs', agent: 'claude-code', plan: [{ id: 'todo-0123456789ab', title: 'Regenerate the docs' }] });
+      tick();
+      await engine.startStep({ taskId: t8.taskId, stepId: 'todo-0123456789ab' });
+      await engine.checkpoint({ taskId: t8.taskId, kind: 'tool_start' as 'manual', label: 'before Bash: make docs' });
+      await engine.beginSideEffect({ taskId: t8.taskId, key: 'shell:toolu_01Docs', kind: 'shell', description: 'make docs' });
+      tick();
+      await engine.endSideEffect({ taskId: t8.taskId, key: 'shell:toolu_01Docs', ok: true, result: { exitCode: 0 } });
+      await engine.checkpoint({ taskId: t8.taskId, kind: 'tool_end' as 'manual', label: 'after Bash: make docs' });
+      tick();
+      await (engine as unknown as { recordTurn(a: unknown): Promise<unknown> }).recordTurn({
+        taskId: t8.taskId,
+        turn: 1,
+        sessionId: 'session-1',
+        stepId: 'todo-0123456789ab',
+        prompt: 'Regenerate the docs',
+        lastMessage: 'The docs are regenerated.',
+        tools: { edit: 0, shell: 1, todo: 1, other: 0 },
+        compactions: 0,
+        startedAt: 0,
+      });
+    }
+
     const verify = await engine.verify();
     if (!verify.ok) throw new Error(`this version's own projections differ from a rebuild: ${JSON.stringify(verify.differences)}`);
     const events = (await engine.events());

@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import { errorMessage } from '../core/model/errors';
 import { DEFAULT_RPC_CONNECT_TIMEOUT_MS, postLoopback } from '../core/engine/loopback';
-import { HOOK_ROUTES, isHookAgent } from '../mcp/hookRoutes';
+import { HOOK_AGENTS, HOOK_ROUTES, isHookAgent } from '../mcp/hookRoutes';
 import { findOwnerLite } from '../ownership/findOwnerLite';
 import { DISCOVERY_FILE_NAME, storeDirOf } from '../ownership/storeDirOf';
 import { hookLog, readHookInput } from './hookLog';
@@ -33,6 +33,13 @@ export function parseHookArgs(argv: readonly string[]): { agent: string; workspa
 export async function fastHook(argv: readonly string[]): Promise<FastHookOutcome> {
   const args = parseHookArgs(argv);
   if (!args || !isHookAgent(args.agent)) return { handled: false };
+  const out = await relay({ agent: args.agent, workspace: args.workspace });
+  // The agent's neutral answer (Cursor, Gemini CLI and Cline read one from stdout), once, when this path answered.
+  if (out.handled && HOOK_AGENTS[args.agent].stdout) process.stdout.write(`${HOOK_AGENTS[args.agent].stdout}\n`);
+  return out;
+}
+
+async function relay(args: { agent: keyof typeof HOOK_AGENTS; workspace: string }): Promise<FastHookOutcome> {
   let owner;
   try {
     const dir = storeDirOf(args.workspace);

@@ -4,7 +4,8 @@ import { DEFAULT_RPC_CONNECT_TIMEOUT_MS, postLoopback } from '../core/engine/api
 import { Engine } from '../core/engine/engine';
 import { Logger } from '../core/log';
 import { WaypointError, errorMessage } from '../core/model/errors';
-import { handleClaudeHook, HOOK_ROUTE } from '../mcp/claudeHooks';
+import { handleHook } from '../hooks';
+import { HOOK_AGENTS, HOOK_AGENT_NAMES, type HookAgent } from '../mcp/hookRoutes';
 import { applyConnect, launchFor, planConnect, type AgentKind } from '../mcp/connect';
 import { startOwnerEndpoint } from '../mcp/owner';
 import { resolveStore, storeLocationOf } from '../ownership/resolve';
@@ -48,7 +49,12 @@ function untilSignal(): Promise<string> {
 }
 
 const connect = (agent: AgentKind): Command => ({
-  summary: agent === 'codex' ? 'print the ~/.codex/config.toml entry for Waypoint’s MCP server' : `write Waypoint’s MCP server${agent === 'claude-code' ? ' and hooks' : ''} into ${agent}’s project config`,
+  summary:
+    agent === 'codex'
+      ? 'write Waypoint’s hooks into .codex/hooks.json and print the ~/.codex/config.toml entry for its MCP server'
+      : agent === 'claude-code' || agent === 'cursor'
+        ? `write Waypoint’s MCP server and hooks into ${agent}’s project config`
+        : `write Waypoint’s hooks into ${agent}’s project config`,
   usage: `waypoint connect ${agent} [--print] [--cli PATH]`,
   options: { print: b, cli: s },
   async run(c) {
@@ -60,7 +66,8 @@ const connect = (agent: AgentKind): Command => ({
     const written = applyConnect(plan);
     if (plan.snippet !== undefined) {
       // The snippet runs the launcher just written (written here, since config.toml lives outside the workspace).
-      c.out(`Add this to ~/.codex/config.toml (Waypoint does not write outside the workspace):\n\n${plan.snippet}`, { agent, snippet: plan.snippet, written });
+      const wrote = written.length ? `Wrote ${written.map((f) => path.relative(c.workspace, f)).join(', ')}.\n` : '';
+      c.out(`${wrote}Add this to ~/.codex/config.toml (Waypoint does not write outside the workspace):\n\n${plan.snippet}`, { agent, snippet: plan.snippet, written });
       return;
     }
     c.out(
@@ -134,12 +141,25 @@ export const MCP_COMMANDS: Record<string, Command> = {
   'connect claude-code': connect('claude-code'),
   'connect cursor': connect('cursor'),
   'connect codex': connect('codex'),
-  'hook claude-code': {
-    summary: 'record one Claude Code hook event (JSON on stdin); never blocks the agent, always exits 0',
-    usage: 'waypoint hook claude-code [--wait SECONDS]',
+  'connect vscode': connect('vscode'),
+  'connect copilot-cli': connect('copilot-cli'),
+  'connect gemini-cli': connect('gemini-cli'),
+  'connect cline': connect('cline'),
+  ...Object.fromEntries(HOOK_AGENT_NAMES.map((agent) => [`hook ${agent}`, hookCommand(agent)])),
+};
+
+/**
+ * `waypoint hook <agent>`: one hook event (JSON on stdin) of that agent, recorded. It
+ * never blocks the agent: it always exits 0 (exit 2 means "block" to Claude Code, VS Code,
+ * Codex and Gemini CLI), prints only the agent's neutral answer on stdout, and says on
+ * stderr (and in .waypoint/hooks.log) what it could not record.
+ */
+function hookCommand(agent: HookAgent): Command {
+  return {
+    summary: `record one ${HOOK_AGENTS[agent].label} hook event (JSON on stdin); never blocks the agent, always exits 0`,
+    usage: `waypoint hook ${agent} [--wait SECONDS]`,
     options: { wait: s },
     async run(c) {
-      // Nothing goes to stdout: Claude Code adds a UserPromptSubmit hook's stdout to the conversation.
       try {
         const text = prereadHookInput ?? (await readHookInput());
         let payload: unknown;
@@ -156,7 +176,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
           log,
           waitMs: (intOption(c.values, 'wait') ?? 20) * 1000,
           serving: async (d) => {
-            const url = new URL(HOOK_ROUTE, d.url);
+            const url = new URL(HOOK_AGENTS[agent].route, d.url);
             const res = await postLoopback(url, { authorization: `Bearer ${d.token}`, 'content-type': 'application/json' }, text, { timeoutMs: 20_000, connectTimeoutMs: DEFAULT_RPC_CONNECT_TIMEOUT_MS });
             const body = res.text;
             // Reached the owner: whatever it says is final (retrying a refusal would only repeat it).
@@ -168,7 +188,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
           },
           own: async (engine) => {
             try {
-              await handleClaudeHook(engine, payload, { log: log.child('hooks') });
+              await handleHook(engine, agent, payload, { log: log.child('hooks') });
             } finally {
               await engine.close();
             }
@@ -177,6 +197,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
       } catch (e) {
         hookLog(c.workspace, `not recorded: ${errorMessage(e)}`);
       }
+      if (HOOK_AGENTS[agent].stdout) process.stdout.write(`${HOOK_AGENTS[agent].stdout}\n`);
     },
-  },
-};
+  };
+}

@@ -175,8 +175,11 @@ export class AgentDoors extends Disposable {
       const items: (vscode.QuickPickItem & { kind2: AgentKind | 'copilot' | 'other' })[] = [
         { label: '$(copilot) GitHub Copilot (agent mode)', ...copilot, kind2: 'copilot' },
         { label: '$(terminal) Claude Code', detail: 'Preview, then write .mcp.json (shared, no machine paths) and .claude/settings.local.json (local hooks)', kind2: 'claude-code' },
-        { label: '$(file-code) Cursor', detail: 'Preview, then write .cursor/mcp.json (shared, no machine paths)', kind2: 'cursor' },
-        { label: '$(code) Codex', detail: 'Show and copy the ~/.codex/config.toml snippet', kind2: 'codex' },
+        { label: '$(github) Copilot agent hooks (VS Code, Copilot CLI)', detail: 'Preview, then write .github/hooks/waypoint.json: records every edit, terminal command and todo list', kind2: 'vscode' },
+        { label: '$(file-code) Cursor', detail: 'Preview, then write .cursor/mcp.json and .cursor/hooks.json (shared, no machine paths)', kind2: 'cursor' },
+        { label: '$(code) Codex', detail: 'Preview, then write .codex/hooks.json; show and copy the ~/.codex/config.toml snippet', kind2: 'codex' },
+        { label: '$(sparkle) Gemini CLI', detail: 'Preview, then write the hooks into .gemini/settings.json', kind2: 'gemini-cli' },
+        { label: '$(robot) Cline', detail: 'Preview, then write hook scripts into .clinerules/hooks/', kind2: 'cline' },
         { label: '$(plug) Other agent', detail: 'The stdio command, the HTTP URL and where the token is', kind2: 'other' },
       ];
       const pick = await vscode.window.showQuickPick(items, { title: 'Waypoint: Connect an Agent', placeHolder: 'Which agent should report to Waypoint?', matchOnDetail: true });
@@ -253,6 +256,6 @@ export class AgentDoors extends Disposable {
   }
 }
 
-const AGENT_NAMES: Record<AgentKind, string> = { 'claude-code': 'Claude Code', cursor: 'Cursor', codex: 'Codex' };
+const AGENT_NAMES: Record<AgentKind, string> = { 'claude-code': 'Claude Code', cursor: 'Cursor', codex: 'Codex', vscode: 'VS Code agent hooks', 'copilot-cli': 'Copilot CLI', 'gemini-cli': 'Gemini CLI', cline: 'Cline' };
 /** Read-only documents for the preview's right side (the proposed content) and a missing file's empty left side. */
 const PREVIEW_SCHEME = 'waypoint-connect';

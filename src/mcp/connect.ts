@@ -3,7 +3,8 @@ import * as path from 'node:path';
 import { WaypointError, errorMessage } from '../core/model/errors';
 import { writeFileAtomicSync } from '../core/store/fsutil';
 import { ensurePrivateStoreDir } from '../core/store/storeDir';
-import { EDIT_TOOLS } from './claudeHooks';
+import { CLAUDE_TOOLS } from '../hooks/adapters/claudeCode';
+import { clineHookFiles, githubHooksFile, mergeCodexHooks, mergeCursorHooks, mergeGeminiSettings } from './connectHooks';
 
 /**
  * `waypoint connect claude-code|cursor|codex`: writes Waypoint's MCP server (and,
@@ -18,7 +19,7 @@ import { EDIT_TOOLS } from './claudeHooks';
  * Cursor `.cursor/mcp.json` `{mcpServers: {…}}`; Codex `~/.codex/config.toml`
  * `[mcp_servers.name]` with `command` and `args`.
  */
-export type AgentKind = 'claude-code' | 'cursor' | 'codex';
+export type AgentKind = 'claude-code' | 'cursor' | 'codex' | 'vscode' | 'copilot-cli' | 'gemini-cli' | 'cline';
 export const SERVER_KEY = 'waypoint';
 /** The extension's id; installed copies live in `<extensions dir>/waypoint-dev.waypoint-<version>[-platform]`. */
 export const EXTENSION_ID = 'waypoint-dev.waypoint';
@@ -49,6 +50,8 @@ export interface FileChange {
   changed: boolean;
   /** Machine-local: not for committing (git ignores it, or the agent's convention keeps it local). */
   local: boolean;
+  /** Written executable (Cline runs hook files as programs). */
+  executable?: boolean;
 }
 
 export function launchFor(workspace: string, cli?: string): Launch {
@@ -138,13 +141,14 @@ export function hookCommand(l: Launch): string {
 }
 
 const HOOK_MARK = ' hook claude-code ';
-export const HOOK_EVENTS = ['UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PostToolUseFailure', 'Stop', 'SessionEnd'] as const;
+export const HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PostToolUseFailure', 'PreCompact', 'Stop', 'SessionEnd'] as const;
 const TOOL_EVENTS = new Set<string>(['PreToolUse', 'PostToolUse', 'PostToolUseFailure']);
-export const HOOK_MATCHER = [...EDIT_TOOLS, 'Bash'].join('|');
+// Only the tools the recorder acts on: every matched call costs the agent a hook process.
+export const HOOK_MATCHER = [...CLAUDE_TOOLS.edit, ...CLAUDE_TOOLS.shell, ...CLAUDE_TOOLS.todo].join('|');
 
-type Json = Record<string, unknown>;
+export type Json = Record<string, unknown>;
 
-function readJsonObject(file: string): Json {
+export function readJsonObject(file: string): Json {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -163,18 +167,18 @@ function readJsonObject(file: string): Json {
   return value;
 }
 
-function isObject(v: unknown): v is Json {
+export function isObject(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function objectField(file: string, obj: Json, key: string): Json {
+export function objectField(file: string, obj: Json, key: string): Json {
   const v = obj[key];
   if (v === undefined) return {};
   if (!isObject(v)) throw new WaypointError('invalid_input', `${file}: "${key}" is not an object. Fix it; Waypoint left the file untouched.`);
   return v;
 }
 
-function readText(file: string): string | null {
+export function readText(file: string): string | null {
   try {
     return fs.readFileSync(file, 'utf8');
   } catch {
@@ -182,7 +186,7 @@ function readText(file: string): string | null {
   }
 }
 
-function change(file: string, before: Json, after: Json, local: boolean): FileChange {
+export function change(file: string, before: Json, after: Json, local: boolean): FileChange {
   const content = JSON.stringify(after, null, 2) + '\n';
   const old = readText(file);
   return { file, content, changed: old === null || JSON.stringify(before) !== JSON.stringify(after), local };
@@ -284,10 +288,18 @@ export function planConnect(agent: AgentKind, l: Launch): ConnectPlan {
         files: [launcher, mergeMcpJson(path.join(ws, '.mcp.json'), claudeServerEntry()), mergeClaudeSettings(path.join(ws, '.claude', 'settings.local.json'), l), ...ignoreLocalSettings(ws)],
       };
     case 'cursor':
-      return { agent, workspace: ws, files: [launcher, mergeMcpJson(path.join(ws, '.cursor', 'mcp.json'), cursorServerEntry())] };
+      return { agent, workspace: ws, files: [launcher, mergeMcpJson(path.join(ws, '.cursor', 'mcp.json'), cursorServerEntry()), mergeCursorHooks(ws)] };
     case 'codex':
-      // The snippet goes outside the workspace (printed, not written), but it runs the launcher.
-      return { agent, workspace: ws, files: [launcher], snippet: codexSnippet(l) };
+      // The MCP snippet goes outside the workspace (printed, not written); the project's hooks file is written.
+      return { agent, workspace: ws, files: [launcher, mergeCodexHooks(ws)], snippet: codexSnippet(l) };
+    case 'vscode':
+    case 'copilot-cli':
+      // One file serves both: VS Code runs `command`, Copilot CLI `bash`/`powershell`.
+      return { agent, workspace: ws, files: [launcher, githubHooksFile(ws)] };
+    case 'gemini-cli':
+      return { agent, workspace: ws, files: [launcher, mergeGeminiSettings(ws)] };
+    case 'cline':
+      return { agent, workspace: ws, files: [launcher, ...clineHookFiles(ws)] };
   }
 }
 
@@ -311,6 +323,7 @@ export function applyConnect(plan: ConnectPlan): string[] {
     }
     fs.mkdirSync(path.dirname(f.file), { recursive: true });
     writeFileAtomicSync(f.file, f.content);
+    if (f.executable) fs.chmodSync(f.file, 0o755);
     written.push(f.file);
   }
   return written;

@@ -1,13 +1,6 @@
 /**
- * Where each agent's hook events enter an owner's loopback endpoint. Kept apart from the
- * recorders so the CLI's fast hook path can name a route without loading the engine.
+ * Where each agent's hook events enter an owner's loopback endpoint: the table lives
+ * with the recorder (src/hooks/agents.ts) and needs nothing heavy, so the CLI's fast hook
+ * path can name a route without loading the engine.
  */
-export const HOOK_ROUTES = {
-  'claude-code': '/hooks/claude-code',
-} as const;
-
-export type HookAgent = keyof typeof HOOK_ROUTES;
-
-export function isHookAgent(name: string): name is HookAgent {
-  return Object.prototype.hasOwnProperty.call(HOOK_ROUTES, name);
-}
+export { HOOK_AGENTS, HOOK_AGENT_NAMES, HOOK_ROUTES, isHookAgent, type HookAgent } from '../hooks/agents';

@@ -2,7 +2,8 @@ import type { Engine } from '../core/engine/engine';
 import { RPC_PATH, localApi, serveRpc } from '../core/engine/api';
 import { Logger, silentLogger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
-import { handleClaudeHook, HOOK_ROUTE } from './claudeHooks';
+import { handleHook } from '../hooks';
+import { HOOK_AGENT_NAMES, HOOK_ROUTES } from './hookRoutes';
 import { removeDiscovery, writeDiscovery } from '../ownership/discovery';
 import { startHttpServer, type HttpLimits, type HttpServerHandle } from './http';
 import { createMcpServer, localDispatch } from './server';
@@ -71,15 +72,21 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
     routes: {
       // The CLI (and any other process) calls the owner's engine here instead of opening the store.
       [RPC_PATH]: (body) => serveRpc(engine, body),
-      [HOOK_ROUTE]: async (body) => {
-        try {
-          engine.eventLog.assertOwned();
-          return { ok: true, ...(await handleClaudeHook(engine, body, { log: hookLog })) };
-        } catch (e) {
-          hookLog.warn(`not recorded: ${errorMessage(e)}`);
-          return { ok: false, error: errorMessage(e) };
-        }
-      },
+      // One route per agent: the fast hook path posts the agent's raw payload to its own.
+      ...Object.fromEntries(
+        HOOK_AGENT_NAMES.map((agent) => [
+          HOOK_ROUTES[agent],
+          async (body: unknown) => {
+            try {
+              engine.eventLog.assertOwned();
+              return { ok: true, ...(await handleHook(engine, agent, body, { log: hookLog })) };
+            } catch (e) {
+              hookLog.warn(`not recorded: ${errorMessage(e)}`);
+              return { ok: false, error: errorMessage(e) };
+            }
+          },
+        ]),
+      ),
     },
   });
   const storeDir = engine.storeDir;

@@ -7,7 +7,7 @@ import { resolveStore, storeLocationOf } from '../../src/ownership/resolve';
 import { storeDirOf } from '../../src/ownership/storeDirOf';
 import { readLinkFile, storeRootsOf, writeStoreRoots } from '../../src/ownership/storeRoots';
 import { Logger } from '../../src/core/log';
-import { handleClaudeHook } from '../../src/mcp/claudeHooks';
+import { handleHook } from '../../src/hooks';
 import type { SnapshotRoot } from '../../src/core/snapshot';
 import { openEngine, tmpDir } from '../support/tmp';
 
@@ -154,14 +154,14 @@ describe('multi-root workspaces', () => {
       const engine = await openEngine(w.app, { snapshots: { roots: w.roots } });
       try {
         const base = { session_id: 'sess-multi', cwd: w.lib };
-        await handleClaudeHook(engine, { ...base, hook_event_name: 'UserPromptSubmit', prompt: 'edit the library' });
+        await handleHook(engine, 'claude-code', { ...base, hook_event_name: 'UserPromptSubmit', prompt: 'edit the library' });
         const edit = { ...base, tool_name: 'Edit', tool_use_id: 'toolu_multi', tool_input: { file_path: 'b.txt' } };
-        await handleClaudeHook(engine, { ...edit, hook_event_name: 'PreToolUse' });
+        await handleHook(engine, 'claude-code', { ...edit, hook_event_name: 'PreToolUse' });
         write(path.join(w.lib, 'b.txt'), 'edited by the agent\n');
-        await handleClaudeHook(engine, { ...edit, hook_event_name: 'PostToolUse' });
+        await handleHook(engine, 'claude-code', { ...edit, hook_event_name: 'PostToolUse' });
         const task = engine.tasks()[0]!;
-        const step = engine.queries.steps(task.id).find((x) => x.title.startsWith('Edit'))!;
-        assert.equal(step.title, 'Edit lib/b.txt');
+        const around = engine.queries.checkpoints(task.id).filter((c) => c.kind === 'tool_start' || c.kind === 'tool_end');
+        assert.deepEqual(around.map((c) => c.label), ['before Edit lib/b.txt', 'after Edit lib/b.txt']);
         const d = await engine.diff({ from: task.baseCheckpointId! });
         assert.deepEqual(d.changes.map((c) => c.path), ['lib/b.txt']);
       } finally {

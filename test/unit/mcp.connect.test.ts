@@ -149,6 +149,6 @@ describe('waypoint connect', function () {
     assert.ok(c.stdout.includes('command = "node"'));
     const launcher = path.join(ws.dir, ...LAUNCHER_REL.split('/'));
     assert.ok(c.stdout.includes(`args = [${JSON.stringify(launcher)}, "mcp", "--workspace", ${JSON.stringify(ws.dir)}]`));
-    assert.deepEqual(fs.readdirSync(ws.dir).sort(), ['.cursor', '.waypoint'], 'codex wrote only the launcher it runs');
+    assert.deepEqual(fs.readdirSync(ws.dir).sort(), ['.codex', '.cursor', '.waypoint'], 'codex wrote the launcher it runs and the project hooks file, nothing outside the workspace');
   });
 });

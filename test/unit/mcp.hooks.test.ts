@@ -61,20 +61,26 @@ describe('Claude Code hooks (waypoint hook claude-code)', function () {
     assert.equal(d.task.state, 'waiting_review');
     assert.deepEqual(
       d.steps.map((s) => [s.id, s.status, s.title]),
-      [['toolu_01EditAbcdEFGH1234', 'completed', 'Edit src/greet.ts']],
+      [['turn-1', 'completed', 'Turn 1: Rename the greeting and run the tests']],
+      'the tool calls of a turn are the work of one step, not steps of their own',
     );
     assert.deepEqual(
       d.checkpoints.map((c) => [c.kind, c.stepId]),
       [
         ['task_base', null],
-        ['step_start', 'toolu_01EditAbcdEFGH1234'],
-        ['step_end', 'toolu_01EditAbcdEFGH1234'],
-        ['before_side_effect', null],
+        ['step_start', 'turn-1'],
+        ['tool_start', 'turn-1'],
+        ['tool_end', 'turn-1'],
+        ['tool_start', 'turn-1'],
+        ['before_side_effect', 'turn-1'],
+        ['tool_end', 'turn-1'],
+        ['tool_start', 'turn-1'],
+        ['step_end', 'turn-1'],
       ],
     );
     assert.deepEqual(
       d.sideEffects.map((e) => [e.key, e.kind, e.status, e.description]),
-      [['bash:toolu_01BashXyzw98765432', 'shell', 'done', 'npm test']],
+      [['shell:toolu_01BashXyzw98765432', 'shell', 'done', 'npm test']],
     );
     assert.deepEqual(d.sideEffects[0].result, { stdout: '3 passing' });
   };
@@ -89,7 +95,7 @@ describe('Claude Code hooks (waypoint hook claude-code)', function () {
     for (const e of events) hook(ws.dir, e); // and each one twice in a row
     assert.equal(eventCount(ws.dir), before);
     expectRecorded(await detail(ws.dir));
-    assert.ok(fs.existsSync(path.join(ws.dir, '.waypoint', 'hooks', '5f3c2a1e-8d4b-4c6a-9e2f-1a2b3c4d5e6f.json')));
+    assert.ok(fs.existsSync(path.join(ws.dir, '.waypoint', 'hooks', 'claude-code-5f3c2a1e-8d4b-4c6a-9e2f-1a2b3c4d5e6f.json')));
   });
 
   it('a next prompt in the same session continues the task; a failed Bash call is recorded as failed', async () => {
@@ -103,7 +109,7 @@ describe('Claude Code hooks (waypoint hook claude-code)', function () {
     assert.equal(d.tasks, 1, 'same task');
     assert.equal(d.task.state, 'running');
     assert.equal(d.task.attempt, 2);
-    const lint = d.sideEffects.find((e) => e.key === 'bash:toolu_01Lint')!;
+    const lint = d.sideEffects.find((e) => e.key === 'shell:toolu_01Lint')!;
     assert.equal(lint.status, 'failed');
     assert.match(lint.error ?? '', /exit code 1/);
   });
@@ -113,7 +119,7 @@ describe('Claude Code hooks (waypoint hook claude-code)', function () {
     const d = await detail(ws.dir);
     assert.equal(d.task.state, 'interrupted');
     assert.match(d.task.interruption!.reason, /session ended \(prompt_input_exit\)/);
-    assert.equal(d.task.interruption!.stepId, 'toolu_01WriteQwer11112222');
+    assert.equal(d.task.interruption!.stepId, 'turn-1', 'the unfinished Write left its turn’s step open');
   });
 
   it('relays to a running owner (waypoint serve) and records the same', async () => {

@@ -49,6 +49,7 @@ import { Leases, interruptedEvent } from './leases';
 import { SideEffects } from './sideEffects';
 import type { EngineCore } from './engineCore';
 import { reopenTask, type ReopenResult } from './reopen';
+import { recordTurn } from './turns';
 import { StorageUpkeep, type GcResult, type StorageReport, type VerifyReport } from './storageUpkeep';
 import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
 
@@ -802,7 +803,7 @@ export class Engine {
     const last = task.lastCheckpointId ? this.queries.checkpoint(task.lastCheckpointId) : null;
     // A fork's inheritance is read from the original's events, which outlive its deletion.
     const fork = task.forkedFrom ? forkInheritance(await this.eventLog.read({ taskId: task.forkedFrom.taskId }), task.forkedFrom.checkpointId) : null;
-    return buildResumeContext(task, this.queries.steps(taskId), this.queries.sideEffects(taskId), last, drift, fork);
+    return buildResumeContext(task, this.queries.steps(taskId), this.queries.sideEffects(taskId), last, drift, fork, this.queries.turns(taskId));
   }
 
   // ---------------------------------------------------------------------------
@@ -857,6 +858,11 @@ export class Engine {
    */
   rollback(raw: RollbackInput): Promise<RollbackResult> {
     return this.rollbacks.rollback(raw);
+  }
+
+  /** Records a hook-recorded agent's turn digest (see turns.ts). */
+  recordTurn(raw: unknown): Promise<{ taskId: string; turn: number; recorded: boolean }> {
+    return recordTurn(this.core, raw);
   }
 
   /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */

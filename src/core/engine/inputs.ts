@@ -67,7 +67,7 @@ export const SkipStepInput = TaskRef.extend({ stepId: Identifier, reason: text(2
 
 export const CheckpointInput = TaskRef.extend({
   label: text(200).optional(),
-  kind: z.enum(['manual', 'auto', 'periodic']).optional(),
+  kind: z.enum(['manual', 'auto', 'periodic', 'tool_start', 'tool_end']).optional(),
   stepId: Identifier.optional(),
   dirty: z.array(z.string().max(4096)).max(100_000).optional(),
 });

@@ -34,6 +34,7 @@ import {
 } from './inputs';
 import { applyReviewOp, reviewHunks, reviewLineCounts, reviewListing, undoReviewCommitOp } from '../review/reviewOps';
 import type { Engine } from './engine';
+import { RecordTurnInput } from './turns';
 import { WaypointError } from '../model/errors';
 
 /**
@@ -85,6 +86,9 @@ export const OPERATIONS = {
   checkpoint: mutation('checkpoint', CheckpointInput, (e, a) => e.checkpoint(a)),
   beginSideEffect: mutation('side effect begin', BeginSideEffectInput, (e, a) => e.beginSideEffect(a)),
   endSideEffect: mutation('side effect end', EndSideEffectInput, (e, a) => e.endSideEffect(a)),
+  /** A hook-recorded agent's turn: its bounded conversation digest, kept with the step it worked in. */
+  recordTurn: mutation('turn digest', RecordTurnInput, (e, a) => e.recordTurn(a)),
+  turns: query('task id', TaskId, (e, id) => e.queries.turns(e.queries.task(id).id)),
   rollback: mutation('rollback', RollbackInput, (e, a) => e.rollback(a)),
   undoRollback: mutation('undo rollback', TaskRef, (e, a) => e.undoRollback(a)),
   gc: mutation('retention policy', RetentionInput.optional(), (e, a) => e.gc(a ?? {})),

@@ -1,5 +1,5 @@
 import type { Db } from '../store/db';
-import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskHold, TaskState } from '../model/schema';
+import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskHold, TaskState, Turn } from '../model/schema';
 import { notFound } from '../model/errors';
 import { DEFAULT_RETRY_POLICY } from './retryPolicy';
 
@@ -156,6 +156,24 @@ export class Queries {
   /** Every task's steps in one query (for views listing many tasks). */
   allSteps(): Step[] {
     return this.db().all('SELECT * FROM steps ORDER BY task_id, ord').map(toStep);
+  }
+
+  /** A task's conversation turns (hook-recorded agents), oldest first. */
+  turns(taskId: string): Turn[] {
+    return this.db()
+      .all('SELECT * FROM turns WHERE task_id = ? ORDER BY ended_at, session_id, turn', [taskId])
+      .map((r) => ({
+        taskId: String(r.task_id),
+        sessionId: String(r.session_id),
+        turn: Number(r.turn),
+        stepId: (r.step_id as string | null) ?? null,
+        prompt: String(r.prompt),
+        lastMessage: (r.last_message as string | null) ?? null,
+        tools: JSON.parse(String(r.tools)) as Turn['tools'],
+        compactions: Number(r.compactions),
+        startedAt: Number(r.started_at),
+        endedAt: Number(r.ended_at),
+      }));
   }
 
   step(taskId: string, stepId: string): Step | null {

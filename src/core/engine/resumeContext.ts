@@ -1,5 +1,5 @@
 import { nextReadySteps } from '../model/plan';
-import { SCHEMA_VERSION, type CheckpointMeta, type SideEffect, type Step, type Task } from '../model/schema';
+import { SCHEMA_VERSION, type CheckpointMeta, type SideEffect, type Step, type Task, type Turn } from '../model/schema';
 import type { ForkInheritance } from './forkInheritance';
 import { holdChoices, retryAt } from './retryPolicy';
 
@@ -58,8 +58,16 @@ export interface ResumeContext {
    * `original` is null when the original's history is gone.
    */
   forkedFrom: ({ taskId: string; checkpointId: string; stepId: string | null } & { inheritance: Omit<ForkInheritance, 'remaining'> | null }) | null;
+  /**
+   * The conversation so far, as digests of its last turns (hook-recorded agents): what the
+   * person asked, what the agent last said, how many tool calls of each kind, compactions.
+   */
+  conversation: { turns: number; recent: Omit<Turn, 'taskId'>[] };
   markdown: string;
 }
+
+/** How many turns the resume context gives back: enough to pick the thread up, bounded like the digests themselves. */
+export const RESUME_TURNS = 5;
 
 interface SideEffectBrief {
   key: string;
@@ -90,6 +98,7 @@ export function buildResumeContext(
   lastCheckpoint: CheckpointMeta | null,
   drift: DriftInfo | null,
   fork: ForkInheritance | null = null,
+  turns: readonly Turn[] = [],
 ): ResumeContext {
   const interrupted =
     steps.find((s) => s.status === 'in_progress') ??
@@ -140,6 +149,7 @@ export function buildResumeContext(
     forkedFrom: task.forkedFrom
       ? { ...task.forkedFrom, inheritance: fork ? { original: fork.original, checkpoint: fork.checkpoint, inherited: fork.inherited, leftBehind: fork.leftBehind } : null }
       : null,
+    conversation: { turns: turns.length, recent: turns.slice(-RESUME_TURNS).map(({ taskId: _t, ...rest }) => rest) },
   };
   return { ...ctx, markdown: renderMarkdown(ctx) };
 }
@@ -202,6 +212,15 @@ export function renderMarkdown(c: Omit<ResumeContext, 'markdown'>): string {
     out.push('', '## Changes made outside the task since the last checkpoint', '');
     for (const f of c.drift.files.slice(0, 50)) out.push(`- ${f.status}: ${f.path}`);
     if (c.drift.files.length > 50) out.push(`- … and ${c.drift.files.length - 50} more`);
+  }
+  if (c.conversation.recent.length) {
+    out.push('', `## Conversation (last ${c.conversation.recent.length} of ${c.conversation.turns} turns)`, '');
+    for (const t of c.conversation.recent) {
+      const tools = Object.entries(t.tools).filter(([, n]) => n > 0).map(([k, n]) => `${n} ${k}`).join(', ');
+      out.push(`- turn ${t.turn}${t.stepId ? ` (step \`${t.stepId}\`)` : ''}: the person asked: ${short(t.prompt, 300) || '(no prompt recorded)'}`);
+      if (t.lastMessage) out.push(`  - the agent answered: ${short(t.lastMessage, 300)}`);
+      if (tools || t.compactions) out.push(`  - ${tools || 'no tool calls'}${t.compactions ? `; context compacted ${t.compactions}×` : ''}`);
+    }
   }
   out.push('', '## Next', '');
   if (c.nextSteps.length) for (const s of c.nextSteps) out.push(`- \`${s.id}\` ${s.title}`);

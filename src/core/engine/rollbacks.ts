@@ -17,6 +17,7 @@ import { asMergeableText, revertAgentHunks, type AgentInterval } from '../snapsh
 import type { NotCapturedReport } from './engine';
 import type { EngineCore } from './engineCore';
 import { newId } from './ids';
+import { endsAgentInterval, trailingIsAgent } from './attribution';
 import { RollbackInput, TaskRef } from './inputs';
 import { isNoSpace } from './noSpace';
 import type { Queries } from './queries';
@@ -325,12 +326,12 @@ export class Rollbacks {
     let prev = await ws.load(from);
     for (const c of chain) {
       const next = await ws.load(c);
-      const inStep = c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback';
+      const inStep = endsAgentInterval(c);
       for (const ch of diffManifests(prev, next)) (inStep ? agent : person).add(ch.path);
       prev = next;
     }
-    const stepOpen = this.core.queries.steps(taskId).some((s) => s.status === 'in_progress');
-    for (const ch of diffManifests(prev, now)) (stepOpen ? agent : person).add(ch.path);
+    const trailing = trailingIsAgent(chain[chain.length - 1] ?? from, this.core.queries.steps(taskId).some((s) => s.status === 'in_progress'));
+    for (const ch of diffManifests(prev, now)) (trailing ? agent : person).add(ch.path);
     return { agent, person };
   }
 
@@ -348,14 +349,16 @@ export class Rollbacks {
     const appeared = (next: Manifest, inStep: boolean) => {
       for (const p of paths) if (!prev.has(p) && next.has(p)) byStep.set(p, inStep);
     };
+    let last: CheckpointMeta = from;
     for (const c of chain) {
       // Attribution only: a checkpoint whose manifest cannot be read (corrupt) is passed over, never a reason to refuse the rollback.
       const next = await ws.load(c).catch(() => null);
       if (next === null) continue;
-      appeared(next, c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback');
+      appeared(next, endsAgentInterval(c));
       prev = next;
+      last = c;
     }
-    appeared(current, this.core.queries.steps(taskId).some((s) => s.status === 'in_progress'));
+    appeared(current, trailingIsAgent(last, this.core.queries.steps(taskId).some((s) => s.status === 'in_progress')));
     return new Set(paths.filter((p) => byStep.get(p) !== true));
   }
 

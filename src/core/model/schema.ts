@@ -38,6 +38,10 @@ export const CHECKPOINT_KINDS = [
   'auto',
   'pre_rollback',
   'periodic',
+  // Around one tool call of a hook-recorded agent: the interval ending at `tool_start` is the
+  // person's (the agent changes files only through its tools), the one ending at `tool_end` the agent's.
+  'tool_start',
+  'tool_end',
 ] as const;
 export const CheckpointKind = z.enum(CHECKPOINT_KINDS);
 export type CheckpointKind = z.infer<typeof CheckpointKind>;
@@ -178,6 +182,20 @@ export interface Step {
   taskAttempt: number | null;
   /** Attempts it may use: its plan item's limit or the task's policy, plus what a person granted. */
   maxAttempts: number;
+}
+
+/** A turn's conversation digest (see the `turn.recorded` event). */
+export interface Turn {
+  taskId: string;
+  sessionId: string;
+  turn: number;
+  stepId: string | null;
+  prompt: string;
+  lastMessage: string | null;
+  tools: { edit: number; shell: number; todo: number; other: number };
+  compactions: number;
+  startedAt: number;
+  endedAt: number;
 }
 
 export interface CheckpointMeta {
@@ -357,6 +375,21 @@ export const EventData = {
     recovered: z.boolean(),
     commit: z.string().nullable(),
     note: z.string().nullable(),
+  }),
+  /**
+   * One exchange of the person and a hook-recorded agent, as a bounded digest (never the
+   * whole transcript): the prompt, the agent's last message, its tool calls by kind and
+   * the compactions during the turn; `stepId` is the step the turn worked in.
+   */
+  'turn.recorded': z.strictObject({
+    turn: z.number().int().positive(),
+    sessionId: z.string(),
+    stepId: z.string().nullable(),
+    prompt: z.string(),
+    lastMessage: z.string().nullable(),
+    tools: z.strictObject({ edit: z.number().int().nonnegative(), shell: z.number().int().nonnegative(), todo: z.number().int().nonnegative(), other: z.number().int().nonnegative() }),
+    compactions: z.number().int().nonnegative(),
+    startedAt: z.number().int().nonnegative(),
   }),
 } as const;
 

@@ -120,6 +120,19 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE tasks ADD COLUMN reopened TEXT;
     `,
   },
+  {
+    version: 7,
+    description: "conversation turns of hook-recorded agents: each turn's bounded digest (prompt, the agent's last message, tool calls by kind, compactions) and the step it worked in",
+    // No event before this version is a turn: the new table starts empty, nothing to refold.
+    rebuildProjections: false,
+    up: `
+      CREATE TABLE turns (
+        task_id TEXT NOT NULL, session_id TEXT NOT NULL, turn INTEGER NOT NULL, step_id TEXT,
+        prompt TEXT NOT NULL, last_message TEXT, tools TEXT NOT NULL, compactions INTEGER NOT NULL,
+        started_at INTEGER NOT NULL, ended_at INTEGER NOT NULL, PRIMARY KEY (task_id, session_id, turn)
+      );
+    `,
+  },
 ];
 
 export const DB_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
@@ -144,4 +157,4 @@ export function migrate(db: Db, upTo = DB_VERSION): { from: number; to: number; 
 }
 
 /** The projection tables: everything but the events themselves and store metadata. */
-export const PROJECTION_TABLES = ['tasks', 'steps', 'checkpoints', 'side_effects', 'leases', 'idempotency', 'rollbacks', 'review_applies'] as const;
+export const PROJECTION_TABLES = ['tasks', 'steps', 'checkpoints', 'side_effects', 'leases', 'idempotency', 'rollbacks', 'review_applies', 'turns'] as const;

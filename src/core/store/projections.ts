@@ -141,10 +141,25 @@ const handlers: Handlers = {
     takeLease(db, e.taskId!, d.owner, d.leaseTtlMs, e.ts);
   },
   'task.deleted': (db, e) => {
-    for (const t of ['steps', 'side_effects', 'leases', 'checkpoints', 'rollbacks']) {
+    for (const t of ['steps', 'side_effects', 'leases', 'checkpoints', 'rollbacks', 'turns']) {
       db.run(`DELETE FROM ${t} WHERE task_id = ?`, [e.taskId]);
     }
     db.run('DELETE FROM tasks WHERE id = ?', [e.taskId]);
+  },
+  'turn.recorded': (db, e, d) => {
+    // A turn recorded again (the same session's turn number) keeps its latest digest.
+    db.run('INSERT OR REPLACE INTO turns (task_id, session_id, turn, step_id, prompt, last_message, tools, compactions, started_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?)', [
+      e.taskId,
+      d.sessionId,
+      d.turn,
+      d.stepId,
+      d.prompt,
+      d.lastMessage,
+      JSON.stringify(d.tools),
+      d.compactions,
+      d.startedAt,
+      e.ts,
+    ]);
   },
   'lease.heartbeat': () => undefined, // the common lease renewal below does the work
   'step.started': (db, e, d) => {

@@ -1,0 +1,71 @@
+import { z } from 'zod';
+import { parseInput } from '../../core/model/validate';
+import type { HookEnvelope, HookEvent, ToolCall } from '../events';
+import { Id, PathText, TodoList, argsOf, filesIn, kindOf, str, todosFrom } from './common';
+
+/**
+ * Gemini CLI (https://geminicli.com/docs/hooks/reference): hooks in `settings.json`;
+ * every input has `session_id`, `transcript_path`, `cwd`, `hook_event_name`,
+ * `timestamp`. BeforeAgent carries the prompt, AfterAgent the final answer
+ * (`prompt_response`), BeforeTool/AfterTool `tool_name`, `tool_input`, `tool_response`
+ * (no call id: before and after are paired by content). Exit 2 blocks; on exit 0
+ * stdout must be JSON only, so `waypoint hook gemini-cli` prints `{}`.
+ */
+export const GEMINI_TOOLS = { edit: ['write_file', 'replace', 'edit'], shell: ['run_shell_command'], todo: ['write_todos'] } as const;
+
+const GeminiHookInput = z.looseObject({
+  session_id: Id,
+  hook_event_name: z.string().min(1).max(100),
+  cwd: PathText.optional(),
+  transcript_path: PathText.optional(),
+  source: z.string().max(100).optional(),
+  reason: z.string().max(200).optional(),
+  prompt: z.string().max(1_000_000).optional(),
+  prompt_response: z.string().max(1_000_000).optional(),
+  tool_name: z.string().max(200).optional(),
+  tool_input: z.record(z.string(), z.unknown()).optional(),
+  tool_response: z.unknown().optional(),
+});
+
+function geminiCall(p: z.infer<typeof GeminiHookInput>): ToolCall {
+  const name = p.tool_name ?? 'unknown';
+  const kind = kindOf(name, GEMINI_TOOLS);
+  const call: ToolCall = { id: null, name, kind };
+  if (kind === 'edit') call.files = filesIn(p.tool_input);
+  if (kind === 'shell') call.command = str(p.tool_input?.command) ?? '';
+  if (kind === 'todo') {
+    const list = TodoList.safeParse(p.tool_input?.todos);
+    call.todos = list.success ? todosFrom(list.data) : [];
+  }
+  return call;
+}
+
+export function geminiAdapter(raw: unknown): HookEnvelope {
+  const p = parseInput(GeminiHookInput, raw, 'Gemini CLI hook input');
+  return { sessionId: p.session_id, cwd: p.cwd, transcriptPath: p.transcript_path, event: geminiEvent(p) };
+}
+
+function geminiEvent(p: z.infer<typeof GeminiHookInput>): HookEvent {
+  switch (p.hook_event_name) {
+    case 'SessionStart':
+      return { type: 'session_start', source: p.source === 'startup' || p.source === 'resume' || p.source === 'clear' ? p.source : 'other' };
+    case 'BeforeAgent':
+      return { type: 'prompt', prompt: p.prompt ?? '' };
+    case 'BeforeTool':
+      return p.tool_name ? { type: 'tool_before', call: geminiCall(p) } : { type: 'ignored', name: p.hook_event_name };
+    case 'AfterTool': {
+      if (!p.tool_name) return { type: 'ignored', name: p.hook_event_name };
+      const r = argsOf(p.tool_response) ?? {};
+      const error = r.error === undefined || r.error === null ? undefined : typeof r.error === 'string' ? r.error : JSON.stringify(r.error);
+      return { type: 'tool_after', call: geminiCall(p), ok: !error, error, stdout: str(r.returnDisplay) ?? str(r.llmContent) };
+    }
+    case 'AfterAgent':
+      return { type: 'stop', lastMessage: p.prompt_response };
+    case 'PreCompress':
+      return { type: 'compaction' };
+    case 'SessionEnd':
+      return { type: 'session_end', reason: p.reason };
+    default:
+      return { type: 'ignored', name: p.hook_event_name };
+  }
+}

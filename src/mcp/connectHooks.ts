@@ -1,0 +1,102 @@
+import * as path from 'node:path';
+import { WaypointError } from '../core/model/errors';
+import { CODEX_TOOLS } from '../hooks/adapters/codex';
+import { GEMINI_TOOLS } from '../hooks/adapters/gemini';
+import { LAUNCHER_REL, change, isObject, objectField, readJsonObject, readText, type FileChange, type Json } from './connect';
+
+/**
+ * The hook configurations `waypoint connect <agent>` writes for the agents other than
+ * Claude Code (connect.ts has its settings). Each merges into what is there, replaces
+ * an older entry of Waypoint's (recognised by its ` hook <agent>` command), keeps every
+ * other hook, and refuses (changing nothing) a file that is not what the agent expects.
+ *
+ * These files sit in the project and may be committed, so they name the launcher
+ * relative to the project (`node .waypoint/bin/waypoint.cjs`): the agents run project
+ * hooks from the project folder, and each teammate's own Waypoint writes their launcher.
+ */
+// Built on call: connect.ts and this module import each other, so LAUNCHER_REL is not there yet at load.
+const run = (agent: string) => `node ${LAUNCHER_REL} hook ${agent}`;
+const ours = (agent: string) => (h: unknown) => isObject(h) && typeof h.command === 'string' && h.command.includes(` hook ${agent}`);
+
+/** Claude-shaped `{hooks: {Event: [{matcher?, hooks: [{type, command}]}]}}` (Codex, Gemini CLI). */
+function mergeGroups(file: string, before: Json, agent: string, events: readonly string[], toolEvents: ReadonlySet<string>, matcher: string, extra: Json = {}): Json {
+  const hooks = objectField(file, before, 'hooks');
+  const next: Json = { ...hooks };
+  for (const event of events) {
+    const groups = hooks[event] === undefined ? [] : hooks[event];
+    if (!Array.isArray(groups)) throw new WaypointError('invalid_input', `${file}: hooks.${event} is not an array. Fix it; Waypoint left the file untouched.`);
+    const kept = groups
+      .map((g) => {
+        if (!isObject(g) || !Array.isArray(g.hooks)) return g;
+        const rest = g.hooks.filter((h) => !ours(agent)(h));
+        return rest.length === g.hooks.length ? g : rest.length ? { ...g, hooks: rest } : null;
+      })
+      .filter((g) => g !== null);
+    next[event] = [...kept, { ...(toolEvents.has(event) ? { matcher } : {}), hooks: [{ type: 'command', command: run(agent), ...extra }] }];
+  }
+  return { ...before, hooks: next };
+}
+
+export const CODEX_HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PreCompact', 'Stop'] as const;
+/** `.codex/hooks.json` (Codex also reads `[hooks]` in config.toml; the project file is the one Waypoint may write). */
+export function mergeCodexHooks(ws: string): FileChange {
+  const file = path.join(ws, '.codex', 'hooks.json');
+  const before = readJsonObject(file);
+  const matcher = [...CODEX_TOOLS.edit, ...CODEX_TOOLS.shell, ...CODEX_TOOLS.todo].join('|');
+  return change(file, before, mergeGroups(file, before, 'codex', CODEX_HOOK_EVENTS, new Set(['PreToolUse', 'PostToolUse']), matcher, { timeout: 30 }), false);
+}
+
+export const GEMINI_HOOK_EVENTS = ['SessionStart', 'BeforeAgent', 'BeforeTool', 'AfterTool', 'AfterAgent', 'PreCompress', 'SessionEnd'] as const;
+/** `.gemini/settings.json`: hooks beside whatever else the project sets (Gemini's timeout is in milliseconds). */
+export function mergeGeminiSettings(ws: string): FileChange {
+  const file = path.join(ws, '.gemini', 'settings.json');
+  const before = readJsonObject(file);
+  const matcher = [...GEMINI_TOOLS.edit, ...GEMINI_TOOLS.shell, ...GEMINI_TOOLS.todo].join('|');
+  return change(file, before, mergeGroups(file, before, 'gemini-cli', GEMINI_HOOK_EVENTS, new Set(['BeforeTool', 'AfterTool']), matcher, { name: 'waypoint', timeout: 30_000 }), false);
+}
+
+export const CURSOR_HOOK_EVENTS = ['beforeSubmitPrompt', 'beforeShellExecution', 'afterShellExecution', 'afterFileEdit', 'afterAgentResponse', 'stop'] as const;
+/** `.cursor/hooks.json`: `{version: 1, hooks: {event: [{command}]}}`. */
+export function mergeCursorHooks(ws: string): FileChange {
+  const file = path.join(ws, '.cursor', 'hooks.json');
+  const before = readJsonObject(file);
+  const hooks = objectField(file, before, 'hooks');
+  const next: Json = { ...hooks };
+  for (const event of CURSOR_HOOK_EVENTS) {
+    const list = hooks[event] === undefined ? [] : hooks[event];
+    if (!Array.isArray(list)) throw new WaypointError('invalid_input', `${file}: hooks.${event} is not an array. Fix it; Waypoint left the file untouched.`);
+    next[event] = [...list.filter((h) => !ours('cursor')(h)), { command: run('cursor') }];
+  }
+  return change(file, before, { version: 1, ...before, hooks: next }, false);
+}
+
+export const GITHUB_HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PostToolUseFailure', 'PreCompact', 'Stop', 'SessionEnd'] as const;
+/**
+ * `.github/hooks/waypoint.json`, Waypoint's own file, read by VS Code's agent hooks and by
+ * Copilot CLI alike. PascalCase event names make Copilot CLI send payloads that name
+ * their event; each entry carries VS Code's `command` and Copilot CLI's `bash`/`powershell`.
+ */
+export function githubHooksFile(ws: string): FileChange {
+  const file = path.join(ws, '.github', 'hooks', 'waypoint.json');
+  const before = readJsonObject(file);
+  const entry = { type: 'command', command: run('vscode'), bash: run('copilot-cli'), powershell: run('copilot-cli'), timeout: 30, timeoutSec: 30 };
+  const hooks = Object.fromEntries(GITHUB_HOOK_EVENTS.map((e) => [e, [entry]]));
+  return change(file, before, { version: 1, hooks }, false);
+}
+
+export const CLINE_HOOKS = ['TaskStart', 'TaskResume', 'TaskCancel', 'TaskComplete', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PreCompact'] as const;
+const CLINE_MARK = '# Written by Waypoint (waypoint connect cline)';
+/**
+ * `.clinerules/hooks/<Hook>`: Cline runs each as a program with the event on stdin. The
+ * script finds the project from its own place, so it holds no machine path. A hook file
+ * Waypoint did not write is never replaced.
+ */
+export function clineHookFiles(ws: string): FileChange[] {
+  const content = `#!/bin/sh\n${CLINE_MARK}: records this Cline task in Waypoint; always exits 0.\ndir=$(cd "$(dirname "$0")/../.." && pwd)\nexec node "$dir/${LAUNCHER_REL}" hook cline --workspace "$dir"\n`;
+  return CLINE_HOOKS.map((hook) => {
+    const file = path.join(ws, '.clinerules', 'hooks', hook);
+    const old = readText(file);
+    if (old !== null && !old.includes(CLINE_MARK)) throw new WaypointError('invalid_input', `${file} is a Cline hook Waypoint did not write; left untouched. Call '${run('cline')}' from it to record with Waypoint.`);
+    return { file, content, changed: old !== content, local: false, executable: true };
+  });
+}
