@@ -10,4 +10,6 @@ export const CHECKPOINT_LABEL: Record<CheckpointMeta['kind'], string> = {
   auto: 'Auto checkpoint',
   pre_rollback: 'Before rollback',
   periodic: 'Periodic checkpoint',
+  command_start: 'Before command',
+  command_end: 'After command',
 };

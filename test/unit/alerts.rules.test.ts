@@ -34,6 +34,7 @@ function task(over: Partial<Task>): Task {
     retry: { ...DEFAULT_RETRY_POLICY },
     hold: null,
     forkedFrom: null,
+    kind: 'task',
     ...over,
   };
 }

@@ -32,6 +32,8 @@ import {
   SuspendTaskInput,
   TaskRef,
   ForkTaskInput,
+  type BeginCommandInput,
+  type EndCommandInput,
 } from './inputs';
 import { forkInheritance, type ForkInheritance } from './forkInheritance';
 import { computeStats, type Stats, type StatsFilter } from './stats';
@@ -45,6 +47,8 @@ import { isNoSpace } from './noSpace';
 import { ReviewApplies, type FinishTask, type ReviewApplyResult } from './reviewApply';
 import { Rollbacks, type RollbackResult } from './rollbacks';
 import type { EngineCore } from './engineCore';
+import { TerminalCommands, type CommandEnd } from './terminalCommands';
+import { WorkspaceHistory } from './history';
 import { StorageUpkeep, type GcResult, type StorageReport, type VerifyReport } from './storageUpkeep';
 import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
 
@@ -1149,7 +1153,9 @@ export class Engine {
       requireTask: (taskId) => this.requireTask(taskId),
       requireCheckpoint: (id) => this.requireCheckpoint(id),
       latestCheckpoint: () => this.latestCheckpoint(),
-      captureCheckpoint: (task, kind, stepId, label) => this.captureCheckpoint(task, kind, stepId, label),
+      captureCheckpoint: (task, kind, stepId, label, dirty) => this.captureCheckpoint(task, kind, stepId, label, dirty),
+      mutate: (op, key, prepare) => this.mutate(op, key, prepare),
+      now: () => this.now,
       ev: (type, task, by, data, key) => this.ev(type, task, by, data, key),
     };
     return this.coreCache;
@@ -1161,6 +1167,32 @@ export class Engine {
     return this.rollbacksCache;
   }
   private rollbacksCache: Rollbacks | undefined;
+
+  private get terminalCommands(): TerminalCommands {
+    this.terminalCommandsCache ??= new TerminalCommands(this.core);
+    return this.terminalCommandsCache;
+  }
+  private terminalCommandsCache: TerminalCommands | undefined;
+
+  /** A terminal command starts under a running task: its `command_start` checkpoint and record (see terminalCommands.ts). */
+  beginCommand(raw: BeginCommandInput): ReturnType<TerminalCommands['begin']> {
+    return this.terminalCommands.begin(raw);
+  }
+
+  /** The command ended: its `command_end` checkpoint, exit code and the files it changed, created or deleted. */
+  endCommand(raw: EndCommandInput): Promise<CommandEnd> {
+    return this.terminalCommands.end(raw);
+  }
+
+  /** The day's workspace history (see history.ts). */
+  get history(): WorkspaceHistory {
+    this.historyCache ??= new WorkspaceHistory(this.core, async () => {
+      const r = await this.gc({});
+      return { blobsDeleted: r.blobsDeleted, bytesFreed: r.bytesFreed };
+    });
+    return this.historyCache;
+  }
+  private historyCache: WorkspaceHistory | undefined;
 
   // Storage report, retention and garbage collection, verify and repair: see storageUpkeep.ts.
 

@@ -31,7 +31,11 @@ export interface EngineCore {
   /** The workspace's newest intact checkpoint: the next scan's stat cache. */
   latestCheckpoint(): CheckpointMeta | null;
   /** Captures a checkpoint and returns its (not yet committed) event. */
-  captureCheckpoint(task: Task | null, kind: CheckpointKind, stepId: string | null, label: string | null): Promise<{ event: NewEvent; checkpoint: CheckpointMeta; report: NotCapturedReport }>;
+  captureCheckpoint(task: Task | null, kind: CheckpointKind, stepId: string | null, label: string | null, dirty?: readonly string[]): Promise<{ event: NewEvent; checkpoint: CheckpointMeta; report: NotCapturedReport }>;
+  /** One idempotent mutation: a repeat of the key returns the recorded result and appends nothing. */
+  mutate<R>(op: string, key: string, prepare: () => Promise<{ events: NewEvent[]; result: R }> | { events: NewEvent[]; result: R }): Promise<R>;
+  /** The engine's clock (the store's). */
+  now(): number;
   /** An event about a task; its payload is validated against the type's schema at commit. */
   ev<T extends EventType>(type: T, task: Task, by: string | null, data: EventDataOf<T>, key: string): NewEvent;
 }

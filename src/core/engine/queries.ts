@@ -1,5 +1,5 @@
 import type { Db } from '../store/db';
-import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskHold, TaskState } from '../model/schema';
+import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskHold, TaskState, TerminalCommand } from '../model/schema';
 import { notFound } from '../model/errors';
 import { DEFAULT_RETRY_POLICY } from './retryPolicy';
 
@@ -39,6 +39,31 @@ export function toTask(r: Record<string, unknown>, lease: Record<string, unknown
     forkedFrom: parse(r.forked_from) as Task['forkedFrom'],
     retry: (parse(r.retry) as Task['retry'] | null) ?? { ...DEFAULT_RETRY_POLICY },
     hold: holdOf(r),
+    kind: r.kind === 'history' ? 'history' : 'task',
+  };
+}
+
+const list = (v: unknown): string[] => (v == null ? [] : (JSON.parse(String(v)) as string[]));
+
+export function toCommand(r: Record<string, unknown>): TerminalCommand {
+  return {
+    taskId: String(r.task_id),
+    id: String(r.id),
+    commandLine: String(r.command_line),
+    cwd: (r.cwd as string | null) ?? null,
+    terminal: String(r.terminal),
+    owner: r.owner === 'agent' ? 'agent' : 'terminal',
+    agent: (r.agent as string | null) ?? null,
+    stepId: (r.step_id as string | null) ?? null,
+    startedAt: Number(r.started_at),
+    endedAt: r.ended_at == null ? null : Number(r.ended_at),
+    exitCode: r.exit_code == null ? null : Number(r.exit_code),
+    beforeCheckpointId: (r.before_checkpoint_id as string | null) ?? null,
+    afterCheckpointId: (r.after_checkpoint_id as string | null) ?? null,
+    changed: list(r.changed),
+    created: list(r.created),
+    deleted: list(r.deleted),
+    filesTotal: Number(r.files_total ?? 0),
   };
 }
 
@@ -135,12 +160,27 @@ export class Queries {
     return t;
   }
 
-  tasks(filter: { states?: readonly TaskState[]; limit?: number } = {}): Task[] {
+  /**
+   * Tasks, newest first. Workspace history records (kind `history`) are left out
+   * unless asked for: they are the engine's, not a job anyone started, so no list,
+   * count, lease sweep or alert should see them as tasks.
+   */
+  tasks(filter: { states?: readonly TaskState[]; limit?: number; kind?: Task['kind'] } = {}): Task[] {
     const leases = new Map(this.db().all('SELECT * FROM leases').map((l) => [String(l.task_id), l]));
-    const states = filter.states?.length ? `WHERE state IN (${filter.states.map(() => '?').join(',')})` : '';
+    const states = filter.states?.length ? `AND state IN (${filter.states.map(() => '?').join(',')})` : '';
     return this.db()
-      .all(`SELECT *, ${IN_DOUBT} FROM tasks ${states} ORDER BY updated_at DESC, id LIMIT ?`, [...(filter.states ?? []), filter.limit ?? -1])
+      .all(`SELECT *, ${IN_DOUBT} FROM tasks WHERE kind = ? ${states} ORDER BY updated_at DESC, id LIMIT ?`, [filter.kind ?? 'task', ...(filter.states ?? []), filter.limit ?? -1])
       .map((r) => toTask(r, leases.get(String(r.id))));
+  }
+
+  /** A task's terminal commands, in the order they started. */
+  commands(taskId: string): TerminalCommand[] {
+    return this.db().all('SELECT * FROM terminal_commands WHERE task_id = ? ORDER BY started_at, rowid', [taskId]).map(toCommand);
+  }
+
+  command(taskId: string, id: string): TerminalCommand | null {
+    const r = this.db().get('SELECT * FROM terminal_commands WHERE task_id = ? AND id = ?', [taskId, id]);
+    return r ? toCommand(r) : null;
   }
 
   steps(taskId: string): Step[] {

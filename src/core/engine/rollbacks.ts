@@ -228,16 +228,32 @@ export class Rollbacks {
     const now = current ?? (await this.core.exclusive(() => ws.scanNow(this.core.latestCheckpoint())));
     const agent = new Set<string>();
     const person = new Set<string>();
+    const agents = this.agentsInterval(taskId);
     let prev = await ws.load(from);
     for (const c of chain) {
       const next = await ws.load(c);
-      const inStep = c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback';
+      const inStep = agents(c);
       for (const ch of diffManifests(prev, next)) (inStep ? agent : person).add(ch.path);
       prev = next;
     }
     const stepOpen = this.core.queries.steps(taskId).some((s) => s.status === 'in_progress');
     for (const ch of diffManifests(prev, now)) (stepOpen ? agent : person).add(ch.path);
     return { agent, person };
+  }
+
+  /**
+   * Whether the interval ending in checkpoint `c` is the agent's work: one ending in a
+   * terminal command's `command_end` belongs to whoever ran the command (the agent
+   * whose terminal it was, else the person); any other is the agent's when it ends in
+   * a checkpoint taken while a step was open.
+   */
+  private agentsInterval(taskId: string): (c: CheckpointMeta) => boolean {
+    const byEnd = new Map(this.core.queries.commands(taskId).filter((x) => x.afterCheckpointId).map((x) => [x.afterCheckpointId!, x.owner]));
+    return (c) => {
+      const command = c.kind === 'command_end' ? byEnd.get(c.id) : undefined;
+      if (command) return command === 'agent';
+      return c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback';
+    };
   }
 
   /**
@@ -250,6 +266,7 @@ export class Rollbacks {
     const ws = this.core.snapshots();
     const chain = this.core.queries.checkpoints(taskId).filter((c) => c.manifestRef && c.createdAt >= from.createdAt && c.id !== from.id);
     const byStep = new Map<string, boolean>();
+    const agents = this.agentsInterval(taskId);
     let prev = await ws.load(from);
     const appeared = (next: Manifest, inStep: boolean) => {
       for (const p of paths) if (!prev.has(p) && next.has(p)) byStep.set(p, inStep);
@@ -258,7 +275,7 @@ export class Rollbacks {
       // Attribution only: a checkpoint whose manifest cannot be read (corrupt) is passed over, never a reason to refuse the rollback.
       const next = await ws.load(c).catch(() => null);
       if (next === null) continue;
-      appeared(next, c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback');
+      appeared(next, agents(c));
       prev = next;
     }
     appeared(current, this.core.queries.steps(taskId).some((s) => s.status === 'in_progress'));

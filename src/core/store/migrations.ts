@@ -110,6 +110,23 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE steps ADD COLUMN abandoned_from TEXT;
     `,
   },
+  {
+    version: 8,
+    description: 'terminal commands with the checkpoints around them and the files they changed; task kinds (a day of workspace history is a task of kind history)',
+    // Numbered 8 on its branch (6 and 7 are taken by others'); the lead renumbers at merge.
+    // Every task recorded before it is an ordinary task and no command was recorded: the rebuild folds exactly that.
+    rebuildProjections: true,
+    up: `
+      ALTER TABLE tasks ADD COLUMN kind TEXT NOT NULL DEFAULT 'task';
+      CREATE TABLE terminal_commands (
+        task_id TEXT NOT NULL, id TEXT NOT NULL, command_line TEXT NOT NULL, cwd TEXT, terminal TEXT NOT NULL,
+        owner TEXT NOT NULL, agent TEXT, step_id TEXT, started_at INTEGER NOT NULL, ended_at INTEGER, exit_code INTEGER,
+        before_checkpoint_id TEXT, after_checkpoint_id TEXT, changed TEXT, created TEXT, deleted TEXT, files_total INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (task_id, id)
+      );
+      CREATE INDEX terminal_commands_after ON terminal_commands (after_checkpoint_id);
+    `,
+  },
 ];
 
 export const DB_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
@@ -134,4 +151,4 @@ export function migrate(db: Db, upTo = DB_VERSION): { from: number; to: number; 
 }
 
 /** The projection tables: everything but the events themselves and store metadata. */
-export const PROJECTION_TABLES = ['tasks', 'steps', 'checkpoints', 'side_effects', 'leases', 'idempotency', 'rollbacks', 'review_applies'] as const;
+export const PROJECTION_TABLES = ['tasks', 'steps', 'checkpoints', 'side_effects', 'leases', 'idempotency', 'rollbacks', 'review_applies', 'terminal_commands'] as const;
