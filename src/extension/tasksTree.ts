@@ -20,6 +20,7 @@ import {
   type ForkOriginView,
 } from './presentation';
 import { retryState } from '../core/engine/retryPolicy';
+import { captureChildren, captureTreeItem, commandsOf, CommandNode, historyRoot, inHistory, isCaptureNode, type CaptureNode, type HistoryDayNode } from './captureNodes';
 
 /**
  * The Tasks view: tasks → steps (plan order) → the checkpoints taken in each step;
@@ -30,7 +31,7 @@ import { retryState } from '../core/engine/retryPolicy';
  * refreshes on the store's change events. Nodes carry what their row shows, so
  * rendering a row never queries anything.
  */
-export type TreeNode = TaskNode | StepNode | CheckpointNode | EffectNode;
+export type TreeNode = TaskNode | StepNode | CheckpointNode | EffectNode | CaptureNode;
 
 export class TaskNode {
   readonly kind = 'task';
@@ -64,7 +65,7 @@ export class StepNode {
 export class CheckpointNode {
   readonly kind = 'checkpoint';
   constructor(
-    readonly parent: TaskNode | StepNode,
+    readonly parent: TaskNode | StepNode | HistoryDayNode,
     readonly checkpoint: CheckpointMeta,
     /** The task's other checkpoints and steps, so the row names a pre-rollback's target by its label, not its id. */
     readonly siblings: readonly CheckpointMeta[] = [],
@@ -145,13 +146,16 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       // The palette's Undo Last Rollback follows the same state as the task menus.
       void vscode.commands.executeCommand('setContext', 'waypoint.canUndoRollback', undoable.size > 0);
       const byId = new Map(tasks.map((t) => [t.id, t]));
-      return sortTasks(tasks).map((t) => new TaskNode(t, stepsByTask.get(t.id) ?? [], undoable.has(t.id), t.forkedFrom ? (byId.get(t.forkedFrom.taskId) ?? null) : null));
+      return [
+        ...sortTasks(tasks).map((t) => new TaskNode(t, stepsByTask.get(t.id) ?? [], undoable.has(t.id), t.forkedFrom ? (byId.get(t.forkedFrom.taskId) ?? null) : null)),
+        ...(await historyRoot(this.host)),
+      ];
     }
     if (node instanceof TaskNode) {
-      const d = await taskDetail(this.host, node.task.id);
+      const [d, commands] = await Promise.all([taskDetail(this.host, node.task.id), commandsOf(this.host, node.task.id)]);
       const own = d.checkpoints.filter((c) => c.stepId === null);
       const stepIds = new Set(d.steps.map((s) => s.id));
-      const withChildren = new Set([...d.checkpoints.map((c) => c.stepId), ...d.sideEffects.map((e) => e.stepId)]);
+      const withChildren = new Set([...d.checkpoints.map((c) => c.stepId), ...d.sideEffects.map((e) => e.stepId), ...commands.map((c) => c.stepId)]);
       const cp = (c: CheckpointMeta) => new CheckpointNode(node, c, d.checkpoints, d.steps);
       return [
         ...own.filter((c) => c.kind === 'task_base').map(cp),
@@ -159,15 +163,18 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
         ...own.filter((c) => c.kind !== 'task_base').map(cp),
         // An effect begun outside any step (or in a step no longer in the plan) stays under the task.
         ...d.sideEffects.filter((e) => e.stepId === null || !stepIds.has(e.stepId)).map((e) => new EffectNode(node, e)),
+        ...commands.filter((c) => c.stepId === null || !stepIds.has(c.stepId)).map((c) => new CommandNode(node, c)),
       ];
     }
     if (node instanceof StepNode) {
-      const d = await taskDetail(this.host, node.step.taskId);
+      const [d, commands] = await Promise.all([taskDetail(this.host, node.step.taskId), commandsOf(this.host, node.step.taskId)]);
       return [
         ...d.checkpoints.filter((c) => c.stepId === node.step.id).map((c) => new CheckpointNode(node, c, d.checkpoints, d.steps)),
         ...d.sideEffects.filter((e) => e.stepId === node.step.id).map((e) => new EffectNode(node, e)),
+        ...commands.filter((c) => c.stepId === node.step.id).map((c) => new CommandNode(node, c)),
       ];
     }
+    if (isCaptureNode(node)) return captureChildren(this.host, node);
     return [];
   }
 
@@ -197,6 +204,7 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
   }
 
   getTreeItem(node: TreeNode): vscode.TreeItem {
+    if (isCaptureNode(node)) return captureTreeItem(node);
     if (node instanceof TaskNode) {
       const t = node.task;
       const steps = [...node.steps];
@@ -239,7 +247,7 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       item.description = checkpointDescription(c);
       item.tooltip = checkpointTooltipText(c, node.siblings, node.steps);
       // A damaged checkpoint (objects lost, marked by verify --repair) offers no rollback or diff.
-      item.contextValue = `checkpoint:${c.kind}${c.manifestRef && !c.damaged ? ':restorable' : ''}`;
+      item.contextValue = `checkpoint:${c.kind}${c.manifestRef && !c.damaged ? ':restorable' : ''}${inHistory(node.parent) ? ':history' : ''}`;
       return item;
     }
     const e = node.effect;

@@ -32,6 +32,8 @@ export interface WaypointTestProbes {
   statusText(): string;
   /** Takes the pending auto checkpoint now instead of after the quiet period. */
   flushAutoCheckpoint(): Promise<void>;
+  /** Resolves once every terminal command begun so far has its start and end recorded. */
+  commandsSettled(): Promise<void>;
   /** The Tasks view's rows under a node id (root when omitted), as VS Code renders them. */
   treeRows(parentId?: string): Promise<{ id: string; label: string; description: string; contextValue: string }[]>;
   /** The MCP server definitions this window offers VS Code (empty until the store is open). */
@@ -90,6 +92,7 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
     treeDescription: () => view.description ?? '',
     statusText: () => statusBar.text,
     flushAutoCheckpoint: () => auto.flush(),
+    commandsSettled: () => auto.commandsSettled(),
     openReview: async (taskId) => {
       const panel = await review.open(taskId);
       if (!panel) throw new Error(`No review panel for ${taskId}`);
