@@ -36,7 +36,10 @@ interface StartedCommand {
  * How long a command's end waits for the watcher to report what it wrote: file events
  * arrive a little after the shell says the command ended.
  */
-export const COMMAND_SETTLE_MS = 400;
+export const COMMAND_SETTLE_MS = 500;
+/** …and then until the watcher has been quiet this long, for at most COMMAND_SETTLE_MAX_MS. */
+const COMMAND_QUIET_MS = 250;
+const COMMAND_SETTLE_MAX_MS = 3000;
 /**
  * While a command runs, the bursts it writes wait for its end checkpoint (so its files
  * are its own), but not for ever: a watch or a server that never ends lets the auto
@@ -60,6 +63,8 @@ export class AutoCheckpoints extends Disposable {
   private running: Promise<void> = Promise.resolve();
   private readonly terminalTasks = new Map<vscode.Terminal, string>();
   private commandSeq = 0;
+  /** When the watcher last reported a change (a command's end waits for it to go quiet). */
+  private lastNoteAt = 0;
   /** Start times of the commands begun and not yet ended, by key. */
   private readonly openCommands = new Map<string, number>();
   private historyTimer: NodeJS.Timeout | undefined;
@@ -91,7 +96,9 @@ export class AutoCheckpoints extends Disposable {
     const keys = new WeakMap<object, Promise<StartedCommand | undefined>>();
     if (shell.onDidStartTerminalShellExecution) {
       // The start is recorded under its key before anything is awaited, so an end that comes quickly finds it.
-      this.register(shell.onDidStartTerminalShellExecution((e) => keys.set(e.execution, this.track(this.onCommandStart(e.terminal, e.execution)))));
+      // The paths changed before the command are taken now, in the event itself: a fast command's
+      // own writes must not reach the checkpoint of the state before it.
+      this.register(shell.onDidStartTerminalShellExecution((e) => keys.set(e.execution, this.track(this.onCommandStart(e.terminal, e.execution, this.takeDirty())))));
     }
     if (shell.onDidEndTerminalShellExecution) {
       this.register(shell.onDidEndTerminalShellExecution((e) => void this.track(this.onCommandEnd(e.execution, e.exitCode, keys))));
@@ -136,6 +143,7 @@ export class AutoCheckpoints extends Disposable {
     if (first === '.git' || first === store || first === '.waypoint') return;
     if (!this.watchesFiles()) return;
     this.dirty.add(uri.fsPath);
+    this.lastNoteAt = Date.now();
     // Cheap test first while owning; relaying, the flush asks the owner whether a task is active.
     const engine = this.host.current;
     if (engine && !engine.tasks({ states: ['running', 'waiting_tool'] }).length) {
@@ -218,18 +226,22 @@ export class AutoCheckpoints extends Disposable {
     return run;
   }
 
-  private async onCommandStart(terminal: vscode.Terminal, execution: ShellExecution): Promise<StartedCommand | undefined> {
+  private async onCommandStart(terminal: vscode.Terminal, execution: ShellExecution, dirty: string[]): Promise<StartedCommand | undefined> {
     const key = `term-${Date.now()}-${++this.commandSeq}`;
-    if (!this.watchesFiles()) return undefined;
-    const task = await this.activeTask();
-    if (!task) return undefined;
+    const giveBack = () => {
+      for (const p of dirty) this.dirty.add(p);
+    };
+    const task = this.watchesFiles() ? await this.activeTask() : undefined;
+    if (!task) {
+      giveBack();
+      return undefined;
+    }
     this.terminalTasks.set(terminal, task.id);
     const folder = this.host.workspaceFolder;
     const agent = terminalAgent(terminal.name, folder ? settings(folder.uri).agentTerminals : {}, task.agent);
     return this.serialized(async () => {
       // The start checkpoint covers what changed before the command: the pending burst goes into it.
       clearTimeout(this.timer);
-      const dirty = this.takeDirty();
       try {
         const engine = await this.host.api();
         const r = await engine.beginCommand({
@@ -245,7 +257,7 @@ export class AutoCheckpoints extends Disposable {
         this.log.info(`[terminal] ${key} started under ${task.id} (${r.owner}${agent ? ` ${agent}` : ''}): ${execution.commandLine.value.slice(0, 200)}`);
         return { key, taskId: task.id };
       } catch (e) {
-        for (const p of dirty) this.dirty.add(p);
+        giveBack();
         this.log.warn(`[terminal] could not record command: ${errorMessage(e)}`);
         return undefined;
       }
@@ -255,7 +267,11 @@ export class AutoCheckpoints extends Disposable {
   private async onCommandEnd(execution: object, exitCode: number | undefined, keys: WeakMap<object, Promise<StartedCommand | undefined>>): Promise<void> {
     const started = await keys.get(execution);
     if (!started) return;
-    await new Promise((r) => setTimeout(r, COMMAND_SETTLE_MS));
+    // File events arrive after the shell's end: wait for the watcher to report what the command wrote.
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const endAt = Date.now();
+    await sleep(COMMAND_SETTLE_MS);
+    while (Date.now() - this.lastNoteAt < COMMAND_QUIET_MS && Date.now() - endAt < COMMAND_SETTLE_MAX_MS) await sleep(COMMAND_QUIET_MS);
     const { key, taskId } = started;
     this.openCommands.delete(key);
     await this.serialized(async () => {

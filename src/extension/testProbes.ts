@@ -122,7 +122,11 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
       const find = async (id: string, under?: TreeNode): Promise<TreeNode | undefined> => {
         for (const n of await tree.getChildren(under)) {
           if (n.id === id) return n;
-          if (id.startsWith(`step:`) && n.kind === 'task') {
+          // Only down the branch that can hold the id: a task's steps and commands, a step's commands, the history's days.
+          const taskOfId = /^(?:step|command):([^:]+):/.exec(id)?.[1];
+          const descend =
+            (n.kind === 'task' && taskOfId === n.task.id) || (n.kind === 'step' && id.startsWith(`command:${n.step.taskId}:`)) || (n.kind === 'history' && id.startsWith('history:'));
+          if (descend) {
             const hit = await find(id, n);
             if (hit) return hit;
           }
