@@ -32,6 +32,10 @@ describe('capture: terminal commands and workspace history', function () {
     const engine = await api.engine();
     fs.writeFileSync(file('cmd-edit.txt'), 'v1\n');
     fs.writeFileSync(file('cmd-gone.txt'), 'bye\n');
+    // Let the watcher report these writes and record them before the task (no task runs yet: into history).
+    // A path still unrecorded when a command starts and written by it at once can land in its before state.
+    await new Promise((r) => setTimeout(r, 1500));
+    await api.flushAutoCheckpoint();
     const { taskId } = await engine.startTask({ goal: 'Terminal capture', plan: [{ id: 'build', title: 'Build it' }], leaseTtlMs: 3_600_000 });
     await engine.startStep({ taskId, stepId: 'build' });
 
