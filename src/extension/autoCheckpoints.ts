@@ -8,6 +8,7 @@ import { WINDOW_OWNER_PREFIX, type EngineHost } from './engineHost';
 import { settings } from './settings';
 import { tasksOnly } from './storeReads';
 import { HistoryRetention } from './workspaceHistory';
+import { terminalAgent } from './terminalOwners';
 import type { CommandEnd } from '../core/engine/terminalCommands';
 
 /**
@@ -46,14 +47,6 @@ const COMMAND_SETTLE_MAX_MS = 3000;
  * checkpoints go on after this long.
  */
 const COMMAND_HOLD_MS = 5 * 60_000;
-
-/** The agent whose terminal this is, by the settings' name prefixes or the task's own agent name; undefined for a person's terminal. */
-export function terminalAgent(terminalName: string, agentTerminals: Readonly<Record<string, string>>, taskAgent: string | null): string | undefined {
-  const name = terminalName.trim().toLowerCase();
-  for (const [prefix, agent] of Object.entries(agentTerminals)) if (name.startsWith(prefix.trim().toLowerCase())) return agent;
-  if (taskAgent && name.startsWith(taskAgent.trim().toLowerCase())) return taskAgent;
-  return undefined;
-}
 
 type ShellExecution = { commandLine: { value: string }; cwd?: vscode.Uri };
 

@@ -113,6 +113,11 @@ describe('terminal commands and workspace history', () => {
     assert.equal(r3.checkpointId, null);
 
     assert.deepEqual(engine.tasks().map((t) => t.id), [taskId], 'history is not a task in lists');
+    // Its lease runs out, but the sweep never interrupts it (no alert, no attention).
+    clock.advance(3 * 86_400_000);
+    assert.deepEqual(await engine.sweep(), []);
+    assert.equal(engine.task(day).state, 'running');
+    clock.advance(-3 * 86_400_000);
     assert.equal(engine.stats().totals.tasks, 1);
     const api = localApi(engine);
     const fp = await api.history();
