@@ -185,6 +185,38 @@ async function main(): Promise<void> {
       });
     }
 
+    // From database v8 on: terminal commands under a running task (a person's, with the
+    // files it changed, and an agent's terminal's that fails), and workspace history
+    // recorded while no task runs, over two days, the older one pruned.
+    const withCommands = engine as unknown as {
+      beginCommand?: (a: unknown) => Promise<unknown>;
+      endCommand?: (a: unknown) => Promise<unknown>;
+      history?: { record(a: unknown): Promise<unknown>; prune(a: unknown): Promise<unknown> };
+    };
+    if (withCommands.beginCommand && withCommands.endCommand && withCommands.history && engine.workspaceSnapshots) {
+      const t8 = await engine.startTask({ goal: 'Generate the docs', title: 'Docs', plan: [{ id: 'gen', title: 'Generate' }], idempotencyKey: 'job-8', leaseTtlMs: 60_000 });
+      await engine.startStep({ taskId: t8.taskId, stepId: 'gen' });
+      tick();
+      await withCommands.beginCommand.call(engine, { taskId: t8.taskId, commandId: 'term-1', commandLine: 'npm run docs', cwd: ws, terminal: 'bash' });
+      write('docs/index.md', '# docs\n');
+      write('README.md', '# sample, documented\n');
+      tick();
+      await withCommands.endCommand.call(engine, { taskId: t8.taskId, commandId: 'term-1', exitCode: 0, dirty: [path.join(ws, 'docs/index.md'), path.join(ws, 'README.md')] });
+      tick();
+      await withCommands.beginCommand.call(engine, { taskId: t8.taskId, commandId: 'term-2', commandLine: 'npm test', terminal: 'Copilot', agent: 'copilot' });
+      tick();
+      await withCommands.endCommand.call(engine, { taskId: t8.taskId, commandId: 'term-2', exitCode: 1 });
+      await engine.completeStep({ taskId: t8.taskId, stepId: 'gen' });
+      await engine.requestReview({ taskId: t8.taskId });
+      tick(60_000);
+      write('notes.txt', 'unreported\n');
+      await withCommands.history.record({ dirty: [path.join(ws, 'notes.txt')], idempotencyKey: 'history-1' });
+      tick(86_400_000);
+      write('notes.txt', 'unreported, next day\n');
+      await withCommands.history.record({ dirty: [path.join(ws, 'notes.txt')], idempotencyKey: 'history-2' });
+      await withCommands.history.prune({ maxAgeDays: 0.5 });
+    }
+
     const verify = await engine.verify();
     if (!verify.ok) throw new Error(`this version's own projections differ from a rebuild: ${JSON.stringify(verify.differences)}`);
     const events = (await engine.events());

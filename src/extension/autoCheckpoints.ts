@@ -8,14 +8,21 @@ import { WINDOW_OWNER_PREFIX, type EngineHost } from './engineHost';
 import { settings } from './settings';
 import { tasksOnly } from './storeReads';
 import { plural } from '../core/model/plural';
+import { HistoryRetention } from './workspaceHistory';
+import { terminalAgent } from './terminalOwners';
+import type { CommandEnd } from '../core/engine/terminalCommands';
 
 /**
  * Captures work no agent reports. A FileSystemWatcher collects the paths that
  * change; while a task is active, a burst of activity is checkpointed once it has
  * been quiet for the configured period, passing the dirty set so the checkpoint
- * costs O(changes). Terminal commands run during a task are recorded (shell
- * integration's start/end, with exit codes), and a terminal that closes while its
- * task is running marks the task interrupted.
+ * costs O(changes). With no task active the burst goes into the day's Workspace
+ * history instead (after `waypoint.history.quietPeriodMs`; HistoryRetention keeps it
+ * within budget). Terminal commands run during a task (shell integration's start and
+ * end) are bracketed by checkpoints taken with the same dirty set: the command's
+ * line, cwd, exit code and the files it changed are recorded, owned by the agent
+ * whose terminal it is (`waypoint.terminal.agentTerminals`) or else by the person.
+ * A terminal that closes while its task is running marks the task interrupted.
  *
  * While this window relays, its terminals are still its own and are recorded
  * through the owner; file activity is checkpointed through the owner only when the
@@ -27,40 +34,83 @@ interface StartedCommand {
   taskId: string;
 }
 
+/**
+ * How long a command's end waits for the watcher to report what it wrote: file events
+ * arrive a little after the shell says the command ended.
+ */
+export const COMMAND_SETTLE_MS = 500;
+/** …and then until the watcher has been quiet this long, for at most COMMAND_SETTLE_MAX_MS. */
+const COMMAND_QUIET_MS = 250;
+const COMMAND_SETTLE_MAX_MS = 3000;
+/**
+ * While a command runs, the bursts it writes wait for its end checkpoint (so its files
+ * are its own), but not for ever: a watch or a server that never ends lets the auto
+ * checkpoints go on after this long.
+ */
+const COMMAND_HOLD_MS = 5 * 60_000;
+
+type ShellExecution = { commandLine: { value: string }; cwd?: vscode.Uri };
+
 export class AutoCheckpoints extends Disposable {
   private dirty = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> = Promise.resolve();
   private readonly terminalTasks = new Map<vscode.Terminal, string>();
   private commandSeq = 0;
+  /** When the watcher last reported a change (a command's end waits for it to go quiet). */
+  private lastNoteAt = 0;
+  /** Start times of the commands begun and not yet ended, by key. */
+  private readonly openCommands = new Map<string, number>();
+  private historyTimer: NodeJS.Timeout | undefined;
+  /** Command records not yet written (starts and ends), so tests and teardown can wait for them. */
+  private readonly pendingCommands = new Set<Promise<unknown>>();
+  private readonly retention: HistoryRetention;
   private readonly _onDidCheckpoint = this.register(new vscode.EventEmitter<{ taskId: string; checkpointId: string; dirty: number }>());
   readonly onDidCheckpoint = this._onDidCheckpoint.event;
+  private readonly _onDidRecordCommand = this.register(new vscode.EventEmitter<CommandEnd>());
+  /** Fires when a terminal command's end (exit code, files) is recorded. */
+  readonly onDidRecordCommand = this._onDidRecordCommand.event;
 
   constructor(
     private readonly host: EngineHost,
     private readonly log: vscode.LogOutputChannel,
   ) {
     super();
+    this.retention = this.register(new HistoryRetention(host, log));
     const watcher = this.register(vscode.workspace.createFileSystemWatcher('**/*'));
     const note = (uri: vscode.Uri) => this.noteChange(uri);
     this.register(watcher.onDidChange(note));
     this.register(watcher.onDidCreate(note));
     this.register(watcher.onDidDelete(note));
     const shell = vscode.window as unknown as {
-      onDidStartTerminalShellExecution?: vscode.Event<{ terminal: vscode.Terminal; execution: { commandLine: { value: string } } }>;
-      onDidEndTerminalShellExecution?: vscode.Event<{ terminal: vscode.Terminal; execution: { commandLine: { value: string } }; exitCode: number | undefined }>;
+      onDidStartTerminalShellExecution?: vscode.Event<{ terminal: vscode.Terminal; execution: ShellExecution }>;
+      onDidEndTerminalShellExecution?: vscode.Event<{ terminal: vscode.Terminal; execution: ShellExecution; exitCode: number | undefined }>;
     };
     // Shell integration events exist from VS Code 1.93; older hosts simply do not record commands.
     const keys = new WeakMap<object, Promise<StartedCommand | undefined>>();
     if (shell.onDidStartTerminalShellExecution) {
       // The start is recorded under its key before anything is awaited, so an end that comes quickly finds it.
-      this.register(shell.onDidStartTerminalShellExecution((e) => keys.set(e.execution, this.onCommandStart(e.terminal, e.execution))));
+      // The paths changed before the command are taken now, in the event itself: a fast command's
+      // own writes must not reach the checkpoint of the state before it.
+      this.register(shell.onDidStartTerminalShellExecution((e) => keys.set(e.execution, this.track(this.onCommandStart(e.terminal, e.execution, this.takeDirty())))));
     }
     if (shell.onDidEndTerminalShellExecution) {
-      this.register(shell.onDidEndTerminalShellExecution((e) => void this.onCommandEnd(e.execution, e.exitCode, keys)));
+      this.register(shell.onDidEndTerminalShellExecution((e) => void this.track(this.onCommandEnd(e.execution, e.exitCode, keys))));
     }
     this.register(vscode.window.onDidCloseTerminal((t) => void this.onTerminalClosed(t)));
-    this.register({ dispose: () => clearTimeout(this.timer) });
+    this.register({ dispose: () => (clearTimeout(this.timer), clearTimeout(this.historyTimer)) });
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.pendingCommands.add(p);
+    void p.finally(() => this.pendingCommands.delete(p));
+    return p;
+  }
+
+  /** Resolves once every terminal command begun so far has its start and end recorded (or given up). */
+  async commandsSettled(): Promise<void> {
+    while (this.pendingCommands.size) await Promise.allSettled([...this.pendingCommands]);
+    await this.running;
   }
 
   private async activeTask(): Promise<Task | undefined> {
@@ -90,22 +140,43 @@ export class AutoCheckpoints extends Disposable {
     if (first === '.git' || first === store || first === '.waypoint') return;
     if (!this.watchesFiles()) return;
     this.dirty.add(uri.fsPath);
+    this.lastNoteAt = Date.now();
     // Cheap test first while owning; relaying, the flush asks the owner whether a task is active.
     const engine = this.host.current;
-    if (engine && !engine.tasks({ states: ['running', 'waiting_tool'], limit: 1 }).length) return;
+    if (engine && !engine.tasks({ states: ['running', 'waiting_tool'], limit: 1 }).length) {
+      const history = settings(folder.uri).history;
+      if (!history.enabled) return;
+      clearTimeout(this.historyTimer);
+      this.historyTimer = setTimeout(() => void this.flush(), history.quietPeriodMs);
+      return;
+    }
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.flush(), settings(folder.uri).autoCheckpointQuietMs);
   }
 
-  /** Takes the auto checkpoint now (tests call this instead of waiting for the quiet period). */
+  /** Takes the watcher's dirty set (the paths changed since the last checkpoint) for a checkpoint that now covers them. */
+  private takeDirty(): string[] {
+    const dirty = [...this.dirty];
+    this.dirty = new Set();
+    return dirty;
+  }
+
+  /** Takes the auto checkpoint (or, with no task active, the history checkpoint) now; tests call this instead of waiting for the quiet period. */
   flush(): Promise<void> {
     clearTimeout(this.timer);
+    clearTimeout(this.historyTimer);
     this.running = this.running.then(async () => {
       if (this.dirty.size === 0 || !this.watchesFiles()) return;
       const task = await this.activeTask();
-      if (!task) return;
-      const dirty = [...this.dirty];
-      this.dirty = new Set();
+      if (!task) return this.recordHistory();
+      const holding = [...this.openCommands.values()].some((t) => Date.now() - t < COMMAND_HOLD_MS);
+      if (holding) {
+        // A command is running: its end checkpoint takes these paths; look again after another quiet period.
+        const folder = this.host.workspaceFolder;
+        this.timer = setTimeout(() => void this.flush(), folder ? settings(folder.uri).autoCheckpointQuietMs : 2000);
+        return;
+      }
+      const dirty = this.takeDirty();
       try {
         const engine = await this.host.api();
         const r = await engine.checkpoint({ taskId: task.id, kind: 'auto', label: `${dirty.length} file change${dirty.length === 1 ? '' : 's'}`, dirty });
@@ -119,37 +190,100 @@ export class AutoCheckpoints extends Disposable {
     return this.running;
   }
 
-  private async onCommandStart(terminal: vscode.Terminal, execution: { commandLine: { value: string } }): Promise<StartedCommand | undefined> {
-    const key = `terminal:${Date.now()}-${++this.commandSeq}`;
-    const task = await this.activeTask();
-    if (!task) return undefined;
-    this.terminalTasks.set(terminal, task.id);
+  /** With no task active: the dirty set into today's Workspace history (when the setting allows). */
+  private async recordHistory(): Promise<void> {
+    const folder = this.host.workspaceFolder;
+    if (!folder || !settings(folder.uri).history.enabled) {
+      // Nothing records it; the next task's checkpoints rescan what they need from their own base.
+      this.dirty = new Set();
+      return;
+    }
+    const dirty = this.takeDirty();
     try {
       const engine = await this.host.api();
-      await engine.beginSideEffect({ taskId: task.id, key, kind: 'terminal', description: execution.commandLine.value.slice(0, 2000) || '(command)', args: { terminal: terminal.name } });
-      return { key, taskId: task.id };
+      const r = await engine.recordHistory({ dirty, label: `${dirty.length} file change${dirty.length === 1 ? '' : 's'}` });
+      if (r.checkpointId) {
+        this.log.info(`[history] checkpoint ${r.checkpointId} in ${r.taskId}: ${r.filesChanged} file(s) changed`);
+        this._onDidCheckpoint.fire({ taskId: r.taskId, checkpointId: r.checkpointId, dirty: dirty.length });
+      }
+      this.retention.recorded();
     } catch (e) {
-      this.log.warn(`[terminal] could not record command: ${errorMessage(e)}`);
+      for (const p of dirty) this.dirty.add(p);
+      this.log.warn(`[history] checkpoint failed: ${errorMessage(e)}`);
+    }
+  }
+
+  /** Runs fn in line with the auto checkpoints, so a command's checkpoints and a burst's never interleave. */
+  private serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.running.then(fn);
+    this.running = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  private async onCommandStart(terminal: vscode.Terminal, execution: ShellExecution, dirty: string[]): Promise<StartedCommand | undefined> {
+    const key = `term-${Date.now()}-${++this.commandSeq}`;
+    const giveBack = () => {
+      for (const p of dirty) this.dirty.add(p);
+    };
+    const task = this.watchesFiles() ? await this.activeTask() : undefined;
+    if (!task) {
+      giveBack();
       return undefined;
     }
+    this.terminalTasks.set(terminal, task.id);
+    const folder = this.host.workspaceFolder;
+    const agent = terminalAgent(terminal.name, folder ? settings(folder.uri).agentTerminals : {}, task.agent);
+    return this.serialized(async () => {
+      // The start checkpoint covers what changed before the command: the pending burst goes into it.
+      clearTimeout(this.timer);
+      try {
+        const engine = await this.host.api();
+        const r = await engine.beginCommand({
+          taskId: task.id,
+          commandId: key,
+          commandLine: execution.commandLine.value.slice(0, 10_000),
+          cwd: execution.cwd?.fsPath.slice(0, 4096),
+          terminal: terminal.name.slice(0, 200) || 'terminal',
+          ...(agent ? { agent: agent.slice(0, 100) } : {}),
+          dirty,
+        });
+        this.openCommands.set(key, Date.now());
+        this.log.info(`[terminal] ${key} started under ${task.id} (${r.owner}${agent ? ` ${agent}` : ''}): ${execution.commandLine.value.slice(0, 200)}`);
+        return { key, taskId: task.id };
+      } catch (e) {
+        giveBack();
+        this.log.warn(`[terminal] could not record command: ${errorMessage(e)}`);
+        return undefined;
+      }
+    });
   }
 
   private async onCommandEnd(execution: object, exitCode: number | undefined, keys: WeakMap<object, Promise<StartedCommand | undefined>>): Promise<void> {
     const started = await keys.get(execution);
     if (!started) return;
+    // File events arrive after the shell's end: wait for the watcher to report what the command wrote.
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const endAt = Date.now();
+    await sleep(COMMAND_SETTLE_MS);
+    while (Date.now() - this.lastNoteAt < COMMAND_QUIET_MS && Date.now() - endAt < COMMAND_SETTLE_MAX_MS) await sleep(COMMAND_QUIET_MS);
     const { key, taskId } = started;
-    try {
-      const engine = await this.host.api();
-      await engine.endSideEffect({
-        taskId,
-        key,
-        ok: exitCode === 0,
-        result: { exitCode: exitCode ?? null },
-        error: exitCode === 0 ? undefined : `exit code ${exitCode ?? 'unknown'}`,
-      });
-    } catch (e) {
-      this.log.warn(`[terminal] could not record the outcome: ${errorMessage(e)}`);
-    }
+    this.openCommands.delete(key);
+    await this.serialized(async () => {
+      clearTimeout(this.timer);
+      const dirty = this.takeDirty();
+      try {
+        const engine = await this.host.api();
+        const r = await engine.endCommand({ taskId, commandId: key, exitCode: exitCode ?? null, dirty });
+        this.log.info(`[terminal] ${key} ended (exit ${exitCode ?? '?'}): ${r.filesTotal} file(s) changed`);
+        this._onDidRecordCommand.fire(r);
+      } catch (e) {
+        for (const p of dirty) this.dirty.add(p);
+        this.log.warn(`[terminal] could not record the outcome: ${errorMessage(e)}`);
+      }
+    });
   }
 
   private async onTerminalClosed(terminal: vscode.Terminal): Promise<void> {

@@ -12,4 +12,6 @@ export const CHECKPOINT_LABEL: Record<CheckpointMeta['kind'], string> = {
   periodic: 'Periodic checkpoint',
   tool_start: 'Before tool call',
   tool_end: 'After tool call',
+  command_start: 'Before command',
+  command_end: 'After command',
 };

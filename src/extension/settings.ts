@@ -14,6 +14,10 @@ export interface Settings {
   /** The retry policy of tasks this window starts (or serves as the store's owner). */
   retry: { maxAttempts: number; backoffSeconds: number };
   alerts: AlertSettings;
+  /** Always-on workspace history while no task runs (see workspaceHistory.ts). */
+  history: { enabled: boolean; quietPeriodMs: number; maxMB: number; maxAgeDays: number };
+  /** Terminal-name prefix → agent: commands in those terminals are the agent's. */
+  agentTerminals: Record<string, string>;
 }
 
 /** When an alert fires (see alertRules.ts); 0 turns a timed one off. */
@@ -37,7 +41,15 @@ const DEFAULTS: Settings = {
   resumeDelivery: 'ask',
   retry: { maxAttempts: 3, backoffSeconds: 1 },
   alerts: { interruptedMinutes: 10, failed: true, inDoubtMinutes: 30, reviewHours: 24, retriesExhausted: true },
+  history: { enabled: true, quietPeriodMs: 5000, maxMB: 500, maxAgeDays: 14 },
+  agentTerminals: { Copilot: 'copilot', 'Claude Code': 'claude-code', Codex: 'codex', Cline: 'cline' },
 };
+
+/** A number setting as the engine can take it: a hand-edited value out of range or of the wrong type falls back or is clamped. */
+function num(v: unknown, fallback: number, min: number, max: number): number {
+  const n = typeof v === 'number' && Number.isFinite(v) ? v : fallback;
+  return Math.min(max, Math.max(min, n));
+}
 
 /** The interrupted-task threshold: the new setting, else the deprecated `attentionDelayMinutes` a person set before it existed. */
 function interruptedMinutes(c: vscode.WorkspaceConfiguration): number {
@@ -75,6 +87,13 @@ export function settings(scope?: vscode.ConfigurationScope): Settings {
       reviewHours: c.get('alerts.reviewHours', DEFAULTS.alerts.reviewHours),
       retriesExhausted: c.get('alerts.retriesExhausted', DEFAULTS.alerts.retriesExhausted),
     },
+    history: {
+      enabled: c.get('history.enabled', DEFAULTS.history.enabled) !== false,
+      quietPeriodMs: num(c.get('history.quietPeriodMs'), DEFAULTS.history.quietPeriodMs, 500, 600_000),
+      maxMB: num(c.get('history.maxMB'), DEFAULTS.history.maxMB, 0, 10_000_000),
+      maxAgeDays: num(c.get('history.maxAgeDays'), DEFAULTS.history.maxAgeDays, 0, 36_500),
+    },
+    agentTerminals: agentTerminals(c.get('terminal.agentTerminals')),
   };
 }
 
@@ -83,4 +102,10 @@ export function retryPolicySetting(s: Settings = settings()): { maxAttempts: num
   const maxAttempts = Math.min(100, Math.max(1, Math.round(Number(s.retry.maxAttempts) || 3)));
   const backoffMs = Math.min(3_600_000, Math.max(0, Math.round((Number(s.retry.backoffSeconds) || 0) * 1000)));
   return { maxAttempts, backoffMs };
+}
+
+/** Only string → string entries count: a hand-edited value of another shape is ignored, not fatal. */
+function agentTerminals(v: unknown): Record<string, string> {
+  if (!v || typeof v !== 'object' || Array.isArray(v)) return { ...DEFAULTS.agentTerminals };
+  return Object.fromEntries(Object.entries(v as Record<string, unknown>).filter((e): e is [string, string] => typeof e[1] === 'string' && e[0].length > 0 && e[1].length > 0));
 }

@@ -5,6 +5,7 @@ import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost
 import { listTasks, taskDetail } from './storeReads';
 import { checkpointLabelOf, sortTasks, taskTooltip, type ForkOriginView } from './presentation';
 import { CheckpointNode, EffectNode, StepNode, TaskNode, type TreeNode } from './tasksTreeNodes';
+import { captureChildren, captureTreeItem, commandsOf, CommandNode, historyRoot, isCaptureNode } from './captureNodes';
 
 // The nodes live in tasksTreeNodes.ts; re-exported so commands and panels import the view from one place.
 export { CheckpointNode, EffectNode, StepNode, TaskNode, taskContextValue, type TreeNode } from './tasksTreeNodes';
@@ -63,13 +64,16 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       // The palette's Undo Last Rollback follows the same state as the task menus.
       void vscode.commands.executeCommand('setContext', 'waypoint.canUndoRollback', undoable.size > 0);
       const byId = new Map(tasks.map((t) => [t.id, t]));
-      return sortTasks(tasks).map((t) => new TaskNode(t, stepsByTask.get(t.id) ?? [], undoable.has(t.id), t.forkedFrom ? (byId.get(t.forkedFrom.taskId) ?? null) : null));
+      return [
+        ...sortTasks(tasks).map((t) => new TaskNode(t, stepsByTask.get(t.id) ?? [], undoable.has(t.id), t.forkedFrom ? (byId.get(t.forkedFrom.taskId) ?? null) : null)),
+        ...(await historyRoot(this.host)),
+      ];
     }
     if (node instanceof TaskNode) {
-      const d = await taskDetail(this.host, node.task.id);
+      const [d, commands] = await Promise.all([taskDetail(this.host, node.task.id), commandsOf(this.host, node.task.id)]);
       const own = d.checkpoints.filter((c) => c.stepId === null);
       const stepIds = new Set(d.steps.map((s) => s.id));
-      const withChildren = new Set([...d.checkpoints.map((c) => c.stepId), ...d.sideEffects.map((e) => e.stepId)]);
+      const withChildren = new Set([...d.checkpoints.map((c) => c.stepId), ...d.sideEffects.map((e) => e.stepId), ...commands.map((c) => c.stepId)]);
       const cp = (c: CheckpointMeta) => new CheckpointNode(node, c, d.checkpoints, d.steps);
       return [
         ...own.filter((c) => c.kind === 'task_base').map(cp),
@@ -77,15 +81,18 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
         ...own.filter((c) => c.kind !== 'task_base').map(cp),
         // An effect begun outside any step (or in a step no longer in the plan) stays under the task.
         ...d.sideEffects.filter((e) => e.stepId === null || !stepIds.has(e.stepId)).map((e) => new EffectNode(node, e)),
+        ...commands.filter((c) => c.stepId === null || !stepIds.has(c.stepId)).map((c) => new CommandNode(node, c)),
       ];
     }
     if (node instanceof StepNode) {
-      const d = await taskDetail(this.host, node.step.taskId);
+      const [d, commands] = await Promise.all([taskDetail(this.host, node.step.taskId), commandsOf(this.host, node.step.taskId)]);
       return [
         ...d.checkpoints.filter((c) => c.stepId === node.step.id).map((c) => new CheckpointNode(node, c, d.checkpoints, d.steps)),
         ...d.sideEffects.filter((e) => e.stepId === node.step.id).map((e) => new EffectNode(node, e)),
+        ...commands.filter((c) => c.stepId === node.step.id).map((c) => new CommandNode(node, c)),
       ];
     }
+    if (isCaptureNode(node)) return captureChildren(this.host, node);
     return [];
   }
 
@@ -115,6 +122,7 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
   }
 
   getTreeItem(node: TreeNode): vscode.TreeItem {
+    if (isCaptureNode(node)) return captureTreeItem(node);
     return node.toTreeItem();
   }
 }

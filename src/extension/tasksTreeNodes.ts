@@ -5,13 +5,14 @@ import { retryState } from '../core/engine/retryPolicy';
 import { checkpointDescription, checkpointName, checkpointTooltipText, effectDescription, resultText, stepDescription, stepShownStatus, stepsProgress, STEP_STATUS_WORD } from './labelText';
 import { checkpointIcon, effectIcon, forkedFromText, holdText, STATE_LABEL, stepIconOf, stepRetryText, taskIconOf } from './presentation';
 import { WaypointTreeNode, type TreeRow } from './treeNode';
+import type { CaptureNode, HistoryDayNode } from './captureNodes';
 
 /**
  * The Tasks view's nodes: a task, its steps (plan order), the checkpoints taken in
  * each step, and side effects under the step they were begun in. Each carries what
  * its row shows and says it once, in `row()` (see WaypointTreeNode).
  */
-export type TreeNode = TaskNode | StepNode | CheckpointNode | EffectNode;
+export type TreeNode = TaskNode | StepNode | CheckpointNode | EffectNode | CaptureNode;
 
 /** Composite context values matched by regex in package.json `when` clauses. */
 export function taskContextValue(t: Task, undoable = false): string {
@@ -100,7 +101,7 @@ export class StepNode extends WaypointTreeNode {
 export class CheckpointNode extends WaypointTreeNode {
   readonly kind = 'checkpoint';
   constructor(
-    readonly parent: TaskNode | StepNode,
+    readonly parent: TaskNode | StepNode | HistoryDayNode,
     readonly checkpoint: CheckpointMeta,
     /** The task's other checkpoints and steps, so the row names a pre-rollback's target by its label, not its id. */
     readonly siblings: readonly CheckpointMeta[] = [],
@@ -119,7 +120,7 @@ export class CheckpointNode extends WaypointTreeNode {
       tooltip: checkpointTooltipText(c, this.siblings, this.steps),
       icon: checkpointIcon(c),
       // A damaged checkpoint (objects lost, marked by verify --repair) offers no rollback or diff.
-      contextValue: `checkpoint:${c.kind}${c.manifestRef && !c.damaged ? ':restorable' : ''}`,
+      contextValue: `checkpoint:${c.kind}${c.manifestRef && !c.damaged ? ':restorable' : ''}${this.parent.kind === 'historyDay' ? ':history' : ''}`,
     };
   }
 }

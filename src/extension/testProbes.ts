@@ -36,6 +36,8 @@ export interface WaypointTestProbes {
   statusText(): string;
   /** Takes the pending auto checkpoint now instead of after the quiet period. */
   flushAutoCheckpoint(): Promise<void>;
+  /** Resolves once every terminal command begun so far has its start and end recorded. */
+  commandsSettled(): Promise<void>;
   /** The Tasks view's rows under a node id (root when omitted), as VS Code renders them. */
   treeRows(parentId?: string): Promise<{ id: string; label: string; description: string; contextValue: string }[]>;
   /** The MCP server definitions this window offers VS Code (empty until the store is open). */
@@ -101,6 +103,7 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
     treeDescription: () => view.description ?? '',
     statusText: () => statusBar.text,
     flushAutoCheckpoint: () => auto.flush(),
+    commandsSettled: () => auto.commandsSettled(),
     openReview: async (taskId) => {
       const panel = await review.open(taskId);
       if (!panel) throw new Error(`No review panel for ${taskId}`);
@@ -142,7 +145,11 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
       const find = async (id: string, under?: TreeNode): Promise<TreeNode | undefined> => {
         for (const n of await tree.getChildren(under)) {
           if (n.id === id) return n;
-          if (id.startsWith(`step:`) && n.kind === 'task') {
+          // Only down the branch that can hold the id: a task's steps and commands, a step's commands, the history's days.
+          const taskOfId = /^(?:step|command):([^:]+):/.exec(id)?.[1];
+          const descend =
+            (n.kind === 'task' && taskOfId === n.task.id) || (n.kind === 'step' && id.startsWith(`command:${n.step.taskId}:`)) || (n.kind === 'history' && id.startsWith('history:'));
+          if (descend) {
             const hit = await find(id, n);
             if (hit) return hit;
           }

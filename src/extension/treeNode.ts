@@ -28,7 +28,8 @@ export abstract class WaypointTreeNode {
   /** Stable across refreshes, so VS Code keeps selection and expansion. */
   abstract readonly id: string;
   /** For `getParent` (needed by `reveal`); undefined at the root. */
-  abstract readonly parent: WaypointTreeNode | undefined;
+  /** Its parent row: another node of this view, or a capture node (captureNodes.ts: commands, history). */
+  abstract readonly parent: WaypointTreeNode | { readonly id: string } | undefined;
   /** The row, from what the node carries: rendering queries nothing. */
   protected abstract row(): TreeRow;
 

@@ -35,6 +35,7 @@ function task(over: Partial<Task>): Task {
     hold: null,
     forkedFrom: null,
     reopened: null,
+    kind: 'task',
     ...over,
   };
 }

@@ -33,6 +33,8 @@ import {
   SuspendTaskInput,
   TaskRef,
   ForkTaskInput,
+  type BeginCommandInput,
+  type EndCommandInput,
 } from './inputs';
 import { forkInheritance, type ForkInheritance } from './forkInheritance';
 import { computeStats, type Stats, type StatsFilter } from './stats';
@@ -50,6 +52,8 @@ import { SideEffects } from './sideEffects';
 import type { EngineCore } from './engineCore';
 import { reopenTask, type ReopenResult } from './reopen';
 import { recordTurn } from './turns';
+import { TerminalCommands, type CommandEnd } from './terminalCommands';
+import { WorkspaceHistory } from './history';
 import { StorageUpkeep, type GcResult, type StorageReport, type VerifyReport } from './storageUpkeep';
 import { diffManifests, type FileChangeWithLines, type Manifest, type SnapshotRoot } from '../snapshot';
 
@@ -1064,7 +1068,7 @@ export class Engine {
       mutate: (op, key, body, opts) => this.mutate(op, key, body, opts),
       requireCheckpoint: (id) => this.requireCheckpoint(id),
       latestCheckpoint: () => this.latestCheckpoint(),
-      captureCheckpoint: (task, kind, stepId, label) => this.captureCheckpoint(task, kind, stepId, label),
+      captureCheckpoint: (task, kind, stepId, label, dirty) => this.captureCheckpoint(task, kind, stepId, label, dirty),
       ev: (type, task, by, data, key) => this.ev(type, task, by, data, key),
     };
     return this.coreCache;
@@ -1088,6 +1092,32 @@ export class Engine {
     return this.rollbacksCache;
   }
   private rollbacksCache: Rollbacks | undefined;
+
+  private get terminalCommands(): TerminalCommands {
+    this.terminalCommandsCache ??= new TerminalCommands(this.core);
+    return this.terminalCommandsCache;
+  }
+  private terminalCommandsCache: TerminalCommands | undefined;
+
+  /** A terminal command starts under a running task: its `command_start` checkpoint and record (see terminalCommands.ts). */
+  beginCommand(raw: BeginCommandInput): ReturnType<TerminalCommands['begin']> {
+    return this.terminalCommands.begin(raw);
+  }
+
+  /** The command ended: its `command_end` checkpoint, exit code and the files it changed, created or deleted. */
+  endCommand(raw: EndCommandInput): Promise<CommandEnd> {
+    return this.terminalCommands.end(raw);
+  }
+
+  /** The day's workspace history (see history.ts). */
+  get history(): WorkspaceHistory {
+    this.historyCache ??= new WorkspaceHistory(this.core, async () => {
+      const r = await this.gc({});
+      return { blobsDeleted: r.blobsDeleted, bytesFreed: r.bytesFreed };
+    });
+    return this.historyCache;
+  }
+  private historyCache: WorkspaceHistory | undefined;
 
   // Storage report, retention and garbage collection, verify and repair: see storageUpkeep.ts.
 

@@ -50,7 +50,7 @@ export interface EngineCore {
   /** The workspace's newest intact checkpoint: the next scan's stat cache. */
   latestCheckpoint(): CheckpointMeta | null;
   /** Captures a checkpoint and returns its (not yet committed) event. */
-  captureCheckpoint(task: Task | null, kind: CheckpointKind, stepId: string | null, label: string | null): Promise<{ event: NewEvent; checkpoint: CheckpointMeta; report: NotCapturedReport }>;
+  captureCheckpoint(task: Task | null, kind: CheckpointKind, stepId: string | null, label: string | null, dirty?: readonly string[]): Promise<{ event: NewEvent; checkpoint: CheckpointMeta; report: NotCapturedReport }>;
   /** An event about a task; its payload is validated against the type's schema at commit. */
   ev<T extends EventType>(type: T, task: Task, by: string | null, data: EventDataOf<T>, key: string): NewEvent;
 }

@@ -181,3 +181,44 @@ export const UndoReviewCommitInput = z.strictObject({
 });
 
 export { TaskId, CheckpointId };
+
+const Dirty = z.array(z.string().max(4096)).max(100_000);
+
+/**
+ * `beginCommand`: a terminal command starts under a task (VS Code's shell
+ * integration). `agent` names the agent whose terminal it is (its tool opened it);
+ * without it the command is the terminal's (the person's). `dirty`: the paths the
+ * watcher saw change since the last checkpoint, so the checkpoint costs O(changes).
+ */
+export const BeginCommandInput = TaskRef.extend({
+  commandId: SideEffectKey,
+  commandLine: text(10_000),
+  cwd: text(4096).optional(),
+  terminal: text(200).min(1, 'must not be empty'),
+  agent: text(100).min(1, 'must not be empty').optional(),
+  dirty: Dirty.optional(),
+});
+export type BeginCommandInput = z.input<typeof BeginCommandInput>;
+
+/** `endCommand`: the command ended (exit code when the shell told it); `dirty`: the paths changed while it ran. */
+export const EndCommandInput = TaskRef.extend({
+  commandId: SideEffectKey,
+  exitCode: z.number().int('must be a whole number').min(-2_147_483_648).max(4_294_967_295).nullable().optional(),
+  dirty: Dirty.optional(),
+});
+export type EndCommandInput = z.input<typeof EndCommandInput>;
+
+/** `recordHistory`: file activity while no task runs, checkpointed into today's workspace history. */
+export const RecordHistoryInput = z.strictObject({
+  dirty: Dirty.optional(),
+  label: text(200).optional(),
+  idempotencyKey: Key,
+});
+export type RecordHistoryInput = z.input<typeof RecordHistoryInput>;
+
+/** `pruneHistory`: drops whole days of workspace history older than `maxAgeDays`, then the oldest days until it fits in `maxBytes`. */
+export const HistoryRetentionInput = z.strictObject({
+  maxAgeDays: z.number().min(0, 'must not be negative').max(36_500).optional(),
+  maxBytes: z.number().int('must be a whole number of bytes').min(0, 'must not be negative').optional(),
+});
+export type HistoryRetentionInput = z.input<typeof HistoryRetentionInput>;

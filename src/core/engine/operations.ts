@@ -31,6 +31,10 @@ import {
   ReviewCountInput,
   ApplyReviewInput,
   UndoReviewCommitInput,
+  BeginCommandInput,
+  EndCommandInput,
+  RecordHistoryInput,
+  HistoryRetentionInput,
 } from './inputs';
 import { applyReviewOp, reviewHunks, reviewLineCounts, reviewListing, undoReviewCommitOp } from '../review/reviewOps';
 import type { Engine } from './engine';
@@ -89,6 +93,21 @@ export const OPERATIONS = {
   /** A hook-recorded agent's turn: its bounded conversation digest, kept with the step it worked in. */
   recordTurn: mutation('turn digest', RecordTurnInput, (e, a) => e.recordTurn(a)),
   turns: query('task id', TaskId, (e, id) => e.queries.turns(e.queries.task(id).id)),
+  /** A terminal command begins under a running task: a checkpoint before it (O(changes) with `dirty`) and its record. */
+  beginCommand: mutation('command start', BeginCommandInput, (e, a) => e.beginCommand(a)),
+  /** It ended: a checkpoint after it, its exit code and the files it changed, created or deleted, owned by whoever ran it. */
+  endCommand: mutation('command end', EndCommandInput, (e, a) => e.endCommand(a)),
+  /** A task's terminal commands with the files each changed. */
+  commands: query('task id', TaskId, (e, id) => {
+    e.queries.task(id);
+    return e.queries.commands(id);
+  }),
+  /** File activity while no task runs, checkpointed into today's workspace history record. */
+  recordHistory: mutation('history record', RecordHistoryInput.optional(), (e, a) => e.history.record(a ?? {})),
+  /** Drops whole days of workspace history past an age or over a byte budget, then unreferenced blobs. */
+  pruneHistory: mutation('history retention', HistoryRetentionInput.optional(), (e, a) => e.history.prune(a ?? {})),
+  /** The days of workspace history and what they hold (checkpoints, bytes). */
+  history: query('none', None, (e) => e.history.footprint()),
   rollback: mutation('rollback', RollbackInput, (e, a) => e.rollback(a)),
   undoRollback: mutation('undo rollback', TaskRef, (e, a) => e.undoRollback(a)),
   gc: mutation('retention policy', RetentionInput.optional(), (e, a) => e.gc(a ?? {})),

@@ -1,5 +1,5 @@
 import type { Db } from '../store/db';
-import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskHold, TaskState, Turn } from '../model/schema';
+import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskHold, TaskState, TerminalCommand, Turn } from '../model/schema';
 import { notFound } from '../model/errors';
 import { DEFAULT_RETRY_POLICY } from './retryPolicy';
 
@@ -40,6 +40,31 @@ export function toTask(r: Record<string, unknown>, lease: Record<string, unknown
     retry: (parse(r.retry) as Task['retry'] | null) ?? { ...DEFAULT_RETRY_POLICY },
     hold: holdOf(r),
     reopened: parse(r.reopened) as Task['reopened'],
+    kind: r.kind === 'history' ? 'history' : 'task',
+  };
+}
+
+const list = (v: unknown): string[] => (v == null ? [] : (JSON.parse(String(v)) as string[]));
+
+export function toCommand(r: Record<string, unknown>): TerminalCommand {
+  return {
+    taskId: String(r.task_id),
+    id: String(r.id),
+    commandLine: String(r.command_line),
+    cwd: (r.cwd as string | null) ?? null,
+    terminal: String(r.terminal),
+    owner: r.owner === 'agent' ? 'agent' : 'terminal',
+    agent: (r.agent as string | null) ?? null,
+    stepId: (r.step_id as string | null) ?? null,
+    startedAt: Number(r.started_at),
+    endedAt: r.ended_at == null ? null : Number(r.ended_at),
+    exitCode: r.exit_code == null ? null : Number(r.exit_code),
+    beforeCheckpointId: (r.before_checkpoint_id as string | null) ?? null,
+    afterCheckpointId: (r.after_checkpoint_id as string | null) ?? null,
+    changed: list(r.changed),
+    created: list(r.created),
+    deleted: list(r.deleted),
+    filesTotal: Number(r.files_total ?? 0),
   };
 }
 
@@ -139,14 +164,29 @@ export class Queries {
     return t;
   }
 
-  tasks(filter: { states?: readonly TaskState[]; limit?: number } = {}): Task[] {
-    const states = filter.states?.length ? `WHERE state IN (${filter.states.map(() => '?').join(',')})` : '';
-    const rows = this.db().all(`SELECT *, ${IN_DOUBT} FROM tasks ${states} ORDER BY updated_at DESC, id LIMIT ?`, [...(filter.states ?? []), filter.limit ?? -1]);
+  /**
+   * Tasks, newest first. Workspace history records (kind `history`) are left out
+   * unless asked for: they are the engine's, not a job anyone started, so no list,
+   * count, lease sweep or alert should see them as tasks.
+   */
+  tasks(filter: { states?: readonly TaskState[]; limit?: number; kind?: Task['kind'] } = {}): Task[] {
+    const states = filter.states?.length ? `AND state IN (${filter.states.map(() => '?').join(',')})` : '';
+    const rows = this.db().all(`SELECT *, ${IN_DOUBT} FROM tasks WHERE kind = ? ${states} ORDER BY updated_at DESC, id LIMIT ?`, [filter.kind ?? 'task', ...(filter.states ?? []), filter.limit ?? -1]);
     // A few rows (the latest active task, asked on every watcher event and auto checkpoint):
     // their own leases, not every lease of a store that may hold thousands of tasks.
     if (rows.length <= FEW_ROWS) return rows.map((r) => toTask(r, this.db().get('SELECT * FROM leases WHERE task_id = ?', [r.id as string])));
     const leases = new Map(this.db().all('SELECT * FROM leases').map((l) => [String(l.task_id), l]));
     return rows.map((r) => toTask(r, leases.get(String(r.id))));
+  }
+
+  /** A task's terminal commands, in the order they started. */
+  commands(taskId: string): TerminalCommand[] {
+    return this.db().all('SELECT * FROM terminal_commands WHERE task_id = ? ORDER BY started_at, rowid', [taskId]).map(toCommand);
+  }
+
+  command(taskId: string, id: string): TerminalCommand | null {
+    const r = this.db().get('SELECT * FROM terminal_commands WHERE task_id = ? AND id = ?', [taskId, id]);
+    return r ? toCommand(r) : null;
   }
 
   steps(taskId: string): Step[] {

@@ -299,13 +299,14 @@ export class Rollbacks {
         if (!same) out.set(p, [...(out.get(p) ?? []), { before: a, after: b }]);
       }
     };
+    const agents = this.agentsInterval(taskId);
     let prev = await ws.load(from);
     for (const c of chain) {
       const next = await ws.load(c);
-      if (c.stepId !== null && c.kind !== 'step_start' && c.kind !== 'pre_rollback') note(prev, next);
+      if (agents(c)) note(prev, next);
       prev = next;
     }
-    if (this.core.queries.steps(taskId).some((s) => s.status === 'in_progress')) note(prev, current);
+    if (trailingIsAgent(chain[chain.length - 1] ?? from, this.core.queries.steps(taskId).some((s) => s.status === 'in_progress'))) note(prev, current);
     return out;
   }
 
@@ -323,16 +324,32 @@ export class Rollbacks {
     const now = current ?? (await this.core.exclusive(() => ws.scanNow(this.core.latestCheckpoint())));
     const agent = new Set<string>();
     const person = new Set<string>();
+    const agents = this.agentsInterval(taskId);
     let prev = await ws.load(from);
     for (const c of chain) {
       const next = await ws.load(c);
-      const inStep = endsAgentInterval(c);
+      const inStep = agents(c);
       for (const ch of diffManifests(prev, next)) (inStep ? agent : person).add(ch.path);
       prev = next;
     }
     const trailing = trailingIsAgent(chain[chain.length - 1] ?? from, this.core.queries.steps(taskId).some((s) => s.status === 'in_progress'));
     for (const ch of diffManifests(prev, now)) (trailing ? agent : person).add(ch.path);
     return { agent, person };
+  }
+
+  /**
+   * Whether the interval ending in checkpoint `c` is the agent's work: one ending in a
+   * terminal command's `command_end` belongs to whoever ran the command (the agent
+   * whose terminal it was, else the person); any other is the agent's when it ends in
+   * a checkpoint taken while a step was open.
+   */
+  private agentsInterval(taskId: string): (c: CheckpointMeta) => boolean {
+    const byEnd = new Map(this.core.queries.commands(taskId).filter((x) => x.afterCheckpointId).map((x) => [x.afterCheckpointId!, x.owner]));
+    return (c) => {
+      const command = c.kind === 'command_end' ? byEnd.get(c.id) : undefined;
+      if (command) return command === 'agent';
+      return endsAgentInterval(c);
+    };
   }
 
   /**
@@ -345,6 +362,7 @@ export class Rollbacks {
     const ws = this.core.snapshots();
     const chain = this.core.queries.checkpoints(taskId).filter((c) => c.manifestRef && c.createdAt >= from.createdAt && c.id !== from.id);
     const byStep = new Map<string, boolean>();
+    const agents = this.agentsInterval(taskId);
     let prev = await ws.load(from);
     const appeared = (next: Manifest, inStep: boolean) => {
       for (const p of paths) if (!prev.has(p) && next.has(p)) byStep.set(p, inStep);
@@ -354,7 +372,7 @@ export class Rollbacks {
       // Attribution only: a checkpoint whose manifest cannot be read (corrupt) is passed over, never a reason to refuse the rollback.
       const next = await ws.load(c).catch(() => null);
       if (next === null) continue;
-      appeared(next, endsAgentInterval(c));
+      appeared(next, agents(c));
       prev = next;
       last = c;
     }

@@ -42,6 +42,10 @@ export const CHECKPOINT_KINDS = [
   // person's (the agent changes files only through its tools), the one ending at `tool_end` the agent's.
   'tool_start',
   'tool_end',
+  /** A terminal command is about to run: the workspace as it was before it. */
+  'command_start',
+  /** A terminal command ended: what it changed is the interval since its command_start. */
+  'command_end',
 ] as const;
 export const CheckpointKind = z.enum(CHECKPOINT_KINDS);
 export type CheckpointKind = z.infer<typeof CheckpointKind>;
@@ -122,6 +126,31 @@ export interface Task {
   hold: TaskHold | null;
   /** Set when the person undid the review commit that completed the task: it waits for review again. The last such undo. */
   reopened: { commit: string; at: number; reason: string } | null;
+  /** `history` for a day of workspace history (see engine/history.ts), `task` for every task an agent or person started. */
+  kind: 'task' | 'history';
+}
+
+/** A terminal command recorded under a task, with the files it changed (projection of command.* events). */
+export interface TerminalCommand {
+  taskId: string;
+  id: string;
+  commandLine: string;
+  cwd: string | null;
+  terminal: string;
+  /** Who owns what it changed: the task's agent (its terminal) or the terminal's person. */
+  owner: 'agent' | 'terminal';
+  agent: string | null;
+  stepId: string | null;
+  startedAt: number;
+  endedAt: number | null;
+  exitCode: number | null;
+  beforeCheckpointId: string | null;
+  afterCheckpointId: string | null;
+  changed: string[];
+  created: string[];
+  deleted: string[];
+  /** How many files it changed, created or deleted in all (the lists hold the first 500 of each). */
+  filesTotal: number;
 }
 
 /** The retry policy of a task that sets none (and of tasks recorded before policies were). */
@@ -269,8 +298,35 @@ export const EventData = {
     forkedFrom: ForkOrigin.optional(),
     /** Absent in tasks started before the policy was enforced: they have the default. */
     retry: z.strictObject({ maxAttempts: z.number().int().min(1), backoffMs: z.number().int().min(0), maxBackoffMs: z.number().int().min(0) }).optional(),
+    /** `history`: a day of workspace history (checkpoints taken while no task ran), owned by the engine; absent on every ordinary task. */
+    kind: z.enum(['history']).optional(),
   }),
   'task.plan_updated': z.strictObject({ added: z.array(PlanItem) }),
+  /**
+   * A terminal command began (shell integration) while a task ran. Who ran it decides
+   * who owns what it changed: `agent` when the terminal is an agent's (its tool opened
+   * it), `terminal` otherwise (the person's, kept by an agent-only rollback).
+   */
+  'command.started': z.strictObject({
+    commandId: z.string(),
+    commandLine: z.string(),
+    cwd: z.string().nullable(),
+    terminal: z.string(),
+    owner: z.enum(['agent', 'terminal']),
+    agent: z.string().nullable(),
+    stepId: z.string().nullable(),
+    checkpointId: z.string().nullable(),
+  }),
+  /** The command ended: its exit code and the files that differ between its two checkpoints (the first 500 of each kind). */
+  'command.ended': z.strictObject({
+    commandId: z.string(),
+    exitCode: z.number().int().nullable(),
+    checkpointId: z.string().nullable(),
+    changed: z.array(z.string()).max(500),
+    created: z.array(z.string()).max(500),
+    deleted: z.array(z.string()).max(500),
+    filesTotal: z.number().int().nonnegative(),
+  }),
   'task.review_requested': z.strictObject({ summary: z.string().nullable() }),
   'task.completed': z.strictObject({ summary: z.string().nullable(), commit: z.string().nullable() }),
   /**

@@ -112,25 +112,25 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 6,
-    description: 'a task whose review commit was undone waits for review again (task.reopened), and keeps which commit was undone and when',
-    // No event before this version reopens a task, so NULL is every row's fold already;
-    // rebuilt anyway, once, as every migration that changes a projection is.
+    description: 'this release: a task whose review commit was undone waits for review again (tasks.reopened); conversation turns of hook-recorded agents (turns); terminal commands with the checkpoints around them and the files they changed, and task kinds (a day of workspace history is a task of kind history)',
+    // No event before this version reopens a task, records a turn or a command, or is
+    // history: the rebuild folds exactly what the older events say (NULL, no rows, 'task').
     rebuildProjections: true,
     up: `
       ALTER TABLE tasks ADD COLUMN reopened TEXT;
-    `,
-  },
-  {
-    version: 7,
-    description: "conversation turns of hook-recorded agents: each turn's bounded digest (prompt, the agent's last message, tool calls by kind, compactions) and the step it worked in",
-    // No event before this version is a turn: the new table starts empty, nothing to refold.
-    rebuildProjections: false,
-    up: `
       CREATE TABLE turns (
         task_id TEXT NOT NULL, session_id TEXT NOT NULL, turn INTEGER NOT NULL, step_id TEXT,
         prompt TEXT NOT NULL, last_message TEXT, tools TEXT NOT NULL, compactions INTEGER NOT NULL,
         started_at INTEGER NOT NULL, ended_at INTEGER NOT NULL, PRIMARY KEY (task_id, session_id, turn)
       );
+      ALTER TABLE tasks ADD COLUMN kind TEXT NOT NULL DEFAULT 'task';
+      CREATE TABLE terminal_commands (
+        task_id TEXT NOT NULL, id TEXT NOT NULL, command_line TEXT NOT NULL, cwd TEXT, terminal TEXT NOT NULL,
+        owner TEXT NOT NULL, agent TEXT, step_id TEXT, started_at INTEGER NOT NULL, ended_at INTEGER, exit_code INTEGER,
+        before_checkpoint_id TEXT, after_checkpoint_id TEXT, changed TEXT, created TEXT, deleted TEXT, files_total INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (task_id, id)
+      );
+      CREATE INDEX terminal_commands_after ON terminal_commands (after_checkpoint_id);
     `,
   },
 ];
@@ -157,4 +157,4 @@ export function migrate(db: Db, upTo = DB_VERSION): { from: number; to: number; 
 }
 
 /** The projection tables: everything but the events themselves and store metadata. */
-export const PROJECTION_TABLES = ['tasks', 'steps', 'checkpoints', 'side_effects', 'leases', 'idempotency', 'rollbacks', 'review_applies', 'turns'] as const;
+export const PROJECTION_TABLES = ['tasks', 'steps', 'checkpoints', 'side_effects', 'leases', 'idempotency', 'rollbacks', 'review_applies', 'turns', 'terminal_commands'] as const;

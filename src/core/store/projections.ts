@@ -70,14 +70,27 @@ function insertPlan(db: Db, taskId: string, items: { id: string; title: string; 
 const handlers: Handlers = {
   'task.started': (db, e, d) => {
     db.run(
-      `INSERT INTO tasks (id, title, goal, agent, state, correlation_id, created_at, updated_at, attempt, forked_from, retry)
-       VALUES (?,?,?,?, 'running', ?,?,?, 1, ?, ?)`,
-      [e.taskId, d.title, d.goal, d.agent, e.corr ?? e.taskId, e.ts, e.ts, json(d.forkedFrom), json(d.retry ?? DEFAULT_RETRY_POLICY)],
+      `INSERT INTO tasks (id, title, goal, agent, state, correlation_id, created_at, updated_at, attempt, forked_from, retry, kind)
+       VALUES (?,?,?,?, 'running', ?,?,?, 1, ?, ?, ?)`,
+      [e.taskId, d.title, d.goal, d.agent, e.corr ?? e.taskId, e.ts, e.ts, json(d.forkedFrom), json(d.retry ?? DEFAULT_RETRY_POLICY), d.kind ?? 'task'],
     );
     insertPlan(db, e.taskId!, d.plan);
     takeLease(db, e.taskId!, d.owner, d.leaseTtlMs, e.ts);
   },
   'task.plan_updated': (db, e, d) => insertPlan(db, e.taskId!, d.added),
+  'command.started': (db, e, d) => {
+    db.run(
+      `INSERT INTO terminal_commands (task_id, id, command_line, cwd, terminal, owner, agent, step_id, started_at, before_checkpoint_id)
+       VALUES (?,?,?,?,?,?,?,?,?,?)`,
+      [e.taskId, d.commandId, d.commandLine, d.cwd, d.terminal, d.owner, d.agent, d.stepId, e.ts, d.checkpointId],
+    );
+  },
+  'command.ended': (db, e, d) => {
+    db.run(
+      `UPDATE terminal_commands SET ended_at = ?, exit_code = ?, after_checkpoint_id = ?, changed = ?, created = ?, deleted = ?, files_total = ? WHERE task_id = ? AND id = ?`,
+      [e.ts, d.exitCode, d.checkpointId, JSON.stringify(d.changed), JSON.stringify(d.created), JSON.stringify(d.deleted), d.filesTotal, e.taskId, d.commandId],
+    );
+  },
   'task.review_requested': (db, e, d) => {
     db.run("UPDATE tasks SET state = 'waiting_review', summary = COALESCE(?, summary), updated_at = ? WHERE id = ?", [d.summary, e.ts, e.taskId]);
     dropLease(db, e.taskId!);
@@ -141,7 +154,7 @@ const handlers: Handlers = {
     takeLease(db, e.taskId!, d.owner, d.leaseTtlMs, e.ts);
   },
   'task.deleted': (db, e) => {
-    for (const t of ['steps', 'side_effects', 'leases', 'checkpoints', 'rollbacks', 'turns']) {
+    for (const t of ['steps', 'side_effects', 'leases', 'checkpoints', 'rollbacks', 'turns', 'terminal_commands']) {
       db.run(`DELETE FROM ${t} WHERE task_id = ?`, [e.taskId]);
     }
     db.run('DELETE FROM tasks WHERE id = ?', [e.taskId]);

@@ -10,6 +10,7 @@ export interface WaypointApi {
   engine(): Promise<import('../../../src/core/engine/engine').Engine>;
   statusText(): string;
   flushAutoCheckpoint(): Promise<void>;
+  commandsSettled(): Promise<void>;
   treeRows(parentId?: string): Promise<{ id: string; label: string; description: string; contextValue: string }[]>;
   onDidRefreshTree: vscode.Event<void>;
   mcpServerDefinitions(): vscode.McpServerDefinition[];
