@@ -203,7 +203,7 @@ export class AutoCheckpoints extends Disposable {
       const engine = await this.host.api();
       const r = await engine.recordHistory({ dirty, label: `${dirty.length} file change${dirty.length === 1 ? '' : 's'}` });
       if (r.checkpointId) {
-        this.log.info(`[history] checkpoint ${r.checkpointId} in ${r.taskId}: ${r.filesChanged} file(s) changed`);
+        this.log.info(`[history] checkpoint ${r.checkpointId} in ${r.taskId}: ${plural(r.filesChanged, 'file')} changed`);
         this._onDidCheckpoint.fire({ taskId: r.taskId, checkpointId: r.checkpointId, dirty: dirty.length });
       }
       this.retention.recorded();
@@ -277,7 +277,7 @@ export class AutoCheckpoints extends Disposable {
       try {
         const engine = await this.host.api();
         const r = await engine.endCommand({ taskId, commandId: key, exitCode: exitCode ?? null, dirty });
-        this.log.info(`[terminal] ${key} ended (exit ${exitCode ?? '?'}): ${r.filesTotal} file(s) changed`);
+        this.log.info(`[terminal] ${key} ended (exit ${exitCode ?? '?'}): ${plural(r.filesTotal, 'file')} changed`);
         this._onDidRecordCommand.fire(r);
       } catch (e) {
         for (const p of dirty) this.dirty.add(p);

@@ -1,4 +1,5 @@
 import * as vscode from 'vscode';
+import { plural } from '../core/model/plural';
 import { errorMessage } from '../core/model/errors';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
@@ -52,7 +53,7 @@ export class HistoryRetention extends Disposable {
     const s = settings(folder.uri).history;
     try {
       const r = await engine.history.prune({ maxAgeDays: s.maxAgeDays, maxBytes: Math.round(s.maxMB * 1024 * 1024) });
-      if (r.dropped.length) this.log.info(`[history] dropped ${r.dropped.length} day(s) (${r.dropped.map((d) => `${d.taskId}: ${d.reason}`).join('; ')}); ${r.bytesFreed} bytes freed`);
+      if (r.dropped.length) this.log.info(`[history] dropped ${plural(r.dropped.length, 'day')} (${r.dropped.map((d) => `${d.taskId}: ${d.reason}`).join('; ')}); ${r.bytesFreed} bytes freed`);
     } catch (e) {
       this.log.warn(`[history] retention failed: ${errorMessage(e)}`);
     }

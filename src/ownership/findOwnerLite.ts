@@ -54,13 +54,16 @@ export function liteLock(v: unknown): LiteLock | null {
 }
 
 /** Only what an owner writes: a loopback URL, and nothing but the known keys. */
-const LOOPBACK_URL = /^http:\/\/127\.0\.0\.1:[1-9]\d{0,4}\/mcp$/;
+const LOOPBACK_URL = /^http:\/\/127\.0\.0\.1:([1-9]\d{0,4})\/mcp$/;
 const DISCOVERY_KEYS = new Set(['url', 'token', 'pid', 'startedAt', 'epoch']);
 
 export function liteDiscovery(v: unknown): LiteDiscovery | null {
   if (!isObj(v) || Object.keys(v).some((k) => !DISCOVERY_KEYS.has(k))) return null;
   const { url, token, pid, startedAt, epoch } = v;
-  if (!isStr(url) || !LOOPBACK_URL.test(url)) return null;
+  if (!isStr(url)) return null;
+  const port = LOOPBACK_URL.exec(url)?.[1];
+  // A port past 65535 is no URL at all (zod's url() refuses it): never laxer than the schema.
+  if (port === undefined || Number(port) > 65_535) return null;
   if (!isStr(token) || token.length < 32 || token.length > 256) return null;
   if (!isInt(pid) || pid <= 0 || !isNum(startedAt)) return null;
   if (epoch !== undefined && !(isInt(epoch) && epoch >= 0)) return null;

@@ -8,6 +8,7 @@
  * older than an age, then the oldest until the history fits a byte budget.
  */
 import { WaypointError } from '../model/errors';
+import { plural } from '../model/plural';
 import type { CheckpointMeta, LeaseOwner, Task } from '../model/schema';
 import { parseInput } from '../model/validate';
 import type { NewEvent } from '../store/eventStore';
@@ -187,7 +188,7 @@ export class WorkspaceHistory {
       });
       bytes -= d.bytes;
       dropped.push({ taskId: d.taskId, reason: why });
-      this.core.log.info(`[history] dropped ${d.taskId} (${d.checkpoints} checkpoint(s), ${d.bytes} bytes): ${why}`);
+      this.core.log.info(`[history] dropped ${d.taskId} (${plural(d.checkpoints, 'checkpoint')}, ${d.bytes} bytes): ${why}`);
     }
     const swept = dropped.length && this.core.workspaceSnapshots ? await this.sweep() : { blobsDeleted: 0, bytesFreed: 0 };
     return { dropped, bytesBefore: before.bytes, bytesAfter: this.footprint().bytes, blobsDeleted: swept.blobsDeleted, bytesFreed: swept.bytesFreed };

@@ -52,8 +52,11 @@ describe('timeline: open through the command, live updates', function () {
     const m = first.model!;
     assert.deepEqual(m.steps.map((s) => [s.id, s.layer]), [['read', 0], ['fix', 1], ['test', 2]]);
     assert.deepEqual(m.attempts.filter((a) => a.stepId === 'fix').map((a) => a.outcome), ['failed', 'running']);
-    assert.deepEqual(m.checkpoints.map((c) => c.id), engine.queries.checkpoints(taskId).map((c) => c.id));
-    assert.ok(m.checkpoints.length >= 4, 'task base and the steps’ checkpoints');
+    // The file written above is checkpointed by the watcher after its quiet period, which may land after the
+    // first paint: the live page must then catch up, so wait for the two lists to agree rather than compare once.
+    const sameCheckpoints = () => JSON.stringify(api.timelineState(taskId)?.model?.checkpoints.map((c) => c.id)) === JSON.stringify(engine.queries.checkpoints(taskId).map((c) => c.id));
+    await eventually(sameCheckpoints, 'the page’s checkpoints to match the engine’s');
+    assert.ok(api.timelineState(taskId)!.model!.checkpoints.length >= 4, 'task base and the steps’ checkpoints');
 
     // A change in the engine: the page gets a patch and reports the new attempt.
     const at = first.shown!.at;

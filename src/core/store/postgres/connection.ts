@@ -63,6 +63,10 @@ function config(url: string, o: ConnectOptions): ClientConfig {
 
 export async function connectClient(url: string, o: ConnectOptions = {}): Promise<Client> {
   const client = new Client(config(url, o));
+  // Until its owner attaches its own handler: a server that goes away mid-open (stopped,
+  // restarted) makes the client emit 'error', which with no listener would crash the
+  // process; the query in flight rejects anyway, and that rejection is what callers handle.
+  client.on('error', () => undefined);
   try {
     await client.connect();
   } catch (e) {

@@ -32,10 +32,20 @@ export class PgProjectionReader implements ProjectionReader {
     const reader = new PgProjectionReader(pool, url, o.workspaceId ?? null);
     try {
       const c = await pool.connect();
+      // A checked-out client's own 'error' (the server stopped mid-query) is not the pool's:
+      // with no listener it would crash the process; the query in flight rejects anyway.
+      const ignore = () => undefined;
+      c.on('error', ignore);
+      let failed: Error | undefined;
       try {
         await ensureSchema(c);
+      } catch (e) {
+        failed = e as Error;
+        throw e;
       } finally {
-        c.release();
+        c.off('error', ignore);
+        // A client that failed is destroyed, not handed to the next caller.
+        c.release(failed);
       }
     } catch (e) {
       await pool.end().catch(() => undefined);
