@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import { sequenceBatch } from './sequence';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -317,20 +318,7 @@ export class EventStore implements EventLog {
     this.assertWritable();
     if (batch.length === 0) return { events: [], durable: Promise.resolve() };
     const ts = this.clock();
-    const events = batch.map((b, i) =>
-      parseEvent({
-        seq: this.seq + 1 + i,
-        ts,
-        type: b.type,
-        v: SCHEMA_VERSION,
-        taskId: b.taskId,
-        corr: b.corr,
-        key: b.key,
-        by: b.by,
-        data: b.data as Record<string, unknown>,
-        ...(b.op !== undefined ? { op: b.op, result: b.result ?? null } : {}),
-      }),
-    );
+    const events = sequenceBatch(batch, this.seq, ts);
     this.projection.apply(events);
     this.seq += events.length;
     const last = this.seq;

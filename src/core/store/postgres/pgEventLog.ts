@@ -1,6 +1,7 @@
 import type { Client, Notification } from 'pg';
+import { sequenceBatch } from '../sequence';
 import { WaypointError, errorMessage } from '../../model/errors';
-import { SCHEMA_VERSION, parseEvent, type WaypointEvent } from '../../model/schema';
+import type { WaypointEvent } from '../../model/schema';
 import { Logger, silentLogger } from '../../log';
 import type { Db } from '../db';
 import type { AppendResult, Disposable, EventLog, NewEventLike, ReadFilter, WorkspaceIdentity } from '../eventLog';
@@ -235,20 +236,7 @@ export class PgEventLog implements EventLog {
     this.assertWritable();
     if (batch.length === 0) return { events: [], durable: Promise.resolve() };
     const ts = this.clock();
-    const events = batch.map((b, i) =>
-      parseEvent({
-        seq: this.seq + 1 + i,
-        ts,
-        type: b.type,
-        v: SCHEMA_VERSION,
-        taskId: b.taskId,
-        corr: b.corr,
-        key: b.key,
-        by: b.by,
-        data: b.data as Record<string, unknown>,
-        ...(b.op !== undefined ? { op: b.op, result: b.result ?? null } : {}),
-      }),
-    );
+    const events = sequenceBatch(batch, this.seq, ts);
     try {
       this.projection.apply(events);
     } catch (e) {
