@@ -115,7 +115,7 @@ describe('scan cache between processes', () => {
     // Written as another workspace's (another root dir) under this one's .waypoint, claiming f1 unchanged.
     const forged: Manifest = new Map(m);
     const other = scanCacheIdentity({ roots: [{ name: 'ws', dir: path.join(sandbox.dir, 'elsewhere') }], storeDir: path.join(sandbox.dir, 'elsewhere', '.waypoint') });
-    saveScanCache(path.join(ws, '.waypoint'), other, ref, 0, forged);
+    saveScanCache(path.join(ws, '.waypoint'), other, ref, 0, forged, Date.now());
     assert.equal(loadScanCache(path.join(ws, '.waypoint'), scanCacheIdentity({ roots: [{ name: 'ws', dir: ws }], storeDir: path.join(ws, '.waypoint') }), ref), 'other_workspace');
     fs.writeFileSync(path.join(ws, 'src', 'f1.txt'), 'one, changed\n');
     const e = await fresh();

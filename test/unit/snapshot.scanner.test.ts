@@ -325,6 +325,31 @@ describe('snapshot scanner', () => {
     assert.deepEqual(second.changed.changes.map((c) => c.status), ['modified']);
   });
 
+  it('reads again a file whose inode changed (ctime) since the previous scan began, even with size, mtime and inode unchanged; trusts it otherwise (main thread and stat workers)', async () => {
+    const ws = await tmp.make();
+    await writeTree(ws, { 'a.txt': 'one', 'b.txt': 'two', 'c/d.txt': 'three' });
+    await ageTree(ws);
+    const blobs = await newStore(tmp);
+    const first = await scan({ roots: [{ name: 'w', dir: ws }], blobs });
+    // A previous manifest that claims other content for a.txt under its exact stat: only reading the file tells.
+    const real = first.manifest.get('a.txt');
+    assert.ok(real?.type === 'file');
+    const other = (await blobs.put(Buffer.from('not a.txt'))).hash;
+    const forged: Manifest = new Map(first.manifest);
+    forged.set('a.txt', { ...real, hash: other });
+    const ctime = (await fs.lstat(path.join(ws, 'a.txt'))).ctimeMs;
+    for (const listings of [undefined, new ListingCache(0)]) {
+      const how = listings ? 'stat workers' : 'main thread';
+      const trusted = await scan({ roots: [{ name: 'w', dir: ws }], blobs, listings, previous: forged, previousVerifiedAtMs: ctime + 10_000 });
+      assert.equal((trusted.manifest.get('a.txt') as { hash: string }).hash, other, `${how}: an inode unchanged since the scan began is vouched for by its stat`);
+      assert.equal(trusted.stats.filesHashed, 0, how);
+      const changed = await scan({ roots: [{ name: 'w', dir: ws }], blobs, listings, previous: forged, previousVerifiedAtMs: ctime - 1 });
+      assert.equal((changed.manifest.get('a.txt') as { hash: string }).hash, real.hash, `${how}: an inode changed after the scan began is read again`);
+      assert.deepEqual(changed.changed.changes.map((c) => [c.path, c.status]), [['a.txt', 'modified']], how);
+      await listings?.statPool().close();
+    }
+  });
+
   it('prefixes keys with the root name only when there are several roots', async () => {
     const a = await tmp.make();
     const b = await tmp.make();

@@ -21,6 +21,7 @@ import {
   saveScanCache,
   dropScanCache,
   scanCacheIdentity,
+  type ScanCacheMiss,
   sweepRestoreTemps,
   DEFAULT_MAX_FILE_BYTES,
   type ScanResult,
@@ -76,9 +77,15 @@ export class WorkspaceSnapshots implements Snapshotter {
   /** This workspace's mark on its scan cache (see scan/scanCache.ts): another workspace's cache is never used. */
   private readonly cacheIdentity: string;
   /** The last capture's manifest (durable in the store), for the scan cache written at close. */
-  private unwrittenCache: { ref: string; manifest: Manifest } | null = null;
+  private unwrittenCache: { ref: string; manifest: Manifest; verifiedAtMs: number } | null = null;
+  /**
+   * When the scan that vouched for each manifest this process captured began (a
+   * dirty-hint scan vouches only for what it looked at: it keeps its previous
+   * manifest's time). Bounded: older refs fall back to their checkpoint's time.
+   */
+  private readonly verifiedAt = new Map<string, number>();
   /** How the last look at the scan cache went (tests, logs). */
-  lastScanCache: 'hit' | 'absent' | 'other_ref' | 'other_workspace' | 'damaged' | 'in_memory' | null = null;
+  lastScanCache: 'hit' | ScanCacheMiss | 'in_memory' | null = null;
 
   constructor(private readonly opts: WorkspaceSnapshotOptions) {
     this.roots = opts.roots;
@@ -92,26 +99,36 @@ export class WorkspaceSnapshots implements Snapshotter {
    * the last capture wrote gives it, when it is for this very ref and this workspace and
    * intact, without reading the object chain; otherwise the store loads it.
    */
-  private async previousManifest(ref: string): Promise<Manifest> {
+  private async previousManifest(checkpoint: CheckpointMeta & { manifestRef: string }): Promise<{ manifest: Manifest; verifiedAtMs: number }> {
+    const ref = checkpoint.manifestRef;
+    // Without a record of its scan, the checkpoint's own time: no later than the scan that made it began.
+    const verifiedAtMs = this.verifiedAt.get(ref) ?? checkpoint.createdAt;
     if (this.manifests.holds(ref)) {
       this.lastScanCache = 'in_memory';
-      return this.manifests.loadShared(ref);
+      return { manifest: await this.manifests.loadShared(ref), verifiedAtMs };
     }
     const c = loadScanCache(this.opts.storeDir, this.cacheIdentity, ref);
     if (typeof c === 'string') {
       this.lastScanCache = c;
       if (c === 'damaged') this.opts.log?.warn('[snapshot] the scan cache is damaged: ignored (the manifest is read from the store)');
-      return this.manifests.loadShared(ref);
+      return { manifest: await this.manifests.loadShared(ref), verifiedAtMs };
     }
     this.lastScanCache = 'hit';
     this.manifests.seed(ref, c.manifest, c.depth);
-    return c.manifest;
+    this.remember(ref, c.verifiedAtMs);
+    return { manifest: c.manifest, verifiedAtMs: c.verifiedAtMs };
+  }
+
+  private remember(ref: string, verifiedAtMs: number): void {
+    this.verifiedAt.delete(ref);
+    this.verifiedAt.set(ref, verifiedAtMs);
+    if (this.verifiedAt.size > 256) this.verifiedAt.delete(this.verifiedAt.keys().next().value!);
   }
 
   /** After a capture: the cache now describes its manifest (a failed write removes the old one, which no longer would). */
-  private async writeScanCache(ref: string, manifest: Manifest): Promise<void> {
+  private async writeScanCache(ref: string, manifest: Manifest, verifiedAtMs: number): Promise<void> {
     try {
-      saveScanCache(this.opts.storeDir, this.cacheIdentity, ref, await this.manifests.depthOf(ref), manifest);
+      saveScanCache(this.opts.storeDir, this.cacheIdentity, ref, await this.manifests.depthOf(ref), manifest, verifiedAtMs);
     } catch (e) {
       this.opts.log?.warn(`[snapshot] could not write the scan cache: ${(e as Error).message}`);
       try {
@@ -128,12 +145,13 @@ export class WorkspaceSnapshots implements Snapshotter {
    */
   async scanNow(previous: CheckpointMeta | null, dirty?: readonly string[]): Promise<Manifest> {
     // Shared, not copied: the scan never changes its previous manifest (and keeps its directory plans for it).
-    const prev = previous?.manifestRef ? await this.previousManifest(previous.manifestRef) : undefined;
+    const prev = previous?.manifestRef ? await this.previousManifest({ ...previous, manifestRef: previous.manifestRef }) : undefined;
     const r = await scan({
       roots: this.roots,
       excludes: this.opts.excludes,
       maxFileBytes: this.opts.maxFileBytes,
-      previous: prev,
+      previous: prev?.manifest,
+      previousVerifiedAtMs: prev?.verifiedAtMs,
       dirty: prev && dirty ? [...dirty] : undefined,
       blobs: this.blobs,
       listings: this.listings,
@@ -145,12 +163,13 @@ export class WorkspaceSnapshots implements Snapshotter {
   async capture(req: CaptureRequest): Promise<Capture> {
     // Shared, not copied: the scan never changes its previous manifest, and a rescan from
     // the map the last capture saved reuses that scan's directory plans (see DirPlan in snapshot/scan/listingCache.ts).
-    const prev = req.previous?.manifestRef ? await this.previousManifest(req.previous.manifestRef) : undefined;
+    const prev = req.previous?.manifestRef ? await this.previousManifest({ ...req.previous, manifestRef: req.previous.manifestRef }) : undefined;
     const r = await scan({
       roots: this.roots,
       excludes: this.opts.excludes,
       maxFileBytes: this.opts.maxFileBytes,
-      previous: prev,
+      previous: prev?.manifest,
+      previousVerifiedAtMs: prev?.verifiedAtMs,
       dirty: prev && req.dirty ? [...req.dirty] : undefined,
       blobs: this.blobs,
       listings: this.listings,
@@ -170,7 +189,10 @@ export class WorkspaceSnapshots implements Snapshotter {
     const ref = await this.manifests.save(r.manifest, parentRef, undefined, touched, { adopt: true, deferCompression: bulk, keysChecked: true });
     // Written when the store closes, not per capture: only the next process needs it, and
     // 50,000 entries cost tens of milliseconds that an owner's every checkpoint would pay.
-    this.unwrittenCache = { ref, manifest: r.manifest };
+    // A dirty-hint scan looked only at what the hint named: the rest is vouched for as of the previous scan.
+    const verifiedAtMs = prev && req.dirty ? Math.min(prev.verifiedAtMs, r.startedAtMs) : r.startedAtMs;
+    this.remember(ref, verifiedAtMs);
+    this.unwrittenCache = { ref, manifest: r.manifest, verifiedAtMs };
     if (bulk) this.compactSoon();
     let filesChanged: number;
     if (parentRef === (req.previous?.manifestRef ?? null)) {
@@ -425,7 +447,7 @@ export class WorkspaceSnapshots implements Snapshotter {
     await this.whenCompacted();
     const last = this.unwrittenCache;
     this.unwrittenCache = null;
-    if (last) await this.writeScanCache(last.ref, last.manifest);
+    if (last) await this.writeScanCache(last.ref, last.manifest, last.verifiedAtMs);
   }
 
   /** Bytes of the objects directory on disk. */

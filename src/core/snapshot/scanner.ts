@@ -215,5 +215,6 @@ export async function scan(opts: ScanOptions): Promise<ScanResult> {
     skipped: rec.skipped,
     unreadable: rec.unreadable,
     stats: { ...rec.counts, ms: performance.now() - t0 },
+    startedAtMs: rec.startMs,
   };
 }

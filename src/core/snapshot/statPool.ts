@@ -14,8 +14,8 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 
-/** Per entry answered: kind (1 file, 2 directory, 3 symlink, 4 other), size, mtimeMs, ino, mode. */
-export const STAT_FIELDS = 5;
+/** Per entry answered: kind (1 file, 2 directory, 3 symlink, 4 other), size, mtimeMs, ino, mode, ctimeMs. */
+export const STAT_FIELDS = 6;
 export const KIND_FILE = 1;
 export const KIND_DIR = 2;
 export const KIND_SYMLINK = 3;
@@ -29,8 +29,10 @@ const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const fs = require('node:fs');
 // lstat each entry and compare it with what the previous manifest holds (cacheable,
-// size, mtimeMs, ino, exec bit): only entries that differ come back, with their stat.
-parentPort.on('message', ({ id, bases, counts, names, prev, maxBytes }) => {
+// size, mtimeMs, ino, exec bit) and whether its inode changed since the previous
+// manifest was vouched for (ctime; scanRecord.ts ctimeBefore, the same test): only
+// entries that differ come back, with their stat.
+parentPort.on('message', ({ id, bases, counts, names, prev, maxBytes, verifiedAt }) => {
   const list = names.split('\\0');
   const prevs = new Float64Array(prev);
   const idx = [];
@@ -49,9 +51,9 @@ parentPort.on('message', ({ id, bases, counts, names, prev, maxBytes }) => {
       }
       const p = i * ${PREV_FIELDS};
       const file = st.isFile();
-      if (prevs[p] === ${PREV_CACHEABLE} && file && st.size <= maxBytes && st.size === prevs[p + 1] && st.mtimeMs === prevs[p + 2] && st.ino === prevs[p + 3] && ((st.mode & 0o111) !== 0 ? 1 : 0) === prevs[p + 4]) continue;
+      if (prevs[p] === ${PREV_CACHEABLE} && file && st.size <= maxBytes && st.size === prevs[p + 1] && st.mtimeMs === prevs[p + 2] && st.ino === prevs[p + 3] && ((st.mode & 0o111) !== 0 ? 1 : 0) === prevs[p + 4] && (verifiedAt === null || st.ctimeMs + (st.ctimeMs % 1000 === 0 ? 2000 : 50) < verifiedAt)) continue;
       idx.push(i);
-      vals.push(file ? ${KIND_FILE} : st.isDirectory() ? ${KIND_DIR} : st.isSymbolicLink() ? ${KIND_SYMLINK} : 4, st.size, st.mtimeMs, st.ino, st.mode);
+      vals.push(file ? ${KIND_FILE} : st.isDirectory() ? ${KIND_DIR} : st.isSymbolicLink() ? ${KIND_SYMLINK} : 4, st.size, st.mtimeMs, st.ino, st.mode, st.ctimeMs);
     }
   }
   const at = new Int32Array(idx);
@@ -66,7 +68,7 @@ const IDLE_MS = 60_000;
 export interface StatCheck {
   /** Indexes (into the names asked) whose lstat differs from the previous entry, or that had no cacheable one; ascending. */
   idx: Int32Array;
-  /** STAT_FIELDS numbers (kind, size, mtimeMs, ino, mode) per index in `idx`. */
+  /** STAT_FIELDS numbers (kind, size, mtimeMs, ino, mode, ctimeMs) per index in `idx`. */
   values: Float64Array;
   /** Entries whose lstat failed, by index. */
   errors: Map<number, { code: string; message: string }>;
@@ -78,6 +80,8 @@ interface Message {
   names: string;
   prev: ArrayBuffer;
   maxBytes: number;
+  /** ScanOptions.previousVerifiedAtMs of the checks in this message (null: unset). */
+  verifiedAt: number | null;
 }
 
 interface Pending {
@@ -111,6 +115,7 @@ export class StatPool {
   private entries = 0;
   private parts: Part[] = [];
   private maxBytes = 0;
+  private verifiedAt: number | null = null;
   private flushScheduled = false;
 
   constructor(private readonly size = Math.max(1, Math.min(2, os.availableParallelism?.() ?? os.cpus().length))) {}
@@ -121,11 +126,15 @@ export class StatPool {
    * numbers per name, copied when the message goes, so unchanged until this settles:
    * PREV_CACHEABLE or 0,
    * size, mtimeMs, ino, exec bit 0/1); answers with the entries that differ. Files
-   * over `maxBytes` always differ. Calls in the same turn of the event loop share a
-   * message (up to GROUP_ENTRIES entries).
+   * over `maxBytes` always differ, and so do files whose inode changed (ctime) since
+   * `verifiedAtMs` (see ScanOptions.previousVerifiedAtMs). Calls in the same turn of
+   * the event loop share a message (up to GROUP_ENTRIES entries) when they ask with
+   * the same `maxBytes` and `verifiedAtMs`.
    */
-  check(base: string, names: string, count: number, prev: Float64Array, maxBytes: number): Promise<StatCheck> {
+  check(base: string, names: string, count: number, prev: Float64Array, maxBytes: number, verifiedAtMs?: number): Promise<StatCheck> {
     return new Promise<StatCheck>((resolve, reject) => {
+      const verifiedAt = verifiedAtMs ?? null;
+      if (this.parts.length > 0 && (maxBytes !== this.maxBytes || verifiedAt !== this.verifiedAt)) this.flush();
       this.parts.push({ from: this.entries, count, resolve, reject });
       this.bases.push(base);
       this.counts.push(count);
@@ -133,6 +142,7 @@ export class StatPool {
       this.prev.push(prev);
       this.entries += count;
       this.maxBytes = maxBytes;
+      this.verifiedAt = verifiedAt;
       if (this.entries >= GROUP_ENTRIES) this.flush();
       else if (!this.flushScheduled) {
         this.flushScheduled = true;
@@ -162,7 +172,7 @@ export class StatPool {
       prev.set(p, at);
       at += p.length;
     }
-    const msg: Message = { bases: this.bases, counts: this.counts, names: this.names.join('\0'), prev: prev.buffer, maxBytes: this.maxBytes };
+    const msg: Message = { bases: this.bases, counts: this.counts, names: this.names.join('\0'), prev: prev.buffer, maxBytes: this.maxBytes, verifiedAt: this.verifiedAt };
     this.parts = [];
     this.bases = [];
     this.counts = [];

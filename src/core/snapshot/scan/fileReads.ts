@@ -37,7 +37,7 @@ export class FileReads {
 
   /** Whether `st` matches `prev` so that the entry is reused without reading (see examineMeta). */
   statCacheHolds(st: StatLike, prev: ManifestEntry | undefined): boolean {
-    return prev !== undefined && prev.type === 'file' && !prev.racy && prev.size === st.size && prev.mtimeMs === st.mtimeMs && prev.ino === st.ino;
+    return this.rec.statVouches(prev, st);
   }
 
   /**
@@ -66,7 +66,7 @@ export class FileReads {
       rec.recordSkipped(key, st.size, st.mtimeMs);
       return true;
     }
-    if (prev && prev.type === 'file' && !prev.racy && prev.size === st.size && prev.mtimeMs === st.mtimeMs && prev.ino === st.ino) {
+    if (rec.statVouches(prev, st)) {
       const mode: 0o755 | 0o644 = st.mode & 0o111 ? 0o755 : 0o644;
       rec.manifest.set(key, prev.mode === mode ? prev : { ...prev, mode });
       return true;

@@ -49,7 +49,7 @@ export function isReservedVariant(name: string): boolean {
 }
 
 /** What the walk needs of an lstat: a fs.Stats, or the same fields from a stat worker. */
-export type StatLike = Pick<Stats, 'size' | 'mtimeMs' | 'ino' | 'mode' | 'isFile' | 'isDirectory' | 'isSymbolicLink'>;
+export type StatLike = Pick<Stats, 'size' | 'mtimeMs' | 'ctimeMs' | 'ino' | 'mode' | 'isFile' | 'isDirectory' | 'isSymbolicLink'>;
 
 /** A stat worker's answer for one path, shaped as the walk reads a Stats. */
 export class PooledStat implements StatLike {
@@ -59,6 +59,7 @@ export class PooledStat implements StatLike {
     readonly mtimeMs: number,
     readonly ino: number,
     readonly mode: number,
+    readonly ctimeMs: number,
   ) {}
   isFile(): boolean {
     return this.kind === KIND_FILE;

@@ -16,6 +16,9 @@
  * - "racy git": a file entry whose mtime is not safely older than the moment the cache
  *   was written is marked racy, so the scan rehashes it (a file rewritten with the same
  *   size within the timestamp granularity keeps its mtime);
+ * - it carries when the scan that vouched for the manifest began, so the next scan
+ *   reads again any file whose inode changed since (ctime: a file replaced under its
+ *   name with its mtime put back can be handed the same inode);
  * - written to a temporary file (0600) and renamed over the old one, inside `.waypoint/`.
  */
 import { createHash } from 'node:crypto';
@@ -25,7 +28,9 @@ import { z } from 'zod';
 import type { FileEntry, Manifest, ManifestEntry } from '../manifest.js';
 
 export const SCAN_CACHE_FILE = 'scan-cache';
-const FORMAT = 'waypoint-scan-cache/2';
+const FORMAT = 'waypoint-scan-cache/3';
+/** Caches an earlier version wrote: a miss, not damage (the store has the manifest). */
+const OLD_FORMAT = /^waypoint-scan-cache\/\d+$/;
 /**
  * A file whose mtime is within this of the cache's write time (or after it) is racy.
  * Generous: filesystems with whole-second (or 2 s, FAT) timestamps.
@@ -40,6 +45,7 @@ const Header = z.strictObject({
   ref: z.string().regex(/^[0-9a-f]{64}$/),
   depth: z.number().int().min(0).max(100_000),
   writtenAtMs: z.number().finite().min(0),
+  verifiedAtMs: z.number().finite().min(0),
   entries: z.number().int().min(0).max(MAX_ENTRIES),
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
 });
@@ -63,9 +69,11 @@ export interface LoadedScanCache {
   depth: number;
   /** File entries marked racy on load (their mtime too close to the cache's write time). */
   racy: number;
+  /** When the scan that vouched for the manifest began (ScanOptions.previousVerifiedAtMs). */
+  verifiedAtMs: number;
 }
 
-export type ScanCacheMiss = 'absent' | 'other_ref' | 'other_workspace' | 'damaged';
+export type ScanCacheMiss = 'absent' | 'old_format' | 'other_ref' | 'other_workspace' | 'damaged';
 
 const HASH = /^[0-9a-f]{64}$/;
 const CODE = /^E[A-Z0-9_]{1,31}$/;
@@ -206,7 +214,10 @@ export function loadScanCache(dir: string, identity: string, ref: string): Loade
   if (nl < 0 || nl > 4096) return 'damaged';
   let header: z.infer<typeof Header>;
   try {
-    const h = Header.safeParse(JSON.parse(bytes.subarray(0, nl).toString('utf8')));
+    const raw: unknown = JSON.parse(bytes.subarray(0, nl).toString('utf8'));
+    const format = typeof raw === 'object' && raw !== null ? (raw as { format?: unknown }).format : undefined;
+    if (typeof format === 'string' && format !== FORMAT && OLD_FORMAT.test(format)) return 'old_format';
+    const h = Header.safeParse(raw);
     if (!h.success) return 'damaged';
     header = h.data;
   } catch {
@@ -218,17 +229,18 @@ export function loadScanCache(dir: string, identity: string, ref: string): Loade
   if (createHash('sha256').update(body).digest('hex') !== header.sha256) return 'damaged';
   const decoded = decodeBody(body, header.entries, header.writtenAtMs - RACY_WINDOW_MS);
   if (!decoded) return 'damaged';
-  return { manifest: decoded.manifest, depth: header.depth, racy: decoded.racy };
+  return { manifest: decoded.manifest, depth: header.depth, racy: decoded.racy, verifiedAtMs: header.verifiedAtMs };
 }
 
 /**
- * Writes the cache for manifest `ref` (its `depth` since the last full manifest) into
- * `dir`: a temporary file, 0600, renamed over the old one. A failure leaves the old
- * cache or none (a later load then misses); it is never half written under its name.
+ * Writes the cache for manifest `ref` (its `depth` since the last full manifest; the
+ * scan that vouched for it began at `verifiedAtMs`) into `dir`: a temporary file,
+ * 0600, renamed over the old one. A failure leaves the old cache or none (a later load
+ * then misses); it is never half written under its name.
  */
-export function saveScanCache(dir: string, identity: string, ref: string, depth: number, manifest: Manifest, now = Date.now()): void {
+export function saveScanCache(dir: string, identity: string, ref: string, depth: number, manifest: Manifest, verifiedAtMs: number, now = Date.now()): void {
   const body = encodeBody(manifest);
-  const header = { format: FORMAT, identity, ref, depth, writtenAtMs: now, entries: manifest.size, sha256: createHash('sha256').update(body).digest('hex') } satisfies z.infer<typeof Header>;
+  const header = { format: FORMAT, identity, ref, depth, writtenAtMs: now, verifiedAtMs: Math.min(verifiedAtMs, now), entries: manifest.size, sha256: createHash('sha256').update(body).digest('hex') } satisfies z.infer<typeof Header>;
   const file = path.join(dir, SCAN_CACHE_FILE);
   const tmp = `${file}.${process.pid}.tmp`;
   try {

@@ -5,15 +5,26 @@
  */
 import fss from 'node:fs';
 import type { PutResult } from '../blobStore.js';
-import type { FileEntry, Manifest, UncapturedEntry } from '../manifest.js';
+import type { FileEntry, Manifest, ManifestEntry, UncapturedEntry } from '../manifest.js';
 import type { SnapshotRoot } from '../paths.js';
 import { WorkTracker } from './backpressure.js';
-import { GONE } from './fsAccess.js';
+import { GONE, type StatLike } from './fsAccess.js';
 import type { StatRescan } from './statRescan.js';
 import { TRANSIENT_BUDGET_MS, type RetryBudget } from './transientRetry.js';
 import type { ScanCounts, ScanOptions, ScanProblem, ScanResult } from './scanTypes.js';
 
 export const DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024;
+
+/**
+ * Whether an inode change at `ctimeMs` was safely before `beforeMs` (always, when
+ * `beforeMs` is unset). Kernel timestamps are coarse (a change just after `beforeMs`
+ * can read a few ms earlier), and a whole-second ctime suggests a 1 s / 2 s file
+ * system: the same margins as the racy-clean rule. The stat workers run the same test
+ * (statPool.ts WORKER_SOURCE).
+ */
+export function ctimeBefore(ctimeMs: number, beforeMs: number | undefined): boolean {
+  return beforeMs === undefined || ctimeMs + (ctimeMs % 1000 === 0 ? 2000 : 50) < beforeMs;
+}
 
 export class ScanRecord {
   manifest: Manifest = new Map();
@@ -27,7 +38,7 @@ export class ScanRecord {
   readonly work = new WorkTracker();
   /** Waiting left for transient errors (see retryTransient). */
   readonly retryBudget: RetryBudget = { ms: TRANSIENT_BUDGET_MS };
-  private readonly startMs = Date.now();
+  readonly startMs = Date.now();
   /** realpath of each root: what every listed directory and read file must resolve under (checked without /proc). */
   private readonly realRoots = new Map<string, string>();
 
@@ -49,6 +60,15 @@ export class ScanRecord {
   isRacy(mtimeMs: number): boolean {
     const window = mtimeMs % 1000 === 0 ? 2000 : 50;
     return mtimeMs >= this.startMs - window;
+  }
+
+  /**
+   * Whether `prev` (an entry of the previous manifest) still describes the file `st`
+   * without reading it: same size, mtime and inode, and an inode unchanged (ctime)
+   * since the scan that vouched for `prev` began (see ScanOptions.previousVerifiedAtMs).
+   */
+  statVouches(prev: ManifestEntry | undefined, st: StatLike): prev is FileEntry {
+    return prev !== undefined && prev.type === 'file' && !prev.racy && prev.size === st.size && prev.mtimeMs === st.mtimeMs && prev.ino === st.ino && ctimeBefore(st.ctimeMs, this.opts.previousVerifiedAtMs);
   }
 
   /**

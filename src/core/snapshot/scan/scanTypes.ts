@@ -12,6 +12,13 @@ export interface ScanOptions {
   excludes?: string[];
   maxFileBytes?: number;
   previous?: Manifest;
+  /**
+   * When the scan that vouched for `previous` began (ms since the epoch). A file whose
+   * inode changed after it (ctime, which no one can set back) is read again even when
+   * its size, mtime and inode match: a file replaced under its name, its mtime put
+   * back, can be handed the same inode. Unset: ctime is not compared.
+   */
+  previousVerifiedAtMs?: number;
   /** Path keys or absolute paths known to have changed since `previous` (needs `previous`). */
   dirty?: string[];
   blobs: BlobStore;
@@ -75,4 +82,6 @@ export interface ScanResult {
   skipped: { path: string; size: number; reason: 'too_large' }[];
   unreadable: ScanProblem[];
   stats: ScanCounts & { ms: number };
+  /** When this scan began: what its manifest's stat entries vouch for (see ScanOptions.previousVerifiedAtMs). */
+  startedAtMs: number;
 }

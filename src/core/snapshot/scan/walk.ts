@@ -264,13 +264,13 @@ export class Walk {
         rec.manifest.delete(key);
         rescan.touched.add(key);
         rescan.planChanged(plan, i);
-        const st = new PooledStat(values[at]!, values[at + 1]!, values[at + 2]!, values[at + 3]!, values[at + 4]!);
+        const st = new PooledStat(values[at]!, values[at + 1]!, values[at + 2]!, values[at + 3]!, values[at + 4]!, values[at + 5]!);
         await this.listedEntry(dir, dir.absBase + nameList[i]!, key, prevs[i], st);
       }
     };
     rec.work.track(
       rescan.pool
-        .check(dir.absBase, batch.names, nameList.length, batch.nums, rec.maxFileBytes)
+        .check(dir.absBase, batch.names, nameList.length, batch.nums, rec.maxFileBytes, rec.opts.previousVerifiedAtMs)
         .then(examine)
         .finally(() => {
           dir.release();
