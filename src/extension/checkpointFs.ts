@@ -33,6 +33,12 @@ export function checkpointUri(checkpointId: string, key: string): vscode.Uri {
   return vscode.Uri.from({ scheme: CHECKPOINT_SCHEME, path: fileOfKey(key).path, query: checkpointId });
 }
 
+/** What a file would become that is no checkpoint's (an agent-only rollback's merged content): the store's object by hash. */
+const OBJECT_SIDE = 'object:';
+export function objectUri(hash: string, key: string): vscode.Uri {
+  return checkpointUri(`${OBJECT_SIDE}${hash}`, key);
+}
+
 /** The checkpoint and the path key a `waypoint:` URI names; also the older `waypoint:/<checkpointId>/<key>` form. */
 export function parseCheckpointUri(uri: vscode.Uri): { checkpointId: string; key: string } {
   if (uri.query) {
@@ -70,6 +76,15 @@ export class CheckpointFileSystem extends Disposable implements vscode.FileSyste
     if (checkpointId === EMPTY_SIDE) return { createdAt: 0, bytes: new Uint8Array() };
     const api = await this.host.api();
     const engine = this.host.current;
+    if (checkpointId.startsWith(OBJECT_SIDE)) {
+      const hash = checkpointId.slice(OBJECT_SIDE.length);
+      try {
+        return { createdAt: 0, bytes: Buffer.from((await api.objectFile({ hash })).base64, 'base64') };
+      } catch (e) {
+        if (isWaypointError(e) && (e.code === 'not_found' || e.code === 'invalid_input')) throw vscode.FileSystemError.FileNotFound(`content ${hash}`);
+        throw e;
+      }
+    }
     if (engine) {
       const c = engine.queries.checkpoint(checkpointId);
       if (!c) throw vscode.FileSystemError.FileNotFound(`checkpoint ${checkpointId}`);

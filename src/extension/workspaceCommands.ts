@@ -3,7 +3,7 @@ import type { WorkspaceOperations } from './workspaceOperations';
 import type { EngineApi } from '../core/engine/api';
 import type { ForkResult, RollbackResult } from '../core/engine/engine';
 import type { CheckpointMeta, Step, Task } from '../core/model/schema';
-import { checkpointUri, EMPTY_SIDE } from './checkpointFs';
+import { checkpointUri, EMPTY_SIDE, objectUri } from './checkpointFs';
 import { keyUri } from './windowFolders';
 import { CHECKPOINT_LABEL, ago } from './presentation';
 import { ChangesPreview, chooseFiles, type PreviewFile } from './rollbackPreview';
@@ -16,7 +16,8 @@ import { CheckpointNode, TaskNode } from './tasksTree';
 import { plural } from '../core/model/plural';
 
 /** Programmatic arguments to Roll Back to Checkpoint. */
-const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.string().min(1), paths: z.array(z.string().min(1)).min(1).optional(), confirmed: z.boolean().optional() });
+const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.string().min(1), paths: z.array(z.string().min(1)).min(1).optional(), mode: z.enum(['all', 'agent-only']).optional(), confirmed: z.boolean().optional() });
+type RollbackMode = 'all' | 'agent-only';
 /** Programmatic arguments to Undo Last Rollback (the notification's Undo button passes `confirmed`). */
 const UndoArgs = z.object({ taskId: z.string().min(1), confirmed: z.literal(true) });
 /** Programmatic arguments to Fork Task from Checkpoint (the Task Timeline's "fork here"); `goal` skips the input box. */
@@ -107,30 +108,50 @@ export class WorkspaceCommands {
     const title = checkpointTitle(t.steps, checkpoint);
     const direct = RollbackArgs.safeParse(arg);
     // A caller that already confirmed (an agent request the person approved, a test) skips the preview and the choice.
-    if (direct.success && direct.data.confirmed) return this.applyRollback(engine, task, checkpoint, title, direct.data.paths);
-    const preview = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: comparing the workspace with the checkpoint…' }, () =>
-      engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, preview: true }),
-    );
+    if (direct.success && direct.data.confirmed) return this.applyRollback(engine, task, checkpoint, title, direct.data.paths, direct.data.mode ?? 'all');
+    const comparing = (mode: RollbackMode) =>
+      vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: comparing the workspace with the checkpoint…' }, () =>
+        engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, preview: true, mode }),
+      );
+    let preview = await comparing('all');
     if (preview.changes.length === 0) {
       void vscode.window.showInformationMessage(`Waypoint: the workspace already matches “${title}”.`);
       return preview;
     }
     const when = localTime(checkpoint.createdAt, Date.now());
+    // The person's edits are among the files: ask whether they go too, before showing what would change.
+    const mode = preview.personChanged?.length ? await this.askWhose(task, title, when, preview) : 'all';
+    if (!mode) return undefined;
+    if (mode === 'agent-only') {
+      preview = await comparing('agent-only');
+      if (preview.changes.length === 0) {
+        const left = preview.conflicts.length ? ` ${plural(preview.conflicts.length, 'file')} changed by both of you ${preview.conflicts.length === 1 ? 'is' : 'are'} left for you: ${preview.conflicts.slice(0, 3).join(', ')}${preview.conflicts.length > 3 ? '…' : ''}.` : '';
+        void vscode.window.showInformationMessage(`Waypoint: nothing of the agent’s is left to roll back to “${title}”.${left}`);
+        return preview;
+      }
+    }
     // Deletes first: they are what a person may not expect to lose.
     const ordered = [...preview.changes.filter((c) => c.action === 'delete'), ...preview.changes.filter((c) => c.action !== 'delete')];
     const files: PreviewFile[] = ordered.map((c) => ({
       key: c.path,
       left: c.action === 'create' ? checkpointUri(EMPTY_SIDE, c.path) : this.fileUri(c.path),
-      right: c.action === 'delete' ? checkpointUri(EMPTY_SIDE, c.path) : checkpointUri(checkpoint.id, c.path),
+      right: c.action === 'delete' ? checkpointUri(EMPTY_SIDE, c.path) : c.mergedHash ? objectUri(c.mergedHash, c.path) : checkpointUri(checkpoint.id, c.path),
       action: c.action === 'create' ? 'restore' : c.action === 'modify' ? 'revert' : 'delete',
-      note: c.createdOutsideTask ? '$(warning) Not created by a step of this task (yours, or another tool’s, since the checkpoint)' : undefined,
+      note: c.createdOutsideTask
+        ? '$(warning) Not created by a step of this task (yours, or another tool’s, since the checkpoint)'
+        : c.agentHunksOnly
+          ? '$(person) Only the agent’s changes are reverted; yours in it are kept'
+          : preview.personChanged?.includes(c.path)
+            ? '$(warning) Holds your edits too: they are rolled back with the agent’s (Undo brings them back)'
+            : undefined,
     }));
     const n = files.length;
-    const previewTitle = `Roll back to “${title}” (${when})`;
+    const previewTitle = mode === 'agent-only' ? `Roll back the agent’s changes since “${title}” (${when})` : `Roll back to “${title}” (${when})`;
     const shown = await ChangesPreview.open(previewTitle, files, (k) => this.fileUri(k));
     const abandons = preview.abandonedSteps.length ? ` · steps after it become abandoned: ${this.stepTitles(t.steps, preview.abandonedSteps)}` : '';
+    const leftForYou = preview.conflicts.length ? ` · left for you (both changed them): ${preview.conflicts.slice(0, 3).join(', ')}${preview.conflicts.length > 3 ? '…' : ''}` : '';
     const chosen = await chooseFiles({
-      title: `Roll back ${n} file${n === 1 ? '' : 's'} to “${title}” (${when})${abandons}`,
+      title: `${mode === 'agent-only' ? 'Roll back the agent’s changes in' : 'Roll back'} ${plural(n, 'file')} to “${title}” (${when})${abandons}${leftForYou}`,
       placeholder: 'Uncheck files to keep; Enter rolls back, Escape changes nothing',
       files,
       preview: shown,
@@ -142,18 +163,49 @@ export class WorkspaceCommands {
     }
     // All files: a whole rollback (the steps after the checkpoint are abandoned); some: only those files, steps untouched.
     const paths = chosen.length === n ? undefined : chosen;
-    const r = await this.applyRollback(engine, task, checkpoint, title, paths);
+    const r = await this.applyRollback(engine, task, checkpoint, title, paths, mode);
     await shown.close();
     return r;
+  }
+
+  /**
+   * A whole rollback would take the person's edits too: only the agent's changes (a
+   * three-way merge keeps the person's hunks; files where both changed the same lines
+   * are left for them), or everything. The safe choice comes first.
+   */
+  private async askWhose(task: Task, title: string, when: string, preview: RollbackResult): Promise<RollbackMode | undefined> {
+    const mine = preview.personChanged ?? [];
+    const names = `${mine.slice(0, 3).join(', ')}${mine.length > 3 ? '…' : ''}`;
+    type Item = vscode.QuickPickItem & { mode: RollbackMode };
+    const items: Item[] = [
+      {
+        mode: 'agent-only',
+        label: '$(hubot) Only the Agent’s Changes',
+        description: 'keep your edits',
+        detail: `Your edits stay (${names}); a file where you both changed the same lines is left for you.`,
+      },
+      {
+        mode: 'all',
+        label: '$(discard) Everything',
+        description: `every file back to ${when}`,
+        detail: `Your edits in ${plural(mine.length, 'file')} go too (${names}); Undo Last Rollback brings them back.`,
+      },
+    ];
+    const pick = await vscode.window.showQuickPick(items, {
+      title: `Roll back “${task.title}”: you edited ${mine.length} of its files too`,
+      placeHolder: 'Roll back only the agent’s changes, or everything? Escape changes nothing',
+      ignoreFocusOut: true,
+    });
+    return pick?.mode;
   }
 
   private stepTitles(steps: readonly Step[], ids: readonly string[]): string {
     return ids.map((id) => steps.find((s) => s.id === id)?.title ?? id).join(', ');
   }
 
-  private async applyRollback(engine: EngineApi, task: Task, checkpoint: CheckpointMeta, title: string, paths: string[] | undefined): Promise<RollbackResult> {
-    const r = await this.d.operations.run(`rolling back to “${title}”…`, () =>
-      engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, ...(paths ? { paths } : {}) }),
+  private async applyRollback(engine: EngineApi, task: Task, checkpoint: CheckpointMeta, title: string, paths: string[] | undefined, mode: RollbackMode): Promise<RollbackResult> {
+    const r = await this.d.operations.run(mode === 'agent-only' ? `rolling back the agent’s changes since “${title}”…` : `rolling back to “${title}”…`, () =>
+      engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, mode, ...(paths ? { paths } : {}) }),
     );
     const n = r.filesWritten + r.filesRemoved;
     const conflicts = r.conflicts.length ? ` ${r.conflicts.length} file${r.conflicts.length === 1 ? ' was' : 's were'} left for you: ${r.conflicts.slice(0, 3).join(', ')}${r.conflicts.length > 3 ? '…' : ''}.` : '';

@@ -9,6 +9,7 @@ import { BlobStore, canonicalJson } from '../../src/core/snapshot';
 import { bundleScript } from '../support/bundle';
 import { tmpDir } from '../support/tmp';
 import { embeddedStore } from '../support/embedded';
+import { localApi } from '../../src/core/engine/api';
 
 /** Every file under dir (but .waypoint and .git) with its bytes, for byte-identical comparisons. */
 function tree(dir: string): Record<string, string> {
@@ -110,6 +111,7 @@ describe('engine: workspace checkpoints and rollback', () => {
       { path: 'src/b.ts', action: 'create' },
       { path: 'src/new.ts', action: 'delete' },
     ]);
+    assert.deepEqual(p.personChanged, [], 'only steps changed them: nothing to ask about');
     assert.deepEqual(tree(ws.dir), before);
     assert.equal(engine.eventLog.lastSeq, seq);
   });
@@ -158,8 +160,16 @@ describe('engine: workspace checkpoints and rollback', () => {
       await engine.checkpoint({ taskId });
       await agentStep(taskId, 'second', () => write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two' })));
       write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two', 39: 'person after' }));
+      const whole = await engine.rollback({ taskId, checkpointId: baseCheckpointId, preview: true });
+      assert.deepEqual(whole.personChanged, ['src/f.ts'], 'a whole rollback would take the person’s edits: the preview says whose files they are');
       const preview = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only', preview: true });
-      assert.deepEqual(preview.changes, [{ path: 'src/f.ts', action: 'modify', agentHunksOnly: true }]);
+      const merged = preview.changes[0]?.mergedHash;
+      assert.deepEqual(preview.changes, [{ path: 'src/f.ts', action: 'modify', agentHunksOnly: true, mergedHash: merged }]);
+      // What the preview's diff shows on its right side: the merged content, by its hash, through the engine API.
+      const shown = await localApi(engine).objectFile({ hash: merged! });
+      assert.equal(Buffer.from(shown.base64, 'base64').toString('utf8'), lines(40, { 0: 'person before', 20: 'person between', 39: 'person after' }));
+      await assert.rejects(localApi(engine).objectFile({ hash: 'f'.repeat(64) }), (e: WaypointError) => e.code === 'not_found');
+      await assert.rejects(localApi(engine).objectFile({ hash: '../objects' } as never), (e: WaypointError) => e.code === 'invalid_input');
       assert.equal(fs.readFileSync(path.join(ws.dir, 'src/f.ts'), 'utf8'), lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two', 39: 'person after' }), 'a preview writes nothing');
       const r = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only' });
       assert.deepEqual(r.merged, ['src/f.ts']);

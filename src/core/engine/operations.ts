@@ -54,6 +54,7 @@ import { WaypointError } from '../model/errors';
 const TaskFilter = z.strictObject({ states: z.array(TaskState).max(20).readonly().optional(), limit: z.number().int().min(1).max(100_000).optional() });
 const EventsFilter = z.strictObject({ taskId: TaskId.optional(), afterSeq: z.number().int().min(0).optional(), limit: z.number().int().min(0).max(1_000_000).optional() });
 const CheckpointFileInput = z.strictObject({ checkpointId: CheckpointId, path: z.string().min(1).max(4096) });
+const ObjectFileInput = z.strictObject({ hash: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 content hash') });
 const None = z.undefined();
 
 type Kind = 'mutation' | 'query';
@@ -132,6 +133,12 @@ export const OPERATIONS = {
     if (!e.workspaceSnapshots) throw new WaypointError('invalid_input', 'This store keeps no file snapshots.');
     const bytes = await e.workspaceSnapshots.fileAt(c, path);
     return { createdAt: c.createdAt, base64: bytes ? bytes.toString('base64') : null };
+  }),
+  /** Content the store holds by its hash (an agent-only rollback's merged file, for its preview), base64. */
+  objectFile: query('object file', ObjectFileInput, async (e, { hash }) => {
+    if (!e.workspaceSnapshots) throw new WaypointError('invalid_input', 'This store keeps no file snapshots.');
+    if (!(await e.workspaceSnapshots.blobs.has(hash))) throw new WaypointError('not_found', `The store holds no content ${hash}.`);
+    return { base64: (await e.workspaceSnapshots.blobs.get(hash)).toString('base64') };
   }),
   /** Side effects in doubt across tasks, so every window (relaying ones too) can alert on them in one call. */
   sideEffectsInDoubt: query('side effects query', None, (e): SideEffect[] => e.queries.sideEffectsInDoubt()),

@@ -35,14 +35,21 @@ export interface RollbackResult extends NotCapturedReport {
    * terminal, another tool) carries `createdOutsideTask` (the pre-rollback checkpoint
    * holds it, so undo brings it back).
    */
-  changes: { path: string; action: 'create' | 'modify' | 'delete'; createdOutsideTask?: true; agentHunksOnly?: true }[];
+  changes: { path: string; action: 'create' | 'modify' | 'delete'; createdOutsideTask?: true; agentHunksOnly?: true; mergedHash?: string }[];
+  /**
+   * A preview of a whole rollback (`all`): the files of `changes` that the person (or
+   * a terminal) changed too since the checkpoint, whose edits a whole rollback loses
+   * and an `agent-only` one keeps; empty when only the agent changed them.
+   */
+  personChanged?: string[];
   /** Paths deliberately left alone, with why (content not held, too large, conflicts). */
   kept: { path: string; reason: string }[];
   conflicts: string[];
   /**
    * `agent-only`: files the agent and the person both changed whose agent hunks were
    * reverted by a three-way merge, keeping the person's (their `changes` entry carries
-   * `agentHunksOnly`). Files where the two overlap stay in `conflicts`, untouched.
+   * `agentHunksOnly`, and `mergedHash`: the blob of the merged content, for a preview
+   * to show). Files where the two overlap stay in `conflicts`, untouched.
    */
   merged?: string[];
   filesWritten: number;
@@ -110,7 +117,7 @@ export class Rollbacks {
       const outside = plan.removes.length ? await this.createdOutsideSteps(task.id, target, current, plan.removes.map((r) => r.path)) : new Set<string>();
       const changes: RollbackResult['changes'] = [
         ...plan.writes.map((w) =>
-          mergedWrites.includes(w) ? { path: w.path, action: 'modify' as const, agentHunksOnly: true as const } : { path: w.path, action: current.has(w.path) ? ('modify' as const) : ('create' as const) },
+          mergedWrites.includes(w) && w.entry.type === 'file' ? { path: w.path, action: 'modify' as const, agentHunksOnly: true as const, mergedHash: w.entry.hash } : { path: w.path, action: current.has(w.path) ? ('modify' as const) : ('create' as const) },
         ),
         ...plan.removes.map((r) => (outside.has(r.path) ? { path: r.path, action: 'delete' as const, createdOutsideTask: true as const } : { path: r.path, action: 'delete' as const })),
       ].sort((a, b) => (a.path < b.path ? -1 : 1));
@@ -137,7 +144,13 @@ export class Rollbacks {
       };
       const toRestore = undoOf ? this.core.queries.stepsToRestore(task.id, undoOf).filter((r) => !toAbandon.some((s) => s.id === r.stepId)) : [];
       base.restoredSteps = toRestore.map((r) => r.stepId);
-      if (input.preview) return { result: base };
+      if (input.preview) {
+        if (mode === 'all' && changes.length > 0) {
+          const { person } = await this.changesByOwner(task.id, target.id, current);
+          base.personChanged = changes.filter((c) => person.has(c.path)).map((c) => c.path);
+        }
+        return { result: base };
+      }
       // A plan that applying would refuse (a hostile manifest, a symlinked parent) is refused now, before anything is recorded.
       await ws.validate(plan);
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { current } from '../hooks';
-import { interruptedTaskFixture, openWorkbench, screenshotPath } from '../session';
+import { cli, interruptedTaskFixture, openWorkbench, screenshotPath } from '../session';
 
 describe('rollback from the tree', () => {
   it('the inline Roll Back action on a checkpoint row shows the diff and a file list, Enter changes the file on disk, Undo brings it back', async function () {
@@ -42,5 +42,47 @@ describe('rollback from the tree', () => {
     await done.getByRole('button', { name: 'Undo' }).click();
     await page.locator('.notifications-toasts', { hasText: 'undid the rollback' }).waitFor({ timeout: 30_000 });
     assert.equal(fs.readFileSync(path.join(folder, 'src', 'app.js'), 'utf8'), 'module.exports = 2; // edited by the agent\n');
+  });
+
+  it('when the person edited the task’s files too, Roll Back asks whose changes go; “only the agent’s” keeps the person’s lines and files', async function () {
+    this.timeout(180_000);
+    let folder = '';
+    const lines = (edit: Record<number, string> = {}) => Array.from({ length: 12 }, (_, i) => `${edit[i] ?? `// line ${i}`}\n`).join('');
+    const page = (current.page = await openWorkbench('rollback-whose', {
+      prepare: (f) => {
+        folder = f;
+        fs.mkdirSync(path.join(f, 'src'), { recursive: true });
+        fs.writeFileSync(path.join(f, 'src', 'app.js'), lines());
+        const { taskId } = cli(f, 'task', 'start', '--goal', 'Tidy app.js', '--agent', 'e2e-agent') as { taskId: string };
+        const { stepId } = cli(f, 'step', 'start', '--task', taskId, '--title', 'Agent edits app.js') as { stepId: string };
+        fs.writeFileSync(path.join(f, 'src', 'app.js'), lines({ 2: 'module.exports = 2; // the agent' }));
+        cli(f, 'step', 'complete', '--task', taskId, '--step', stepId, '--summary', 'app.js returns 2');
+        // The person, with no step open: a line of their own in the agent's file, and a file of their own.
+        fs.writeFileSync(path.join(f, 'src', 'app.js'), lines({ 2: 'module.exports = 2; // the agent', 9: '// my note' }));
+        fs.writeFileSync(path.join(f, 'NOTES.md'), 'my notes\n');
+        cli(f, 'checkpoint', '--task', taskId, '--label', 'my edits');
+      },
+    }));
+    await page.locator('.activitybar .action-item a[aria-label^="Waypoint"]').first().click();
+    const rows = page.locator('.part.sidebar .monaco-list-row');
+    await rows.filter({ hasText: 'Tidy app.js' }).first().click();
+    const cpRow = rows.filter({ hasText: 'Start of task' }).first();
+    await cpRow.waitFor({ timeout: 15_000 });
+    await cpRow.hover();
+    await cpRow.locator('.action-label[aria-label="Roll Back to Checkpoint"]').click();
+    const ask = page.locator('.quick-input-widget', { hasText: 'you edited' });
+    await ask.waitFor({ timeout: 30_000 });
+    assert.equal(await ask.locator('.quick-input-list .monaco-list-row').count(), 2, 'two choices: the agent’s changes only, or everything');
+    assert.match(await ask.locator('.quick-input-list .monaco-list-row').first().innerText(), /Only the Agent’s Changes/);
+    await page.screenshot({ path: screenshotPath('rollback asks whose changes go') });
+    await page.keyboard.press('Enter');
+    const pick = page.locator('.quick-input-widget', { hasText: 'Roll back the agent’s changes in 1 file' });
+    await pick.waitFor({ timeout: 30_000 });
+    await page.locator('.monaco-diff-editor').first().waitFor({ timeout: 30_000 });
+    await page.screenshot({ path: screenshotPath('rollback of only the agent’s changes, with its diff') });
+    await page.keyboard.press('Enter');
+    await page.locator('.notifications-toasts', { hasText: 'rolled back' }).waitFor({ timeout: 30_000 });
+    assert.equal(fs.readFileSync(path.join(folder, 'src', 'app.js'), 'utf8'), lines({ 9: '// my note' }), 'the agent’s line reverted, the person’s kept');
+    assert.equal(fs.readFileSync(path.join(folder, 'NOTES.md'), 'utf8'), 'my notes\n', 'the person’s file kept');
   });
 });

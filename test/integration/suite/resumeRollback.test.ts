@@ -105,6 +105,45 @@ describe('resume and rollback', function () {
     await engine.abandonTask({ taskId });
   });
 
+  it('rollback from the tree asks whose changes go when the person edited the task’s files too; “only the agent’s” shows the merge and keeps the person’s edits', async () => {
+    const engine = await api.engine();
+    const lines = (edit: Record<number, string> = {}) => Array.from({ length: 20 }, (_, i) => `${edit[i] ?? `line ${i}`}\n`).join('');
+    fs.writeFileSync(file('src/shared.ts'), lines());
+    fs.rmSync(file('src/mine.ts'), { force: true });
+    const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'Whose changes', leaseTtlMs: 3_600_000 });
+    const s = await engine.startStep({ taskId, title: 'agent edits' });
+    fs.writeFileSync(file('src/shared.ts'), lines({ 3: 'agent' }));
+    await engine.completeStep({ taskId, stepId: s.stepId });
+    // The person, with no step open: a line of their own in the agent's file, and a file of their own.
+    fs.writeFileSync(file('src/shared.ts'), lines({ 3: 'agent', 15: 'mine' }));
+    fs.writeFileSync(file('src/mine.ts'), 'export const mine = true;\n');
+    await engine.checkpoint({ taskId, label: 'the person’s edits' });
+    const run = vscode.commands.executeCommand('waypoint.rollback', { taskId, checkpointId: baseCheckpointId });
+    let settled = false;
+    void Promise.resolve(run).then(() => (settled = true), () => (settled = true));
+    let mergedSide: vscode.Uri | undefined;
+    // Enter on the first choice (only the agent's), then on the file list once the preview is open.
+    for (let i = 0; i < 60 && !settled; i++) {
+      await sleep(300);
+      // One file: VS Code's diff editor, titled "<file> (<preview title>)".
+      const tab = vscode.window.tabGroups.all.flatMap((g) => g.tabs).find((t) => t.label.includes('Roll back the agent’s changes since'));
+      if (tab?.input instanceof vscode.TabInputTextDiff && tab.input.modified.path.endsWith('/src/shared.ts')) mergedSide ??= tab.input.modified;
+      await vscode.commands.executeCommand('workbench.action.acceptSelectedQuickOpenItem');
+    }
+    const r = (await run) as { mode: string; merged?: string[] } | undefined;
+    assert.equal(r?.mode, 'agent-only', 'the first choice is the agent’s changes only');
+    assert.deepEqual(r?.merged, ['src/shared.ts']);
+    assert.equal(fs.readFileSync(file('src/shared.ts'), 'utf8'), lines({ 15: 'mine' }), 'the agent’s line reverted, the person’s kept');
+    assert.equal(fs.readFileSync(file('src/mine.ts'), 'utf8'), 'export const mine = true;\n', 'the person’s file kept');
+    if (mergedSide) {
+      report(`merged side of the preview: ${mergedSide.toString()}`);
+      assert.equal((await vscode.workspace.openTextDocument(mergedSide)).getText(), lines({ 15: 'mine' }), 'the preview showed what the file became');
+    } else assert.fail('the preview of the agent’s changes did not open with the merged file');
+    await vscode.commands.executeCommand('waypoint.undoRollback', { taskId, confirmed: true });
+    assert.equal(fs.readFileSync(file('src/shared.ts'), 'utf8'), lines({ 3: 'agent', 15: 'mine' }));
+    await engine.abandonTask({ taskId });
+  });
+
   it('checkpoint content is served under the workspace file’s own path (both sides of a comparison name one file)', async () => {
     const { engine, taskId, target } = await rolledBackTask();
     const uri = vscode.Uri.file(file('src/app2.ts'));
