@@ -167,7 +167,9 @@ export class AutoCheckpoints extends Disposable {
     clearTimeout(this.historyTimer);
     this.running = this.running.then(async () => {
       if (this.dirty.size === 0 || !this.watchesFiles()) return;
+      const t0 = performance.now();
       const task = await this.activeTask();
+      const lookupMs = performance.now() - t0;
       if (!task) return this.recordHistory();
       const holding = [...this.openCommands.values()].some((t) => Date.now() - t < COMMAND_HOLD_MS);
       if (holding) {
@@ -180,7 +182,7 @@ export class AutoCheckpoints extends Disposable {
       try {
         const engine = await this.host.api();
         const r = await engine.checkpoint({ taskId: task.id, kind: 'auto', label: `${dirty.length} file change${dirty.length === 1 ? '' : 's'}`, dirty });
-        this.log.info(`[auto] checkpoint ${r.checkpointId} for ${task.id}: ${plural(r.filesChanged, 'file')} changed`);
+        this.log.info(`[auto] checkpoint ${r.checkpointId} for ${task.id}: ${plural(r.filesChanged, 'file')} changed (${plural(dirty.length, 'path')} from the watcher; ${Math.round(performance.now() - t0)} ms, the task lookup ${Math.round(lookupMs)} ms)`);
         this._onDidCheckpoint.fire({ taskId: task.id, checkpointId: r.checkpointId, dirty: dirty.length });
       } catch (e) {
         for (const p of dirty) this.dirty.add(p);
