@@ -2,7 +2,7 @@ import type { Pool } from 'pg';
 import type { Logger } from '../../log';
 import { errorMessage } from '../../model/errors';
 import { BlobNotFoundError, CorruptBlobError, sha256Hex, type BlobStore } from '../../snapshot/blobStore';
-import { CorruptManifestError, ManifestStore } from '../../snapshot/manifest';
+import { CorruptManifestError } from '../../snapshot/manifest';
 import type { Disposable, EventLog } from '../eventLog';
 import { createPool, isConnectionError, unavailable } from './connection';
 import { PgBlobs, type PgObject } from './pgBlobs';
@@ -26,6 +26,7 @@ const PAGE = 100;
 /** Hashes remembered as present in the store (beyond it, the memory is dropped and the store asked again). */
 const KNOWN_MAX = 500_000;
 const RETRY_MIN_MS = 250;
+const HASH_RE = /^[0-9a-f]{64}$/;
 const RETRY_MAX_MS = 10_000;
 
 export interface UploadStats {
@@ -54,8 +55,6 @@ export class ObjectUpload {
   readonly stats: UploadStats = { checkpoints: 0, objects: 0, bytes: 0, retries: 0, skipped: 0, lastError: null };
   private readonly pool: Pool;
   private readonly store: PgBlobs;
-  /** Its own manifest cache: the engine's (which its next scan starts from) is left alone. */
-  private readonly manifests: ManifestStore;
   private readonly known = new Set<string>();
   private readonly subscription: Disposable;
   /** The highest seq the uploader was told of, and the highest it has caught up to. */
@@ -70,7 +69,6 @@ export class ObjectUpload {
   constructor(private readonly o: ObjectUploadOptions) {
     this.pool = createPool(o.url, { max: 1, application: 'waypoint upload' });
     this.store = new PgBlobs(this.pool, o.url);
-    this.manifests = new ManifestStore(o.blobs, { cacheSize: 2 });
     // Everything before this run counts as wanted: the cursor may be behind (a crash, a restart).
     this.wanted = Math.max(1, o.log.lastSeq);
     this.subscription = o.log.subscribe((events) => {
@@ -142,7 +140,7 @@ export class ObjectUpload {
       for (const r of rows) {
         if (this.closed) return;
         const ref = (r.data as { manifestRef?: unknown } | null)?.manifestRef;
-        if (typeof ref === 'string' && /^[0-9a-f]{64}$/.test(ref)) await this.uploadCheckpoint(String((r.data as { checkpointId?: unknown }).checkpointId ?? '?'), ref);
+        if (typeof ref === 'string' && HASH_RE.test(ref)) await this.uploadCheckpoint(String((r.data as { checkpointId?: unknown }).checkpointId ?? '?'), ref);
       }
       if (!rows.length) return;
       const last = Number(rows[rows.length - 1].seq);
@@ -157,31 +155,39 @@ export class ObjectUpload {
     return r.rows as { seq: number; data: unknown }[];
   }
 
+  /**
+   * One checkpoint: its manifest objects down to the first one the store (or this run)
+   * already has, and the contents those objects add. A delta adds only its `set`: what
+   * it does not set is its parent's, uploaded with the parent. So a checkpoint after a
+   * few edits costs a few small reads, not a walk of the whole manifest.
+   */
   private async uploadCheckpoint(checkpointId: string, ref: string): Promise<void> {
-    let files: string[];
-    let chain: string[];
+    const local = this.o.blobs;
+    let chain: { hash: string; bytes: Buffer; files: string[] }[];
     try {
-      chain = await this.manifests.objectChain(ref);
-      const m = await this.manifests.loadShared(ref);
-      const seen = new Set<string>();
-      for (const e of m.values()) if (e.type === 'file' && !this.known.has(e.hash)) seen.add(e.hash);
-      files = [...seen];
+      chain = this.chainFrom(ref);
     } catch (e) {
       if (!isLocalDamage(e)) throw e;
       this.skip(checkpointId, e);
       return;
     }
-    // Contents first, then manifest objects from the full one up: a manifest in the store means what it names is there too.
-    const need = [...files, ...chain.reverse().filter((h) => !this.known.has(h))];
-    const have = await this.store.present(need);
-    const missing = need.filter((h) => !have.has(h));
-    const local = this.o.blobs;
+    // Cut where the store has it: a manifest object there means its parents and contents are too (written in that order).
+    const inStore = await this.store.present(chain.map((c) => c.hash));
+    const cut = chain.findIndex((c) => inStore.has(c.hash));
+    const owed = cut < 0 ? chain : chain.slice(0, cut);
+    for (const c of chain.slice(owed.length)) this.known.add(c.hash);
+    const files = [...new Set(owed.flatMap((c) => c.files))].filter((h) => !this.known.has(h));
+    const have = await this.store.present(files);
+    const missing = files.filter((h) => !have.has(h));
+    const bytesOf = new Map(owed.map((c) => [c.hash, c.bytes]));
+    // Contents first, then manifest objects from the deepest up.
+    const order = [...missing, ...owed.map((c) => c.hash).reverse()];
     let objects = 0;
     try {
       const r = await this.store.put(
         (function* (): Generator<PgObject> {
-          for (const hash of missing) {
-            const bytes = local.getSync(hash);
+          for (const hash of order) {
+            const bytes = bytesOf.get(hash) ?? local.getSync(hash);
             // A local object that does not hash to its name is not sent: a reader would refuse it anyway.
             if (sha256Hex(bytes) !== hash) throw new CorruptBlobError(hash, 'its content does not hash to its name');
             objects++;
@@ -197,8 +203,40 @@ export class ObjectUpload {
     }
     this.stats.objects += objects;
     this.stats.checkpoints++;
-    if (this.known.size + need.length > KNOWN_MAX) this.known.clear();
-    for (const h of need) this.known.add(h);
+    if (this.known.size + order.length + have.size > KNOWN_MAX) this.known.clear();
+    for (const h of order) this.known.add(h);
+    for (const h of have) this.known.add(h);
+  }
+
+  /**
+   * The manifest objects from `ref` down to one this run knows is in the store (or to
+   * the full manifest), each with the file contents it adds. Reads this workspace's own
+   * objects; a delta is small JSON, a full manifest is parsed only when it is not known.
+   */
+  private chainFrom(ref: string): { hash: string; bytes: Buffer; files: string[] }[] {
+    const out: { hash: string; bytes: Buffer; files: string[] }[] = [];
+    for (let cursor = ref, guard = 0; !this.known.has(cursor); guard++) {
+      if (guard > 100_000) throw new CorruptManifestError(ref, 'delta chain does not end');
+      const bytes = this.o.blobs.getSync(cursor);
+      let obj: { full?: unknown; parent?: unknown; entries?: unknown; set?: unknown };
+      try {
+        obj = JSON.parse(bytes.toString('utf8')) as typeof obj;
+      } catch {
+        throw new CorruptManifestError(cursor, 'not JSON');
+      }
+      const entries = (obj.full === true ? obj.entries : obj.set) as Record<string, { type?: unknown; hash?: unknown }> | undefined;
+      if (!entries || typeof entries !== 'object') throw new CorruptManifestError(cursor, 'no entries');
+      const files: string[] = [];
+      for (const k in entries) {
+        const e = entries[k];
+        if (e?.type === 'file' && typeof e.hash === 'string' && HASH_RE.test(e.hash)) files.push(e.hash);
+      }
+      out.push({ hash: cursor, bytes, files });
+      if (obj.full === true) break;
+      if (typeof obj.parent !== 'string' || !HASH_RE.test(obj.parent)) throw new CorruptManifestError(cursor, 'a delta without a valid parent');
+      cursor = obj.parent;
+    }
+    return out;
   }
 
   private skip(checkpointId: string, e: unknown): void {
