@@ -203,6 +203,12 @@ describe('blobs and manifests in the team store (real cluster)', function () {
     assert.equal(ck.code, 1);
     assert.match(ck.err, /machine laptop/);
     assert.equal(fs.readFileSync(path.join(w, 'edit.txt'), 'utf8'), 'line one\nline 2, changed\nline three\nline four\n');
+    // A chunked object missing one of its parts is corrupt, not shorter content.
+    cluster.psql(`DELETE FROM waypoint.blob_chunks WHERE hash = '${sha256Hex(big!)}' AND idx = 1`);
+    const cut = await cli(['diff', '--task', taskId, '--workspace', id, '--json'], env);
+    assert.equal(cut.code, 1);
+    assert.equal(JSON.parse(cut.out).error.code, 'corrupt');
+    assert.match(JSON.parse(cut.out).error.message, /has 2 of its 3 parts/);
   });
 
   it('checkpoints recorded while uploads did not run (a crash, a closed editor) are uploaded by the next run, from the cursor', async () => {
