@@ -11,6 +11,11 @@ export interface Ctx {
   engine: () => Promise<EngineApi>;
   /** The team store URL (--store or WAYPOINT_STORE), or undefined for the embedded store. */
   teamStore: string | undefined;
+  /**
+   * Set when `--workspace` named a workspace of the team store by its id, not a folder
+   * here (only commands with `readsTeamStore`: they read it from the store, never open it).
+   */
+  workspaceId?: string;
   /** Prints `json` with --json, otherwise `human`. */
   out: (human: string, json: unknown) => void;
 }
@@ -19,5 +24,7 @@ export interface Command {
   summary: string;
   usage: string;
   options: OptionSpec;
+  /** Accepts `--workspace <id>` of a workspace on another machine (read from the team store). */
+  readsTeamStore?: true;
   run(ctx: Ctx): Promise<void>;
 }

@@ -17,6 +17,7 @@ import type { Command, Ctx } from './command';
 import { MCP_COMMANDS, usePrereadHookInput } from './mcpCommands';
 import { listAllTasks } from './tasksAll';
 import { teamStoreOf } from './teamStore';
+import { checkpointsTable, isWorkspaceIdArg, notOnThisMachine, teamCheckpoints, teamDiff } from './teamReview';
 import { plural } from '../core/model/plural';
 
 /**
@@ -344,11 +345,29 @@ export const COMMANDS: Record<string, Command> = {
       c.out(`Checkpoint ${r.checkpointId} (${plural(r.filesChanged, 'file')} changed)`, r);
     },
   },
-  diff: {
-    summary: 'what changed between two checkpoints, or from a checkpoint to the workspace now',
-    usage: 'waypoint diff --from CP [--to CP]',
-    options: { from: s(), to: s() },
+  checkpoints: {
+    summary: "a task's checkpoints (--workspace ID: a workspace on another machine, read from the team store)",
+    usage: 'waypoint checkpoints --task ID [--workspace DIR | --workspace WORKSPACE_ID --store URL]',
+    options: { task: s('t') },
+    readsTeamStore: true,
     async run(c) {
+      const taskId = required(c.values, 'task');
+      if (c.workspaceId) return teamCheckpoints(c, taskId);
+      const list = (await (await c.engine()).taskDetail(taskId)).checkpoints;
+      c.out(checkpointsTable(list, false), { taskId, checkpoints: list });
+    },
+  },
+  diff: {
+    summary: 'what changed between two checkpoints, or from a checkpoint to the workspace now (--workspace ID: a task on another machine, from the team store)',
+    usage: 'waypoint diff --from CP [--to CP]  |  waypoint diff --workspace WORKSPACE_ID --task ID [--from CP] [--to CP] [--path P] [--patch]',
+    options: { from: s(), to: s(), task: s('t'), path: s(), patch: b },
+    readsTeamStore: true,
+    async run(c) {
+      if (c.workspaceId) {
+        // Default from the task's base to its latest checkpoint: the whole of its changes.
+        return teamDiff(c, { taskId: required(c.values, 'task'), from: optional(c.values, 'from'), to: optional(c.values, 'to'), path: optional(c.values, 'path'), patch: c.values.patch === true });
+      }
+      for (const o of ['task', 'path', 'patch']) if (c.values[o] !== undefined) throw new UsageError(`--${o} reads a task from the team store: give it with --workspace WORKSPACE_ID (and --store or WAYPOINT_STORE).`);
       const r = await (await c.engine()).diff({ from: required(c.values, 'from'), to: optional(c.values, 'to') });
       const human = r.changes.length
         ? r.changes.map((x) => `${x.status.padEnd(12)} ${x.path}${!x.lines ? '' : x.lines.binary ? '  (binary)' : `  +${x.lines.added} -${x.lines.removed}`}`).join('\n')
@@ -588,6 +607,8 @@ function helpText(): string {
     '',
     'Team store: --store postgresql://… (or WAYPOINT_STORE) on any command records into PostgreSQL;',
     "'waypoint tasks --all' lists every workspace's tasks there. WAYPOINT_MACHINE names this machine.",
+    "'waypoint checkpoints' and 'waypoint diff' take --workspace WORKSPACE_ID (from 'tasks --all --json') to review a task of",
+    'a workspace on another machine from the team store; its files are restored only on the machine that holds them.',
     '',
     'Exit codes: 0 ok, 1 refused (reason on stderr), 2 usage.',
   ].join('\n');
@@ -663,7 +684,13 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
       io.stdout.write(`${cmd.usage}\n\n${cmd.summary}\n`);
       return 0;
     }
-    const workspace = path.resolve(optional(values, 'workspace') ?? process.cwd());
+    const teamStore = teamStoreOf(values);
+    const workspaceArg = optional(values, 'workspace');
+    // `--workspace <id>`: a workspace of the team store that is not a folder here. Only
+    // reading commands take one; the rest need its files, which only its machine holds.
+    const workspaceId = isWorkspaceIdArg(workspaceArg) ? workspaceArg : undefined;
+    if (workspaceId !== undefined && (!cmd.readsTeamStore || !teamStore)) throw await notOnThisMachine(teamStore, workspaceId, found.name);
+    const workspace = workspaceId !== undefined ? process.cwd() : path.resolve(workspaceArg ?? process.cwd());
     if (!fs.existsSync(workspace) || !fs.statSync(workspace).isDirectory()) {
       throw new WaypointError('invalid_input', `Workspace ${workspace} is not a directory.`);
     }
@@ -672,13 +699,14 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     const log = new Logger((level, line) => {
       if (level === 'warn' || level === 'error') io.stderr.write(`waypoint: ${line}\n`);
     });
-    const teamStore = teamStoreOf(values);
     const ctx: Ctx = {
       values,
       json: values.json === true,
       workspace,
       teamStore,
+      workspaceId,
       engine: async () => {
+        if (workspaceId !== undefined) throw await notOnThisMachine(teamStore, workspaceId, found.name);
         const resolve = (retry: boolean): Promise<EngineApi> =>
           resolveStore<EngineApi>({
             workspace,

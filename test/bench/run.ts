@@ -28,6 +28,8 @@ const BENCHES: Bench[] = [
   { name: 'vscode', load: async () => require('./vscode.bench') },
   // Needs PostgreSQL installed (it starts a throwaway cluster): `npm run bench -- --only=postgres`.
   { name: 'postgres', optIn: true, load: async () => require('./postgres.bench') },
+  // The checkpoint with and without the team store's object upload (PostgreSQL too): `--only=pg-upload`.
+  { name: 'pg-upload', optIn: true, load: async () => require('./pgUpload.bench') },
 ];
 
 async function run(): Promise<void> {

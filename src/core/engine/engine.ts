@@ -7,7 +7,7 @@ import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner
 import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES } from '../model/stateMachine';
 import { boundedJson, parseInput } from '../model/validate';
 import { Logger, silentLogger } from '../log';
-import type { EventLog, NewEvent, Projection, ProjectionReader, StoreBackend } from '../store/eventLog';
+import type { EventLog, NewEvent, Projection, ProjectionReader, StoreBackend, ObjectUploader } from '../store/eventLog';
 import { EmbeddedProjectionReader } from './projectionReader';
 import { OperationRunner, type OnceOptions, type Outcome } from './runner';
 import type { StoreOptions } from '../store/eventStore';
@@ -160,6 +160,8 @@ export class Engine {
   /** Set when checkpoints hold real workspace manifests (the default). */
   readonly workspaceSnapshots: WorkspaceSnapshots | null = null;
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** With a team store: the copy of checkpoints' objects into it, for review from other machines. */
+  objectUpload: ObjectUploader | null = null;
   readonly defaultOwner: LeaseOwner;
   /** What open had to repair (an interrupted rollback finished), for surfaces to tell the person. */
   recoveryNotes: string[] = [];
@@ -234,6 +236,8 @@ export class Engine {
       if (engine.workspaceSnapshots?.blobs.uncompactedPacks().length) engine.workspaceSnapshots.compactSoon();
       engine.recoveryNotes = [...(await engine.recoverRollbacks()), ...(await engine.recoverReviewApplies())];
       await engine.sweep();
+      // After recovery: the upload reads objects the recovery may have finished writing.
+      if (engine.workspaceSnapshots && backend.startObjectUpload) engine.objectUpload = backend.startObjectUpload(engine.workspaceSnapshots.blobs);
     } catch (e) {
       await engine.workspaceSnapshots?.close();
       await backend.log.close();
@@ -261,6 +265,7 @@ export class Engine {
   async close(): Promise<void> {
     clearInterval(this.sweepTimer);
     await this.runner.idle();
+    await this.objectUpload?.close();
     await this.workspaceSnapshots?.close();
     await this.eventLog.close();
     this.projection.close();

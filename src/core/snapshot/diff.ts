@@ -52,7 +52,7 @@ export interface FileChangeWithLines extends FileChange {
   lines: LineCounts | null;
 }
 
-async function contentOf(entry: ManifestEntry | undefined, blobs: BlobStore): Promise<Buffer | null> {
+async function contentOf(entry: ManifestEntry | undefined, blobs: Pick<BlobStore, 'get'>): Promise<Buffer | null> {
   if (!entry) return null;
   if (entry.type === 'file') return blobs.get(entry.hash);
   if (entry.type === 'symlink') return Buffer.from(`${entry.target}\n`);
@@ -60,7 +60,7 @@ async function contentOf(entry: ManifestEntry | undefined, blobs: BlobStore): Pr
 }
 
 /** `diffManifests` plus line counts; `lines` is null where content is unknown (skipped files). */
-export async function diffCheckpoint(a: Manifest, b: Manifest, blobs: BlobStore): Promise<FileChangeWithLines[]> {
+export async function diffCheckpoint(a: Manifest, b: Manifest, blobs: Pick<BlobStore, 'get'>): Promise<FileChangeWithLines[]> {
   const out: FileChangeWithLines[] = [];
   for (const change of diffManifests(a, b)) {
     if (hasNoContent(change.before) || hasNoContent(change.after)) {

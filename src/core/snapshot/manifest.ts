@@ -274,6 +274,9 @@ export function fullManifestBytes(m: Manifest): Buffer {
   return out;
 }
 
+/** What a ManifestStore needs of a blob store (a read-only source refuses put and flush). */
+export type ManifestObjects = Pick<BlobStore, 'get' | 'put' | 'flush'>;
+
 export interface ManifestStoreOptions {
   /** A full manifest every this many checkpoints along the parent chain (default 50). */
   fullEvery?: number;
@@ -293,7 +296,8 @@ export class ManifestStore {
   private readonly depthCache = new Map<string, number>();
 
   constructor(
-    private readonly blobs: BlobStore,
+    /** Where the objects are: the workspace's blob store, or (read only) the team store's copy. */
+    private readonly blobs: ManifestObjects,
     opts: ManifestStoreOptions = {},
   ) {
     this.fullEvery = Math.max(1, opts.fullEvery ?? 50);
@@ -475,6 +479,8 @@ export class ManifestStore {
     try {
       bytes = await this.blobs.get(ref);
     } catch (err) {
+      // A refusal already worded for the person (the team store's not_found, corrupt) keeps its code.
+      if (err instanceof WaypointError) throw err;
       throw new CorruptManifestError(ref, (err as Error).message);
     }
     let json: unknown;

@@ -1,6 +1,7 @@
 import type { WaypointError } from '../model/errors';
 import type { EventDataOf, EventType, Task, TaskState, WaypointEvent } from '../model/schema';
 import type { Db } from './db';
+import type { BlobStore } from '../snapshot/blobStore';
 
 /**
  * The store seam (issue 16): what the engine needs of a backend, so the embedded
@@ -146,6 +147,19 @@ export interface StoreBackend {
   projection: Projection;
   /** The read side; without one the engine answers from the projection (EmbeddedProjectionReader). */
   reader?: ProjectionReader;
+  /**
+   * A shared store's copy of checkpoints' objects (postgres/objectUpload.ts): the engine
+   * starts it with its local blob store once open, and closes it before the log.
+   */
+  startObjectUpload?: (blobs: BlobStore) => ObjectUploader;
+}
+
+/** What the engine holds of a running object upload. */
+export interface ObjectUploader {
+  /** Resolves once every checkpoint recorded so far is uploaded. */
+  idle(): Promise<void>;
+  /** Waits up to `drainMs` for what is owed, then stops; the rest is uploaded by the next run. */
+  close(drainMs?: number): Promise<void>;
 }
 
 /**

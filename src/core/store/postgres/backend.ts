@@ -6,6 +6,8 @@ import { ensurePrivateStoreDir } from '../storeDir';
 import { workspaceIdentity } from '../workspaceIdentity';
 import { PgEventLog } from './pgEventLog';
 import { PgProjectionReader } from './pgProjectionReader';
+import { ObjectUpload } from './objectUpload';
+import type { BlobStore } from '../../snapshot/blobStore';
 
 export interface PostgresBackendOptions {
   /** postgresql://… (credentials and TLS parameters as the person gave them; never written anywhere). */
@@ -19,6 +21,8 @@ export interface PostgresBackendOptions {
   retryMs?: number;
   env?: NodeJS.ProcessEnv;
   clock?: () => number;
+  /** Copy checkpoints' objects into the store for other machines' review (default true; tests turn it off to leave an outbox behind). */
+  uploadObjects?: boolean;
 }
 
 /**
@@ -55,7 +59,9 @@ export async function openPostgresBackend(o: PostgresBackendOptions): Promise<St
     const opened = log;
     lock.onLost(() => void opened.close());
     reader = await PgProjectionReader.open(o.url, { workspaceId: identity.id });
-    return { log, projection, reader };
+    const startObjectUpload =
+      o.uploadObjects === false ? undefined : (blobs: BlobStore) => new ObjectUpload({ url: o.url, workspaceId: identity.id, blobs, log: opened, logger: o.log });
+    return { log, projection, reader, startObjectUpload };
   } catch (e) {
     if (log) await log.close().catch(() => undefined);
     else lock.release();

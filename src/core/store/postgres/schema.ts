@@ -12,7 +12,10 @@ import { WaypointError } from '../../model/errors';
  *   tasks       a summary per task, written in the same transaction as its events,
  *               with workspace and machine, for `tasks --all` across the team
  *   leases      who writes each workspace: owner, machine, pid, epoch, heartbeat
- *   blobs       content-addressed objects, shared by every workspace (one copy each)
+ *   blobs       content-addressed objects, shared by every workspace (one copy each):
+ *               checkpoints' file contents and manifest objects (v3: big ones in chunks)
+ *   blob_chunks the parts of a chunked blob, in order (v3)
+ *   blob_uploads how far each workspace's checkpoints are uploaded (v3: the outbox cursor)
  */
 
 export const PG_SCHEMA = 'waypoint';
@@ -85,6 +88,25 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         size bigint NOT NULL,
         data bytea NOT NULL,
         created_at timestamptz NOT NULL DEFAULT now()
+      );
+    `,
+  },
+  {
+    // Version 3 (version 2 is another change's; the versions apply in order, gaps allowed).
+    version: 3,
+    description: 'blobs written: chunked big objects, and a per-workspace upload cursor over checkpoint.created',
+    up: `
+      ALTER TABLE waypoint.blobs ADD COLUMN chunks integer NOT NULL DEFAULT 0;
+      CREATE TABLE waypoint.blob_chunks (
+        hash text NOT NULL,
+        idx integer NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (hash, idx)
+      );
+      CREATE TABLE waypoint.blob_uploads (
+        workspace_id text PRIMARY KEY REFERENCES waypoint.workspaces (id),
+        seq bigint NOT NULL DEFAULT 0,
+        updated_at timestamptz NOT NULL DEFAULT now()
       );
     `,
   },
