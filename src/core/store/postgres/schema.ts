@@ -13,9 +13,9 @@ import { WaypointError } from '../../model/errors';
  *               with workspace and machine, for `tasks --all` across the team
  *   leases      who writes each workspace: owner, machine, pid, epoch, heartbeat
  *   blobs       content-addressed objects, shared by every workspace (one copy each):
- *               checkpoints' file contents and manifest objects (v3: big ones in chunks)
- *   blob_chunks the parts of a chunked blob, in order (v3)
- *   blob_uploads how far each workspace's checkpoints are uploaded (v3: the outbox cursor)
+ *               checkpoints' file contents and manifest objects (v2: big ones in chunks)
+ *   blob_chunks the parts of a chunked blob, in order (v2)
+ *   blob_uploads how far each workspace's checkpoints are uploaded (v2: the outbox cursor)
  */
 
 export const PG_SCHEMA = 'waypoint';
@@ -92,8 +92,7 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
     `,
   },
   {
-    // Version 3 (version 2 is another change's; the versions apply in order, gaps allowed).
-    version: 3,
+    version: 2,
     description: 'blobs written: chunked big objects, and a per-workspace upload cursor over checkpoint.created',
     up: `
       ALTER TABLE waypoint.blobs ADD COLUMN chunks integer NOT NULL DEFAULT 0;
