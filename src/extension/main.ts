@@ -50,7 +50,8 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(host);
   // Connect, Disconnect, a hand-edited URL, a new password: the engine reopens on the store named now.
   context.subscriptions.push(teamStore.onDidChange(() => void host.reopen('the team store setting changed')));
-  context.subscriptions.push(new TeamStoreHealth(host, teamStore, log));
+  const teamHealth = new TeamStoreHealth(host, teamStore, log);
+  context.subscriptions.push(teamHealth);
   activeHost = host;
   const tree = new TasksTreeProvider(host);
   context.subscriptions.push(tree);
@@ -99,7 +100,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     },
   };
   if (!probesEnabled(context)) return api;
-  return { ...api, ...testProbes({ activationMs, host, tree, view, statusBar, auto, review, timeline, doors, alerts, operations, commandIds: commands.ids, resume: commands.resume, teamStore, teamTree, teamView, logDir: context.logUri.fsPath }) };
+  return { ...api, ...testProbes({ activationMs, host, tree, view, statusBar, auto, review, timeline, doors, alerts, operations, commandIds: commands.ids, resume: commands.resume, teamStore, teamTree, teamView, logDir: context.logUri.fsPath, teamHealth }) };
 }
 
 let activeHost: EngineHost | undefined;

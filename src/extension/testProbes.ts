@@ -18,6 +18,7 @@ import type { TimelinePanels } from './timeline/timelinePanels';
 import type { WorkspaceOperations } from './workspaceOperations';
 import type { TeamStoreConnection } from './teamStore/teamStoreConnection';
 import type { TeamNode, TeamTreeProvider } from './teamStore/teamTree';
+import type { TeamStoreHealth } from './teamStore/teamStoreHealth';
 
 /**
  * What the integration tests look into: the rendered status bar text, the tree's rows,
@@ -75,6 +76,8 @@ export interface WaypointTestProbes {
   teamView(): { state: string; description: string; message: string };
   /** Fires when the Team Store view refreshes (a NOTIFY from the store, a reconnect). */
   onDidRefreshTeamTree: vscode.Event<void>;
+  /** The team-store outage the window last told the person about (Retry / Show Log), or undefined while it is reachable. */
+  teamStoreOutage(): string | undefined;
   /** This extension's log folder (the output channel's file is under its parent): a test greps it for secrets. */
   logDir(): string;
   /** The deliveries Resume Task last offered ("Open in Chat", "Start Claude Code in a Terminal", …). */
@@ -111,6 +114,7 @@ export interface ProbeSources {
   teamTree: TeamTreeProvider;
   teamView: vscode.TreeView<TeamNode>;
   logDir: string;
+  teamHealth: TeamStoreHealth;
 }
 
 export function testProbes(s: ProbeSources): WaypointTestProbes {
@@ -213,5 +217,6 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
     teamView: () => ({ state: s.teamTree.state, description: s.teamView.description ?? '', message: s.teamView.message ?? '' }),
     onDidRefreshTeamTree: (listener, thisArg, disposables) => s.teamTree.onDidChangeTreeData(() => listener.call(thisArg, undefined), undefined, disposables),
     logDir: () => s.logDir,
+    teamStoreOutage: () => s.teamHealth.outage,
   };
 }
