@@ -31,6 +31,7 @@ interface TeamApi extends WaypointApi {
   logDir(): string;
   teamStoreOutage(): string | undefined;
   storeMode(): { kind: string };
+  treeDescription(): string;
 }
 
 /** Every file under `dir` whose text holds `needle` (a log or settings file, the workspace's store). */
@@ -138,6 +139,7 @@ describe('team store in VS Code: connect, record, see every machine live', funct
     assert.match(task.description, /^running · manual · /);
     assert.equal(task.icon, 'sync~spin');
     assert.match(api.teamView().description, /^127\.0\.0\.1:\d+\/waypoint$/);
+    assert.match(api.treeDescription(), /^team store 127\.0\.0\.1:\d+\/waypoint$/, 'the Tasks view says where its tasks are recorded');
   });
 
   it('shows a task the CLI records from another machine, grouped by machine, live through NOTIFY (no reload)', async () => {
@@ -162,15 +164,6 @@ describe('team store in VS Code: connect, record, see every machine live', funct
     assert.equal(t.label, 'Fix the flaky deploy on the build box');
     assert.equal(t.contextValue, 'teamTask:running');
     assert.match(t.id, new RegExp(`${String(started.taskId)}$`));
-  });
-
-  it('keeps the password out of settings, the workspace and the logs', async () => {
-    assert.ok(password.length >= 12);
-    const userData = path.resolve(api.logDir(), '..', '..', '..', '..');
-    // The grep must see the log: the line Connect wrote is there (log files are written asynchronously).
-    await eventually(() => filesHolding(userData, '[team] connected to postgresql://').length > 0, 'the Waypoint log on disk', 20_000);
-    assert.deepEqual(filesHolding(userData, password), [], 'no file under the editor data (settings, logs) holds the password');
-    assert.deepEqual(filesHolding(ws, password), [], 'no file in the workspace holds the password');
   });
 
   it('says clearly when the server stops, loses nothing acknowledged, and recovers on Retry', async () => {
@@ -202,9 +195,35 @@ describe('team store in VS Code: connect, record, see every machine live', funct
     await eventually(() => api.storeMode().kind === 'owner' && api.teamStoreInUse() === undefined, 'the engine to reopen on the embedded store', 30_000);
     await eventually(() => api.teamView().state === 'disconnected', 'the Team Store view to show its welcome');
     assert.deepEqual(await api.teamTreeRows(), []);
-    // Reconnecting without a password now fails: the saved one was removed.
-    const again = await api.connectTeamStore(url, '');
-    assert.equal(again.ok, false);
-    assert.match((again as { message: string }).message, /asks for a password/);
   });
+
+  it('forgets the password on Disconnect: the same URL set by hand opens nothing and says why', async () => {
+    await vscode.workspace.getConfiguration('waypoint').update('teamStore.url', url, vscode.ConfigurationTarget.Global);
+    assert.match(await eventually(() => api.teamStoreOutage(), 'the outage notice', 30_000), /password/i);
+    assert.notEqual(api.storeMode().kind, 'owner');
+    await vscode.workspace.getConfiguration('waypoint').update('teamStore.url', undefined, vscode.ConfigurationTarget.Global);
+    await eventually(() => api.storeMode().kind === 'owner' && api.teamStoreInUse() === undefined, 'the embedded store again', 30_000);
+  });
+
+  it('refuses a hand-edited URL holding a password: the embedded store stays, the view says why', async () => {
+    await vscode.workspace.getConfiguration('waypoint').update('teamStore.url', withPw(), vscode.ConfigurationTarget.Global);
+    try {
+      await eventually(() => api.teamView().state === 'invalid', 'the Team Store view to refuse the setting');
+      await eventually(() => api.storeMode().kind === 'owner', 'the window to own its store');
+      assert.equal(api.teamStoreInUse(), undefined, 'a refused setting never connects');
+      const { taskId } = await (await api.api()).startTask({ goal: 'Recorded in the embedded store', agent: 'manual' });
+      assert.ok((await (await api.api()).taskDetail(taskId)).task);
+    } finally {
+      await vscode.workspace.getConfiguration('waypoint').update('teamStore.url', undefined, vscode.ConfigurationTarget.Global);
+    }
+  });
+  it('kept the password out of settings, the workspace and the logs, through every step above', async () => {
+    assert.ok(password.length >= 12);
+    const userData = path.resolve(api.logDir(), '..', '..', '..', '..');
+    // The grep must see the log: the line Connect wrote is there (log files are written asynchronously).
+    await eventually(() => filesHolding(userData, '[team] connected to postgresql://').length > 0, 'the Waypoint log on disk', 20_000);
+    assert.deepEqual(filesHolding(userData, password), [], 'no file under the editor data (settings, logs) holds the password');
+    assert.deepEqual(filesHolding(ws, password), [], 'no file in the workspace holds the password');
+  });
+
 });
