@@ -22,6 +22,8 @@ import { reportFailure } from './errorPolicy';
 import { ResumeFlow } from './resume/resumeFlow';
 import { describeStop } from './resume/words';
 import { plural } from '../core/model/plural';
+import type { TeamStoreConnection } from './teamStore/teamStoreConnection';
+import type { TeamTreeProvider } from './teamStore/teamTree';
 
 /**
  * Every command, registered through one place that turns failures into readable
@@ -45,6 +47,8 @@ export interface CommandsContext {
   timeline: TimelinePanels;
   operations: WorkspaceOperations;
   doors: AgentDoors;
+  teamStore: TeamStoreConnection;
+  teamTree: TeamTreeProvider;
 }
 
 export class Commands extends Disposable {
@@ -102,6 +106,10 @@ export class Commands extends Disposable {
       'waypoint.forkFromCheckpoint': (a) => ws.fork(a),
       'waypoint.revealForkOrigin': (a) => this.revealForkOrigin(a),
       'waypoint.showMetrics': () => this.showMetrics(),
+      'waypoint.connectTeamStore': () => ctx.teamStore.connectInteractively(),
+      'waypoint.disconnectTeamStore': () => ctx.teamStore.disconnect(),
+      'waypoint.reconnectTeamStore': () => this.reconnectTeamStore(ctx.teamStore, ctx.teamTree),
+      'waypoint.refreshTeamStore': () => ctx.teamTree.refresh(),
       'waypoint.connectAgent': (agent?: unknown) => doors.connect(agent === 'claude-code' || agent === 'cursor' || agent === 'codex' ? agent : undefined),
     };
     this.ids = Object.keys(table);
@@ -118,6 +126,20 @@ export class Commands extends Disposable {
       reportFailure(this.log, "commands", id, e);
       return undefined;
     }
+  }
+
+  /** Reopens the window's store on the team store (after an outage), with progress, and refreshes the Team Store view. */
+  private async reconnectTeamStore(teamStore: TeamStoreConnection, teamTree: TeamTreeProvider): Promise<void> {
+    const t = teamStore.target;
+    if (t.kind !== 'team') {
+      void vscode.window.showInformationMessage('Waypoint: this window is not connected to a team store.', 'Connect to Team Store…').then((a) => a && vscode.commands.executeCommand('waypoint.connectTeamStore'));
+      return;
+    }
+    await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Waypoint: reconnecting to the team store at ${t.where}…` }, async () => {
+      await this.host.reopen('reconnecting to the team store');
+      teamTree.refresh();
+      await this.host.api();
+    });
   }
 
   /** The engine API wherever the store is: in-process while this window owns it, the owner's while it relays. */

@@ -12,6 +12,7 @@ import type { SnapshotRoot } from '../core/snapshot';
 import { sameRoots, windowRoots } from './windowFolders';
 import { Disposable } from './disposable';
 import { retryPolicySetting, settings } from './settings';
+import type { TeamStoreCredentials } from './teamStore/teamStoreConnection';
 
 /** The owner lock's id for a VS Code window, so another window can say whom it relays to. */
 export const WINDOW_OWNER_PREFIX = 'vscode-window:';
@@ -49,9 +50,16 @@ export class EngineHost extends Disposable {
   /** The roots the open store was opened with (every folder of the window on disk; see windowFolders.ts). */
   private rootsNow: SnapshotRoot[] = [];
 
+  /** The team store the open engine writes to (its URL without a password), or undefined for the embedded store. */
+  private teamNow: TeamStoreCredentials | undefined;
+  /** Reopens run one after another: a second Connect while the first reopen still closes waits for it. */
+  private reopening: Promise<void> = Promise.resolve();
+
   constructor(
     private readonly log: vscode.LogOutputChannel,
     readonly ownerId: string,
+    /** The team store to open the workspace's log on (read at each open), or undefined for the embedded store. */
+    private readonly teamStore: () => Promise<TeamStoreCredentials | undefined> = async () => undefined,
   ) {
     super();
     // A folder added or removed while the window is open: the store is opened again with
@@ -73,6 +81,11 @@ export class EngineHost extends Disposable {
   /** The engine if this window owns the store and it is open (never opens it). */
   get current(): Engine | undefined {
     return this.link?.engine;
+  }
+
+  /** The team store this window's engine writes to while it owns the store (undefined: the embedded store, or relaying). */
+  get team(): { url: string; where: string } | undefined {
+    return this.link?.engine && this.teamNow ? { url: this.teamNow.url, where: this.teamNow.where } : undefined;
   }
 
   get mode(): HostMode {
@@ -126,7 +139,10 @@ export class EngineHost extends Disposable {
       log: sink,
       openEngine: async () => {
         const t0 = performance.now();
+        // Read at every open (a takeover, a reopen after Connect): the password lives only in memory.
+        const team = await this.teamStore();
         const engine = await Engine.open({
+          ...(team ? { teamStore: team.connectionUrl } : {}),
           workspace,
           storeDir: s.storageLocation,
           log: sink,
@@ -141,7 +157,8 @@ export class EngineHost extends Disposable {
           // id is how a stalled owner learns that another one took over.
           store: { lock: { waitMs: 250, ownerId: `${WINDOW_OWNER_PREFIX}${this.ownerId}:${randomUUID()}` } },
         });
-        this.log.info(`[host] engine open for ${roots.map((r) => r.dir).join(', ')} in ${(performance.now() - t0).toFixed(0)} ms`);
+        this.teamNow = team;
+        this.log.info(`[host] engine open for ${roots.map((r) => r.dir).join(', ')} on ${team ? `the team store ${team.url}` : 'the embedded store'} in ${(performance.now() - t0).toFixed(0)} ms`);
         for (const w of [...engine.eventLog.warnings, ...engine.recoveryNotes]) void vscode.window.showWarningMessage(`Waypoint: ${w}`);
         return engine;
       },
@@ -195,6 +212,33 @@ export class EngineHost extends Disposable {
       this.log.warn(`[host] ${errorMessage(e)}`);
       this._onDidChangeMode.fire({ kind: 'closed' });
     }
+  }
+
+  /**
+   * Closes the store and opens it again, on the store the settings name now: after
+   * Connect or Disconnect, and to retry a team store that was unreachable (its log,
+   * once it gave up, refuses writes until reopened). Everything acknowledged is in
+   * the store already, so reopening loses nothing.
+   */
+  reopen(why: string): Promise<void> {
+    const run = async () => {
+      if (this.closed || this.isDisposed) return;
+      const old = this.link;
+      this.link = undefined;
+      this.teamNow = undefined;
+      this.log.info(`[host] ${why}: opening the store again`);
+      await old?.close().catch((e) => this.log.warn(`[host] closing the store to reopen it: ${errorMessage(e)}`));
+      if (this.closed || this.isDisposed || this.link) return;
+      try {
+        this.ensureLink();
+        this._onDidChange.fire(undefined);
+      } catch (e) {
+        this.log.warn(`[host] ${errorMessage(e)}`);
+        this._onDidChangeMode.fire({ kind: 'closed' });
+      }
+    };
+    this.reopening = this.reopening.then(run, run);
+    return this.reopening;
   }
 
   /** Waits for the store to export and release its lock (deactivate), so the next owner finds it clean. */

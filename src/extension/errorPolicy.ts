@@ -15,7 +15,14 @@ export function isRefusal(e: unknown): boolean {
 export function reportFailure(log: vscode.LogOutputChannel, area: string, what: string, e: unknown): void {
   const msg = errorMessage(e);
   log.error(`[${area}] ${what} failed: ${msg}`);
-  if (isRefusal(e)) {
+  if (isWaypointError(e) && e.code === 'store_unavailable') {
+    // The team store went away mid-operation and its log gave up retrying: it refuses writes
+    // until reopened. Retry reopens it (nothing acknowledged is lost: it is all in the store).
+    void vscode.window.showErrorMessage(`Waypoint: ${msg}`, 'Retry', 'Show Log').then((a) => {
+      if (a === 'Retry') void vscode.commands.executeCommand('waypoint.reconnectTeamStore');
+      else if (a) log.show(true);
+    });
+  } else if (isRefusal(e)) {
     void vscode.window.showWarningMessage(`Waypoint: ${msg}`);
   } else {
     void vscode.window.showErrorMessage(`Waypoint: ${msg}`, 'Show Log').then((a) => a && log.show(true));

@@ -14,6 +14,9 @@ import { TimelinePanels } from './timeline/timelinePanels';
 import { TasksTreeProvider, type TreeNode } from './tasksTree';
 import { probesEnabled, testProbes } from './testProbes';
 import { WorkspaceOperations } from './workspaceOperations';
+import { TeamStoreConnection } from './teamStore/teamStoreConnection';
+import { TeamStoreHealth } from './teamStore/teamStoreHealth';
+import { TeamTreeProvider, type TeamNode } from './teamStore/teamTree';
 
 /**
  * What other extensions get from `activate()`: only what an outside extension should
@@ -41,14 +44,25 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   const t0 = performance.now();
   const log = vscode.window.createOutputChannel('Waypoint', { log: true });
   context.subscriptions.push(log);
-  const host = new EngineHost(log, `vscode:${vscode.env.sessionId ?? randomUUID()}`);
+  const teamStore = new TeamStoreConnection(context.secrets, log);
+  context.subscriptions.push(teamStore);
+  const host = new EngineHost(log, `vscode:${vscode.env.sessionId ?? randomUUID()}`, () => teamStore.credentials());
   context.subscriptions.push(host);
+  // Connect, Disconnect, a hand-edited URL, a new password: the engine reopens on the store named now.
+  context.subscriptions.push(teamStore.onDidChange(() => void host.reopen('the team store setting changed')));
+  const teamHealth = new TeamStoreHealth(host, teamStore, log);
+  context.subscriptions.push(teamHealth);
   activeHost = host;
   const tree = new TasksTreeProvider(host);
   context.subscriptions.push(tree);
   const view = vscode.window.createTreeView<TreeNode>('waypoint.tasks', { treeDataProvider: tree, showCollapseAll: true });
   context.subscriptions.push(view);
   tree.bindView(view);
+  const teamTree = new TeamTreeProvider(teamStore, host, log);
+  context.subscriptions.push(teamTree);
+  const teamView = vscode.window.createTreeView<TeamNode>('waypoint.team', { treeDataProvider: teamTree, showCollapseAll: true });
+  context.subscriptions.push(teamView);
+  teamTree.bindView(teamView);
   const statusBar = new TaskStatusBar(host);
   context.subscriptions.push(statusBar);
   context.subscriptions.push(new EventsDocumentProvider(host));
@@ -63,7 +77,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(review);
   const timeline = new TimelinePanels({ host, log, extensionUri: context.extensionUri });
   context.subscriptions.push(timeline);
-  const commands = new Commands({ host, tree, view, log, review, timeline, operations, doors });
+  const commands = new Commands({ host, tree, view, log, review, timeline, operations, doors, teamStore, teamTree });
   context.subscriptions.push(commands);
   const alerts = new AttentionAlerts(host, context.workspaceState);
   context.subscriptions.push(alerts);
@@ -86,7 +100,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     },
   };
   if (!probesEnabled(context)) return api;
-  return { ...api, ...testProbes({ activationMs, host, tree, view, statusBar, auto, review, timeline, doors, alerts, operations, commandIds: commands.ids, resume: commands.resume }) };
+  return { ...api, ...testProbes({ activationMs, host, tree, view, statusBar, auto, review, timeline, doors, alerts, operations, commandIds: commands.ids, resume: commands.resume, teamStore, teamTree, teamView, logDir: context.logUri.fsPath, teamHealth }) };
 }
 
 let activeHost: EngineHost | undefined;

@@ -66,8 +66,8 @@ export const STATE_LABEL: Record<TaskState, string> = {
   abandoned: 'abandoned',
 };
 
-/** Attention first (interrupted, failed, review), then live work, then history. */
-export function taskRank(t: Task): number {
+/** Attention first (interrupted, failed, review), then live work, then history. Takes a task summary too (the team store's listing has no hold). */
+export function taskRank(t: Pick<Task, 'state'> & { hold?: Task['hold'] }): number {
   if (t.hold) return 0;
   switch (t.state) {
     case 'interrupted':
@@ -85,7 +85,7 @@ export function taskRank(t: Task): number {
   }
 }
 
-export function sortTasks(tasks: Task[]): Task[] {
+export function sortTasks<T extends Pick<Task, 'state' | 'updatedAt' | 'id'> & { hold?: Task['hold'] }>(tasks: readonly T[]): T[] {
   return [...tasks].sort((a, b) => taskRank(a) - taskRank(b) || b.updatedAt - a.updatedAt || a.id.localeCompare(b.id));
 }
 

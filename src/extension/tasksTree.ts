@@ -33,7 +33,9 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
   /** Says in the view's title bar when this window relays (and to whom); clears it when the window owns the store. */
   bindView(view: vscode.TreeView<TreeNode>): void {
     const show = (m: HostMode) => {
-      view.description = m.kind === 'relay' ? `relaying to ${describeStoreOwner(m.owner)}` : m.kind === 'waiting' ? 'waiting for the store' : undefined;
+      const team = this.host.team;
+      view.description =
+        m.kind === 'relay' ? `relaying to ${describeStoreOwner(m.owner)}` : m.kind === 'waiting' ? 'waiting for the store' : team ? `team store ${team.where}` : undefined;
     };
     show(this.host.mode);
     this.register(this.host.onDidChangeMode(show));

@@ -16,6 +16,9 @@ import type { TimelineShown } from './timeline/panel';
 import type { TimelineModel } from './timeline/protocol';
 import type { TimelinePanels } from './timeline/timelinePanels';
 import type { WorkspaceOperations } from './workspaceOperations';
+import type { TeamStoreConnection } from './teamStore/teamStoreConnection';
+import type { TeamNode, TeamTreeProvider } from './teamStore/teamTree';
+import type { TeamStoreHealth } from './teamStore/teamStoreHealth';
 
 /**
  * What the integration tests look into: the rendered status bar text, the tree's rows,
@@ -62,6 +65,21 @@ export interface WaypointTestProbes {
   busy(): boolean;
   /** Every command id the one registry registered. */
   registeredCommands(): readonly string[];
+  /** Connect to Team Store after its two input boxes: tests, then saves the URL and the password (or refuses with the message a person would see). */
+  connectTeamStore(url: string, password: string): Promise<{ ok: true } | { ok: false; message: string }>;
+  /** Disconnect from Team Store, without its confirmation. */
+  disconnectTeamStore(): Promise<boolean>;
+  /** Which store this window's engine writes to: the team store's URL (no password), or undefined. */
+  teamStoreInUse(): { url: string; where: string } | undefined;
+  /** The Team Store view's rows under a node id (root when omitted), its state, description and message. */
+  teamTreeRows(parentId?: string): Promise<{ id: string; label: string; description: string; contextValue: string; icon: string }[]>;
+  teamView(): { state: string; description: string; message: string };
+  /** Fires when the Team Store view refreshes (a NOTIFY from the store, a reconnect). */
+  onDidRefreshTeamTree: vscode.Event<void>;
+  /** The team-store outage the window last told the person about (Retry / Show Log), or undefined while it is reachable. */
+  teamStoreOutage(): string | undefined;
+  /** This extension's log folder (the output channel's file is under its parent): a test greps it for secrets. */
+  logDir(): string;
   /** The deliveries Resume Task last offered ("Open in Chat", "Start Claude Code in a Terminal", …). */
   resumeOffered(): readonly string[];
 }
@@ -92,6 +110,11 @@ export interface ProbeSources {
   operations: WorkspaceOperations;
   commandIds: readonly string[];
   resume: ResumeFlow;
+  teamStore: TeamStoreConnection;
+  teamTree: TeamTreeProvider;
+  teamView: vscode.TreeView<TeamNode>;
+  logDir: string;
+  teamHealth: TeamStoreHealth;
 }
 
 export function testProbes(s: ProbeSources): WaypointTestProbes {
@@ -169,5 +192,31 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
     busy: () => s.operations.busy,
     registeredCommands: () => s.commandIds,
     resumeOffered: () => s.resume.lastOffered,
+    connectTeamStore: (url, password) => s.teamStore.connect(url, password),
+    disconnectTeamStore: () => s.teamStore.disconnect(false),
+    teamStoreInUse: () => host.team,
+    teamTreeRows: async (parentId) => {
+      const find = async (id: string, under?: TeamNode): Promise<TeamNode | undefined> => {
+        for (const n of await s.teamTree.getChildren(under)) {
+          if (n.id === id) return n;
+          if (n.kind !== 'teamTask') {
+            const hit = await find(id, n);
+            if (hit) return hit;
+          }
+        }
+        return undefined;
+      };
+      const parent = parentId ? await find(parentId) : undefined;
+      if (parentId && !parent) return [];
+      return (await s.teamTree.getChildren(parent)).map((n) => {
+        const item = s.teamTree.getTreeItem(n);
+        const icon = item.iconPath instanceof vscode.ThemeIcon ? item.iconPath.id : '';
+        return { id: n.id, label: String(typeof item.label === 'object' ? item.label.label : item.label), description: String(item.description ?? ''), contextValue: item.contextValue ?? '', icon };
+      });
+    },
+    teamView: () => ({ state: s.teamTree.state, description: s.teamView.description ?? '', message: s.teamView.message ?? '' }),
+    onDidRefreshTeamTree: (listener, thisArg, disposables) => s.teamTree.onDidChangeTreeData(() => listener.call(thisArg, undefined), undefined, disposables),
+    logDir: () => s.logDir,
+    teamStoreOutage: () => s.teamHealth.outage,
   };
 }

@@ -40,7 +40,17 @@ describe('commands', () => {
 
   it('disables the commands that change the workspace while one runs', () => {
     const gated = manifest().contributes.commands.filter((c) => c.enablement === '!waypoint.busy').map((c) => c.command).sort();
-    assert.deepEqual(gated, ['waypoint.createCheckpoint', 'waypoint.forkFromCheckpoint', 'waypoint.prune', 'waypoint.rollback', 'waypoint.undoRollback']);
+    // Connecting, disconnecting or reconnecting the team store reopens the engine: not while a rollback or checkpoint runs.
+    assert.deepEqual(gated, [
+      'waypoint.connectTeamStore',
+      'waypoint.createCheckpoint',
+      'waypoint.disconnectTeamStore',
+      'waypoint.forkFromCheckpoint',
+      'waypoint.prune',
+      'waypoint.reconnectTeamStore',
+      'waypoint.rollback',
+      'waypoint.undoRollback',
+    ]);
   });
 
   it('reports no operation in progress when idle', async () => {
