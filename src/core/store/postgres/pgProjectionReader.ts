@@ -9,6 +9,7 @@ import { insertEvent, project } from '../projections';
 import { loadSqlJs } from '../sqlite';
 import { connectClient, createPool, isConnectionError, unavailable } from './connection';
 import { ensureSchema } from './schema';
+import { fromPgText, toPgText } from './pgText';
 import { EVENT_COLUMNS, NOTIFY_CHANNEL, parseNotification, rowToEvent, type StoreNotification } from './rows';
 
 /**
@@ -81,12 +82,12 @@ export class PgProjectionReader implements ProjectionReader {
       params,
     );
     return rows.map((r) => ({
-      workspace: { id: String(r.workspace_id), machine: String(r.machine), path: String(r.path) },
+      workspace: { id: String(r.workspace_id), machine: fromPgText(String(r.machine)), path: fromPgText(String(r.path)) },
       task: {
-        id: String(r.id),
-        title: String(r.title),
-        goal: String(r.goal),
-        agent: (r.agent as string | null) ?? null,
+        id: fromPgText(String(r.id)),
+        title: fromPgText(String(r.title)),
+        goal: fromPgText(String(r.goal)),
+        agent: fromPgText((r.agent as string | null) ?? null),
         state: r.state as TaskState,
         attempt: Number(r.attempt),
         createdAt: Number(r.created_at),
@@ -97,7 +98,7 @@ export class PgProjectionReader implements ProjectionReader {
 
   /** The workspace a task belongs to (in this reader's scope), or null. */
   private async workspaceOf(taskId: string): Promise<string | null> {
-    const params: unknown[] = [taskId];
+    const params: unknown[] = [toPgText(taskId)];
     const scope = this.workspaceId === null ? '' : ` AND workspace_id = $${params.push(this.workspaceId)}`;
     const r = await this.rows<{ workspace_id: string }>(`SELECT workspace_id FROM waypoint.tasks WHERE id = $1${scope} LIMIT 1`, params);
     return r[0]?.workspace_id ?? null;
@@ -106,7 +107,7 @@ export class PgProjectionReader implements ProjectionReader {
   async taskEvents(taskId: string): Promise<WaypointEvent[]> {
     const ws = await this.workspaceOf(taskId);
     if (!ws) return [];
-    const rows = await this.rows<Record<string, unknown>>(`SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 AND task_id = $2 ORDER BY seq`, [ws, taskId]);
+    const rows = await this.rows<Record<string, unknown>>(`SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 AND task_id = $2 ORDER BY seq`, [ws, toPgText(taskId)]);
     return rows.map(rowToEvent);
   }
 
