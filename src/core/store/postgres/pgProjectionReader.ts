@@ -1,5 +1,5 @@
 import type { Client, Pool } from 'pg';
-import { TASK_STATES, type Task, type TaskState, type WaypointEvent } from '../../model/schema';
+import { TASK_STATES, type Task, type WaypointEvent } from '../../model/schema';
 import { WaypointError } from '../../model/errors';
 import { Queries } from '../../engine/queries';
 import { Db } from '../db';
@@ -9,7 +9,8 @@ import { insertEvent, project } from '../projections';
 import { loadSqlJs } from '../sqlite';
 import { connectClient, createPool, isConnectionError, unavailable } from './connection';
 import { ensureSchema } from './schema';
-import { fromPgText, toPgText } from './pgText';
+import { toPgText } from './pgText';
+import { queryTaskListings } from './taskListing';
 import { EVENT_COLUMNS, NOTIFY_CHANNEL, parseNotification, rowToEvent, type StoreNotification } from './rows';
 
 /**
@@ -66,34 +67,8 @@ export class PgProjectionReader implements ProjectionReader {
   async listTasks(filter: TaskListFilter = {}): Promise<TaskListing[]> {
     const states = filter.states?.length ? [...filter.states] : null;
     for (const s of states ?? []) if (!TASK_STATES.includes(s)) throw new WaypointError('invalid_input', `Unknown task state '${s}'.`);
-    const params: unknown[] = [];
-    const where: string[] = [];
-    if (!filter.allWorkspaces) {
-      if (this.workspaceId === null) throw new WaypointError('invalid_input', 'This reader is not scoped to a workspace: list with allWorkspaces.');
-      where.push(`t.workspace_id = $${params.push(this.workspaceId)}`);
-    }
-    if (states) where.push(`t.state = ANY($${params.push(states)}::text[])`);
-    const limit = filter.limit !== undefined && filter.limit >= 0 ? ` LIMIT $${params.push(filter.limit)}` : '';
-    const rows = await this.rows<Record<string, unknown>>(
-      `SELECT t.workspace_id, t.machine, w.path, t.id, t.title, t.goal, t.agent, t.state, t.attempt, t.created_at, t.updated_at
-       FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id
-       ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
-       ORDER BY t.updated_at DESC, t.id${limit}`,
-      params,
-    );
-    return rows.map((r) => ({
-      workspace: { id: String(r.workspace_id), machine: fromPgText(String(r.machine)), path: fromPgText(String(r.path)) },
-      task: {
-        id: fromPgText(String(r.id)),
-        title: fromPgText(String(r.title)),
-        goal: fromPgText(String(r.goal)),
-        agent: fromPgText((r.agent as string | null) ?? null),
-        state: r.state as TaskState,
-        attempt: Number(r.attempt),
-        createdAt: Number(r.created_at),
-        updatedAt: Number(r.updated_at),
-      },
-    }));
+    if (!filter.allWorkspaces && this.workspaceId === null) throw new WaypointError('invalid_input', 'This reader is not scoped to a workspace: list with allWorkspaces.');
+    return queryTaskListings((sql, params) => this.rows(sql, params), { workspaceId: filter.allWorkspaces ? null : this.workspaceId, states, limit: filter.limit });
   }
 
   /** The workspace a task belongs to (in this reader's scope), or null. */
