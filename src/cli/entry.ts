@@ -1,10 +1,13 @@
 import * as path from 'node:path';
 import { fastHook } from './hookFastPath';
+import { fastTasksAll } from './tasksAllFast';
 
 /**
  * The `waypoint` executable (dist/cli.js). Every command but a relayed hook loads the
  * full CLI (dist/waypoint-cli.js); a hook whose store has a serving owner is answered
- * by the small fast path, because agents wait for hooks around every tool call.
+ * by the small fast path, because agents wait for hooks around every tool call, and
+ * `tasks --all` on a team store by its own (tasksAllFast.ts): a listing should cost a
+ * query, not the full CLI's load.
  */
 type FullCli = { runAsCli(argv: string[], o?: { hookInput?: string }): void };
 
@@ -20,6 +23,15 @@ if (argv[0] === 'hook') {
     (r) => {
       if (r.handled) process.exit(0);
       else full(argv, r.hookInput);
+    },
+    () => full(argv),
+  );
+} else if (argv[0] === 'tasks') {
+  fastTasksAll(argv).then(
+    (r) => {
+      // Exit once the listing reached the OS (a pipe is written asynchronously).
+      if (r.handled) process.stdout.write(r.output, () => process.exit(0));
+      else full(argv);
     },
     () => full(argv),
   );

@@ -3,13 +3,8 @@ import { retryState } from '../core/engine/retryPolicy';
 
 /** Human-readable renderings for the CLI (the --json output is the contract; this is for eyes). */
 
-export function age(ms: number, now = Date.now()): string {
-  const s = Math.max(0, Math.round((now - ms) / 1000));
-  if (s < 60) return `${s}s ago`;
-  if (s < 3600) return `${Math.round(s / 60)}m ago`;
-  if (s < 86400) return `${Math.round(s / 3600)}h ago`;
-  return `${Math.round(s / 86400)}d ago`;
-}
+export { age } from './age';
+import { age } from './age';
 
 function pad(s: string, n: number): string {
   return s.length >= n ? s : s + ' '.repeat(n - s.length);

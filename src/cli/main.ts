@@ -774,13 +774,30 @@ export function runAsCli(argv: string[], o: { hookInput?: string } = {}): void {
   main(argv).then(
     (code) => {
       settled = true;
-      process.exit(code);
+      exitFlushed(code);
     },
     (e) => {
       process.stderr.write(`waypoint: ${errorMessage(e)}\n`);
-      process.exit(1);
+      exitFlushed(1);
     },
   );
+}
+
+/**
+ * Exits once stdout and stderr have handed everything written to the OS. Writes to a
+ * pipe are asynchronous in Node, so `process.exit` right after a large write (say
+ * `tasks --all --json | jq` over 10,000 tasks) cut the output off mid-JSON; a write's
+ * callback runs only after every earlier write on that stream went out.
+ */
+function exitFlushed(code: number): void {
+  let pending = 2;
+  const done = (): void => {
+    if (--pending === 0) process.exit(code);
+  };
+  for (const s of [process.stdout, process.stderr]) {
+    if (s.writableLength === 0 || s.destroyed) done();
+    else s.write('', () => done());
+  }
 }
 
 if (require.main === module) runAsCli(process.argv.slice(2));

@@ -4,7 +4,7 @@ import { PgProjectionReader } from '../core/store/postgres/pgProjectionReader';
 import { machineName } from '../core/store/workspaceIdentity';
 import type { TaskListing } from '../core/store/eventLog';
 import type { Ctx } from './command';
-import { age } from './format';
+import { listingJson, listingTable } from './tasksAllFormat';
 
 /**
  * `waypoint tasks --all`: every workspace's tasks in the team store, each with its
@@ -27,27 +27,5 @@ export async function listAllTasks(c: Ctx, states: string[] | undefined, limit: 
     const workspace = { id: '', machine: machineName(), path: c.workspace };
     listings = tasks.map((t) => ({ workspace, task: t }));
   }
-  const json = listings.map((l) => ({
-    id: l.task.id,
-    title: l.task.title,
-    goal: l.task.goal,
-    agent: l.task.agent,
-    state: l.task.state,
-    attempt: l.task.attempt,
-    createdAt: l.task.createdAt,
-    updatedAt: l.task.updatedAt,
-    workspace: l.workspace.path,
-    workspaceId: l.workspace.id || null,
-    machine: l.workspace.machine,
-  }));
-  c.out(table(listings, !c.teamStore), json);
-}
-
-function table(listings: TaskListing[], embedded: boolean): string {
-  const note = embedded ? '\n(No team store: this workspace only. Set WAYPOINT_STORE=postgresql://… or pass --store to list every workspace.)' : '';
-  if (!listings.length) return `No tasks in ${embedded ? 'this workspace' : 'the team store'} yet.${note}`;
-  const rows = listings.map((l) => [l.workspace.machine, l.workspace.path, l.task.id, l.task.state, age(l.task.updatedAt), l.task.title]);
-  const head = ['MACHINE', 'WORKSPACE', 'TASK', 'STATE', 'UPDATED', 'TITLE'];
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  return [head, ...rows].map((r) => r.map((cell, i) => (i < head.length - 1 ? cell.padEnd(widths[i]) : cell)).join('  ')).join('\n') + note;
+  c.out(listingTable(listings, !c.teamStore), listingJson(listings));
 }

@@ -8,6 +8,7 @@ import type { AppendResult, Disposable, EventLog, NewEventLike, ReadFilter, Work
 import { SqlProjection } from '../projection';
 import { connectClient, isConnectionError, redactUrl, unavailable } from './connection';
 import { ensureSchema } from './schema';
+import { toPgText, fromPgText } from './pgText';
 import { NOTIFY_CHANNEL, parseNotification, rowToEvent, EVENT_COLUMNS } from './rows';
 
 /**
@@ -81,6 +82,31 @@ interface TaskSummary {
 /** Commits carry at most this many events (one statement's parameters stay small). */
 const MAX_GROUP_EVENTS = 2000;
 
+/** Back-to-back commits notify listeners at most this often (each notification carries the latest head). */
+const NOTIFY_EVERY_MS = 25;
+
+/** The commit statement (see commitStatement): $1 workspace, $2 epoch, $3 expected head, $4 new head, $5..$15 event columns, $16 machine, $17..$25 task summary columns, $26 deleted task ids. */
+const COMMIT_SQL = `WITH head AS (
+    UPDATE waypoint.workspaces SET head_seq = $4, updated_at = now() WHERE id = $1 AND epoch = $2 AND head_seq = $3 RETURNING id
+  ), ev AS (
+    INSERT INTO waypoint.events (workspace_id, ${EVENT_COLUMNS}, epoch)
+    SELECT head.id, x.seq, x.ts, x.type, x.v, x.task_id, x.corr, x.key, x.by, x.data, x.op, x.result, $2
+    FROM head, unnest($5::bigint[], $6::bigint[], $7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::json[], $14::text[], $15::json[])
+      AS x(seq, ts, type, v, task_id, corr, key, by, data, op, result)
+    RETURNING 1
+  ), tk AS (
+    INSERT INTO waypoint.tasks AS t (workspace_id, id, machine, title, goal, agent, state, attempt, created_at, updated_at, seq)
+    SELECT head.id, x.id, $16, x.title, x.goal, x.agent, x.state, x.attempt, x.created_at, x.updated_at, x.seq
+    FROM head, unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::int[], $23::bigint[], $24::bigint[], $25::bigint[])
+      AS x(id, title, goal, agent, state, attempt, created_at, updated_at, seq)
+    ON CONFLICT (workspace_id, id) DO UPDATE SET machine = excluded.machine, title = excluded.title, goal = excluded.goal, agent = excluded.agent,
+      state = excluded.state, attempt = excluded.attempt, updated_at = excluded.updated_at, seq = excluded.seq
+    RETURNING 1
+  ), del AS (
+    DELETE FROM waypoint.tasks WHERE workspace_id = $1 AND id = ANY($26::text[]) AND EXISTS (SELECT 1 FROM head) RETURNING 1
+  )
+  SELECT (SELECT count(*) FROM head)::int AS advanced, (SELECT count(*) FROM ev) AS ev, (SELECT count(*) FROM tk) AS tk, (SELECT count(*) FROM del) AS del`;
+
 export class PgEventLog implements EventLog {
   readonly backend = 'postgresql' as const;
   private client: Client | null;
@@ -93,6 +119,9 @@ export class PgEventLog implements EventLog {
   private poisoned: WaypointError | null = null;
   private lost: WaypointError | null = null;
   private closed = false;
+  private lastNotifyAt = 0;
+  /** The durable head listeners were last told of (see notifyListeners). */
+  private notifiedHead = 0;
   private readonly listeners = new Set<(events: readonly WaypointEvent[]) => void>();
   private readonly lostListeners = new Set<(e: WaypointError) => void>();
   private readonly log: Logger;
@@ -173,7 +202,7 @@ export class PgEventLog implements EventLog {
            SELECT pg_notify('${NOTIFY_CHANNEL}', json_build_object('w', id, 'e', epoch, 'h', head_seq)::text) FROM w
          )
          SELECT epoch, head_seq FROM w, (SELECT count(*) FROM l) AS lc, (SELECT count(*) FROM n) AS nc`,
-        [ws.id, ws.machine, ws.path, opts.owner ?? `pid-${process.pid}`, process.pid],
+        [ws.id, toPgText(ws.machine), toPgText(ws.path), toPgText(opts.owner ?? `pid-${process.pid}`), process.pid],
       );
       const { epoch, head_seq: head } = r.rows[0];
       const projection = opts.projection ?? (await SqlProjection.empty());
@@ -188,6 +217,7 @@ export class PgEventLog implements EventLog {
       }
       log.seq = head;
       log.durableSeq = head;
+      log.notifiedHead = head;
       log.log.info(`opened workspace ${ws.id} (${ws.machine}) in the team store at ${redactUrl(opts.url)}: epoch ${epoch}, ${head} events, in ${(performance.now() - t0).toFixed(1)} ms`);
       return log;
     } catch (e) {
@@ -280,6 +310,17 @@ export class PgEventLog implements EventLog {
    */
   private async drain(): Promise<void> {
     for (;;) {
+      // One turn of the event loop before a group is formed: the callers whose appends
+      // the last commit just answered run their continuations (microtasks) and append
+      // again in this turn, so their events go together in the next commit instead of
+      // the first alone and the rest one commit later (a commit is one WAL flush: the
+      // fewer, fuller ones, the more appends per second, and no one waits two commits).
+      await new Promise<void>((r) => setImmediate(r));
+      // Listeners hear of the last commits when nothing follows them at once, or at least every NOTIFY_EVERY_MS.
+      if (this.notifiedHead < this.durableSeq && !this.poisoned && (!this.queue.length || Date.now() - this.lastNotifyAt >= NOTIFY_EVERY_MS)) {
+        await this.notifyListeners();
+        continue;
+      }
       // Checked and cleared in one synchronous run (see flush): no await between them.
       if (!this.queue.length || this.poisoned) {
         this.flushing = null;
@@ -362,48 +403,91 @@ export class PgEventLog implements EventLog {
     return new WaypointError('io', `The team store refused a commit; the store must be reopened: ${unavailable(e, this.opts.url, 'write').message}`);
   }
 
-  /** One statement, so one transaction: head moves under my epoch, events and summaries go in, listeners are told. */
+  /**
+   * One statement, so one transaction and one round trip: the head moves under my epoch,
+   * the events and task summaries go in. Prepared once per connection (a named
+   * statement: parsed and planned once, not per commit).
+   *
+   * Rows travel as one array per column (`unnest`), not as one JSON document: `data` and
+   * `result` go as `json[]` and are stored as written, so a NUL or a lone surrogate in
+   * them (JSON escapes) survives, where `json_to_recordset` would unescape them and
+   * fail; text columns go through `toPgText` (see pgText.ts).
+   *
+   * No NOTIFY in here: PostgreSQL serializes every notifying transaction's commit,
+   * WAL flush included, behind one database-wide lock, so a NOTIFY per commit made
+   * every workspace's commits wait for each other's fsync. Listeners are told after
+   * the commit instead (`notifyListeners`).
+   */
   private async commitStatement(client: Client, events: WaypointEvent[], summaries: Map<string, TaskSummary | null>, first: number, last: number): Promise<boolean> {
     const ws = this.opts.workspace;
     const upserts = [...summaries.values()].filter((s): s is TaskSummary => s !== null);
-    const deleted = [...summaries].filter(([, s]) => s === null).map(([id]) => id);
-    const rows = events.map((e) => ({
-      seq: e.seq,
-      ts: e.ts,
-      type: e.type,
-      v: e.v,
-      task_id: e.taskId,
-      corr: e.corr,
-      key: e.key,
-      by: e.by,
-      data: e.data,
-      op: e.op ?? null,
-      result: e.op !== undefined ? (e.result ?? null) : null,
-    }));
-    const r = await client.query<{ advanced: number }>(
-      `WITH head AS (
-         UPDATE waypoint.workspaces SET head_seq = $4, updated_at = now() WHERE id = $1 AND epoch = $2 AND head_seq = $3 RETURNING id
-       ), ev AS (
-         INSERT INTO waypoint.events (workspace_id, ${EVENT_COLUMNS}, epoch)
-         SELECT head.id, x.seq, x.ts, x.type, x.v, x.task_id, x.corr, x.key, x.by, x.data, x.op, x.result, $2
-         FROM head, json_to_recordset($5::json) AS x(seq bigint, ts bigint, type text, v int, task_id text, corr text, key text, by text, data json, op text, result json)
-         RETURNING 1
-       ), tk AS (
-         INSERT INTO waypoint.tasks AS t (workspace_id, id, machine, title, goal, agent, state, attempt, created_at, updated_at, seq)
-         SELECT head.id, x.id, $7, x.title, x.goal, x.agent, x.state, x.attempt, x.created_at, x.updated_at, x.seq
-         FROM head, json_to_recordset($6::json) AS x(id text, title text, goal text, agent text, state text, attempt int, created_at bigint, updated_at bigint, seq bigint)
-         ON CONFLICT (workspace_id, id) DO UPDATE SET machine = excluded.machine, title = excluded.title, goal = excluded.goal, agent = excluded.agent,
-           state = excluded.state, attempt = excluded.attempt, updated_at = excluded.updated_at, seq = excluded.seq
-         RETURNING 1
-       ), del AS (
-         DELETE FROM waypoint.tasks WHERE workspace_id = $1 AND id = ANY($8::text[]) AND EXISTS (SELECT 1 FROM head) RETURNING 1
-       ), n AS (
-         SELECT pg_notify('${NOTIFY_CHANNEL}', json_build_object('w', head.id, 'e', $2::bigint, 'h', $4::bigint)::text) FROM head
-       )
-       SELECT (SELECT count(*) FROM head)::int AS advanced, (SELECT count(*) FROM ev) AS ev, (SELECT count(*) FROM tk) AS tk, (SELECT count(*) FROM del) AS del, (SELECT count(*) FROM n) AS n`,
-      [ws.id, this.epoch, first - 1, last, JSON.stringify(rows), JSON.stringify(upserts), ws.machine, deleted],
-    );
+    const deleted = [...summaries].filter(([, s]) => s === null).map(([id]) => toPgText(id));
+    const n = events.length;
+    const col = <T>(f: (e: WaypointEvent) => T): T[] => {
+      const out = new Array<T>(n);
+      for (let i = 0; i < n; i++) out[i] = f(events[i]);
+      return out;
+    };
+    const r = await client.query<{ advanced: number }>({
+      name: 'waypoint_commit_v2',
+      text: COMMIT_SQL,
+      values: [
+        ws.id,
+        this.epoch,
+        first - 1,
+        last,
+        col((e) => e.seq),
+        col((e) => e.ts),
+        col((e) => toPgText(e.type)),
+        col((e) => e.v),
+        col((e) => toPgText(e.taskId)),
+        col((e) => toPgText(e.corr)),
+        col((e) => toPgText(e.key)),
+        col((e) => toPgText(e.by)),
+        col((e) => JSON.stringify(e.data ?? null)),
+        col((e) => toPgText(e.op ?? null)),
+        col((e) => (e.op !== undefined ? JSON.stringify(e.result ?? null) : null)),
+        toPgText(ws.machine),
+        upserts.map((t) => toPgText(t.id)),
+        upserts.map((t) => toPgText(t.title)),
+        upserts.map((t) => toPgText(t.goal)),
+        upserts.map((t) => toPgText(t.agent)),
+        upserts.map((t) => toPgText(t.state)),
+        upserts.map((t) => t.attempt),
+        upserts.map((t) => t.created_at),
+        upserts.map((t) => t.updated_at),
+        upserts.map((t) => t.seq),
+        deleted,
+      ],
+    });
     return r.rows[0].advanced === 1;
+  }
+
+  /**
+   * Tells listeners (LISTEN waypoint_events) this writer's durable head, after its commits,
+   * in a transaction of its own that writes no WAL (so it holds the notify lock only for
+   * an instant, never across a flush). Called by the drain between commits, on the
+   * writer's connection (one query at a time on it). Coalesced: while commits follow
+   * each other back to back, one notification per NOTIFY_EVERY_MS carries the latest
+   * head — a listener reads every event up to the head it is told, so none is missed
+   * for a notification skipped. A crash between a commit and its notification delays
+   * the news until the next commit; it loses nothing (the events are durable and the
+   * head says where they end).
+   */
+  private async notifyListeners(): Promise<void> {
+    const head = this.durableSeq;
+    // Marked told even if telling fails: the next commit's notification carries a later head anyway.
+    this.notifiedHead = head;
+    this.lastNotifyAt = Date.now();
+    const client = this.client;
+    if (!client || this.lost) return;
+    const ws = this.opts.workspace;
+    try {
+      await client.query({ name: 'waypoint_notify_v2', text: `SELECT pg_notify('${NOTIFY_CHANNEL}', $1)`, values: [JSON.stringify({ w: ws.id, e: this.epoch, h: head })] });
+    } catch (e) {
+      // The next commit reconnects and its notification carries this head too.
+      this.log.warn(`cannot tell listeners of events up to ${head}: ${unavailable(e, this.opts.url, 'notify').message}`);
+    }
   }
 
   /** After a commit that moved nothing: was it this group, committed before the connection dropped? Else why not. */
@@ -415,7 +499,7 @@ export class PgEventLog implements EventLog {
     if (row.epoch !== this.epoch) throw this.loseOwnership(row.epoch);
     if (row.head_seq >= last) {
       const k = await client.query<{ seq: number; key: string }>('SELECT seq, key FROM waypoint.events WHERE workspace_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq', [ws.id, first, last]);
-      const same = k.rows.length === events.length && k.rows.every((row, i) => row.key === events[i].key);
+      const same = k.rows.length === events.length && k.rows.every((row, i) => fromPgText(row.key) === events[i].key);
       if (same) return true;
     }
     throw new WaypointError('corrupt', `The team store's head for workspace ${ws.id} is at ${row.head_seq} under this writer's epoch ${this.epoch}, but this writer expected ${first - 1}; it holds events this writer did not write. Reopen the store.`);
@@ -460,7 +544,7 @@ export class PgEventLog implements EventLog {
     const params: unknown[] = [this.opts.workspace.id, after];
     let sql = `SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 AND seq > $2`;
     if (upTo !== Infinity) sql += ` AND seq <= $${params.push(upTo)}`;
-    if (taskId !== undefined) sql += ` AND task_id = $${params.push(taskId)}`;
+    if (taskId !== undefined) sql += ` AND task_id = $${params.push(toPgText(taskId))}`;
     sql += ' ORDER BY seq';
     if (limit !== undefined && limit >= 0) sql += ` LIMIT $${params.push(limit)}`;
     const r = await this.query(sql, params);

@@ -1,5 +1,5 @@
 import type { Client, Pool } from 'pg';
-import { TASK_STATES, type Task, type TaskState, type WaypointEvent } from '../../model/schema';
+import { TASK_STATES, type Task, type WaypointEvent } from '../../model/schema';
 import { WaypointError } from '../../model/errors';
 import { Queries } from '../../engine/queries';
 import { Db } from '../db';
@@ -9,6 +9,8 @@ import { insertEvent, project } from '../projections';
 import { loadSqlJs } from '../sqlite';
 import { connectClient, createPool, isConnectionError, unavailable } from './connection';
 import { ensureSchema } from './schema';
+import { toPgText } from './pgText';
+import { queryTaskListings } from './taskListing';
 import { EVENT_COLUMNS, NOTIFY_CHANNEL, parseNotification, rowToEvent, type StoreNotification } from './rows';
 
 /**
@@ -65,39 +67,13 @@ export class PgProjectionReader implements ProjectionReader {
   async listTasks(filter: TaskListFilter = {}): Promise<TaskListing[]> {
     const states = filter.states?.length ? [...filter.states] : null;
     for (const s of states ?? []) if (!TASK_STATES.includes(s)) throw new WaypointError('invalid_input', `Unknown task state '${s}'.`);
-    const params: unknown[] = [];
-    const where: string[] = [];
-    if (!filter.allWorkspaces) {
-      if (this.workspaceId === null) throw new WaypointError('invalid_input', 'This reader is not scoped to a workspace: list with allWorkspaces.');
-      where.push(`t.workspace_id = $${params.push(this.workspaceId)}`);
-    }
-    if (states) where.push(`t.state = ANY($${params.push(states)}::text[])`);
-    const limit = filter.limit !== undefined && filter.limit >= 0 ? ` LIMIT $${params.push(filter.limit)}` : '';
-    const rows = await this.rows<Record<string, unknown>>(
-      `SELECT t.workspace_id, t.machine, w.path, t.id, t.title, t.goal, t.agent, t.state, t.attempt, t.created_at, t.updated_at
-       FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id
-       ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
-       ORDER BY t.updated_at DESC, t.id${limit}`,
-      params,
-    );
-    return rows.map((r) => ({
-      workspace: { id: String(r.workspace_id), machine: String(r.machine), path: String(r.path) },
-      task: {
-        id: String(r.id),
-        title: String(r.title),
-        goal: String(r.goal),
-        agent: (r.agent as string | null) ?? null,
-        state: r.state as TaskState,
-        attempt: Number(r.attempt),
-        createdAt: Number(r.created_at),
-        updatedAt: Number(r.updated_at),
-      },
-    }));
+    if (!filter.allWorkspaces && this.workspaceId === null) throw new WaypointError('invalid_input', 'This reader is not scoped to a workspace: list with allWorkspaces.');
+    return queryTaskListings((sql, params) => this.rows(sql, params), { workspaceId: filter.allWorkspaces ? null : this.workspaceId, states, limit: filter.limit });
   }
 
   /** The workspace a task belongs to (in this reader's scope), or null. */
   private async workspaceOf(taskId: string): Promise<string | null> {
-    const params: unknown[] = [taskId];
+    const params: unknown[] = [toPgText(taskId)];
     const scope = this.workspaceId === null ? '' : ` AND workspace_id = $${params.push(this.workspaceId)}`;
     const r = await this.rows<{ workspace_id: string }>(`SELECT workspace_id FROM waypoint.tasks WHERE id = $1${scope} LIMIT 1`, params);
     return r[0]?.workspace_id ?? null;
@@ -106,7 +82,7 @@ export class PgProjectionReader implements ProjectionReader {
   async taskEvents(taskId: string): Promise<WaypointEvent[]> {
     const ws = await this.workspaceOf(taskId);
     if (!ws) return [];
-    const rows = await this.rows<Record<string, unknown>>(`SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 AND task_id = $2 ORDER BY seq`, [ws, taskId]);
+    const rows = await this.rows<Record<string, unknown>>(`SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 AND task_id = $2 ORDER BY seq`, [ws, toPgText(taskId)]);
     return rows.map(rowToEvent);
   }
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parseEvent, type WaypointEvent } from '../../model/schema';
 import { upcast } from '../upcast';
+import { fromPgText } from './pgText';
 
 /** The one NOTIFY channel: every commit and every takeover says which workspace, which epoch, which head. */
 export const NOTIFY_CHANNEL = 'waypoint_events';
@@ -21,20 +22,23 @@ export function parseNotification(payload: string | undefined): StoreNotificatio
   }
 }
 
+/** A text column's value as the string that was written (see pgText.ts); anything but a string is left for the schema to refuse. */
+const text = (v: unknown): unknown => (typeof v === 'string' ? fromPgText(v) : v);
+
 /** An events row as an event, checked like every event read from disk (a shared database is input too). */
 export function rowToEvent(r: Record<string, unknown>): WaypointEvent {
   return parseEvent(
     upcast({
       seq: Number(r.seq),
       ts: Number(r.ts),
-      type: r.type,
+      type: text(r.type),
       v: Number(r.v),
-      taskId: r.task_id ?? null,
-      corr: r.corr ?? null,
-      key: r.key,
-      by: r.by ?? null,
+      taskId: text(r.task_id ?? null),
+      corr: text(r.corr ?? null),
+      key: text(r.key),
+      by: text(r.by ?? null),
       data: r.data,
-      ...(r.op != null ? { op: r.op, result: r.result ?? null } : {}),
+      ...(r.op != null ? { op: text(r.op), result: r.result ?? null } : {}),
     }),
   );
 }
