@@ -117,11 +117,12 @@ function entryOf(v: unknown): ManifestEntry | null {
   }
 }
 
-/** A path key as a manifest holds it: relative, '/'-separated, no empty, '.' or '..' segment, no NUL or backslash. */
+/** An empty, '.' or '..' segment anywhere in a '/'-separated key (a leading or trailing '/' makes an empty one), or a NUL or backslash. */
+const BAD_KEY = /(?:^|\/)\.{0,2}(?:\/|$)|[\0\\]/;
+
+/** A path key as a manifest holds it: relative, '/'-separated, no empty, '.' or '..' segment, no NUL or backslash (one regex: 50,000 splits were a tenth of the load). */
 function keyOk(k: unknown): k is string {
-  if (typeof k !== 'string' || k.length === 0 || k.length > 4096 || k.includes('\0') || k.includes('\\') || k.startsWith('/')) return false;
-  for (const seg of k.split('/')) if (seg === '' || seg === '.' || seg === '..') return false;
-  return true;
+  return typeof k === 'string' && k.length > 0 && k.length <= 4096 && !BAD_KEY.test(k);
 }
 
 /*
@@ -148,10 +149,13 @@ function encodeBody(manifest: Manifest, listings: ReadonlyMap<string, ListedDir>
     } else others.push([k, e]);
   }
   const keyBytes = Buffer.from(keys.join('\0'), 'utf8');
-  const hashes = Buffer.allocUnsafe(files.length * 32);
+  // One hex decode of all the hashes, not one call per entry.
+  let hex = '';
+  for (const e of files) hex += e.hash;
+  const hashes = Buffer.from(hex, 'hex');
+  if (hashes.length !== files.length * 32) throw new Error('a manifest entry has a malformed hash');
   const nums = new Float64Array(files.length * 4);
   files.forEach((e, i) => {
-    hashes.write(e.hash, i * 32, 32, 'hex');
     nums[i * 4] = e.size;
     nums[i * 4 + 1] = e.mtimeMs;
     nums[i * 4 + 2] = e.ino;
@@ -185,14 +189,16 @@ function decodeBody(body: Buffer, entries: number, trustedBefore: number): { man
   const nums = new Float64Array(Uint8Array.prototype.slice.call(body, hashEnd, numEnd).buffer);
   const manifest: Manifest = new Map();
   let racy = 0;
+  // One hex encode of the column; each entry's hash is a slice of it (cheap in V8), not a call per entry.
+  const hex = body.toString('hex', keysEnd, hashEnd);
   for (let i = 0; i < nFiles; i++) {
     const k = keys[i]!;
     const size = nums[i * 4]!;
     const mtimeMs = nums[i * 4 + 1]!;
     const ino = nums[i * 4 + 2]!;
     const flags = nums[i * 4 + 3]!;
-    if (!keyOk(k) || manifest.has(k) || !nat(size) || !num(mtimeMs) || !nat(ino) || !Number.isInteger(flags) || flags < 0 || flags > 3) return null;
-    const e: FileEntry = { type: 'file', hash: body.toString('hex', hashEnd - nFiles * 32 + i * 32, hashEnd - nFiles * 32 + (i + 1) * 32), size, mode: flags & FLAG_EXEC ? 0o755 : 0o644, mtimeMs, ino };
+    if (!keyOk(k) || !nat(size) || !num(mtimeMs) || !nat(ino) || !Number.isInteger(flags) || flags < 0 || flags > 3) return null;
+    const e: FileEntry = { type: 'file', hash: hex.slice(i * 64, i * 64 + 64), size, mode: flags & FLAG_EXEC ? 0o755 : 0o644, mtimeMs, ino };
     // Racy git: too close to the cache's write time for its stat to vouch for its content.
     if (flags & FLAG_RACY || mtimeMs >= trustedBefore) {
       e.racy = true;
@@ -200,6 +206,8 @@ function decodeBody(body: Buffer, entries: number, trustedBefore: number): { man
     }
     manifest.set(k, e);
   }
+  // A key twice: the map is smaller than the column (checked once, not per entry).
+  if (manifest.size !== nFiles) return null;
   let tail: unknown;
   try {
     tail = JSON.parse(body.toString('utf8', numEnd));
