@@ -86,12 +86,15 @@ async function main() {
       entryPoints: { cli: 'src/cli/entry.ts' },
       outdir: 'dist',
       banner: { js: '#!/usr/bin/env node' },
+      plugins: [problemMatcher, zodEnglishOnly],
     }),
     esbuild.context({
       ...common,
-      // The full CLI, loaded by dist/cli.js for every other command.
+      // The full CLI, loaded by dist/cli.js for every other command. English-only zod here
+      // too: every fresh `waypoint` process (an agent's hook, a checkpoint) parses the bundle.
       entryPoints: { 'waypoint-cli': 'src/cli/main.ts' },
       outdir: 'dist',
+      plugins: [problemMatcher, zodEnglishOnly],
     }),
   ]);
   copyWasm();

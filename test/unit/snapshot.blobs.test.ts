@@ -171,6 +171,52 @@ describe('snapshot blob store', () => {
     assert.equal((await collect(other.list())).length, 300);
   });
 
+  it('a fresh instance dedups its first puts against the raw pack indexes, as it would against loaded ones, and loads them for a bulk put', async () => {
+    const dir = path.join(await tmp.make(), 'objects');
+    const a = new BlobStore(dir, { durability: 'deferred' });
+    const contents = Array.from({ length: 200 }, (_, i) => Buffer.from(`export const w${i} = ${'[1], '.repeat(i % 40)}0;\n`));
+    for (const c of contents.slice(0, 120)) await a.put(c);
+    await a.flush();
+    for (const c of contents.slice(120)) await a.put(c);
+    await a.flush();
+    const loaded = (b: BlobStore) => (b as unknown as { packsLoaded: Set<string> }).packsLoaded.size;
+    const b = new BlobStore(dir, { durability: 'deferred' });
+    // First, middle and last entries of both packs; then content no pack holds.
+    for (const i of [0, 61, 119, 120, 150, 199]) {
+      const r = await b.put(contents[i]!);
+      assert.equal(r.isNew, false, `content ${i} is found in its pack`);
+      assert.equal(r.storedBytes, await new BlobStore(dir).sizeOf(r.hash));
+    }
+    const fresh = Buffer.from('content no pack holds');
+    assert.equal((await b.put(fresh)).isNew, true);
+    assert.equal(loaded(b), 0, 'no index was decoded for seven lookups');
+    await b.flush();
+    assert.deepEqual(await new BlobStore(dir).get(sha256Hex(fresh)), fresh);
+    // A bulk put: past the probes, the indexes are loaded and answer the same.
+    const c = new BlobStore(dir, { durability: 'deferred' });
+    for (let k = 0; k < 100; k++) assert.equal((await c.put(contents[(k * 7) % 200]!)).isNew, false);
+    assert.equal(loaded(c), 3, "the two packs and the one b wrote");
+  });
+
+  it('a fresh instance does not dedup against a damaged pack: the content is stored afresh', async () => {
+    const dir = path.join(await tmp.make(), 'objects');
+    const a = new BlobStore(dir, { durability: 'deferred' });
+    const content = Buffer.from('in a pack whose index will be damaged');
+    await a.put(content);
+    await a.flush();
+    const packDir = path.join(dir, 'pack');
+    const [name] = await fs.readdir(packDir);
+    const file = path.join(packDir, name!);
+    const bytes = await fs.readFile(file);
+    // One byte of the index (after the objects, before the 16-byte trailer): its CRC no longer holds.
+    bytes[bytes.length - 16 - 40 + 3]! ^= 0xff;
+    await fs.writeFile(file, bytes);
+    const b = new BlobStore(dir, { durability: 'deferred' });
+    assert.equal((await b.put(content)).isNew, true);
+    await b.flush();
+    assert.deepEqual(await new BlobStore(dir).get(sha256Hex(content)), content);
+  });
+
   it('deleting packed blobs rewrites their pack once: the rest stay readable and the bytes are freed', async () => {
     const dir = path.join(await tmp.make(), 'objects');
     const blobs = new BlobStore(dir, { durability: 'deferred' });

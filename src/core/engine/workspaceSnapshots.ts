@@ -86,6 +86,8 @@ export class WorkspaceSnapshots implements Snapshotter {
   private readonly verifiedAt = new Map<string, number>();
   /** How the last look at the scan cache went (tests, logs). */
   lastScanCache: 'hit' | ScanCacheMiss | 'in_memory' | null = null;
+  /** What the last capture's scan did (tests, logs: how many directories it listed and took from the listing cache). */
+  lastScanStats: ScanResult['stats'] | null = null;
 
   constructor(private readonly opts: WorkspaceSnapshotOptions) {
     this.roots = opts.roots;
@@ -115,6 +117,7 @@ export class WorkspaceSnapshots implements Snapshotter {
     }
     this.lastScanCache = 'hit';
     this.manifests.seed(ref, c.manifest, c.depth);
+    this.listings.seed(c.listings);
     this.remember(ref, c.verifiedAtMs);
     return { manifest: c.manifest, verifiedAtMs: c.verifiedAtMs };
   }
@@ -128,7 +131,7 @@ export class WorkspaceSnapshots implements Snapshotter {
   /** After a capture: the cache now describes its manifest (a failed write removes the old one, which no longer would). */
   private async writeScanCache(ref: string, manifest: Manifest, verifiedAtMs: number): Promise<void> {
     try {
-      saveScanCache(this.opts.storeDir, this.cacheIdentity, ref, await this.manifests.depthOf(ref), manifest, verifiedAtMs);
+      saveScanCache(this.opts.storeDir, this.cacheIdentity, ref, await this.manifests.depthOf(ref), manifest, verifiedAtMs, undefined, this.listings.dirs);
     } catch (e) {
       this.opts.log?.warn(`[snapshot] could not write the scan cache: ${(e as Error).message}`);
       try {
@@ -178,6 +181,7 @@ export class WorkspaceSnapshots implements Snapshotter {
       // compressed right after, in the background (compactSoon).
       deferCompression: true,
     });
+    this.lastScanStats = r.stats;
     const bulk = r.stats.filesReadOnWorkers > 0;
     const notCaptured = notCapturedOf(r, this.opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES);
     for (const n of notCaptured) this.opts.log?.info(`[snapshot] not captured: ${JSON.stringify(n.path)} (${n.code}: ${n.message})`);

@@ -234,6 +234,42 @@ export class WorkerPack implements PendingPack {
   }
 }
 
+/** A named pack's index as it is on disk (count × 40 bytes), checked whole (trailer, bounds, CRC); throws when the pack is not whole. */
+export function readRawPackIndex(file: string): { index: Buffer; indexOffset: number } {
+  const fd = fss.openSync(file, 'r');
+  try {
+    const size = fss.fstatSync(fd).size;
+    if (size < 4 + TRAILER_BYTES) throw new Error('too short to be a pack');
+    const trailer = preadExact(fd, size - TRAILER_BYTES, TRAILER_BYTES);
+    if (trailer.readUInt32LE(12) !== TRAILER_MAGIC) throw new Error('no pack trailer');
+    const count = trailer.readUInt32LE(0);
+    const indexOffset = trailer.readUInt32LE(4);
+    if (indexOffset + count * ENTRY_BYTES + TRAILER_BYTES !== size) throw new Error('index does not fit the file');
+    const index = preadExact(fd, indexOffset, count * ENTRY_BYTES);
+    if (crc32(index) !== trailer.readUInt32LE(8)) throw new Error('index checksum mismatch');
+    return { index, indexOffset };
+  } finally {
+    fss.closeSync(fd);
+  }
+}
+
+/**
+ * The entry for `hash` (32 raw bytes) in a raw index (readRawPackIndex), or null: a
+ * search of the bytes, with no object per entry (a fresh process storing ten new
+ * blobs need not decode an index of 50,000). Entries are 40-byte aligned; a match
+ * elsewhere is part of an offset or another hash and is skipped.
+ */
+export function findInRawIndex(raw: { index: Buffer; indexOffset: number }, hash: Buffer): PackEntry | null {
+  const { index, indexOffset } = raw;
+  for (let at = index.indexOf(hash); at >= 0; at = index.indexOf(hash, at + 1)) {
+    if (at % ENTRY_BYTES !== 0) continue;
+    const e = { hash: hash.toString('hex'), offset: index.readUInt32LE(at + 32), length: index.readUInt32LE(at + 36) };
+    if (e.offset < 4 || e.length < 1 || e.offset + e.length > indexOffset) throw new Error(`index entry ${at / ENTRY_BYTES} points outside the objects`);
+    return e;
+  }
+  return null;
+}
+
 /** Reads a named pack's index; throws when the pack is not whole. */
 export function readPackIndex(file: string): PackEntry[] {
   const fd = fss.openSync(file, 'r');

@@ -47,11 +47,41 @@ export interface DirPlan extends FileBatch {
   subdirs: string[];
 }
 
+/** What the walk reads of a directory entry: a Dirent from a listing, or a DiskDirent from the scan cache. */
+export type DirEntry = Pick<Dirent, 'name' | 'isFile' | 'isDirectory' | 'isSymbolicLink'>;
+
+/** Entry kinds as the scan cache stores them (a Dirent's type; 0: anything else, or unknown to the file system). */
+export const DIRENT_OTHER = 0;
+export const DIRENT_FILE = 1;
+export const DIRENT_DIR = 2;
+export const DIRENT_SYMLINK = 3;
+
+export function direntKind(d: DirEntry): number {
+  return d.isFile() ? DIRENT_FILE : d.isDirectory() ? DIRENT_DIR : d.isSymbolicLink() ? DIRENT_SYMLINK : DIRENT_OTHER;
+}
+
+/** A directory entry read back from the scan cache: its name and kind, as the listing that was persisted gave them. */
+export class DiskDirent implements DirEntry {
+  constructor(
+    readonly name: string,
+    private readonly kind: number,
+  ) {}
+  isFile(): boolean {
+    return this.kind === DIRENT_FILE;
+  }
+  isDirectory(): boolean {
+    return this.kind === DIRENT_DIR;
+  }
+  isSymbolicLink(): boolean {
+    return this.kind === DIRENT_SYMLINK;
+  }
+}
+
 export interface ListedDir {
   ino: number;
   mtimeMs: number;
   ctimeMs: number;
-  dirents: Dirent[];
+  dirents: DirEntry[];
   rels?: string[];
   plan?: DirPlan;
 }
@@ -111,6 +141,16 @@ export class ListingCache {
       if (touchedDirs === null || touchedDirs.has(memo)) d.plan = undefined;
       else [plan.prevOf, plan.alsoOf] = [next, previous];
     }
+  }
+
+  /**
+   * Listings read back from the scan cache (a fresh process): taken only while this
+   * cache holds none of its own, which are at least as recent. Each is still checked
+   * against its directory's lstat before the walk uses it.
+   */
+  seed(listings: ReadonlyMap<string, ListedDir>): void {
+    if (this.dirs.size > 0) return;
+    for (const [memo, d] of listings) this.dirs.set(memo, d);
   }
 
   /** The workers this workspace's rescans lstat on, started on first use. */

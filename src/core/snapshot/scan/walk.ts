@@ -17,7 +17,7 @@
  * read, at the cost of one open and close per directory (no realpath per
  * directory or file).
  */
-import fss, { type Dirent, type Stats } from 'node:fs';
+import fss, { type Stats } from 'node:fs';
 import { levelsForDir } from '../ignoreRules.js';
 import type { ManifestEntry } from '../manifest.js';
 import { childKeyProblem } from '../paths.js';
@@ -25,7 +25,7 @@ import { PREV_FIELDS, STAT_FIELDS, type StatCheck } from '../statPool.js';
 import { DirContext, assertInside } from './dirContext.js';
 import type { FileReads } from './fileReads.js';
 import { PROC_FD, PooledStat, errInfo, isReserved, isReservedVariant, type StatLike } from './fsAccess.js';
-import { prevNumbers, type DirPlan, type FileBatch } from './listingCache.js';
+import { prevNumbers, type DirEntry, type DirPlan, type FileBatch } from './listingCache.js';
 import type { ScanRecord } from './scanRecord.js';
 import type { StatRescan } from './statRescan.js';
 import { retryTransient } from './transientRetry.js';
@@ -47,7 +47,7 @@ export class Walk {
   async dir(dir: DirContext): Promise<void> {
     const rec = this.rec;
     const { root, relDir, abs } = dir;
-    let dirents: Dirent[];
+    let dirents: DirEntry[];
     try {
       await rec.opts.hooks?.beforeList?.(abs, relDir);
       const listings = PROC_FD ? rec.opts.listings : undefined;
@@ -102,7 +102,7 @@ export class Walk {
     await new Promise<void>((r) => setImmediate(r));
   }
 
-  private async entries(dir: DirContext, dirents: Dirent[]): Promise<void> {
+  private async entries(dir: DirContext, dirents: DirEntry[]): Promise<void> {
     const rec = this.rec;
     const { prefix, relDir, relBase, absBase, rels, listed } = dir;
     let hasGitignore = false;
