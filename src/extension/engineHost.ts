@@ -200,18 +200,7 @@ export class EngineHost extends Disposable {
   private async followFolders(): Promise<void> {
     if (this.closed || this.isDisposed || !this.link) return;
     if (sameRoots(windowRoots().roots, this.rootsNow)) return;
-    const old = this.link;
-    this.link = undefined;
-    this.log.info('[host] the window\'s folders changed: opening the store again with them');
-    await old.close().catch((e) => this.log.warn(`[host] closing the store for the new folders: ${errorMessage(e)}`));
-    if (this.closed || this.isDisposed || this.link) return;
-    try {
-      this.ensureLink();
-      this._onDidChange.fire(undefined);
-    } catch (e) {
-      this.log.warn(`[host] ${errorMessage(e)}`);
-      this._onDidChangeMode.fire({ kind: 'closed' });
-    }
+    await this.reopen('the window\'s folders changed');
   }
 
   /**

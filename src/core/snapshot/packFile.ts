@@ -272,28 +272,14 @@ export function findInRawIndex(raw: { index: Buffer; indexOffset: number }, hash
 
 /** Reads a named pack's index; throws when the pack is not whole. */
 export function readPackIndex(file: string): PackEntry[] {
-  const fd = fss.openSync(file, 'r');
-  try {
-    const size = fss.fstatSync(fd).size;
-    if (size < 4 + TRAILER_BYTES) throw new Error('too short to be a pack');
-    const trailer = preadExact(fd, size - TRAILER_BYTES, TRAILER_BYTES);
-    if (trailer.readUInt32LE(12) !== TRAILER_MAGIC) throw new Error('no pack trailer');
-    const count = trailer.readUInt32LE(0);
-    const indexOffset = trailer.readUInt32LE(4);
-    if (indexOffset + count * ENTRY_BYTES + TRAILER_BYTES !== size) throw new Error('index does not fit the file');
-    const index = preadExact(fd, indexOffset, count * ENTRY_BYTES);
-    if (crc32(index) !== trailer.readUInt32LE(8)) throw new Error('index checksum mismatch');
-    const out: PackEntry[] = [];
-    for (let i = 0; i < count; i++) {
-      const at = i * ENTRY_BYTES;
-      const e = { hash: index.toString('hex', at, at + 32), offset: index.readUInt32LE(at + 32), length: index.readUInt32LE(at + 36) };
-      if (e.offset < 4 || e.length < 1 || e.offset + e.length > indexOffset) throw new Error(`index entry ${i} points outside the objects`);
-      out.push(e);
-    }
-    return out;
-  } finally {
-    fss.closeSync(fd);
+  const { index, indexOffset } = readRawPackIndex(file);
+  const out: PackEntry[] = [];
+  for (let at = 0; at < index.length; at += ENTRY_BYTES) {
+    const e = { hash: index.toString('hex', at, at + 32), offset: index.readUInt32LE(at + 32), length: index.readUInt32LE(at + 36) };
+    if (e.offset < 4 || e.length < 1 || e.offset + e.length > indexOffset) throw new Error(`index entry ${at / ENTRY_BYTES} points outside the objects`);
+    out.push(e);
   }
+  return out;
 }
 
 /**

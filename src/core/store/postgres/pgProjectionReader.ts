@@ -8,7 +8,7 @@ import { migrate } from '../migrations';
 import { insertEvent, project } from '../projections';
 import { loadSqlJs } from '../sqlite';
 import { connectClient, createPool, isConnectionError, unavailable } from './connection';
-import { ensureSchema } from './schema';
+import { ensurePoolSchema } from './schema';
 import { toPgText } from './pgText';
 import { queryTaskListings } from './taskListing';
 import { EVENT_COLUMNS, NOTIFY_CHANNEL, parseNotification, rowToEvent, type StoreNotification } from './rows';
@@ -33,22 +33,7 @@ export class PgProjectionReader implements ProjectionReader {
     const pool = createPool(url, { connectTimeoutMs: o.connectTimeoutMs, application: 'waypoint reader' });
     const reader = new PgProjectionReader(pool, url, o.workspaceId ?? null);
     try {
-      const c = await pool.connect();
-      // A checked-out client's own 'error' (the server stopped mid-query) is not the pool's:
-      // with no listener it would crash the process; the query in flight rejects anyway.
-      const ignore = () => undefined;
-      c.on('error', ignore);
-      let failed: Error | undefined;
-      try {
-        await ensureSchema(c);
-      } catch (e) {
-        failed = e as Error;
-        throw e;
-      } finally {
-        c.off('error', ignore);
-        // A client that failed is destroyed, not handed to the next caller.
-        c.release(failed);
-      }
+      await ensurePoolSchema(pool);
     } catch (e) {
       await pool.end().catch(() => undefined);
       throw isConnectionError(e) ? unavailable(e, url) : e;

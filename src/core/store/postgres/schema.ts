@@ -1,4 +1,4 @@
-import type { ClientBase } from 'pg';
+import type { ClientBase, Pool } from 'pg';
 import { WaypointError } from '../../model/errors';
 
 /**
@@ -159,4 +159,26 @@ async function schemaVersion(client: ClientBase): Promise<number> {
     throw new WaypointError('corrupt', `The team store was written by a newer Waypoint (schema version ${n}; this one knows ${PG_SCHEMA_VERSION}). Update Waypoint.`, { from: n });
   }
   return n;
+}
+
+/**
+ * ensureSchema on a client of `pool`. A checked-out client's own 'error' (the server
+ * stopped mid-query) is not the pool's: with no listener it would crash the process,
+ * and the query in flight rejects anyway. A client that failed is destroyed, not
+ * handed to the next caller.
+ */
+export async function ensurePoolSchema(pool: Pool): Promise<void> {
+  const c = await pool.connect();
+  const ignore = () => undefined;
+  c.on('error', ignore);
+  let failed: Error | undefined;
+  try {
+    await ensureSchema(c);
+  } catch (e) {
+    failed = e as Error;
+    throw e;
+  } finally {
+    c.off('error', ignore);
+    c.release(failed);
+  }
 }

@@ -9,7 +9,7 @@ import { pathKeyProblem } from '../../snapshot/paths';
 import type { WorkspaceIdentity } from '../eventLog';
 import { createPool, isConnectionError, unavailable } from './connection';
 import { PgBlobs } from './pgBlobs';
-import { ensureSchema } from './schema';
+import { ensurePoolSchema } from './schema';
 import { EVENT_COLUMNS, rowToEvent } from './rows';
 
 /**
@@ -77,19 +77,7 @@ export class TeamReview {
     if (!id.success) throw new WaypointError('invalid_input', `Invalid workspace id ${JSON.stringify(String(workspaceId).slice(0, 80))}: ${id.error.issues[0]?.message}.`);
     const pool = createPool(url, { application: 'waypoint review' });
     try {
-      const c = await pool.connect();
-      const ignore = () => undefined;
-      c.on('error', ignore);
-      let failed: Error | undefined;
-      try {
-        await ensureSchema(c);
-      } catch (e) {
-        failed = e as Error;
-        throw e;
-      } finally {
-        c.off('error', ignore);
-        c.release(failed);
-      }
+      await ensurePoolSchema(pool);
       const r = await pool.query('SELECT id, machine, path FROM waypoint.workspaces WHERE id = $1', [id.data]);
       const row = r.rows[0] as { id: string; machine: string; path: string } | undefined;
       if (!row) throw new WaypointError('not_found', `No workspace '${id.data}' in the team store. \`waypoint tasks --all --json\` lists every workspace's tasks with their workspaceId.`);
