@@ -119,7 +119,11 @@ describe('bench (extension host)', function () {
     for (let i = 0; i < 100; i++) fs.writeFileSync(path.join(root, key(i)), Array.from({ length: 40 }, (_, k) => `export const r${k} = ${i};`).join('\n') + '\n');
     const { taskId } = await engine.startTask({ goal: 'bench rollback', leaseTtlMs: 3_600_000 });
     const { checkpointId } = await engine.checkpoint({ taskId, label: 'before the change' });
+    // The agent's step makes the change (its checkpoints bracket it), so the rollback asks
+    // nothing about the person's edits and goes straight to the preview being measured.
+    const { stepId } = await engine.startStep({ taskId, title: 'change 100 files' });
     for (let i = 0; i < 100; i++) fs.writeFileSync(path.join(root, key(i)), Array.from({ length: 40 }, (_, k) => `export const r${k} = ${i + (k % 3 === 0 ? 1000 : 0)};`).join('\n') + '\n');
+    await engine.completeStep({ taskId, stepId });
     const tabs = () => vscode.window.tabGroups.all.flatMap((g) => g.tabs);
     const closeDiffs = async () => {
       await vscode.window.tabGroups.close(tabs().filter((t) => !(t.input instanceof vscode.TabInputWebview)), true);
