@@ -55,7 +55,17 @@ export class Db {
     const out: T[] = [];
     try {
       if (params) s.bind(params as SqlValue[]);
-      while (s.step()) out.push(s.getAsObject() as T);
+      // getAsObject() reads every column's name again for each row (a string out of the
+      // wasm heap per column per row): for a list of 1,000 tasks that was half the query.
+      // The names are the statement's, so they are read once.
+      let names: string[] | undefined;
+      while (s.step()) {
+        names ??= s.getColumnNames();
+        const values = s.get();
+        const row: Row = {};
+        for (let i = 0; i < names.length; i++) row[names[i]] = values[i];
+        out.push(row as T);
+      }
     } finally {
       s.reset();
     }
