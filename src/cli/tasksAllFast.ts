@@ -1,6 +1,6 @@
 import { connectClient, isPostgresUrl } from '../core/store/postgres/connection';
 import { PG_SCHEMA, PG_SCHEMA_VERSION } from '../core/store/postgres/schema';
-import { queryTaskListings } from '../core/store/postgres/taskListing';
+import { queryTaskListings, queryTaskListingsJson } from '../core/store/postgres/taskListing';
 import { listingJson, listingTable } from './tasksAllFormat';
 
 /**
@@ -45,7 +45,10 @@ export async function fastTasksAll(argv: readonly string[]): Promise<FastListOut
     // Only a schema at this Waypoint's version is read here; creating one or refusing a newer one is the full CLI's.
     const v = await c.query<{ v: string | null }>(`SELECT (SELECT v FROM ${PG_SCHEMA}.meta WHERE k = 'schema_version') AS v`);
     if (Number(v.rows[0]?.v) !== PG_SCHEMA_VERSION) return { handled: false };
-    const listings = await queryTaskListings(async (sql, params) => (await c.query(sql, params)).rows, {});
+    const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
+    const json = args.json ? await queryTaskListingsJson(rows, {}) : null;
+    if (json !== null) return { handled: true, output: json + '\n' };
+    const listings = await queryTaskListings(rows, {});
     return { handled: true, output: (args.json ? JSON.stringify(listingJson(listings), null, 2) : listingTable(listings, false)) + '\n' };
   } catch {
     return { handled: false };

@@ -3,6 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { main } from '../../src/cli/main';
 import { fastTasksAll, parseTasksAllArgs } from '../../src/cli/tasksAllFast';
+import { queryTaskListings, queryTaskListingsJson } from '../../src/core/store/postgres/taskListing';
+import { listingJson } from '../../src/cli/tasksAllFormat';
+import { Client } from 'pg';
 import { PgEventLog } from '../../src/core/store/postgres';
 import { PgCluster } from '../support/pgCluster';
 import { started } from '../support/tmp';
@@ -50,5 +53,36 @@ describe('tasks --all fast path (real cluster)', function () {
       assert.equal(fast.output, buf);
     }
     assert.equal((await fastTasksAll(['tasks', '--all', '--store', 'postgresql://nobody@127.0.0.1:1/none'])).handled, false);
+  });
+
+  it('prints --json as PostgreSQL writes it only when that is byte for byte what the full CLI prints (quotes, control characters, emoji, U+2028), else from the rows', async () => {
+    const url = cluster.url();
+    const hard = ['a "quoted" \\ back\\slash', 'tab\tnew\nline\r\u0001\u001f\u007f', 'emoji 🧭 and \u2028 \u2029 é', '</script> & <b>'];
+    const log = await PgEventLog.open({ url, workspace: { id: randomUUID(), machine: 'plain "m"', path: '/fast/\u00e9\t2' } });
+    await (await log.append(hard.map((t, i) => ({ ...started(100 + i), data: { ...(started(100 + i).data as object), title: t, goal: `${t} goal`, agent: i % 2 ? null : t } }) as never))).durable;
+    await log.close();
+    const c = new Client({ connectionString: url });
+    await c.connect();
+    try {
+      const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
+      // The first workspace's machine holds a NUL (a DLE escape in PostgreSQL): the server's text is refused.
+      assert.equal(await queryTaskListingsJson(rows, {}), null);
+      const workspaceId = (await c.query(`SELECT id FROM waypoint.workspaces WHERE path = $1`, ['/fast/\u00e9\t2'])).rows[0].id as string;
+      const only = await queryTaskListingsJson(rows, { workspaceId });
+      assert.ok(only);
+      assert.equal(only, JSON.stringify(listingJson(await queryTaskListings(rows, { workspaceId })), null, 2));
+      const parsed = JSON.parse(only) as { title: string }[];
+      assert.deepEqual(parsed.map((r) => r.title).sort(), [...hard].sort());
+      assert.equal(await queryTaskListingsJson(rows, { states: ['completed'] }), '[]');
+    } finally {
+      await c.end();
+    }
+    // The whole command still equals the full CLI's output (the fallback, because of the NUL).
+    const fast = await fastTasksAll(['tasks', '--all', '--json', '--store', url]);
+    assert.ok(fast.handled);
+    let buf = '';
+    const out = new Writable({ write: (ch, _e, cb) => ((buf += ch.toString()), cb()) });
+    assert.equal(await main(['tasks', '--all', '--json', '--store', url], { stdout: out as never, stderr: new Writable({ write: (_c, _e, cb) => cb() }) as never }), 0);
+    assert.equal(fast.output, buf);
   });
 });

@@ -8,21 +8,70 @@ import { fromPgText, toPgText } from './pgText';
  * zod), so the CLI's fast path (src/cli/tasksAllFast.ts) can list without loading the
  * full CLI; states are checked by the callers.
  */
-export async function queryTaskListings(
-  rows: (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>,
-  o: { workspaceId?: string | null; states?: readonly string[] | null; limit?: number },
-): Promise<TaskListing[]> {
+function listingWhere(o: { workspaceId?: string | null; states?: readonly string[] | null; limit?: number }): { sql: string; limit: string; params: unknown[] } {
   const params: unknown[] = [];
   const where: string[] = [];
   if (o.workspaceId != null) where.push(`t.workspace_id = $${params.push(o.workspaceId)}`);
   if (o.states?.length) where.push(`t.state = ANY($${params.push(o.states.map((s) => toPgText(s)))}::text[])`);
   const limit = o.limit !== undefined && o.limit >= 0 ? ` LIMIT $${params.push(o.limit)}` : '';
+  return { sql: where.length ? 'WHERE ' + where.join(' AND ') : '', limit, params };
+}
+
+/**
+ * The same listing as `tasks --all --json` prints it (`JSON.stringify(listingJson(…), null, 2)`),
+ * written by PostgreSQL as one text value: 10,000 listings cost a cold CLI process more
+ * to receive as rows, turn into objects and stringify again (~100 ms, much of it GC)
+ * than the query itself. PostgreSQL's `to_json` escapes strings as JSON.stringify does
+ * (the same characters, lower-case `\u00xx`); null when a value holds a DLE escape
+ * (pgText.ts) that only `fromPgText` can decode: the caller then takes the rows path.
+ */
+export async function queryTaskListingsJson(
+  rows: (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>,
+  o: { workspaceId?: string | null; states?: readonly string[] | null; limit?: number },
+): Promise<string | null> {
+  const w = listingWhere(o);
+  const field = (name: string, value: string, last = false) => `'    "${name}": ' || ${value} || E'${last ? '' : ','}\n'`;
+  const j = (v: string) => `coalesce(to_json(${v})::text, 'null')`;
+  const object = [
+    `E'  {\n'`,
+    field('id', j('l.id')),
+    field('title', j('l.title')),
+    field('goal', j('l.goal')),
+    field('agent', j('l.agent')),
+    field('state', j('l.state')),
+    field('attempt', j('l.attempt')),
+    field('createdAt', j('l.created_at')),
+    field('updatedAt', j('l.updated_at')),
+    field('workspace', j('l.path')),
+    field('workspaceId', j(`nullif(l.workspace_id::text, '')`)),
+    field('machine', j('l.machine'), true),
+    `'  }'`,
+  ].join(' || ');
+  const found = await rows(
+    `SELECT coalesce(E'[\n' || string_agg(${object}, E',\n' ORDER BY l.n) || E'\n]', '[]') AS json
+     FROM (SELECT t.workspace_id, t.machine, w.path, t.id, t.title, t.goal, t.agent, t.state, t.attempt, t.created_at, t.updated_at,
+                  row_number() OVER (ORDER BY t.updated_at DESC, t.id) AS n
+           FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id
+           ${w.sql}
+           ORDER BY t.updated_at DESC, t.id${w.limit}) l`,
+    w.params,
+  );
+  const text = String(found[0]?.json ?? '[]');
+  // A DLE (U+0010) is written by to_json as \u0010; a title that holds the six characters "\u0010" as \\u0010. Either way: the rows path decides.
+  return text.includes('u0010') ? null : text;
+}
+
+export async function queryTaskListings(
+  rows: (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>,
+  o: { workspaceId?: string | null; states?: readonly string[] | null; limit?: number },
+): Promise<TaskListing[]> {
+  const w = listingWhere(o);
   const found = await rows(
     `SELECT t.workspace_id, t.machine, w.path, t.id, t.title, t.goal, t.agent, t.state, t.attempt, t.created_at, t.updated_at
      FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id
-     ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
-     ORDER BY t.updated_at DESC, t.id${limit}`,
-    params,
+     ${w.sql}
+     ORDER BY t.updated_at DESC, t.id${w.limit}`,
+    w.params,
   );
   return found.map((r) => ({
     workspace: { id: String(r.workspace_id), machine: fromPgText(String(r.machine)), path: fromPgText(String(r.path)) },
