@@ -164,7 +164,18 @@ export class EngineHost extends Disposable {
       },
     });
     this.register({ dispose: () => void link.close().catch((e) => this.log.error(`[host] close failed: ${errorMessage(e)}`)) });
-    link.onDidChange((e) => this._onDidChange.fire(e));
+    // The store calls its listeners as a commit becomes durable, before the operation that
+    // made it returns. The window's surfaces (the status bar and the alerts each read every
+    // task, the tree lists them again) would make every acknowledgment wait for them: an
+    // auto checkpoint in a store of 1,000 tasks took 37 ms in the window against 11 ms in
+    // plain Node. They hear of each change right after, in order, off the operation's path.
+    const pending: (ChangeEvent | undefined)[] = [];
+    link.onDidChange((e) => {
+      if (pending.push(e) > 1) return;
+      setImmediate(() => {
+        for (const x of pending.splice(0)) this._onDidChange.fire(x);
+      });
+    });
     let was: LinkMode['kind'] = link.mode.kind;
     link.onDidChangeMode((m) => {
       // Owning, then neither owning nor closing: this window was stalled past its lease (a
