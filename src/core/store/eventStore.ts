@@ -762,6 +762,16 @@ function readSegmentEvents(dir: string, afterSeq: number, upTo: number, taskId?:
       out.push(e);
       if (out.length >= limit) return out;
     }
+    // A closed segment that stops short (cut off, emptied) is damage to acknowledged history, as a bad record is.
+    const through = Math.min(end, upTo);
+    if (i < segs.length - 1 && expect <= through) {
+      throw new WaypointError(
+        'corrupt',
+        `The store's history is damaged: journal segment ${path.basename(file)} ends at event ${expect - 1} but should hold events up to ${end}. Its events from ${expect} on cannot be read; ` +
+          `the current tasks, steps and checkpoints (the database) are intact.`,
+        { file, from: expect, to: through },
+      );
+    }
   }
   if (expect <= upTo && out.length < limit) {
     throw new WaypointError('corrupt', `The journal's segments end at event ${expect - 1}; events ${expect}..${upTo} are not in the store.`, { from: expect, to: upTo });
