@@ -114,6 +114,35 @@ describe('store', () => {
     await s.close();
   });
 
+  it('a closed segment that stops short (emptied, or cut off mid-record) is refused as damaged history, naming it; the database stays readable', async () => {
+    const s = await EventStore.open({ dir, exportThresholdBytes: 1 << 30 });
+    for (let g = 0; g < 4; g++) {
+      await append(s, g * 100 + 1, 100);
+      await s.exportNow();
+    }
+    await append(s, 401, 20);
+    const closed = path.join(dir, 'journal-000000000301.wal');
+    assert.ok(fs.existsSync(closed), listSegments(dir).join(', '));
+    const original = fs.readFileSync(closed);
+    // Emptied, it holds no record at all; cut mid-record, its last record is torn.
+    const damagedHistory =
+      /^The store's history is damaged: (journal segment journal-000000000301\.wal ends at event \d+ but should hold events up to 400\.|Journal segment journal-000000000301\.wal is cut off at byte \d+, although a later segment follows it: its acknowledged events after that byte are gone\.) Its events from 301 on cannot be read; the current tasks, steps and checkpoints \(the database\) are intact\.$/;
+    for (const cut of [0, Math.floor(original.length / 2)]) {
+      fs.writeFileSync(closed, original.subarray(0, cut));
+      assert.throws(
+        () => s.events(),
+        (e: unknown) => e instanceof WaypointError && e.code === 'corrupt' && damagedHistory.test(e.message),
+        `cut at ${cut} bytes`,
+      );
+      // Events after the damage, from the live segment, still read; the projections are untouched.
+      assert.deepEqual(s.events({ afterSeq: 410 }).map((e) => e.seq), Array.from({ length: 10 }, (_, i) => 411 + i));
+      assert.equal(s.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM tasks')?.n, 420);
+    }
+    fs.writeFileSync(closed, original);
+    assert.equal(s.events().length, 420, 'the segment put back reads whole');
+    await s.close();
+  });
+
   it('folds the small segments of one-call-per-process use into ~1 MB archive segments; a crash mid-fold loses and doubles nothing', async () => {
     // Each open/commit/close exports and rotates, as a CLI call that owns the store does.
     for (let i = 1; i <= 12; i++) {

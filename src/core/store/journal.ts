@@ -157,13 +157,20 @@ export function decodeSegment(file: string, buf: Buffer, isLast: boolean, skipUp
     offset = rec.next;
   }
   const tornBytes = buf.length - offset;
-  if (tornBytes > 0 && (!isLast || hasValidRecordAfter(buf, offset))) {
-    throw new WaypointError(
-      'corrupt',
-      `Journal segment ${path.basename(file)} is damaged at byte ${offset} and valid records follow the damage, ` +
-        `so acknowledged events would be lost by dropping it. Move the file aside to open the store from the database alone.`,
-      { file, offset },
-    );
+  if (tornBytes > 0) {
+    // Only the live segment's tail may be torn (a write cut by a crash, never acknowledged).
+    const validFollow = hasValidRecordAfter(buf, offset);
+    if (validFollow || !isLast) {
+      throw new WaypointError(
+        'corrupt',
+        validFollow
+          ? `Journal segment ${path.basename(file)} is damaged at byte ${offset} and valid records follow the damage, ` +
+              `so acknowledged events would be lost by dropping it. Move the file aside to open the store from the database alone.`
+          : `Journal segment ${path.basename(file)} is cut off at byte ${offset}, although a later segment follows it: ` +
+              `its acknowledged events after that byte are gone. Move the file aside to open the store from the database alone.`,
+        { file, offset },
+      );
+    }
   }
   return { file, baseSeq, header, batches, validBytes: offset, tornBytes };
 }
