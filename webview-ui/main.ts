@@ -7,7 +7,7 @@
  * for (and drawn) only when it is expanded.
  */
 import './zodJitless';
-import { FIRST_LISTING_ID, HostMessage, PageState, parseInbound, type CommittedMsg, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
+import { HostMessage, PageState, parseInbound, type CommittedMsg, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
 import { icon, type IconName } from './icons';
 import { lazyList, type LazyList } from './lazyList';
 import { highlightHunk, preloadHighlighter } from './reviewHighlight';
@@ -773,15 +773,22 @@ function moveToNextFile(head: HTMLElement): void {
 // ---------------------------------------------------------------------------
 // Messages from the host.
 
-/** Tells the host the review is on screen (after the frame that draws it): the panel's "first content". */
+/**
+ * Tells the host the review is on screen: the panel's "first content". VS Code keeps a
+ * webview's frame hidden until its document's `load`, so that is the frame after both
+ * the drawing and the load.
+ */
 function reportShown(): void {
   const n = order.length;
-  requestAnimationFrame(() =>
-    setTimeout(() => {
-      send({ type: 'shown', files: n, at: Date.now(), pageMs: performance.now(), scriptMs });
-      // Colours only after first content: the highlighter's script loads when the page is idle.
-      preloadHighlighter();
-    }, 0),
+  const afterLoad = (f: () => void) => (document.readyState === 'complete' ? f() : window.addEventListener('load', f, { once: true }));
+  afterLoad(() =>
+    requestAnimationFrame(() =>
+      setTimeout(() => {
+        send({ type: 'shown', files: n, at: Date.now(), pageMs: performance.now(), scriptMs });
+        // Colours only after first content: the highlighter's script loads when the page is idle.
+        preloadHighlighter();
+      }, 0),
+    ),
   );
 }
 
@@ -866,18 +873,5 @@ function receive(data: unknown): void {
   }
 }
 
-/** A quick first listing comes inside the document (see html.ts): drawn at once, checked like any message. */
-function firstListing(): void {
-  const block = document.getElementById(FIRST_LISTING_ID);
-  if (!block?.textContent) return;
-  try {
-    receive(JSON.parse(block.textContent));
-  } catch {
-    console.warn('[review] ignored an unreadable first listing');
-  }
-  block.remove();
-}
-
-// `ready` first: the host posts nothing before it (a slow listing follows it), and drawing may already ask for hunks.
+// The host posts nothing before `ready` (the listing follows it).
 send({ type: 'ready' });
-firstListing();

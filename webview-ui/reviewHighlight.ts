@@ -40,8 +40,11 @@ const queue: Job[] = [];
 let state: 'idle' | 'loading' | 'ready' | 'failed' = 'idle';
 let scheduled = false;
 
-// The page's own script tag: where the highlighter's bundle lives beside it, and the nonce the CSP asks of scripts.
+// The page's own script tag: the nonce the CSP asks of scripts, and where its bundle lives (the
+// highlighter's is beside it). The page's script is written into its document, so the tag names
+// its bundle's address in `data-bundle` rather than loading from `src`.
 const self = document.currentScript as HTMLScriptElement | null;
+const bundleUrl = self?.src || self?.dataset.bundle || '';
 
 const observer = new IntersectionObserver(
   (entries) => {
@@ -59,7 +62,7 @@ const observer = new IntersectionObserver(
 
 /** Loads the highlighter's script when the page is next idle (call after first content). */
 export function preloadHighlighter(): void {
-  if (state !== 'idle' || !self?.src) return;
+  if (state !== 'idle' || !bundleUrl) return;
   const idle = (window as { requestIdleCallback?: (cb: () => void, o?: { timeout: number }) => void }).requestIdleCallback;
   const go = () => load();
   if (idle) idle(go, { timeout: 2_000 });
@@ -67,15 +70,15 @@ export function preloadHighlighter(): void {
 }
 
 function load(): void {
-  if (state !== 'idle' || !self?.src) return;
+  if (state !== 'idle' || !bundleUrl) return;
   state = 'loading';
   window.addEventListener('waypoint-highlighter', () => {
     state = 'ready';
     schedule();
   }, { once: true });
   const script = document.createElement('script');
-  script.nonce = self.nonce ?? '';
-  script.src = self.src.replace(/[^/]*$/, 'highlight.js');
+  script.nonce = self?.nonce ?? '';
+  script.src = bundleUrl.replace(/[^/]*$/, 'highlight.js');
   script.onerror = () => {
     // Plain text it is: the review works the same without colours.
     state = 'failed';

@@ -1,13 +1,18 @@
 import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
 import Module from 'node:module';
+import * as os from 'node:os';
+import * as path from 'node:path';
 
 /**
  * The review webview's page shell (src/extension/review/html.ts) under a strict
  * Content-Security-Policy: `default-src 'none'`, scripts only by nonce (no
  * 'unsafe-inline', no 'unsafe-eval', no host), everything else only from the
- * webview's own resource origin, and no inline script or handler in the markup.
+ * webview's own resource origin, and no inline handler in the markup. The page's own
+ * bundle (script and stylesheet) is written into the document under the page's nonce,
+ * unless its text could end its element early.
  *
- * html.ts needs three things from the `vscode` module — `Uri.joinPath`, a webview's
+ * html.ts needs three things from the `vscode` module — `Uri.joinPath` (and `fsPath`), a webview's
  * `asWebviewUri` and `cspSource` — so this test supplies those (with the values VS
  * Code really uses) and checks the real generated HTML. The same policy is read back
  * from the live webview in the browser UI test (test/e2e/scenarios/review-xss.e2e.ts).
@@ -27,6 +32,9 @@ class Uri {
   }
   static joinPath(base: Uri, ...parts: string[]): Uri {
     return new Uri(base.scheme, base.authority, [base.path.replace(/\/$/, ''), ...parts].join('/'));
+  }
+  get fsPath(): string {
+    return this.path;
   }
   toString(): string {
     return `${this.scheme}://${this.authority}${this.path}`;
@@ -64,7 +72,7 @@ describe('review webview: Content-Security-Policy of the generated page', () => 
   const ext = Uri.file('/home/u/.vscode/extensions/waypoint-dev.waypoint-0.1.0');
   const page = (title = 'Review: t_1') => reviewHtml(webview as never, ext as never, title);
 
-  it("is default-src 'none' with nonce'd scripts only: no unsafe-inline, no unsafe-eval, no host", () => {
+  it("is default-src 'none' with nonce'd scripts only (a bundle that cannot be read is fetched): no unsafe-inline, no unsafe-eval, no host", () => {
     const html = page();
     const csp = directives(html);
     assert.deepEqual(csp.get('default-src'), ["'none'"]);
@@ -89,13 +97,61 @@ describe('review webview: Content-Security-Policy of the generated page', () => 
     const csp = directives(page());
     for (const [name, values] of csp) {
       if (name === 'default-src' || name === 'script-src') continue;
-      assert.deepEqual(values, CSP_SOURCES, `${name} allows only the webview's resources`);
+      // The page's own stylesheet may come inline, under the page's nonce.
+      const own = name === 'style-src' ? values.filter((v) => !/^'nonce-[A-Za-z0-9+/=]+'$/.test(v)) : values;
+      assert.deepEqual(own, CSP_SOURCES, `${name} allows only the webview's resources`);
     }
     const all = [...csp.values()].flat();
     assert.ok(!all.some((v) => v === '*' || /^(https?|wss?|data|blob):?$/.test(v) || (/^https?:\/\//.test(v) && !CSP_SOURCES.includes(v))), `no remote or scheme-wide source: ${all.join(' ')}`);
     assert.ok(!csp.has('connect-src') || csp.get('connect-src')!.every((v) => v === "'none'"), 'the page cannot fetch anywhere');
     // Only our stylesheet is linked, from the webview's resource origin.
     for (const [, href] of page().matchAll(/<link\b[^>]*href="([^"]*)"/gi)) assert.ok(href.startsWith(`${RESOURCE_ORIGIN}/`), href);
+  });
+
+  it('writes the bundle’s script and stylesheet into the page under its nonce (no fetch before the page can show), naming the bundle for what it loads later', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-csp-'));
+    try {
+      const web = path.join(dir, 'dist', 'webview');
+      fs.mkdirSync(web, { recursive: true });
+      fs.writeFileSync(path.join(web, 'main.js'), '(()=>{const a=1<2;console.log(a)})();\n//# sourceMappingURL=main.js.map\n');
+      fs.writeFileSync(path.join(web, 'main.css'), 'body{color:red}\n/*# sourceMappingURL=main.css.map */');
+      const html = reviewHtml(webview as never, Uri.file(dir) as never, 'Review');
+      const nonce = /'nonce-([A-Za-z0-9+/=]+)'/.exec(directives(html).get('script-src')![0])![1];
+      const scripts = [...html.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/gi)];
+      assert.equal(scripts.length, 1);
+      const [, attrs, body] = scripts[0];
+      assert.match(attrs, new RegExp(`nonce="${nonce.replace(/[+/=]/g, (c) => `\\${c}`)}"`));
+      assert.doesNotMatch(attrs, /\ssrc=/, `written into the page, not fetched: ${attrs}`);
+      assert.match(attrs, /data-bundle="https:\/\/file\+\.vscode-resource\.vscode-cdn\.net\/[^"]*\/dist\/webview\/main\.js"/);
+      assert.equal(body.trim(), '(()=>{const a=1<2;console.log(a)})();', 'the bundle, without its source map comment');
+      const styles = [...html.matchAll(/<style\b([^>]*)>([\s\S]*?)<\/style>/gi)];
+      assert.equal(styles.length, 1);
+      assert.equal(styles[0][1].trim(), `nonce="${nonce}"`);
+      assert.equal(styles[0][2].trim(), 'body{color:red}');
+      assert.ok(directives(html).get('style-src')!.includes(`'nonce-${nonce}'`));
+      assert.doesNotMatch(html, /<link\b/i, 'nothing left to fetch');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('fetches a bundle whose text could end its element early (`</`, `<!--`) instead of writing it into the page', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-csp-'));
+    try {
+      const web = path.join(dir, 'dist', 'webview');
+      fs.mkdirSync(web, { recursive: true });
+      fs.writeFileSync(path.join(web, 'main.js'), 'const s = "</script><script>alert(1)</script>";\n');
+      fs.writeFileSync(path.join(web, 'main.css'), 'body::after{content:"<!--"}');
+      const html = reviewHtml(webview as never, Uri.file(dir) as never, 'Review');
+      const scripts = [...html.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/gi)];
+      assert.equal(scripts.length, 1);
+      assert.match(scripts[0][1], /\ssrc="https:\/\/file\+\.vscode-resource\.vscode-cdn\.net\/[^"]*\/dist\/webview\/main\.js"/);
+      assert.equal(scripts[0][2], '');
+      assert.doesNotMatch(html, /alert|<style/);
+      assert.match(html, /<link rel="stylesheet" href="https:\/\/file\+\.vscode-resource\.vscode-cdn\.net\/[^"]*\/dist\/webview\/main\.css">/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('a fresh nonce per page, and a hostile title stays text', () => {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
 import * as vscode from 'vscode';
-import { embedJson, FIRST_LISTING_ID, type HostMessage } from './protocol';
+import { embedJson } from './protocol';
 
 /** Where the page's bundle lives; also the panel's only local resource root. */
 export function webviewRoot(extensionUri: vscode.Uri): vscode.Uri {
@@ -13,11 +14,18 @@ export function webviewOptions(extensionUri: vscode.Uri): vscode.WebviewPanelOpt
 
 /**
  * A Waypoint webview page shell (the review panel's and the task timeline's). Strict CSP:
- * nothing loads but our own nonce'd script and our own stylesheet; no inline style, no
- * eval. The page renders everything with DOM APIs. `first`, when given, is the page's
- * first model, carried in a JSON data block (never executed; `<` escaped so no text in
- * it can close the block) and parsed by the page with the same schema as any message:
- * the page draws it without waiting for a round trip to the extension host.
+ * nothing runs or styles the page but our own nonce'd script and stylesheet; no inline
+ * style attribute, no eval. The page renders everything with DOM APIs. `first`, when
+ * given, is the page's first model, carried in a JSON data block (never executed; `<`
+ * escaped so no text in it can close the block) and parsed by the page with the same
+ * schema as any message: the page draws it without waiting for a round trip to the
+ * extension host.
+ *
+ * The bundle's script and stylesheet are written into the document (read once per
+ * window): VS Code shows a webview's frame only at its document's `load`, which waits
+ * for every fetch, and each fetch goes through the webview's service worker to the
+ * extension's files (the review's script began 106–134 ms after its navigation with
+ * fetched assets, 55–105 ms written in; see docs/review.md).
  */
 export function pageShell(
   webview: vscode.Webview,
@@ -31,29 +39,58 @@ export function pageShell(
   const csp = [
     "default-src 'none'",
     `script-src 'nonce-${nonce}'`,
-    `style-src ${webview.cspSource}`,
+    `style-src 'nonce-${nonce}' ${webview.cspSource}`,
     `font-src ${webview.cspSource}`,
     `img-src ${webview.cspSource}`,
   ].join('; ');
   const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const first = page.first ? `<script type="application/json" id="${page.first.id}">${embedJson(page.first.value)}</script>\n` : '';
+  const css = inlineAsset(root, `${page.bundle}.css`);
+  const js = inlineAsset(root, `${page.bundle}.js`);
+  const styleTag = css !== undefined ? `<style nonce="${nonce}">${css}</style>` : `<link rel="stylesheet" href="${style.toString()}">`;
+  // `data-bundle`: where the bundle lives, for the scripts it loads later beside it (the highlighter).
+  const scriptTag =
+    js !== undefined ? `<script nonce="${nonce}" data-bundle="${esc(script.toString())}">${js}</script>` : `<script nonce="${nonce}" src="${script.toString()}"></script>`;
   return `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="UTF-8">
 <meta http-equiv="Content-Security-Policy" content="${csp}">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
-<link rel="stylesheet" href="${style.toString()}">
+${styleTag}
 <title>${esc(page.title)}</title>
 </head>
 <body>
 <main id="app" aria-busy="true"><p>${esc(page.loading)}</p></main>
-${first}<script nonce="${nonce}" src="${script.toString()}"></script>
+${first}${scriptTag}
 </body>
 </html>`;
 }
 
-/** The review panel's page; `first`, when given, is the review's first `init` (else it is posted after `ready`). */
-export function reviewHtml(webview: vscode.Webview, extensionUri: vscode.Uri, title: string, first?: Extract<HostMessage, { type: 'init' }>): string {
-  return pageShell(webview, extensionUri, { bundle: 'main', title, loading: 'Loading the review…', first: first && { id: FIRST_LISTING_ID, value: first } });
+const assets = new Map<string, string | null>();
+
+/**
+ * A page's bundled stylesheet or script text, read once per window (it is part of the
+ * installed extension), for writing into its document; `undefined` (fetch it as usual)
+ * when it cannot be read or holds text that could end its element early (`</`, `<!--`).
+ */
+function inlineAsset(root: vscode.Uri, name: string): string | undefined {
+  const file = vscode.Uri.joinPath(root, name).fsPath;
+  let text = assets.get(file);
+  if (text === undefined) {
+    try {
+      // The source map comment goes: the page has no URL of its own to resolve it against.
+      text = fs.readFileSync(file, 'utf8').replace(/\n?\/([/*])# sourceMappingURL=\S*\s*(\*\/)?\s*$/, '\n');
+      if (/<\/|<!--/.test(text)) text = null;
+    } catch {
+      text = null;
+    }
+    assets.set(file, text);
+  }
+  return text ?? undefined;
+}
+
+/** The review panel's page (its first listing is posted after `ready`). */
+export function reviewHtml(webview: vscode.Webview, extensionUri: vscode.Uri, title: string): string {
+  return pageShell(webview, extensionUri, { bundle: 'main', title, loading: 'Loading the review…' });
 }

@@ -185,9 +185,6 @@ export function clipLine(line: string): string {
   return line.length > MAX_LINE ? `${line.slice(0, MAX_LINE - 1)}…` : line;
 }
 
-/** The id of the data block that carries the review's first `init` inside the page's document. */
-export const FIRST_LISTING_ID = 'waypoint-review-data';
-
 /** JSON that is inert inside a `<script type="application/json">` block: no `<` at all, so no `</script>` or `<!--`. */
 export function embedJson(value: unknown): string {
   return JSON.stringify(value).replace(/</g, '\\u003c');

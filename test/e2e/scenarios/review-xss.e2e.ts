@@ -90,7 +90,7 @@ describe('review panel with hostile names and content', () => {
       injected: Array.from(document.querySelectorAll('img, svg, iframe, b, object, embed'))
         .filter((e) => !(e.tagName.toLowerCase() === 'svg' && /^icon icon-[a-z-]+$/.test(e.getAttribute('class') ?? '') && e.getAttribute('aria-hidden') === 'true' && e.children.length === 1 && e.children[0]!.tagName.toLowerCase() === 'path'))
         .map((e) => e.outerHTML.slice(0, 120)),
-      scripts: Array.from(document.querySelectorAll('script')).map((s) => ({ src: s.getAttribute('src') ?? '', text: (s.textContent ?? '').trim(), nonce: s.nonce !== '' })),
+      scripts: Array.from(document.querySelectorAll('script')).map((s) => ({ src: s.getAttribute('src') ?? '', bundle: s.dataset.bundle ?? '', text: (s.textContent ?? '').trim(), nonce: s.nonce !== '' })),
       handlers: Array.from(document.querySelectorAll('*')).flatMap((e) => Array.from(e.attributes).filter((a) => /^on/i.test(a.name)).map((a) => `${e.tagName}[${a.name}]`)),
       pwned: document.documentElement.getAttribute('data-pwned'),
       csp: document.querySelector('meta[http-equiv="Content-Security-Policy"]')?.getAttribute('content') ?? '',
@@ -98,15 +98,20 @@ describe('review panel with hostile names and content', () => {
     assert.deepEqual(dom.injected, [], 'no element from the payloads');
     assert.deepEqual(dom.handlers, [], 'no inline event handler attribute anywhere');
     // VS Code puts one inline script of its own into every webview (it defines acquireVsCodeApi);
-    // besides that, only the page's own nonce'd bundle.
-    const [host, ours] = [dom.scripts.filter((x) => !x.src && /^globalThis\.acquireVsCodeApi = /.test(x.text)), dom.scripts.filter((x) => x.src)];
+    // besides that, only the page's own nonce'd bundle (written into the document, naming its
+    // file in data-bundle) and the highlighter it fetched after first content.
+    const [host, ours] = [dom.scripts.filter((x) => !x.src && !x.bundle && /^globalThis\.acquireVsCodeApi = /.test(x.text)), dom.scripts.filter((x) => x.src || x.bundle)];
     assert.equal(host.length + ours.length, dom.scripts.length, `an unexpected script: ${JSON.stringify(dom.scripts.map((x) => ({ ...x, text: x.text.slice(0, 80) })))}`);
-    // The page's bundle, and the syntax highlighter's it loaded after first content: both nonce'd, both ours.
-    assert.deepEqual(ours.map((x) => x.src.replace(/^.*\/dist\/webview\//, '')).sort(), ['highlight.js', 'main.js']);
+    assert.deepEqual(ours.map((x) => (x.src || x.bundle).replace(/^.*\/dist\/webview\//, '')).sort(), ['highlight.js', 'main.js']);
     for (const x of ours) {
-      assert.equal(x.text, '');
-      assert.ok(x.nonce, `${x.src} is nonced`);
-      assert.match(x.src, /\/dist\/webview\/(main|highlight)\.js$/);
+      assert.ok(x.nonce, `${x.src || x.bundle} is nonced`);
+      if (x.src) {
+        assert.equal(x.text, '');
+        assert.match(x.src, /\/dist\/webview\/highlight\.js$/);
+      } else {
+        assert.match(x.bundle, /\/dist\/webview\/main\.js$/);
+        assert.ok(x.text.length > 10_000, 'the page bundle itself, written in');
+      }
     }
     assert.equal(dom.pwned, null, 'no payload ran');
     // The live page's policy: nothing but our nonce'd script may run.

@@ -110,6 +110,21 @@ describe('bench (extension host)', function () {
       await vscode.window.tabGroups.close(reviewTabs());
       await eventually(() => reviewTabs().length === 0, 'the review panel to close');
     }
+    // The floor under it: VS Code showing an empty webview in the same place, timed the same way
+    // (its script inline, reporting the frame after its document's load), side by side in this window.
+    const floor: number[] = [];
+    for (let r = 0; r < 5; r++) {
+      const t = Date.now();
+      const panel = vscode.window.createWebviewPanel('waypoint.benchEmpty', 'Empty', vscode.ViewColumn.Active, { enableScripts: true });
+      const shownAt = new Promise<number>((res) => panel.webview.onDidReceiveMessage((m: { at: number }) => res(m.at)));
+      const nonce = Math.random().toString(36).slice(2);
+      panel.webview.html = `<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'nonce-${nonce}'"></head><body><p>empty</p><script nonce="${nonce}">const api = acquireVsCodeApi(); const go = () => requestAnimationFrame(() => setTimeout(() => api.postMessage({ at: Date.now() }), 0)); document.readyState === 'complete' ? go() : addEventListener('load', go, { once: true });</script></body></html>`;
+      floor.push((await shownAt) - t);
+      panel.dispose();
+      await new Promise((res) => setTimeout(res, 300));
+    }
+    report(`review floor (empty webview): ${floor.join(', ')} ms`);
+    report(`BENCH review_open_empty_webview_ms ${median(floor).toFixed(2)}`);
     report(`BENCH review_open_1000_files_first_ms ${opens[0].toFixed(2)}`);
     report(`BENCH review_open_1000_files_first_listing_ms ${firstListing.toFixed(2)}`);
     report(`BENCH review_open_1000_files_ms ${median(opens).toFixed(2)}`);
