@@ -3,7 +3,10 @@
  * CSP forbids eval, so the probe always fails, and the browser still reports each
  * attempt as a `securitypolicyviolation` (work on the page's first parse, and console
  * noise). Without the probe zod validates the same way, without compiled fast paths.
+ * The pages speak zod/mini, which carries no messages of its own: English ones, so a
+ * refused message's log line says what was wrong.
  */
-import { z } from 'zod';
+import { config } from 'zod/mini';
+import en from 'zod/v4/locales/en.js';
 
-z.config({ jitless: true });
+config({ jitless: true, ...en() });

@@ -49,6 +49,8 @@ function loadHtml(): typeof import('../../src/extension/review/html') {
   const original = M._load;
   M._load = (request, parent, isMain) => (request === 'vscode' ? { Uri } : original(request, parent, isMain));
   try {
+    // A fresh copy bound to this file's `vscode` (another test may have loaded html.ts with its own).
+    delete require.cache[require.resolve('../../src/extension/review/html')];
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     return require('../../src/extension/review/html');
   } finally {

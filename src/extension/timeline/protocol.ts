@@ -4,8 +4,10 @@
  * `safeParse`s on receipt; anything malformed is dropped with one log line. Every
  * string and array is bounded so a broken peer cannot make the other side allocate
  * without limit. No `vscode` import: this file is bundled into the browser build.
+ * Written with `zod/mini`, as the review's protocol is (see there why).
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import { int, list, num, str, Text } from '../webview/schemaParts';
 
 export const MAX_STEPS = 2_000;
 export const MAX_ATTEMPTS = 20_000;
@@ -13,21 +15,20 @@ export const MAX_CHECKPOINTS = 10_000;
 export const MAX_EFFECTS = 10_000;
 export const MAX_MARKS = 5_000;
 
-const Id = z.string().min(1).max(256);
-const Text = (max: number) => z.string().max(max);
-const Time = z.number().int().min(0);
+const Id = str(1, 256);
+const Time = int(0);
 
 export const TimelineTask = z.strictObject({
   id: Id,
   title: Text(1_000),
   state: Text(40),
-  agent: Text(200).nullable(),
+  agent: z.nullable(Text(200)),
   correlationId: Text(256),
   createdAt: Time,
   updatedAt: Time,
-  attempt: z.number().int().min(0),
+  attempt: int(0),
   /** Why the task stopped being driven (interrupted, suspended, failed), for the header. */
-  interruption: Text(2_000).nullable(),
+  interruption: z.nullable(Text(2_000)),
 });
 export type TimelineTask = z.infer<typeof TimelineTask>;
 
@@ -35,13 +36,13 @@ export const TimelineStep = z.strictObject({
   id: Id,
   title: Text(500),
   status: Text(40),
-  dependsOn: z.array(Id).max(256),
+  dependsOn: list(Id, 256),
   /** Column in the dependency graph: the longest path from a step with no dependencies. */
-  layer: z.number().int().min(0).max(MAX_STEPS),
+  layer: int(0, MAX_STEPS),
   /** Row inside the layer. */
-  row: z.number().int().min(0).max(MAX_STEPS),
+  row: int(0, MAX_STEPS),
   adhoc: z.boolean(),
-  error: Text(2_000).nullable(),
+  error: z.nullable(Text(2_000)),
 });
 export type TimelineStep = z.infer<typeof TimelineStep>;
 
@@ -52,28 +53,28 @@ export const TimelineAttempt = z.strictObject({
   /** `stepId#n`, or `stepId#n.k` for a later bar of the same numbered attempt (after a resume). */
   id: Text(300),
   stepId: Id,
-  n: z.number().int().min(0),
-  taskAttempt: z.number().int().min(0),
+  n: int(0),
+  taskAttempt: int(0),
   start: Time,
-  end: Time.nullable(),
+  end: z.nullable(Time),
   outcome: AttemptOutcome,
   /** The lease owner that started it (an agent session, the editor, the CLI). */
-  by: Text(200).nullable(),
-  error: Text(2_000).nullable(),
+  by: z.nullable(Text(200)),
+  error: z.nullable(Text(2_000)),
   /** For a failure: recoverable, unrecoverable or inconsistent_state. */
-  failureClass: Text(40).nullable(),
+  failureClass: z.nullable(Text(40)),
 });
 export type TimelineAttempt = z.infer<typeof TimelineAttempt>;
 
 export const TimelineCheckpoint = z.strictObject({
   id: Id,
   kind: Text(40),
-  label: Text(500).nullable(),
+  label: z.nullable(Text(500)),
   /** What a person calls it: its label or its kind, and the step it belongs to. */
   title: Text(1_100),
-  stepId: Id.nullable(),
+  stepId: z.nullable(Id),
   at: Time,
-  filesChanged: z.number().int().min(0),
+  filesChanged: int(0),
   /** It has a manifest and is not damaged: it can be compared, rolled back to and forked from. */
   restorable: z.boolean(),
 });
@@ -84,12 +85,12 @@ export const TimelineEffect = z.strictObject({
   kind: Text(100),
   description: Text(2_000),
   status: z.enum(['intent', 'done', 'failed', 'in_doubt']),
-  stepId: Id.nullable(),
+  stepId: z.nullable(Id),
   at: Time,
-  endedAt: Time.nullable(),
-  attempts: z.number().int().min(0),
-  error: Text(2_000).nullable(),
-  resolvedBy: z.enum(['agent', 'person']).nullable(),
+  endedAt: z.nullable(Time),
+  attempts: int(0),
+  error: z.nullable(Text(2_000)),
+  resolvedBy: z.nullable(z.enum(['agent', 'person'])),
   /** A shell command the agent ran (the hooks record them as side effects of kind `shell`). */
   shell: z.boolean(),
 });
@@ -107,22 +108,22 @@ export type TimelineMark = z.infer<typeof TimelineMark>;
 export const TimelineModel = z.strictObject({
   task: TimelineTask,
   /** Events the task holds, and the last one's sequence number. */
-  events: z.number().int().min(0),
-  lastSeq: z.number().int().min(0),
+  events: int(0),
+  lastSeq: int(0),
   range: z.strictObject({ start: Time, end: Time }),
-  steps: z.array(TimelineStep).max(MAX_STEPS),
-  attempts: z.array(TimelineAttempt).max(MAX_ATTEMPTS),
-  checkpoints: z.array(TimelineCheckpoint).max(MAX_CHECKPOINTS),
-  effects: z.array(TimelineEffect).max(MAX_EFFECTS),
-  marks: z.array(TimelineMark).max(MAX_MARKS),
+  steps: list(TimelineStep, MAX_STEPS),
+  attempts: list(TimelineAttempt, MAX_ATTEMPTS),
+  checkpoints: list(TimelineCheckpoint, MAX_CHECKPOINTS),
+  effects: list(TimelineEffect, MAX_EFFECTS),
+  marks: list(TimelineMark, MAX_MARKS),
   /** How many of each kind were left out to stay within the bounds (shown, never silent). */
-  omitted: z.strictObject({ steps: z.number().int().min(0), attempts: z.number().int().min(0), checkpoints: z.number().int().min(0), effects: z.number().int().min(0), marks: z.number().int().min(0) }),
+  omitted: z.strictObject({ steps: int(0), attempts: int(0), checkpoints: int(0), effects: int(0), marks: int(0) }),
   /**
    * Set only on a first screen (see firstScreen.ts): the page's document carries the
    * entries the first screen shows, and this says how many of each kind follow in the
    * whole model, which the host posts after the page says `ready`.
    */
-  pending: z.strictObject({ steps: z.number().int().min(0), attempts: z.number().int().min(0), checkpoints: z.number().int().min(0), effects: z.number().int().min(0), marks: z.number().int().min(0) }).optional(),
+  pending: z.optional(z.strictObject({ steps: int(0), attempts: int(0), checkpoints: int(0), effects: int(0), marks: int(0) })),
 });
 export type TimelineModel = z.infer<typeof TimelineModel>;
 
@@ -130,21 +131,21 @@ export type TimelineModel = z.infer<typeof TimelineModel>;
 export const COLLECTIONS = ['steps', 'attempts', 'checkpoints', 'effects', 'marks'] as const;
 export type Collection = (typeof COLLECTIONS)[number];
 
-const Ids = (max: number) => z.array(Text(300)).max(max);
+const Ids = (max: number) => list(Text(300), max);
 
 /** What changed since the last model the page was sent: the header, and per collection the entries upserted and the keys removed. */
 export const TimelinePatch = z.strictObject({
   task: TimelineTask,
-  events: z.number().int().min(0),
-  lastSeq: z.number().int().min(0),
+  events: int(0),
+  lastSeq: int(0),
   range: z.strictObject({ start: Time, end: Time }),
   omitted: TimelineModel.shape.omitted,
   upsert: z.strictObject({
-    steps: z.array(TimelineStep).max(MAX_STEPS),
-    attempts: z.array(TimelineAttempt).max(MAX_ATTEMPTS),
-    checkpoints: z.array(TimelineCheckpoint).max(MAX_CHECKPOINTS),
-    effects: z.array(TimelineEffect).max(MAX_EFFECTS),
-    marks: z.array(TimelineMark).max(MAX_MARKS),
+    steps: list(TimelineStep, MAX_STEPS),
+    attempts: list(TimelineAttempt, MAX_ATTEMPTS),
+    checkpoints: list(TimelineCheckpoint, MAX_CHECKPOINTS),
+    effects: list(TimelineEffect, MAX_EFFECTS),
+    marks: list(TimelineMark, MAX_MARKS),
   }),
   remove: z.strictObject({
     steps: Ids(MAX_STEPS),
@@ -171,10 +172,10 @@ export const TimelinePageMessage = z.discriminatedUnion('type', [
    */
   z.strictObject({
     type: z.literal('shown'),
-    steps: z.number().int().min(0).max(MAX_STEPS),
-    attempts: z.number().int().min(0).max(MAX_ATTEMPTS),
+    steps: int(0, MAX_STEPS),
+    attempts: int(0, MAX_ATTEMPTS),
     at: Time,
-    pageMs: z.number().min(0).max(3_600_000),
+    pageMs: num(0, 3_600_000),
     /** False for a first screen drawn before the whole model arrived; true once the page holds all of it. */
     whole: z.boolean(),
   }),
@@ -198,7 +199,7 @@ export type TimelineHostMessage = z.infer<typeof TimelineHostMessage>;
 export const TimelinePageState = z.strictObject({
   taskId: Id,
   /** The row that had focus, to put it back. */
-  focus: Text(400).optional(),
+  focus: z.optional(Text(400)),
 });
 export type TimelinePageState = z.infer<typeof TimelinePageState>;
 

@@ -5,27 +5,28 @@
  * the same as `TimelineModel.safeParse`: the same data when valid, refused whole at
  * the first bad entry. No `vscode` import: the page bundles it.
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import type { $ZodError, $ZodType } from 'zod/v4/core';
 import { COLLECTIONS, MAX_ATTEMPTS, MAX_CHECKPOINTS, MAX_EFFECTS, MAX_MARKS, MAX_STEPS, TimelineAttempt, TimelineCheckpoint, TimelineEffect, TimelineMark, TimelineModel, TimelineStep, type Collection } from './protocol';
 
 /** Entries checked between two pauses: a few milliseconds of work each. */
 export const PIECE = 400;
 
-const ITEM: Record<Collection, z.ZodType> = { steps: TimelineStep, attempts: TimelineAttempt, checkpoints: TimelineCheckpoint, effects: TimelineEffect, marks: TimelineMark };
+const ITEM: Record<Collection, $ZodType> = { steps: TimelineStep, attempts: TimelineAttempt, checkpoints: TimelineCheckpoint, effects: TimelineEffect, marks: TimelineMark };
 
 /** The model with every collection's entries left unchecked (only the bounds on their number): the header and the shape. */
-const Header = TimelineModel.extend({
-  steps: z.array(z.unknown()).max(MAX_STEPS),
-  attempts: z.array(z.unknown()).max(MAX_ATTEMPTS),
-  checkpoints: z.array(z.unknown()).max(MAX_CHECKPOINTS),
-  effects: z.array(z.unknown()).max(MAX_EFFECTS),
-  marks: z.array(z.unknown()).max(MAX_MARKS),
+const Header = z.extend(TimelineModel, {
+  steps: z.array(z.unknown()).check(z.maxLength(MAX_STEPS)),
+  attempts: z.array(z.unknown()).check(z.maxLength(MAX_ATTEMPTS)),
+  checkpoints: z.array(z.unknown()).check(z.maxLength(MAX_CHECKPOINTS)),
+  effects: z.array(z.unknown()).check(z.maxLength(MAX_EFFECTS)),
+  marks: z.array(z.unknown()).check(z.maxLength(MAX_MARKS)),
 });
 
 export type PieceResult = { success: true; data: TimelineModel } | { success: false; problem: string };
 
 /** The first issue as `path: message`, its path shifted by `offset` within collection `c` (the piece began there). */
-function problemOf(error: z.ZodError, c?: Collection, offset = 0): string {
+function problemOf(error: $ZodError, c?: Collection, offset = 0): string {
   const first = error.issues[0];
   if (!first) return 'invalid';
   const path = first.path.map(String);

@@ -4,7 +4,8 @@
  * timeline page no longer builds the review panel's schemas before it can draw.
  * No `vscode` import: pages bundle it.
  */
-import type { z } from 'zod';
+import type { $ZodType, output } from 'zod/v4/core';
+import { safeParse } from 'zod/mini';
 
 /**
  * Parses one message received from the other side (of the review panel, or of
@@ -13,10 +14,10 @@ import type { z } from 'zod';
  * other side may be broken or hostile, and a throw in a message handler would
  * only be swallowed without a trace.
  */
-export function parseInbound<S extends z.ZodType>(schema: S, raw: unknown, from: 'page' | 'host', warn: (line: string) => void, area = 'review'): z.infer<S> | undefined {
+export function parseInbound<S extends $ZodType>(schema: S, raw: unknown, from: 'page' | 'host', warn: (line: string) => void, area = 'review'): output<S> | undefined {
   let problem: string;
   try {
-    const r = schema.safeParse(raw);
+    const r = safeParse(schema, raw);
     if (r.success) return r.data;
     const first = r.error.issues[0];
     problem = first ? `${first.path.map(String).join('.') || 'message'}: ${first.message}` : 'invalid';
