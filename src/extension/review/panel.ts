@@ -43,7 +43,7 @@ export class ReviewPanel extends Disposable {
   private ready = false;
   private data: ReviewData | undefined;
   /** The listing begun with the page, for its first `ready` (if that comes soon). */
-  private first: { at: number; listing: Promise<{ data: ReviewData; msg: HostInit }> } | undefined;
+  private first: { at: number; listing: Promise<{ data: ReviewData; msg: HostInit }>; posted: Promise<boolean> } | undefined;
   /** Bumped by every listing sent, so a stream of counts for an older listing stops. */
   private generation = 0;
   private refreshTimer: NodeJS.Timeout | undefined;
@@ -79,10 +79,12 @@ export class ReviewPanel extends Disposable {
   }
 
   /**
-   * Writes the page at once, then lists the review: the webview's set-up and the
-   * page's script load (hundreds of ms, more in a fresh window) overlap the listing
-   * (milliseconds warm, a second or more for a cold scan) instead of following it.
-   * The listing is posted when the page says `ready`.
+   * Writes the page at once, then lists the review and posts the listing as soon as it
+   * is made: the webview's set-up and the page's script (hundreds of ms, more in a
+   * fresh window) overlap the listing (milliseconds warm, a second or more for a cold
+   * scan), and VS Code holds the message until the page has loaded, so the page draws
+   * it on load instead of after a `ready` round trip. `ready` posts it again only if
+   * that post was not delivered (a panel hidden before its page loaded).
    */
   private load(): void {
     this.panel.webview.html = reviewHtml(this.panel.webview, this.deps.extensionUri, 'Waypoint review');
@@ -97,7 +99,16 @@ export class ReviewPanel extends Disposable {
     })();
     // A failure is reported to the page on its `ready` (and logged now).
     listing.catch((e) => this.deps.log.warn(`[review] listing ${this.taskId} failed: ${errorMessage(e)}`));
-    this.first = { at: t0, listing };
+    const posted = listing.then(
+      async (r) => {
+        if (this.isDisposed) return false;
+        const ok = await this.panel.webview.postMessage(r.msg);
+        this.timing.postedAt ||= Date.now();
+        return ok;
+      },
+      () => false,
+    );
+    this.first = { at: t0, listing, posted: posted.catch(() => false) };
   }
 
   override dispose(): void {
@@ -166,10 +177,12 @@ export class ReviewPanel extends Disposable {
     this.first = undefined;
     if (!first || Date.now() - first.at > FIRST_FRESH_MS) return this.sendInit();
     const { data, msg } = await first.listing;
+    const posted = await first.posted;
     if (this.isDisposed) return;
     const gen = ++this.generation;
     this.data = data;
-    this.post(msg);
+    // Posted as soon as it was made (VS Code delivers it when the page has loaded), unless that failed.
+    if (!posted) this.post(msg);
     this.timing.postedAt ||= Date.now();
     this.streamCounts(data, gen);
   }
