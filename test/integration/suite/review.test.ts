@@ -129,4 +129,27 @@ describe('review: approve, reject, commit', function () {
     assert.equal(read('review/b.txt'), 'b by the agent\n');
     assert.equal(read('review/c.txt'), 'c by the agent\n');
   });
+
+  it('draws the review on its first open, and again when its tab comes back after being hidden (its page loads anew)', async () => {
+    const api = await activated();
+    const { taskId } = await engine.startTask({ goal: 'Review shown twice', plan: [{ id: 'e', title: 'Edit two files' }] });
+    await engine.startStep({ taskId, stepId: 'e' });
+    write('reshown/x.txt', 'x by the agent\n');
+    write('reshown/y.txt', 'y by the agent\n');
+    await engine.completeStep({ taskId, stepId: 'e' });
+    await engine.requestReview({ taskId });
+    const within = <T>(p: Promise<T>, what: string) => Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: no first content within 30 s`)), 30_000))]);
+    // The first listing goes out as soon as it is made (VS Code holds it until the page has loaded).
+    const first = await within(api.openReview(taskId), 'first open');
+    assert.ok(first.files >= 2, `the review listed ${first.files} files`);
+    // Another editor in the same group hides the panel, and VS Code drops its page (no retained context):
+    // the page that comes back never saw that first listing, so its ready must bring a fresh one.
+    const doc = await vscode.workspace.openTextDocument({ content: 'on top of the review' });
+    await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.Active, preview: false });
+    const again = await within(api.openReview(taskId), 'shown again');
+    assert.equal(again.files, first.files);
+    assert.ok(again.at > first.at);
+    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => (t.input instanceof vscode.TabInputWebview && t.input.viewType.includes('waypoint.review')) || t.label.startsWith('Untitled'));
+    await vscode.window.tabGroups.close(tabs);
+  });
 });
