@@ -873,5 +873,6 @@ function receive(data: unknown): void {
   }
 }
 
-// The host posts nothing before `ready` (the listing follows it).
+// The first listing may already be on its way (the host posts it as soon as it is made, and VS
+// Code delivers it once this document has loaded); `ready` brings it again if that was lost.
 send({ type: 'ready' });

@@ -71,6 +71,19 @@ function directives(html: string): Map<string, string[]> {
 
 describe('review webview: Content-Security-Policy of the generated page', () => {
   const { reviewHtml } = loadHtml();
+  /** The page generated for an extension whose bundle is `js` and `css` (in a temp folder, removed after). */
+  const withBundle = (js: string, css: string, check: (html: string) => void) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-csp-'));
+    try {
+      const web = path.join(dir, 'dist', 'webview');
+      fs.mkdirSync(web, { recursive: true });
+      fs.writeFileSync(path.join(web, 'main.js'), js);
+      fs.writeFileSync(path.join(web, 'main.css'), css);
+      check(reviewHtml(webview as never, Uri.file(dir) as never, 'Review'));
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  };
   const ext = Uri.file('/home/u/.vscode/extensions/waypoint-dev.waypoint-0.1.0');
   const page = (title = 'Review: t_1') => reviewHtml(webview as never, ext as never, title);
 
@@ -111,13 +124,7 @@ describe('review webview: Content-Security-Policy of the generated page', () => 
   });
 
   it('writes the bundle’s script and stylesheet into the page under its nonce (no fetch before the page can show), naming the bundle for what it loads later', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-csp-'));
-    try {
-      const web = path.join(dir, 'dist', 'webview');
-      fs.mkdirSync(web, { recursive: true });
-      fs.writeFileSync(path.join(web, 'main.js'), '(()=>{const a=1<2;console.log(a)})();\n//# sourceMappingURL=main.js.map\n');
-      fs.writeFileSync(path.join(web, 'main.css'), 'body{color:red}\n/*# sourceMappingURL=main.css.map */');
-      const html = reviewHtml(webview as never, Uri.file(dir) as never, 'Review');
+    withBundle('(()=>{const a=1<2;console.log(a)})();\n//# sourceMappingURL=main.js.map\n', 'body{color:red}\n/*# sourceMappingURL=main.css.map */', (html) => {
       const nonce = /'nonce-([A-Za-z0-9+/=]+)'/.exec(directives(html).get('script-src')![0])![1];
       const scripts = [...html.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/gi)];
       assert.equal(scripts.length, 1);
@@ -132,25 +139,32 @@ describe('review webview: Content-Security-Policy of the generated page', () => 
       assert.equal(styles[0][2].trim(), 'body{color:red}');
       assert.ok(directives(html).get('style-src')!.includes(`'nonce-${nonce}'`));
       assert.doesNotMatch(html, /<link\b/i, 'nothing left to fetch');
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it('fetches a bundle whose text could end its element early (`</`, `<!--`) instead of writing it into the page', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-csp-'));
-    try {
-      const web = path.join(dir, 'dist', 'webview');
-      fs.mkdirSync(web, { recursive: true });
-      fs.writeFileSync(path.join(web, 'main.js'), 'const s = "</script><script>alert(1)</script>";\n');
-      fs.writeFileSync(path.join(web, 'main.css'), 'body::after{content:"<!--"}');
-      const html = reviewHtml(webview as never, Uri.file(dir) as never, 'Review');
+    withBundle('const s = "</script><script>alert(1)</script>";\n', 'body::after{content:"<!--"}', (html) => {
       const scripts = [...html.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/gi)];
       assert.equal(scripts.length, 1);
       assert.match(scripts[0][1], /\ssrc="https:\/\/file\+\.vscode-resource\.vscode-cdn\.net\/[^"]*\/dist\/webview\/main\.js"/);
       assert.equal(scripts[0][2], '');
       assert.doesNotMatch(html, /alert|<style/);
       assert.match(html, /<link rel="stylesheet" href="https:\/\/file\+\.vscode-resource\.vscode-cdn\.net\/[^"]*\/dist\/webview\/main\.css">/);
+    });
+  });
+
+  it('writes a rebuilt bundle into the next page, not the one read before', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-csp-'));
+    try {
+      const web = path.join(dir, 'dist', 'webview');
+      fs.mkdirSync(web, { recursive: true });
+      fs.writeFileSync(path.join(web, 'main.css'), 'body{}');
+      fs.writeFileSync(path.join(web, 'main.js'), 'console.log("first build");');
+      assert.match(reviewHtml(webview as never, Uri.file(dir) as never, 'Review'), /first build/);
+      fs.writeFileSync(path.join(web, 'main.js'), 'console.log("second build, longer");');
+      const html = reviewHtml(webview as never, Uri.file(dir) as never, 'Review');
+      assert.match(html, /second build, longer/);
+      assert.doesNotMatch(html, /first build/);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -25,7 +25,7 @@ export function webviewOptions(extensionUri: vscode.Uri): vscode.WebviewPanelOpt
  * window): VS Code shows a webview's frame only at its document's `load`, which waits
  * for every fetch, and each fetch goes through the webview's service worker to the
  * extension's files (the review's script began 106–134 ms after its navigation with
- * fetched assets, 55–105 ms written in; see docs/review.md).
+ * fetched assets, 55–105 ms written in; see docs/benchmarks.md).
  */
 export function pageShell(
   webview: vscode.Webview,
@@ -67,30 +67,38 @@ ${first}${scriptTag}
 </html>`;
 }
 
-const assets = new Map<string, string | null>();
+const assets = new Map<string, { stamp: string; text: string | null }>();
 
 /**
- * A page's bundled stylesheet or script text, read once per window (it is part of the
- * installed extension), for writing into its document; `undefined` (fetch it as usual)
- * when it cannot be read or holds text that could end its element early (`</`, `<!--`).
+ * A page's bundled stylesheet or script text, for writing into its document; read again
+ * only when the file changed (one stat per page: a rebuilt bundle, as `npm run watch`
+ * writes, is the one the next page gets). `undefined` (fetch it as usual) when it cannot
+ * be read or holds text that could end its element early (`</`, `<!--`).
  */
 function inlineAsset(root: vscode.Uri, name: string): string | undefined {
   const file = vscode.Uri.joinPath(root, name).fsPath;
-  let text = assets.get(file);
-  if (text === undefined) {
-    try {
-      // The source map comment goes: the page has no URL of its own to resolve it against.
-      text = fs.readFileSync(file, 'utf8').replace(/\n?\/([/*])# sourceMappingURL=\S*\s*(\*\/)?\s*$/, '\n');
-      if (/<\/|<!--/.test(text)) text = null;
-    } catch {
-      text = null;
-    }
-    assets.set(file, text);
+  let stamp: string;
+  try {
+    const st = fs.statSync(file);
+    stamp = `${st.mtimeMs}:${st.size}:${st.ino}`;
+  } catch {
+    return undefined;
   }
+  const known = assets.get(file);
+  if (known?.stamp === stamp) return known.text ?? undefined;
+  let text: string | null;
+  try {
+    // The source map comment goes: the page has no URL of its own to resolve it against.
+    text = fs.readFileSync(file, 'utf8').replace(/\n?\/([/*])# sourceMappingURL=\S*\s*(\*\/)?\s*$/, '\n');
+    if (/<\/|<!--/.test(text)) text = null;
+  } catch {
+    text = null;
+  }
+  assets.set(file, { stamp, text });
   return text ?? undefined;
 }
 
-/** The review panel's page (its first listing is posted after `ready`). */
+/** The review panel's page (the panel posts its first listing as soon as it is made; see panel.ts). */
 export function reviewHtml(webview: vscode.Webview, extensionUri: vscode.Uri, title: string): string {
   return pageShell(webview, extensionUri, { bundle: 'main', title, loading: 'Loading the review…' });
 }

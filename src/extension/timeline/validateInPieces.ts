@@ -7,6 +7,7 @@
  */
 import * as z from 'zod/mini';
 import type { $ZodError, $ZodType } from 'zod/v4/core';
+import { list } from '../webview/schemaParts';
 import { COLLECTIONS, MAX_ATTEMPTS, MAX_CHECKPOINTS, MAX_EFFECTS, MAX_MARKS, MAX_STEPS, TimelineAttempt, TimelineCheckpoint, TimelineEffect, TimelineMark, TimelineModel, TimelineStep, type Collection } from './protocol';
 
 /** Entries checked between two pauses: a few milliseconds of work each. */
@@ -16,11 +17,11 @@ const ITEM: Record<Collection, $ZodType> = { steps: TimelineStep, attempts: Time
 
 /** The model with every collection's entries left unchecked (only the bounds on their number): the header and the shape. */
 const Header = z.extend(TimelineModel, {
-  steps: z.array(z.unknown()).check(z.maxLength(MAX_STEPS)),
-  attempts: z.array(z.unknown()).check(z.maxLength(MAX_ATTEMPTS)),
-  checkpoints: z.array(z.unknown()).check(z.maxLength(MAX_CHECKPOINTS)),
-  effects: z.array(z.unknown()).check(z.maxLength(MAX_EFFECTS)),
-  marks: z.array(z.unknown()).check(z.maxLength(MAX_MARKS)),
+  steps: list(z.unknown(), MAX_STEPS),
+  attempts: list(z.unknown(), MAX_ATTEMPTS),
+  checkpoints: list(z.unknown(), MAX_CHECKPOINTS),
+  effects: list(z.unknown(), MAX_EFFECTS),
+  marks: list(z.unknown(), MAX_MARKS),
 });
 
 export type PieceResult = { success: true; data: TimelineModel } | { success: false; problem: string };
