@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { errorMessage } from '../core/model/errors';
@@ -42,6 +43,8 @@ export const COMMAND_SETTLE_MS = 500;
 /** …and then until the watcher has been quiet this long, for at most COMMAND_SETTLE_MAX_MS. */
 const COMMAND_QUIET_MS = 250;
 const COMMAND_SETTLE_MAX_MS = 3000;
+/** The longest a command's end waits for the watcher to catch up while it keeps reporting (see watcherCaughtUp). */
+const FENCE_MAX_MS = 60_000;
 /**
  * While a command runs, the bursts it writes wait for its end checkpoint (so its files
  * are its own), but not for ever: a watch or a server that never ends lets the auto
@@ -57,8 +60,13 @@ export class AutoCheckpoints extends Disposable {
   private running: Promise<void> = Promise.resolve();
   private readonly terminalTasks = new Map<vscode.Terminal, string>();
   private commandSeq = 0;
-  /** When the watcher last reported a change (a command's end waits for it to go quiet). */
+  /** When the watcher last reported a change in the workspace (a command's end waits for it to go quiet). */
   private lastNoteAt = 0;
+  /** When the watcher last reported anything, the store's own files included (it is still catching up). */
+  private lastReportAt = 0;
+  /** Fence files written and not yet reported back by the watcher, by name (see watcherCaughtUp). */
+  private readonly fences = new Map<string, () => void>();
+  private fenceSeq = 0;
   /** Start times of the commands begun and not yet ended, by key. */
   private readonly openCommands = new Map<string, number>();
   private historyTimer: NodeJS.Timeout | undefined;
@@ -130,6 +138,11 @@ export class AutoCheckpoints extends Disposable {
 
   noteChange(uri: vscode.Uri): void {
     if (uri.scheme !== 'file') return;
+    this.lastReportAt = Date.now();
+    if (this.fences.size) {
+      const seen = this.fences.get(path.basename(uri.fsPath));
+      if (seen) return seen();
+    }
     // Any folder of the window: every one of them is supervised (see windowFolders.ts).
     const folder = vscode.workspace.getWorkspaceFolder(uri);
     if (!folder || folder.uri.scheme !== 'file') return;
@@ -140,7 +153,7 @@ export class AutoCheckpoints extends Disposable {
     if (first === '.git' || first === store || first === '.waypoint') return;
     if (!this.watchesFiles()) return;
     this.dirty.add(uri.fsPath);
-    this.lastNoteAt = Date.now();
+    this.lastNoteAt = this.lastReportAt;
     // Cheap test first while owning; relaying, the flush asks the owner whether a task is active.
     const engine = this.host.current;
     if (engine && !engine.tasks({ states: ['running', 'waiting_tool'], limit: 1 }).length) {
@@ -269,7 +282,9 @@ export class AutoCheckpoints extends Disposable {
     // File events arrive after the shell's end: wait for the watcher to report what the command wrote.
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const endAt = Date.now();
-    await sleep(COMMAND_SETTLE_MS);
+    // How late depends on the load and on what else the watcher is handing on: a fixed wait
+    // alone, on a loaded CI machine, recorded a command's three files as none.
+    await Promise.all([sleep(COMMAND_SETTLE_MS), this.watcherCaughtUp()]);
     while (Date.now() - this.lastNoteAt < COMMAND_QUIET_MS && Date.now() - endAt < COMMAND_SETTLE_MAX_MS) await sleep(COMMAND_QUIET_MS);
     const { key, taskId } = started;
     this.openCommands.delete(key);
@@ -286,6 +301,46 @@ export class AutoCheckpoints extends Disposable {
         this.log.warn(`[terminal] could not record the outcome: ${errorMessage(e)}`);
       }
     });
+  }
+
+  /**
+   * Resolves true once the file watcher has reported every write made before the call:
+   * a fence file written now in the store's folder (whose events are otherwise ignored)
+   * comes back through the workspace's recursive watcher, which hands events on in the
+   * order the kernel queued them, so the writes before it have been reported by then
+   * (through it, or sooner). A command that wrote thousands of files has its events
+   * handed on for seconds after it ended, so the wait goes on while the watcher keeps
+   * reporting anything; it gives up (false) once the watcher has
+   * been silent for COMMAND_SETTLE_MAX_MS (the fence excluded from watching, say), after
+   * FENCE_MAX_MS in all, or when the fence cannot be written.
+   */
+  private async watcherCaughtUp(): Promise<boolean> {
+    const folder = this.host.workspaceFolder;
+    if (!folder || folder.uri.scheme !== 'file') return false;
+    const name = `watch-fence-${process.pid}-${++this.fenceSeq}`;
+    const dir = path.resolve(folder.uri.fsPath, settings(folder.uri).storageLocation);
+    const file = path.join(dir, name);
+    let seen = false;
+    this.fences.set(name, () => void (seen = true));
+    let written = false;
+    try {
+      // As the store writes: into its own directory only (lstat: not a link put in its place), O_EXCL.
+      if (!(await fs.promises.lstat(dir)).isDirectory()) return false;
+      await fs.promises.writeFile(file, '', { flag: 'wx', mode: 0o600 });
+      written = true;
+      const start = Date.now();
+      while (!seen) {
+        const now = Date.now();
+        if (now - Math.max(start, this.lastReportAt) > COMMAND_SETTLE_MAX_MS || now - start > FENCE_MAX_MS) return false;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return true;
+    } catch {
+      return false;
+    } finally {
+      this.fences.delete(name);
+      if (written) await fs.promises.rm(file, { force: true }).catch(() => undefined);
+    }
   }
 
   private async onTerminalClosed(terminal: vscode.Terminal): Promise<void> {

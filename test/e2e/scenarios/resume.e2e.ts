@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { current } from '../hooks';
 import { cli, interruptedTaskFixture, openWorkbench, screenshotPath } from '../session';
-import { runCommand } from '../workbench';
+import { notification, runCommand } from '../workbench';
 
 describe('resume from the palette', () => {
   it('Waypoint: Resume Task: Escape at the delivery choice changes nothing; Copy resumes and delivers the prompt', async function () {
@@ -37,7 +37,7 @@ describe('resume from the palette', () => {
     const copyRow = page.locator('.quick-input-list .monaco-list-row', { hasText: 'Copy to Clipboard' }).first();
     await copyRow.waitFor({ timeout: 15_000 });
     await copyRow.click();
-    await page.locator('.notifications-toasts', { hasText: 'resume prompt of' }).waitFor({ timeout: 15_000 });
+    await notification(page, 'resume prompt of', 15_000);
     const prompt = await page.evaluate(() => navigator.clipboard.readText());
     assert.match(prompt, /# Resume task: Make app\.js return 2/);
     assert.match(prompt, /\[x\] `edit` Edit app\.js/);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { current } from '../hooks';
 import { git, reviewFixture, setTheme } from '../reviewFixture';
 import { cli, openWorkbench, screenshotPath } from '../session';
-import { runCommand } from '../workbench';
+import { notification, runCommand } from '../workbench';
 
 /** What a refused commit must leave exactly as it was: the files' bytes, git's view of them, HEAD, the index, the task. */
 function snapshot(folder: string, taskId: string): unknown {
@@ -55,8 +55,7 @@ describe('review panel', () => {
     const headBefore = git(folder, 'rev-parse', 'HEAD').trim();
     await view.getByRole('button', { name: /^Commit the approved changes/ }).click();
     // Told where a person looks: a notification with the way out, not only text in the page.
-    const toast = page.locator('.notifications-toasts', { hasText: 'git does not know who you are' });
-    await toast.waitFor({ timeout: 60_000 });
+    const toast = await notification(page, 'git does not know who you are', 60_000);
     await view.locator('#result.error').waitFor({ timeout: 30_000 });
     await page.screenshot({ path: screenshotPath('review commit refused no git identity') });
     assert.deepEqual(snapshot(folder, taskId), before, 'the working tree, git status, HEAD, the index and the task are as they were');

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { current } from '../hooks';
 import { cli, interruptedTaskFixture, openWorkbench, screenshotPath } from '../session';
+import { notification } from '../workbench';
 
 describe('rollback from the tree', () => {
   it('the inline Roll Back action on a checkpoint row shows the diff and a file list, Enter changes the file on disk, Undo brings it back', async function () {
@@ -34,13 +35,12 @@ describe('rollback from the tree', () => {
     assert.equal(await pick.locator('.quick-input-list .monaco-list-row', { hasText: 'src/app.js' }).count(), 1);
     await page.screenshot({ path: screenshotPath('rollback preview with the file list') });
     await page.keyboard.press('Enter');
-    const done = page.locator('.notifications-toasts', { hasText: 'rolled back' });
-    await done.waitFor({ timeout: 30_000 });
+    const done = await notification(page, 'rolled back');
     assert.equal(fs.readFileSync(path.join(folder, 'src', 'app.js'), 'utf8'), 'module.exports = 1;\n');
     // The preview is closed, not left open and out of date.
     await page.locator('.monaco-diff-editor').first().waitFor({ state: 'detached', timeout: 15_000 });
     await done.getByRole('button', { name: 'Undo' }).click();
-    await page.locator('.notifications-toasts', { hasText: 'undid the rollback' }).waitFor({ timeout: 30_000 });
+    await notification(page, 'undid the rollback');
     assert.equal(fs.readFileSync(path.join(folder, 'src', 'app.js'), 'utf8'), 'module.exports = 2; // edited by the agent\n');
   });
 
@@ -81,7 +81,7 @@ describe('rollback from the tree', () => {
     await page.locator('.monaco-diff-editor').first().waitFor({ timeout: 30_000 });
     await page.screenshot({ path: screenshotPath('rollback of only the agent’s changes, with its diff') });
     await page.keyboard.press('Enter');
-    await page.locator('.notifications-toasts', { hasText: 'rolled back' }).waitFor({ timeout: 30_000 });
+    await notification(page, 'rolled back');
     assert.equal(fs.readFileSync(path.join(folder, 'src', 'app.js'), 'utf8'), lines({ 9: '// my note' }), 'the agent’s line reverted, the person’s kept');
     assert.equal(fs.readFileSync(path.join(folder, 'NOTES.md'), 'utf8'), 'my notes\n', 'the person’s file kept');
   });

@@ -39,6 +39,24 @@ function timelineFixture(folder: string): string {
   return taskId;
 }
 
+/**
+ * The task's checkpoint count once it has grown past `before` and then stayed the same
+ * for longer than the auto-checkpoint quiet period (2 s) plus a checkpoint's own time.
+ */
+async function settledCheckpoints(folder: string, taskId: string, before: number): Promise<number> {
+  const count = () => (cli(folder, 'show', '--task', taskId) as { checkpoints: unknown[] }).checkpoints.length;
+  const deadline = Date.now() + 60_000;
+  let last = count();
+  let since = Date.now();
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 500));
+    const n = count();
+    if (n !== last) [last, since] = [n, Date.now()];
+    if (last > before && Date.now() - since > 4_000) return last;
+    if (Date.now() > deadline) throw new Error(`the settings writes were not checkpointed as the task's (${last} checkpoints, ${before} before)`);
+  }
+}
+
 describe('task timeline', () => {
   it('opens from the palette: steps, attempts and checkpoints are shown, keyboard reaches the checkpoint actions, and it follows the task live', async function () {
     this.timeout(240_000);
@@ -84,6 +102,12 @@ describe('task timeline', () => {
     await page.screenshot({ path: screenshotPath('task timeline light theme') });
     await setTheme(page, folder, 'Default Dark Modern');
     await page.screenshot({ path: screenshotPath('task timeline dark theme') });
+    // The theme is a workspace setting: .vscode/settings.json, written while the docs step
+    // runs, is the task's own file activity, checkpointed once the watcher has been quiet
+    // for its period. The open timeline redraws with each such checkpoint; wait until the
+    // last one is drawn, so the rows the keyboard acts on below are the ones that stay.
+    const settled = await settledCheckpoints(folder, taskId, detail.checkpoints.length);
+    await view.getByRole('heading', { name: `Checkpoints (${settled})` }).waitFor({ timeout: 30_000 });
 
     // Arrow keys move row by row; Enter on a checkpoint opens its actions.
     const base = view.getByRole('listitem', { name: /^Checkpoint Start of task/ });

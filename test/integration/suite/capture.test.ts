@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import * as vscode from 'vscode';
@@ -27,30 +28,38 @@ describe('capture: terminal commands and workspace history', function () {
     for (const t of engine.tasks({ states: ['running', 'waiting_tool'] })) await engine.abandonTask({ taskId: t.id });
   }
 
-  it('a terminal command shows under the running task with its exit code and the files it changed, created and deleted', async () => {
+  /** A running task with a running step, and a bash terminal with VS Code's shell integration in it. */
+  async function taskWithTerminal(goal: string): Promise<{ taskId: string; terminal: vscode.Terminal; run: (line: string, atEnd?: () => void) => Promise<number | undefined> }> {
     await stopRunningTasks();
     const engine = await api.engine();
-    fs.writeFileSync(file('cmd-edit.txt'), 'v1\n');
-    fs.writeFileSync(file('cmd-gone.txt'), 'bye\n');
-    // Let the watcher report these writes and record them before the task (no task runs yet: into history).
+    // Let the watcher report the fixture's writes and record them before the task (no task runs yet: into history).
     // A path still unrecorded when a command starts and written by it at once can land in its before state.
     await new Promise((r) => setTimeout(r, 1500));
     await api.flushAutoCheckpoint();
-    const { taskId } = await engine.startTask({ goal: 'Terminal capture', plan: [{ id: 'build', title: 'Build it' }], leaseTtlMs: 3_600_000 });
+    const { taskId } = await engine.startTask({ goal, plan: [{ id: 'build', title: 'Build it' }], leaseTtlMs: 3_600_000 });
     await engine.startStep({ taskId, stepId: 'build' });
-
     const terminal = vscode.window.createTerminal({ name: 'capture-bash', shellPath: '/bin/bash', cwd: root, env: { PS1: '$ ' } });
-    try {
-      const shell = await eventually(() => terminal.shellIntegration, 'shell integration in the bash terminal (VS Code injects it into bash)', 30_000);
-      const ended = new Promise<number | undefined>((resolve) => {
+    const shell = await eventually(() => terminal.shellIntegration, 'shell integration in the bash terminal (VS Code injects it into bash)', 30_000);
+    const run = (line: string, atEnd?: () => void) =>
+      new Promise<number | undefined>((resolve) => {
         const d = vscode.window.onDidEndTerminalShellExecution((e) => {
           if (e.terminal !== terminal) return;
           d.dispose();
+          atEnd?.();
           resolve(e.exitCode);
         });
+        shell.executeCommand(line);
       });
-      shell.executeCommand(`printf 'made\\n' > cmd-made.txt; printf 'v2\\n' > cmd-edit.txt; rm -f cmd-gone.txt; sh -c 'exit 3'`);
-      assert.equal(await ended, 3, 'the shell reports the exit code');
+    return { taskId, terminal, run };
+  }
+
+  it('a terminal command shows under the running task with its exit code and the files it changed, created and deleted', async () => {
+    const engine = await api.engine();
+    fs.writeFileSync(file('cmd-edit.txt'), 'v1\n');
+    fs.writeFileSync(file('cmd-gone.txt'), 'bye\n');
+    const { taskId, terminal, run } = await taskWithTerminal('Terminal capture');
+    try {
+      assert.equal(await run(`printf 'made\\n' > cmd-made.txt; printf 'v2\\n' > cmd-edit.txt; rm -f cmd-gone.txt; sh -c 'exit 3'`), 3, 'the shell reports the exit code');
       await api.commandsSettled();
       const cmd = await eventually(() => engine.queries.commands(taskId).find((c) => c.endedAt !== null), 'the command recorded with its end');
       assert.equal(cmd.exitCode, 3);
@@ -78,6 +87,39 @@ describe('capture: terminal commands and workspace history', function () {
     } finally {
       terminal.dispose();
       await engine.abandonTask({ taskId }).catch(() => undefined);
+    }
+  });
+
+  it('a command still gets its files when the watcher reports them seconds after its end (its process stalled)', async () => {
+    const engine = await api.engine();
+    fs.mkdirSync(file('late'));
+    fs.writeFileSync(file('late/edit.txt'), 'v1\n');
+    const { taskId, terminal, run } = await taskWithTerminal('Terminal capture, watcher behind');
+    // The command first writes 8,000 files into the store's folder, whose events Waypoint
+    // ignores but which the watcher hands on first, a few hundred at a time, so the
+    // command's own two writes are still on their way when the shell reports its end.
+    // Then, as on a loaded machine, the process that watches and relays stalls for 2 s
+    // (code-server's server, this extension host's parent): the events come after that,
+    // well past any fixed wait. This host and its store keep running meanwhile.
+    const flood = path.join(root, '.waypoint', 'flood');
+    fs.mkdirSync(flood);
+    const server = process.ppid;
+    const stall = () => {
+      process.kill(server, 'SIGSTOP');
+      // Resumed by a process of its own as well, should this host fail before its timer runs.
+      spawn('sh', ['-c', `sleep 3; kill -CONT ${server}`], { detached: true, stdio: 'ignore' }).unref();
+      setTimeout(() => process.kill(server, 'SIGCONT'), 2000);
+    };
+    try {
+      assert.equal(await run(`seq -f .waypoint/flood/f%g 1 8000 | xargs touch && printf 'late\\n' > late/made.txt && printf 'v2\\n' > late/edit.txt`, stall), 0);
+      await api.commandsSettled();
+      const cmd = await eventually(() => engine.queries.commands(taskId).find((c) => c.endedAt !== null), 'the command recorded with its end');
+      assert.deepEqual({ changed: cmd.changed, created: cmd.created, deleted: cmd.deleted }, { changed: ['late/edit.txt'], created: ['late/made.txt'], deleted: [] });
+    } finally {
+      process.kill(server, 'SIGCONT');
+      terminal.dispose();
+      await engine.abandonTask({ taskId }).catch(() => undefined);
+      fs.rmSync(flood, { recursive: true, force: true });
     }
   });
 
