@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { errorMessage } from '../core/model/errors';
+import { tempPathFor } from '../core/store/fsutil';
 import type { Task } from '../core/model/schema';
 import { isWorking } from '../core/model/taskStates';
 import { Disposable } from './disposable';
@@ -66,7 +67,6 @@ export class AutoCheckpoints extends Disposable {
   private lastReportAt = 0;
   /** Fence files written and not yet reported back by the watcher, by name (see watcherCaughtUp). */
   private readonly fences = new Map<string, () => void>();
-  private fenceSeq = 0;
   /** Start times of the commands begun and not yet ended, by key. */
   private readonly openCommands = new Map<string, number>();
   private historyTimer: NodeJS.Timeout | undefined;
@@ -317,9 +317,10 @@ export class AutoCheckpoints extends Disposable {
   private async watcherCaughtUp(): Promise<boolean> {
     const folder = this.host.workspaceFolder;
     if (!folder || folder.uri.scheme !== 'file') return false;
-    const name = `watch-fence-${process.pid}-${++this.fenceSeq}`;
     const dir = path.resolve(folder.uri.fsPath, settings(folder.uri).storageLocation);
-    const file = path.join(dir, name);
+    // Named as the store's temp files are: a fence left behind by a crash is swept when the store next opens.
+    const file = tempPathFor(path.join(dir, 'watch-fence'));
+    const name = path.basename(file);
     let seen = false;
     this.fences.set(name, () => void (seen = true));
     let written = false;

@@ -39,7 +39,11 @@ describe('capture: terminal commands and workspace history', function () {
     const { taskId } = await engine.startTask({ goal, plan: [{ id: 'build', title: 'Build it' }], leaseTtlMs: 3_600_000 });
     await engine.startStep({ taskId, stepId: 'build' });
     const terminal = vscode.window.createTerminal({ name: 'capture-bash', shellPath: '/bin/bash', cwd: root, env: { PS1: '$ ' } });
-    const shell = await eventually(() => terminal.shellIntegration, 'shell integration in the bash terminal (VS Code injects it into bash)', 30_000);
+    const shell = await eventually(() => terminal.shellIntegration, 'shell integration in the bash terminal (VS Code injects it into bash)', 30_000).catch(async (e: unknown) => {
+      terminal.dispose();
+      await engine.abandonTask({ taskId }).catch(() => undefined);
+      throw e;
+    });
     const run = (line: string, atEnd?: () => void) =>
       new Promise<number | undefined>((resolve) => {
         const d = vscode.window.onDidEndTerminalShellExecution((e) => {
