@@ -38,6 +38,26 @@ const zodEnglishOnly = {
   },
 };
 
+/**
+ * `pg` decides at load time whether it runs in a Cloudflare Worker: where `navigator` is
+ * not a global (Node 20, VS Code's extension host on it), it builds a `new Response(...)`
+ * to find out, and that loads Node's whole fetch implementation (undici): ~25 ms of
+ * every `waypoint tasks --all` (measured with --cpu-prof), in a process that never
+ * fetches. Bundled for Node, the answer is known: no. The build fails if pg's source no
+ * longer has the check, so a pg update cannot silently drop or change it.
+ */
+const pgNodeStreams = {
+  name: 'pg-node-streams',
+  setup(build) {
+    build.onLoad({ filter: /[\\/]node_modules[\\/]pg[\\/]lib[\\/]stream\.js$/ }, async (args) => {
+      const source = await fs.promises.readFile(args.path, 'utf8');
+      const check = 'if (isCloudflareRuntime()) {';
+      if (!source.includes(check)) throw new Error(`${args.path} no longer holds "${check}": review the pg-node-streams plugin in esbuild.js`);
+      return { contents: source.replace(check, 'if (false) {'), loader: 'js' };
+    });
+  },
+};
+
 function copyWasm() {
   const src = require.resolve('sql.js/dist/sql-wasm.wasm');
   fs.mkdirSync('dist', { recursive: true });
@@ -54,7 +74,7 @@ async function main() {
     sourcemap: !production,
     sourcesContent: false,
     logLevel: 'silent',
-    plugins: [problemMatcher],
+    plugins: [problemMatcher, pgNodeStreams],
     // `pg` requires its optional native binding only when asked for it (`pg.native`), which
     // Waypoint never does: left external, the bundle builds without it and never loads it.
     external: ['pg-native'],
@@ -86,7 +106,7 @@ async function main() {
       entryPoints: { cli: 'src/cli/entry.ts' },
       outdir: 'dist',
       banner: { js: '#!/usr/bin/env node' },
-      plugins: [problemMatcher, zodEnglishOnly],
+      plugins: [problemMatcher, zodEnglishOnly, pgNodeStreams],
     }),
     esbuild.context({
       ...common,
@@ -94,7 +114,7 @@ async function main() {
       // too: every fresh `waypoint` process (an agent's hook, a checkpoint) parses the bundle.
       entryPoints: { 'waypoint-cli': 'src/cli/main.ts' },
       outdir: 'dist',
-      plugins: [problemMatcher, zodEnglishOnly],
+      plugins: [problemMatcher, zodEnglishOnly, pgNodeStreams],
     }),
   ]);
   copyWasm();

@@ -1,13 +1,15 @@
 import * as path from 'node:path';
-import { fastHook } from './hookFastPath';
-import { fastTasksAll } from './tasksAllFast';
+import type * as HookFastPath from './hookFastPath';
+import type * as TasksAllFast from './tasksAllFast';
 
 /**
  * The `waypoint` executable (dist/cli.js). Every command but a relayed hook loads the
  * full CLI (dist/waypoint-cli.js); a hook whose store has a serving owner is answered
  * by the small fast path, because agents wait for hooks around every tool call, and
  * `tasks --all` on a team store by its own (tasksAllFast.ts): a listing should cost a
- * query, not the full CLI's load.
+ * query, not the full CLI's load. Each fast path is required only by its own command
+ * (the bundler keeps a required module's code uninitialised until then): a hook does
+ * not load `pg`, a listing does not load the hook's HTTP client.
  */
 type FullCli = { runAsCli(argv: string[], o?: { hookInput?: string }): void };
 
@@ -19,6 +21,7 @@ function full(argv: string[], hookInput?: string): void {
 
 const argv = process.argv.slice(2);
 if (argv[0] === 'hook') {
+  const { fastHook } = require('./hookFastPath') as typeof HookFastPath;
   fastHook(argv).then(
     (r) => {
       if (r.handled) process.exit(0);
@@ -27,6 +30,7 @@ if (argv[0] === 'hook') {
     () => full(argv),
   );
 } else if (argv[0] === 'tasks') {
+  const { fastTasksAll } = require('./tasksAllFast') as typeof TasksAllFast;
   fastTasksAll(argv).then(
     (r) => {
       // Exit once the listing reached the OS (a pipe is written asynchronously).

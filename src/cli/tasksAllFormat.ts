@@ -1,4 +1,5 @@
 import type { TaskListing } from '../core/store/eventLog';
+import { listingObject } from '../core/store/taskListingJson';
 import { age } from './age';
 
 /**
@@ -6,19 +7,7 @@ import { age } from './age';
  * (tasksAllFast.ts) alike: the --json rows (the contract) and the human table.
  */
 export function listingJson(listings: readonly TaskListing[]): unknown[] {
-  return listings.map((l) => ({
-    id: l.task.id,
-    title: l.task.title,
-    goal: l.task.goal,
-    agent: l.task.agent,
-    state: l.task.state,
-    attempt: l.task.attempt,
-    createdAt: l.task.createdAt,
-    updatedAt: l.task.updatedAt,
-    workspace: l.workspace.path,
-    workspaceId: l.workspace.id || null,
-    machine: l.workspace.machine,
-  }));
+  return listings.map(listingObject);
 }
 
 export function listingTable(listings: readonly TaskListing[], embedded: boolean): string {

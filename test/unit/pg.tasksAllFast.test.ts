@@ -55,7 +55,7 @@ describe('tasks --all fast path (real cluster)', function () {
     assert.equal((await fastTasksAll(['tasks', '--all', '--store', 'postgresql://nobody@127.0.0.1:1/none'])).handled, false);
   });
 
-  it('prints --json as PostgreSQL writes it only when that is byte for byte what the full CLI prints (quotes, control characters, emoji, U+2028), else from the rows', async () => {
+  it('prints --json as PostgreSQL joins it only when that is byte for byte what the full CLI prints (quotes, control characters, emoji, U+2028), else from the rows', async () => {
     const url = cluster.url();
     const hard = ['a "quoted" \\ back\\slash', 'tab\tnew\nline\r\u0001\u001f\u007f', 'emoji 🧭 and \u2028 \u2029 é', '</script> & <b>'];
     const log = await PgEventLog.open({ url, workspace: { id: randomUUID(), machine: 'plain "m"', path: '/fast/\u00e9\t2' } });
@@ -65,12 +65,18 @@ describe('tasks --all fast path (real cluster)', function () {
     await c.connect();
     try {
       const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
-      // The first workspace's machine holds a NUL (a DLE escape in PostgreSQL): the server's text is refused.
+      // The first workspace's machine holds a NUL (a DLE escape in PostgreSQL's column): its stored entries, JSON written by Waypoint, hold it escaped as JSON does.
+      assert.equal(await queryTaskListingsJson(rows, {}), JSON.stringify(listingJson(await queryTaskListings(rows, {})), null, 2));
+      // Built from the columns instead (entries from before the listing column), the server's text is refused.
+      await c.query(`UPDATE waypoint.tasks SET listing = NULL WHERE machine <> 'plain "m"'`);
       assert.equal(await queryTaskListingsJson(rows, {}), null);
       const workspaceId = (await c.query(`SELECT id FROM waypoint.workspaces WHERE path = $1`, ['/fast/\u00e9\t2'])).rows[0].id as string;
       const only = await queryTaskListingsJson(rows, { workspaceId });
       assert.ok(only);
       assert.equal(only, JSON.stringify(listingJson(await queryTaskListings(rows, { workspaceId })), null, 2));
+      // PostgreSQL's to_json writes these values as JSON.stringify does: built from the columns, the same text.
+      await c.query('UPDATE waypoint.tasks SET listing = NULL WHERE workspace_id = $1', [workspaceId]);
+      assert.equal(await queryTaskListingsJson(rows, { workspaceId }), only);
       const parsed = JSON.parse(only) as { title: string }[];
       assert.deepEqual(parsed.map((r) => r.title).sort(), [...hard].sort());
       assert.equal(await queryTaskListingsJson(rows, { states: ['completed'] }), '[]');
@@ -84,5 +90,81 @@ describe('tasks --all fast path (real cluster)', function () {
     const out = new Writable({ write: (ch, _e, cb) => ((buf += ch.toString()), cb()) });
     assert.equal(await main(['tasks', '--all', '--json', '--store', url], { stdout: out as never, stderr: new Writable({ write: (_c, _e, cb) => cb() }) as never }), 0);
     assert.equal(fast.output, buf);
+  });
+
+  it('lists the stored entries, entries written before them (no listing column value), and a moved workspace\'s, all as the full CLI prints them', async () => {
+    const url = cluster.url();
+    const id = randomUUID();
+    let log = await PgEventLog.open({ url, workspace: { id, machine: 'stored', path: '/stored/1' } });
+    await (await log.append([started(301), started(302), started(303)])).durable;
+    await log.close();
+    const c = new Client({ connectionString: url });
+    await c.connect();
+    const fullJson = async () => {
+      let buf = '';
+      const out = new Writable({ write: (ch, _e, cb) => ((buf += ch.toString()), cb()) });
+      assert.equal(await main(['tasks', '--all', '--json', '--store', url], { stdout: out as never, stderr: new Writable({ write: (_c, _e, cb) => cb() }) as never }), 0);
+      return buf;
+    };
+    try {
+      const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
+      const stored = await rows('SELECT id, listing FROM waypoint.tasks WHERE workspace_id = $1 ORDER BY id', [id]);
+      assert.equal(stored.length, 3);
+      for (const r of stored) assert.ok(String(r.listing).startsWith('  {\n    "id": '), `a listing entry is stored with ${String(r.id)}`);
+      // One entry as a summary written before the column had it: built from the columns, the same text.
+      const only = async () => queryTaskListingsJson(rows, { workspaceId: id });
+      const before = await only();
+      await c.query('UPDATE waypoint.tasks SET listing = NULL WHERE workspace_id = $1 AND id = $2', [id, stored[1].id]);
+      assert.equal(await only(), before);
+      assert.equal(before, JSON.stringify(listingJson(await queryTaskListings(rows, { workspaceId: id })), null, 2));
+      // The workspace opened at a new path: its entries say the new path, stored or not.
+      log = await PgEventLog.open({ url, workspace: { id, machine: 'stored', path: '/stored/moved' } });
+      await log.close();
+      const moved = JSON.parse((await only()) ?? 'null') as { workspace: string }[];
+      assert.deepEqual(
+        moved.map((m) => m.workspace),
+        ['/stored/moved', '/stored/moved', '/stored/moved'],
+      );
+      const nulls = await rows('SELECT count(*)::int AS n FROM waypoint.tasks WHERE workspace_id = $1 AND listing IS NULL', [id]);
+      assert.equal(nulls[0].n, 3);
+    } finally {
+      await c.end();
+    }
+    const fast = await fastTasksAll(['tasks', '--all', '--json', '--store', url]);
+    assert.ok(fast.handled);
+    assert.equal(fast.output, await fullJson());
+  });
+
+  it('migrates a version 2 store (no listing column) in place and lists its old summaries as before', async () => {
+    const fresh = await PgCluster.create();
+    try {
+      const url = fresh.url();
+      const id = randomUUID();
+      let log = await PgEventLog.open({ url, workspace: { id, machine: 'v2', path: '/v2/1' } });
+      await (await log.append([started(401), started(402)])).durable;
+      await log.close();
+      const c = new Client({ connectionString: url });
+      await c.connect();
+      try {
+        // The store as version 2 left it.
+        await c.query(`ALTER TABLE waypoint.tasks DROP COLUMN listing; UPDATE waypoint.meta SET v = '2' WHERE k = 'schema_version'`);
+        // The fast path reads only its own version: the full CLI answers (and migrates).
+        assert.equal((await fastTasksAll(['tasks', '--all', '--json', '--store', url])).handled, false);
+        log = await PgEventLog.open({ url, workspace: { id, machine: 'v2', path: '/v2/1' } });
+        await (await log.append([started(403)])).durable;
+        await log.close();
+        assert.equal((await c.query(`SELECT v FROM waypoint.meta WHERE k = 'schema_version'`)).rows[0].v, '3');
+        const n = (await c.query('SELECT count(listing)::int AS stored, count(*)::int AS all FROM waypoint.tasks')).rows[0];
+        assert.deepEqual(n, { stored: 1, all: 3 });
+        const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
+        const text = await queryTaskListingsJson(rows, {});
+        assert.equal(text, JSON.stringify(listingJson(await queryTaskListings(rows, {})), null, 2));
+        assert.deepEqual((JSON.parse(text ?? '[]') as { id: string }[]).map((t) => t.id).sort(), ['t401', 't402', 't403']);
+      } finally {
+        await c.end();
+      }
+    } finally {
+      fresh.remove();
+    }
   });
 });

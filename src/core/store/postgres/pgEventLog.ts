@@ -1,11 +1,12 @@
 import type { Client, Notification } from 'pg';
 import { sequenceBatch } from '../sequence';
 import { WaypointError, errorMessage } from '../../model/errors';
-import type { WaypointEvent } from '../../model/schema';
+import type { TaskState, WaypointEvent } from '../../model/schema';
 import { Logger, silentLogger } from '../../log';
 import type { Db } from '../db';
 import type { AppendResult, Disposable, EventLog, NewEventLike, ReadFilter, WorkspaceIdentity } from '../eventLog';
 import { SqlProjection } from '../projection';
+import { listingEntryText } from '../taskListingJson';
 import { connectClient, isConnectionError, redactUrl, unavailable } from './connection';
 import { ensureSchema } from './schema';
 import { toPgText, fromPgText } from './pgText';
@@ -85,7 +86,7 @@ const MAX_GROUP_EVENTS = 2000;
 /** Back-to-back commits notify listeners at most this often (each notification carries the latest head). */
 const NOTIFY_EVERY_MS = 25;
 
-/** The commit statement (see commitStatement): $1 workspace, $2 epoch, $3 expected head, $4 new head, $5..$15 event columns, $16 machine, $17..$25 task summary columns, $26 deleted task ids. */
+/** The commit statement (see commitStatement): $1 workspace, $2 epoch, $3 expected head, $4 new head, $5..$15 event columns, $16 machine, $17..$25 task summary columns, $26 deleted task ids, $27 the tasks' listing entries. */
 const COMMIT_SQL = `WITH head AS (
     UPDATE waypoint.workspaces SET head_seq = $4, updated_at = now() WHERE id = $1 AND epoch = $2 AND head_seq = $3 RETURNING id
   ), ev AS (
@@ -95,12 +96,12 @@ const COMMIT_SQL = `WITH head AS (
       AS x(seq, ts, type, v, task_id, corr, key, by, data, op, result)
     RETURNING 1
   ), tk AS (
-    INSERT INTO waypoint.tasks AS t (workspace_id, id, machine, title, goal, agent, state, attempt, created_at, updated_at, seq)
-    SELECT head.id, x.id, $16, x.title, x.goal, x.agent, x.state, x.attempt, x.created_at, x.updated_at, x.seq
-    FROM head, unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::int[], $23::bigint[], $24::bigint[], $25::bigint[])
-      AS x(id, title, goal, agent, state, attempt, created_at, updated_at, seq)
+    INSERT INTO waypoint.tasks AS t (workspace_id, id, machine, title, goal, agent, state, attempt, created_at, updated_at, seq, listing)
+    SELECT head.id, x.id, $16, x.title, x.goal, x.agent, x.state, x.attempt, x.created_at, x.updated_at, x.seq, x.listing
+    FROM head, unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::int[], $23::bigint[], $24::bigint[], $25::bigint[], $27::text[])
+      AS x(id, title, goal, agent, state, attempt, created_at, updated_at, seq, listing)
     ON CONFLICT (workspace_id, id) DO UPDATE SET machine = excluded.machine, title = excluded.title, goal = excluded.goal, agent = excluded.agent,
-      state = excluded.state, attempt = excluded.attempt, updated_at = excluded.updated_at, seq = excluded.seq
+      state = excluded.state, attempt = excluded.attempt, updated_at = excluded.updated_at, seq = excluded.seq, listing = excluded.listing
     RETURNING 1
   ), del AS (
     DELETE FROM waypoint.tasks WHERE workspace_id = $1 AND id = ANY($26::text[]) AND EXISTS (SELECT 1 FROM head) RETURNING 1
@@ -189,7 +190,9 @@ export class PgEventLog implements EventLog {
       await ensureSchema(client);
       const ws = opts.workspace;
       const r = await client.query<{ epoch: number; head_seq: number }>(
-        `WITH w AS (
+        `WITH before AS (
+           SELECT path FROM waypoint.workspaces WHERE id = $1
+         ), w AS (
            INSERT INTO waypoint.workspaces AS w (id, machine, path, epoch) VALUES ($1, $2, $3, 1)
            ON CONFLICT (id) DO UPDATE SET epoch = w.epoch + 1, machine = excluded.machine, path = excluded.path, updated_at = now()
            RETURNING id, epoch, head_seq
@@ -200,8 +203,11 @@ export class PgEventLog implements EventLog {
            RETURNING 1
          ), n AS (
            SELECT pg_notify('${NOTIFY_CHANNEL}', json_build_object('w', id, 'e', epoch, 'h', head_seq)::text) FROM w
+         ), moved AS (
+           -- The tasks' listing entries name the workspace's path: a workspace opened at a new path lists them from the columns until each is written again.
+           UPDATE waypoint.tasks SET listing = NULL WHERE workspace_id = $1 AND listing IS NOT NULL AND EXISTS (SELECT 1 FROM before WHERE before.path <> $3) RETURNING 1
          )
-         SELECT epoch, head_seq FROM w, (SELECT count(*) FROM l) AS lc, (SELECT count(*) FROM n) AS nc`,
+         SELECT epoch, head_seq FROM w, (SELECT count(*) FROM l) AS lc, (SELECT count(*) FROM n) AS nc, (SELECT count(*) FROM moved) AS mc`,
         [ws.id, toPgText(ws.machine), toPgText(ws.path), toPgText(opts.owner ?? `pid-${process.pid}`), process.pid],
       );
       const { epoch, head_seq: head } = r.rows[0];
@@ -429,7 +435,7 @@ export class PgEventLog implements EventLog {
       return out;
     };
     const r = await client.query<{ advanced: number }>({
-      name: 'waypoint_commit_v2',
+      name: 'waypoint_commit_v3',
       text: COMMIT_SQL,
       values: [
         ws.id,
@@ -458,6 +464,7 @@ export class PgEventLog implements EventLog {
         upserts.map((t) => t.updated_at),
         upserts.map((t) => t.seq),
         deleted,
+        upserts.map((t) => listingEntryText({ workspace: ws, task: { id: t.id, title: t.title, goal: t.goal, agent: t.agent, state: t.state as TaskState, attempt: t.attempt, createdAt: t.created_at, updatedAt: t.updated_at } })),
       ],
     });
     return r.rows[0].advanced === 1;

@@ -16,6 +16,8 @@ import { WaypointError } from '../../model/errors';
  *               checkpoints' file contents and manifest objects (v2: big ones in chunks)
  *   blob_chunks the parts of a chunked blob, in order (v2)
  *   blob_uploads how far each workspace's checkpoints are uploaded (v2: the outbox cursor)
+ *
+ * v3: tasks.listing, the task's `tasks --all --json` entry as text (see taskListingJson.ts).
  */
 
 export const PG_SCHEMA = 'waypoint';
@@ -108,6 +110,12 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         updated_at timestamptz NOT NULL DEFAULT now()
       );
     `,
+  },
+  {
+    version: 3,
+    // Null where a summary was written before it (or its workspace moved since): the listing then builds the entry from the columns.
+    description: "each task's `tasks --all --json` entry, written with its summary",
+    up: `ALTER TABLE waypoint.tasks ADD COLUMN listing text;`,
   },
 ];
 

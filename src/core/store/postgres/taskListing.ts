@@ -8,6 +8,13 @@ import { fromPgText, toPgText } from './pgText';
  * zod), so the CLI's fast path (src/cli/tasksAllFast.ts) can list without loading the
  * full CLI; states are checked by the callers.
  */
+/**
+ * Newest first; tasks updated in the same millisecond by id, compared as bytes
+ * (COLLATE "C", as SQLite compares them in the embedded store): the same order
+ * whatever the database's locale.
+ */
+const LISTING_ORDER = 'ORDER BY t.updated_at DESC, t.id COLLATE "C"';
+
 function listingWhere(o: { workspaceId?: string | null; states?: readonly string[] | null; limit?: number }): { sql: string; limit: string; params: unknown[] } {
   const params: unknown[] = [];
   const where: string[] = [];
@@ -21,9 +28,12 @@ function listingWhere(o: { workspaceId?: string | null; states?: readonly string
  * The same listing as `tasks --all --json` prints it (`JSON.stringify(listingJson(…), null, 2)`),
  * written by PostgreSQL as one text value: 10,000 listings cost a cold CLI process more
  * to receive as rows, turn into objects and stringify again (~100 ms, much of it GC)
- * than the query itself. PostgreSQL's `to_json` escapes strings as JSON.stringify does
- * (the same characters, lower-case `\u00xx`); null when a value holds a DLE escape
- * (pgText.ts) that only `fromPgText` can decode: the caller then takes the rows path.
+ * than the query itself. Each task's entry is stored with its summary (`tasks.listing`,
+ * by listingEntryText), so the query joins text; an entry written before that column
+ * (or since its workspace moved) is built here from the columns, with `to_json`, which
+ * escapes strings as JSON.stringify does (the same characters, lower-case `\u00xx`).
+ * Null when a value holds a DLE escape (pgText.ts) that only `fromPgText` can decode:
+ * the caller then takes the rows path.
  */
 export async function queryTaskListingsJson(
   rows: (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>,
@@ -32,32 +42,32 @@ export async function queryTaskListingsJson(
   const w = listingWhere(o);
   const field = (name: string, value: string, last = false) => `'    "${name}": ' || ${value} || E'${last ? '' : ','}\n'`;
   const j = (v: string) => `coalesce(to_json(${v})::text, 'null')`;
-  const object = [
+  const built = [
     `E'  {\n'`,
-    field('id', j('l.id')),
-    field('title', j('l.title')),
-    field('goal', j('l.goal')),
-    field('agent', j('l.agent')),
-    field('state', j('l.state')),
-    field('attempt', j('l.attempt')),
-    field('createdAt', j('l.created_at')),
-    field('updatedAt', j('l.updated_at')),
-    field('workspace', j('l.path')),
-    field('workspaceId', j(`nullif(l.workspace_id::text, '')`)),
-    field('machine', j('l.machine'), true),
+    field('id', j('t.id')),
+    field('title', j('t.title')),
+    field('goal', j('t.goal')),
+    field('agent', j('t.agent')),
+    field('state', j('t.state')),
+    field('attempt', j('t.attempt')),
+    field('createdAt', j('t.created_at')),
+    field('updatedAt', j('t.updated_at')),
+    field('workspace', j('w.path')),
+    field('workspaceId', j(`nullif(t.workspace_id::text, '')`)),
+    field('machine', j('t.machine'), true),
     `'  }'`,
   ].join(' || ');
-  const found = await rows(
-    `SELECT coalesce(E'[\n' || string_agg(${object}, E',\n' ORDER BY l.n) || E'\n]', '[]') AS json
-     FROM (SELECT t.workspace_id, t.machine, w.path, t.id, t.title, t.goal, t.agent, t.state, t.attempt, t.created_at, t.updated_at,
-                  row_number() OVER (ORDER BY t.updated_at DESC, t.id) AS n
-           FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id
-           ${w.sql}
-           ORDER BY t.updated_at DESC, t.id${w.limit}) l`,
-    w.params,
-  );
+  const entry = `coalesce(t.listing, ${built})`;
+  const from = `FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id ${w.sql}`;
+  const order = LISTING_ORDER;
+  // With a limit the newest are picked first and numbered; without one, one aggregate over every row (no window, no subquery).
+  const sql = w.limit
+    ? `SELECT coalesce(E'[\n' || string_agg(l.entry, E',\n' ORDER BY l.n) || E'\n]', '[]') AS json
+       FROM (SELECT ${entry} AS entry, row_number() OVER (${order}) AS n ${from} ${order}${w.limit}) l`
+    : `SELECT coalesce(E'[\n' || string_agg(${entry}, E',\n' ${order}) || E'\n]', '[]') AS json ${from}`;
+  const found = await rows(sql, w.params);
   const text = String(found[0]?.json ?? '[]');
-  // A DLE (U+0010) is written by to_json as \u0010; a title that holds the six characters "\u0010" as \\u0010. Either way: the rows path decides.
+  // A DLE (U+0010) is written by to_json and JSON.stringify as \u0010; a title that holds the six characters "\u0010" as \\u0010. Either way: the rows path decides.
   return text.includes('u0010') ? null : text;
 }
 
@@ -70,7 +80,7 @@ export async function queryTaskListings(
     `SELECT t.workspace_id, t.machine, w.path, t.id, t.title, t.goal, t.agent, t.state, t.attempt, t.created_at, t.updated_at
      FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id
      ${w.sql}
-     ORDER BY t.updated_at DESC, t.id${w.limit}`,
+     ${LISTING_ORDER}${w.limit}`,
     w.params,
   );
   return found.map((r) => ({
