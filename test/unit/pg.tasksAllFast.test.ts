@@ -167,4 +167,44 @@ describe('tasks --all fast path (real cluster)', function () {
       fresh.remove();
     }
   });
+
+  it('lists in the rows path\'s order: newest first, ties by id, across workspaces, with and without a limit', async () => {
+    // A store of its own: the other tests leave entries that only the rows path may print.
+    const own = await PgCluster.create();
+    try {
+      await listsInOrder(own.url());
+    } finally {
+      own.remove();
+    }
+  });
 });
+
+/** Three workspaces' tasks, stamped out of order and with ties: the text's order is the rows path's. */
+async function listsInOrder(url: string): Promise<void> {
+  // Timestamps out of order and repeated (ties), over three workspaces.
+  let n = 0;
+  const stamps = [5, 3, 9, 3, 7, 1, 9, 2, 8, 3];
+  for (let w = 0; w < 3; w++) {
+    const log = await PgEventLog.open({ url, workspace: { id: randomUUID(), machine: `order-${w}`, path: `/order/${w}` }, clock: () => 1_800_000_000_000 + stamps[n++ % stamps.length] * 1000 });
+    for (let i = 0; i < 40; i++) await (await log.append([started(1000 + w * 100 + ((i * 37) % 40))])).durable;
+    await log.close();
+  }
+  const c = new Client({ connectionString: url });
+  await c.connect();
+  try {
+    const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
+    for (const o of [{}, { limit: 25 }, { states: ['running'] }]) {
+      const text = await queryTaskListingsJson(rows, o);
+      assert.ok(text);
+      const listed = JSON.parse(text) as { id: string; updatedAt: number; workspaceId: string }[];
+      const expected = await queryTaskListings(rows, o);
+      assert.deepEqual(
+        listed.map((l) => `${l.workspaceId}/${l.id}`),
+        expected.map((l) => `${l.workspace.id}/${l.task.id}`),
+      );
+      for (let i = 1; i < listed.length; i++) assert.ok(listed[i - 1].updatedAt > listed[i].updatedAt || (listed[i - 1].updatedAt === listed[i].updatedAt && listed[i - 1].id <= listed[i].id));
+    }
+  } finally {
+    await c.end();
+  }
+}

@@ -58,13 +58,15 @@ export async function queryTaskListingsJson(
     `'  }'`,
   ].join(' || ');
   const entry = `coalesce(t.listing, ${built})`;
-  const from = `FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id ${w.sql}`;
-  const order = LISTING_ORDER;
-  // With a limit the newest are picked first and numbered; without one, one aggregate over every row (no window, no subquery).
-  const sql = w.limit
-    ? `SELECT coalesce(E'[\n' || string_agg(l.entry, E',\n' ORDER BY l.n) || E'\n]', '[]') AS json
-       FROM (SELECT ${entry} AS entry, row_number() OVER (${order}) AS n ${from} ${order}${w.limit}) l`
-    : `SELECT coalesce(E'[\n' || string_agg(${entry}, E',\n' ${order}) || E'\n]', '[]') AS json ${from}`;
+  // The entries come sorted from a subquery that the planner keeps as it is (LIMIT, or
+  // OFFSET 0, stops it being merged into the outer query), and a plain aggregate joins
+  // them in the order it reads them. `string_agg(… ORDER BY …)` says the same thing but
+  // PostgreSQL sorts inside the aggregate far more slowly: 63 ms against 22 ms over
+  // 10,060 tasks. The tests compare this text with the rows path's order.
+  const sql = `SELECT coalesce(E'[\\n' || string_agg(l.entry, E',\\n') || E'\\n]', '[]') AS json
+     FROM (SELECT ${entry} AS entry
+           FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id ${w.sql}
+           ${LISTING_ORDER}${w.limit || ' OFFSET 0'}) l`;
   const found = await rows(sql, w.params);
   const text = String(found[0]?.json ?? '[]');
   // A DLE (U+0010) is written by to_json and JSON.stringify as \u0010; a title that holds the six characters "\u0010" as \\u0010. Either way: the rows path decides.
