@@ -53,6 +53,8 @@ export async function fastTasksAll(argv: readonly string[]): Promise<FastListOut
   } catch {
     return { handled: false };
   } finally {
-    await client?.end().catch(() => undefined);
+    // Closing waits ~5 ms for the server to end its session: the listing is printed
+    // meanwhile (the Terminate message is on the socket before this returns).
+    client?.end().catch(() => undefined);
   }
 }
