@@ -8,10 +8,11 @@ import { fromPgText, toPgText } from './pgText';
  * zod), so the CLI's fast path (src/cli/tasksAllFast.ts) can list without loading the
  * full CLI; states are checked by the callers.
  */
+
 /**
  * Newest first; tasks updated in the same millisecond by id, compared as bytes
- * (COLLATE "C", as SQLite compares them in the embedded store): the same order
- * whatever the database's locale.
+ * (COLLATE "C", as SQLite's default BINARY collation orders the embedded store's
+ * listing): the same order whatever the database's locale.
  */
 const LISTING_ORDER = 'ORDER BY t.updated_at DESC, t.id COLLATE "C"';
 
