@@ -10,6 +10,8 @@ export type Row = Record<string, SqlValue>;
  */
 export class Db {
   private cache = new Map<string, Statement>();
+  /** Each cached statement's column names (a statement's columns never change). */
+  private names = new WeakMap<Statement, string[]>();
 
   constructor(readonly raw: Database) {
     this.applyPragmas();
@@ -19,11 +21,16 @@ export class Db {
    * The database lives in sql.js's in-memory file system; durability comes from the
    * event journal, not from SQLite. A rollback journal in memory keeps SAVEPOINT
    * rollback working while avoiding a MEMFS file write per transaction (4× faster).
-   * These are per-connection, and export() reopens the connection, so they are
-   * re-applied after it.
+   * Exclusive locking: one connection ever uses the file, and in the normal mode
+   * SQLite looks for a hot journal (`<file>-journal`) each time it takes its read
+   * lock, once per statement outside a transaction — in sql.js a MEMFS path lookup
+   * that throws ENOENT in JavaScript. That was about a tenth of a team store append's
+   * CPU (the writer reads each task's summary back after folding) and a quarter of
+   * the embedded store's group-commit time. These are per-connection, and export()
+   * reopens the connection, so they are re-applied after it.
    */
   private applyPragmas(): void {
-    this.raw.exec('PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF; PRAGMA temp_store = MEMORY;');
+    this.raw.exec('PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF; PRAGMA temp_store = MEMORY;');
   }
 
   private stmt(sql: string): Statement {
@@ -35,6 +42,21 @@ export class Db {
     return s;
   }
 
+  /**
+   * getAsObject() reads every column's name again for each row (a string out of the
+   * wasm heap per column per row): for a list of 1,000 tasks that was half the query,
+   * and a tenth of a team store append (the writer reads each task's summary back).
+   * The names are the prepared statement's, so they are read once per statement.
+   */
+  private columnNames(s: Statement): string[] {
+    let names = this.names.get(s);
+    if (!names) {
+      names = s.getColumnNames();
+      this.names.set(s, names);
+    }
+    return names;
+  }
+
   run(sql: string, params?: Params): void {
     const s = this.stmt(sql);
     s.run(params as SqlValue[]);
@@ -44,7 +66,12 @@ export class Db {
     const s = this.stmt(sql);
     try {
       if (params) s.bind(params as SqlValue[]);
-      return s.step() ? (s.getAsObject() as T) : undefined;
+      if (!s.step()) return undefined;
+      const names = this.columnNames(s);
+      const values = s.get();
+      const row: Row = {};
+      for (let i = 0; i < names.length; i++) row[names[i]] = values[i];
+      return row as T;
     } finally {
       s.reset();
     }
@@ -55,12 +82,9 @@ export class Db {
     const out: T[] = [];
     try {
       if (params) s.bind(params as SqlValue[]);
-      // getAsObject() reads every column's name again for each row (a string out of the
-      // wasm heap per column per row): for a list of 1,000 tasks that was half the query.
-      // The names are the statement's, so they are read once.
       let names: string[] | undefined;
       while (s.step()) {
-        names ??= s.getColumnNames();
+        names ??= this.columnNames(s);
         const values = s.get();
         const row: Row = {};
         for (let i = 0; i < names.length; i++) row[names[i]] = values[i];
