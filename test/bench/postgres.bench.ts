@@ -185,17 +185,29 @@ export async function main(o: { quick?: boolean } = {}): Promise<void> {
   const cluster = await PgCluster.create();
   try {
     const url = cluster.url();
-    const ms = o.quick ? 1500 : 4000;
-    const rounds = o.quick ? 1 : 3;
+    const ms = o.quick ? 1000 : 1500;
+    const pairs = o.quick ? 2 : 8;
     const wp: Awaited<ReturnType<typeof waypointAppends>>[] = [];
     const base: Awaited<ReturnType<typeof plainInserts>>[] = [];
-    // Interleaved rounds, medians: the machine is shared and noisy.
-    for (let r = 0; r < rounds; r++) {
-      wp.push(await waypointAppends(url, ms));
-      base.push(await plainInserts(url, ms));
+    const ratios: number[] = [];
+    // Not timed: both tables and both kinds of connection warm.
+    await waypointAppends(url, 500);
+    await plainInserts(url, 500);
+    // The machine is shared and its speed drifts within seconds (other tenants, the
+    // server's own background writes), so the two are measured as many short pairs, each
+    // pair side by side, the order alternating (ABBA) so that neither always runs on the
+    // warmer or the cooler side of a drift; the ratio is the median of the pairs' ratios.
+    for (let r = 0; r < pairs; r++) {
+      const first = r % 2 === 0 ? await waypointAppends(url, ms) : null;
+      const b = await plainInserts(url, ms);
+      const a = first ?? (await waypointAppends(url, ms));
+      wp.push(a);
+      base.push(b);
+      ratios.push(a.perSec / b.perSec);
     }
     const wpRate = median(wp.map((x) => x.perSec));
     const baseRate = median(base.map((x) => x.perSec));
+    const ratio = median(ratios);
     const p99 = median(wp.map((x) => x.p99));
     const all = await tasksAll(url, 10_000, 5);
     const rows: Row[] = [
@@ -203,9 +215,9 @@ export async function main(o: { quick?: boolean } = {}): Promise<void> {
         measure: `appends/s, ${AGENTS} agents over ${WORKSPACES} workspaces (durable)`,
         waypoint: wpRate.toFixed(0),
         baseline: `${baseRate.toFixed(0)} (plain INSERTs)`,
-        ratio: `${(wpRate / baseRate).toFixed(2)}×`,
+        ratio: `${ratio.toFixed(2)}×`,
         target: '≥ 0.80×',
-        ok: wpRate / baseRate >= 0.8,
+        ok: ratio >= 0.8,
       },
       { measure: 'append latency p99', waypoint: fmtMs(p99), baseline: fmtMs(median(base.map((x) => x.p99))), ratio: '', target: '≤ 20 ms', ok: p99 <= 20 },
       { measure: 'append latency p50', waypoint: fmtMs(median(wp.map((x) => x.p50))), baseline: '', ratio: '', target: '', ok: null },
@@ -214,7 +226,7 @@ export async function main(o: { quick?: boolean } = {}): Promise<void> {
     ];
     printTable('PostgreSQL team store (throwaway cluster, synchronous_commit=on)', rows);
     const last = wp[wp.length - 1];
-    process.stdout.write(`\n(group commit: ${last.events} events in ${last.commits} commits in the last round)\n`);
+    process.stdout.write(`\n(group commit: ${last.events} events in ${last.commits} commits in the last round; the ${pairs} pairs' ratios: ${[...ratios].sort((x, y) => x - y).map((x) => x.toFixed(2)).join(' ')})\n`);
   } finally {
     cluster.remove();
   }

@@ -84,6 +84,26 @@ describe('PostgreSQL event log (real cluster)', function () {
     assert.equal((await log.read({ taskId: 't1', limit: 1 }))[0].type, 'task.started');
   });
 
+  it('a task summary is updated in place (heap-only) as its events come: no index holds updated_at', async () => {
+    const w = ws('hot');
+    const log = await openLog(w);
+    await (await log.append([started(1)])).durable;
+    const before = (await q<{ hot: number; upd: number }>(`SELECT n_tup_hot_upd::int AS hot, n_tup_upd::int AS upd FROM pg_stat_user_tables WHERE relid = 'waypoint.tasks'::regclass`))[0];
+    for (let i = 0; i < 50; i++) await (await log.append([beat('t1', `hot-${i}`)])).durable;
+    // A backend reports its statistics when it ends (or after seconds idle): the writer's connection is closed first.
+    await log.close();
+    let after = before;
+    for (let i = 0; i < 50 && after.upd - before.upd < 50; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      after = (await q<{ hot: number; upd: number }>(`SELECT pg_stat_clear_snapshot(), n_tup_hot_upd::int AS hot, n_tup_upd::int AS upd FROM pg_stat_user_tables WHERE relid = 'waypoint.tasks'::regclass`))[0];
+    }
+    assert.equal(after.upd - before.upd, 50, 'each commit updated the summary once');
+    // Nearly all heap-only: the first update on a full page may move the tuple.
+    assert.ok(after.hot - before.hot >= 45, `heap-only updates: ${after.hot - before.hot} of 50`);
+    const idx = await q<{ indexname: string }>(`SELECT indexname FROM pg_indexes WHERE schemaname = 'waypoint' AND tablename = 'tasks' ORDER BY indexname`);
+    assert.deepEqual(idx.map((r) => r.indexname), ['tasks_id', 'tasks_pkey']);
+  });
+
   it('reopening folds the whole history and takes the next epoch; the replaced writer is refused (lost_ownership) and nothing of it is recorded', async () => {
     const w = ws();
     const a = await openLog(w);

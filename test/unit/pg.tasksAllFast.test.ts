@@ -6,8 +6,9 @@ import { fastTasksAll, parseTasksAllArgs } from '../../src/cli/tasksAllFast';
 import { queryTaskListings, queryTaskListingsJson } from '../../src/core/store/postgres/taskListing';
 import { listingJson } from '../../src/cli/tasksAllFormat';
 import { Client } from 'pg';
-import { PgEventLog } from '../../src/core/store/postgres';
+import { PgEventLog, PG_SCHEMA_VERSION } from '../../src/core/store/postgres';
 import { PgCluster } from '../support/pgCluster';
+import { Logger, memorySink, type LogLevel } from '../../src/core/log';
 import { started } from '../support/tmp';
 
 /** The `tasks --all` fast path answers exactly what the full CLI answers, and hands everything else to it. */
@@ -68,14 +69,14 @@ describe('tasks --all fast path (real cluster)', function () {
       // The first workspace's machine holds a NUL (a DLE escape in PostgreSQL's column): its stored entries, JSON written by Waypoint, hold it escaped as JSON does.
       assert.equal(await queryTaskListingsJson(rows, {}), JSON.stringify(listingJson(await queryTaskListings(rows, {})), null, 2));
       // Built from the columns instead (entries from before the listing column), the server's text is refused.
-      await c.query(`UPDATE waypoint.tasks SET listing = NULL WHERE machine <> 'plain "m"'`);
+      await c.query(`UPDATE waypoint.tasks SET listing_head = NULL WHERE machine <> 'plain "m"'`);
       assert.equal(await queryTaskListingsJson(rows, {}), null);
       const workspaceId = (await c.query(`SELECT id FROM waypoint.workspaces WHERE path = $1`, ['/fast/\u00e9\t2'])).rows[0].id as string;
       const only = await queryTaskListingsJson(rows, { workspaceId });
       assert.ok(only);
       assert.equal(only, JSON.stringify(listingJson(await queryTaskListings(rows, { workspaceId })), null, 2));
       // PostgreSQL's to_json writes these values as JSON.stringify does: built from the columns, the same text.
-      await c.query('UPDATE waypoint.tasks SET listing = NULL WHERE workspace_id = $1', [workspaceId]);
+      await c.query('UPDATE waypoint.tasks SET listing_head = NULL WHERE workspace_id = $1', [workspaceId]);
       assert.equal(await queryTaskListingsJson(rows, { workspaceId }), only);
       const parsed = JSON.parse(only) as { title: string }[];
       assert.deepEqual(parsed.map((r) => r.title).sort(), [...hard].sort());
@@ -108,13 +109,13 @@ describe('tasks --all fast path (real cluster)', function () {
     };
     try {
       const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
-      const stored = await rows('SELECT id, listing FROM waypoint.tasks WHERE workspace_id = $1 ORDER BY id', [id]);
+      const stored = await rows('SELECT id, listing_head || updated_at::text || listing_tail AS listing FROM waypoint.tasks WHERE workspace_id = $1 ORDER BY id', [id]);
       assert.equal(stored.length, 3);
       for (const r of stored) assert.ok(String(r.listing).startsWith('  {\n    "id": '), `a listing entry is stored with ${String(r.id)}`);
       // One entry as a summary written before the column had it: built from the columns, the same text.
       const only = async () => queryTaskListingsJson(rows, { workspaceId: id });
       const before = await only();
-      await c.query('UPDATE waypoint.tasks SET listing = NULL WHERE workspace_id = $1 AND id = $2', [id, stored[1].id]);
+      await c.query('UPDATE waypoint.tasks SET listing_head = NULL WHERE workspace_id = $1 AND id = $2', [id, stored[1].id]);
       assert.equal(await only(), before);
       assert.equal(before, JSON.stringify(listingJson(await queryTaskListings(rows, { workspaceId: id })), null, 2));
       // The workspace opened at a new path: its entries say the new path, stored or not.
@@ -125,7 +126,7 @@ describe('tasks --all fast path (real cluster)', function () {
         moved.map((m) => m.workspace),
         ['/stored/moved', '/stored/moved', '/stored/moved'],
       );
-      const nulls = await rows('SELECT count(*)::int AS n FROM waypoint.tasks WHERE workspace_id = $1 AND listing IS NULL', [id]);
+      const nulls = await rows('SELECT count(*)::int AS n FROM waypoint.tasks WHERE workspace_id = $1 AND listing_head IS NULL AND listing_tail IS NULL', [id]);
       assert.equal(nulls[0].n, 3);
     } finally {
       await c.end();
@@ -147,14 +148,19 @@ describe('tasks --all fast path (real cluster)', function () {
       await c.connect();
       try {
         // The store as version 2 left it.
-        await c.query(`ALTER TABLE waypoint.tasks DROP COLUMN listing; UPDATE waypoint.meta SET v = '2' WHERE k = 'schema_version'`);
+        await c.query(
+          `ALTER TABLE waypoint.tasks DROP COLUMN listing_head, DROP COLUMN listing_tail; CREATE INDEX tasks_updated ON waypoint.tasks (updated_at DESC); ALTER TABLE waypoint.tasks RESET (fillfactor); UPDATE waypoint.meta SET v = '2' WHERE k = 'schema_version'`,
+        );
         // The fast path reads only its own version: the full CLI answers (and migrates).
         assert.equal((await fastTasksAll(['tasks', '--all', '--json', '--store', url])).handled, false);
         log = await PgEventLog.open({ url, workspace: { id, machine: 'v2', path: '/v2/1' } });
         await (await log.append([started(403)])).durable;
         await log.close();
-        assert.equal((await c.query(`SELECT v FROM waypoint.meta WHERE k = 'schema_version'`)).rows[0].v, '3');
-        const n = (await c.query('SELECT count(listing)::int AS stored, count(*)::int AS all FROM waypoint.tasks')).rows[0];
+        assert.equal((await c.query(`SELECT v FROM waypoint.meta WHERE k = 'schema_version'`)).rows[0].v, String(PG_SCHEMA_VERSION));
+        // v4: no index on updated_at, a fill factor that leaves room for heap-only updates.
+        assert.deepEqual((await c.query(`SELECT indexname FROM pg_indexes WHERE schemaname = 'waypoint' AND tablename = 'tasks' ORDER BY indexname`)).rows, [{ indexname: 'tasks_id' }, { indexname: 'tasks_pkey' }]);
+        assert.deepEqual((await c.query(`SELECT reloptions FROM pg_class WHERE oid = 'waypoint.tasks'::regclass`)).rows[0].reloptions, ['fillfactor=70']);
+        const n = (await c.query('SELECT count(listing_head || listing_tail)::int AS stored, count(*)::int AS all FROM waypoint.tasks')).rows[0];
         assert.deepEqual(n, { stored: 1, all: 3 });
         const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
         const text = await queryTaskListingsJson(rows, {});
@@ -165,6 +171,90 @@ describe('tasks --all fast path (real cluster)', function () {
       }
     } finally {
       fresh.remove();
+    }
+  });
+
+  it('migrates a version 3 store (each entry whole, in one column) to its two parts, and lists it as before', async () => {
+    const fresh = await PgCluster.create();
+    try {
+      const url = fresh.url();
+      const id = randomUUID();
+      let log = await PgEventLog.open({ url, workspace: { id, machine: 'v3', path: '/v3/1' } });
+      await (await log.append([started(501), started(502), started(503)])).durable;
+      await log.close();
+      const c = new Client({ connectionString: url });
+      await c.connect();
+      try {
+        const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
+        const listed = await queryTaskListingsJson(rows, {});
+        // The store as version 3 left it: the whole entry in `listing`; one entry that does not read as one.
+        await c.query(`ALTER TABLE waypoint.tasks ADD COLUMN listing text; UPDATE waypoint.tasks SET listing = listing_head || updated_at::text || listing_tail;
+          UPDATE waypoint.tasks SET listing = 'not an entry' WHERE id = 't503';
+          ALTER TABLE waypoint.tasks DROP COLUMN listing_head, DROP COLUMN listing_tail; CREATE INDEX tasks_updated ON waypoint.tasks (updated_at DESC);
+          UPDATE waypoint.meta SET v = '3' WHERE k = 'schema_version'`);
+        log = await PgEventLog.open({ url, workspace: { id, machine: 'v3', path: '/v3/1' } });
+        await log.close();
+        const parts = await rows('SELECT id, listing_head AS head, listing_tail AS tail FROM waypoint.tasks ORDER BY id', []);
+        assert.ok(String(parts[0].head).endsWith('\n    "updatedAt": ') && String(parts[0].tail).startsWith(',\n    "workspace": '), JSON.stringify(parts[0]));
+        assert.equal(parts[2].head, null, 'an entry that does not read as one is dropped (built from the columns)');
+        assert.equal(parts[2].tail, null);
+        assert.equal(await queryTaskListingsJson(rows, {}), listed);
+      } finally {
+        await c.end();
+      }
+    } finally {
+      fresh.remove();
+    }
+  });
+
+  it('keeps an entry\'s parts as they were when an event changes only its time, and rewrites them when a field changes', async () => {
+    const url = cluster.url();
+    const id = randomUUID();
+    let now = 1_000_000;
+    const log = await PgEventLog.open({ url, workspace: { id, machine: 'parts', path: '/parts/1' }, clock: () => (now += 1000) });
+    try {
+      await (await log.append([started(601)])).durable;
+      const c = new Client({ connectionString: url });
+      await c.connect();
+      try {
+        const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
+        const entry = async () => (await rows('SELECT listing_head AS head, listing_tail AS tail, updated_at FROM waypoint.tasks WHERE workspace_id = $1', [id]))[0];
+        const first = await entry();
+        await (await log.append([{ type: 'lease.heartbeat', taskId: 't601', corr: 't601', key: 'hb-601', by: 'test', data: {} }])).durable;
+        const beat = await entry();
+        assert.equal(beat.head, first.head);
+        assert.equal(beat.tail, first.tail);
+        // Only the time moved, and the row says so (the commit set just updated_at and seq).
+        assert.equal(Number(beat.updated_at), Number(first.updated_at) + 1000);
+        assert.match(await queryTaskListingsJson(rows, { workspaceId: id }) ?? '', new RegExp(`"updatedAt": ${Number(first.updated_at) + 1000},`));
+        await (await log.append([{ type: 'task.interrupted', taskId: 't601', corr: 't601', key: 'int-601', by: 'test', data: { reason: 'test', class: 'recoverable', stepId: null } } as never])).durable;
+        const stopped = await entry();
+        assert.match(String(stopped.head), /"state": "interrupted"/);
+        // Every step of the way, the listing is what the rows say.
+        assert.equal(await queryTaskListingsJson(rows, { workspaceId: id }), JSON.stringify(listingJson(await queryTaskListings(rows, { workspaceId: id })), null, 2));
+      } finally {
+        await c.end();
+      }
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('writes a summary row removed outside Waypoint whole again with its task\'s next event, and says so', async () => {
+    const url = cluster.url();
+    const id = randomUUID();
+    const lines: { level: LogLevel; line: string }[] = [];
+    const log = await PgEventLog.open({ url, workspace: { id, machine: 'gone', path: '/gone/1' }, log: new Logger(memorySink(lines)) });
+    try {
+      await (await log.append([started(701)])).durable;
+      cluster.psql(`DELETE FROM waypoint.tasks WHERE workspace_id = '${id}'`);
+      await (await log.append([{ type: 'lease.heartbeat', taskId: 't701', corr: 't701', key: 'hb-701', by: 'test', data: {} }])).durable;
+      assert.ok(lines.some((l) => l.level === 'warn' && /1 task summaries were missing/.test(l.line)), JSON.stringify(lines));
+      await (await log.append([{ type: 'lease.heartbeat', taskId: 't701', corr: 't701', key: 'hb-701b', by: 'test', data: {} }])).durable;
+      const back = cluster.psql(`SELECT id, state, listing_head IS NOT NULL FROM waypoint.tasks WHERE workspace_id = '${id}'`).trim();
+      assert.equal(back, 't701|running|t');
+    } finally {
+      await log.close();
     }
   });
 

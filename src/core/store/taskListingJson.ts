@@ -32,3 +32,20 @@ export function listingObject(l: TaskListing): Record<string, unknown> {
 export function listingEntryText(l: TaskListing): string {
   return '  ' + JSON.stringify(listingObject(l), null, 2).replace(/\n/g, '\n  ');
 }
+
+const UPDATED_AT_KEY = '\n    "updatedAt": ';
+const AFTER_UPDATED_AT = ',\n    "workspace": ';
+
+/**
+ * The entry in the two parts the team store keeps (v4): `head + updatedAt + tail` is
+ * `listingEntryText`. An event that moves only the task's time leaves both parts as
+ * they were, so PostgreSQL's update of the row logs the time, not the whole entry.
+ * Cut from the entry itself, so the two can never disagree; the keys before them are
+ * the JSON text of values that cannot hold a raw line break, so the first match is the key.
+ */
+export function listingEntryParts(l: TaskListing): { head: string; tail: string } {
+  const text = listingEntryText(l);
+  const at = text.indexOf(UPDATED_AT_KEY);
+  const end = text.indexOf(AFTER_UPDATED_AT, at);
+  return { head: text.slice(0, at + UPDATED_AT_KEY.length), tail: text.slice(end) };
+}

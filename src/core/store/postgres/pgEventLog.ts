@@ -6,7 +6,7 @@ import { Logger, silentLogger } from '../../log';
 import type { Db } from '../db';
 import type { AppendResult, Disposable, EventLog, NewEventLike, ReadFilter, WorkspaceIdentity } from '../eventLog';
 import { SqlProjection } from '../projection';
-import { listingEntryText } from '../taskListingJson';
+import { listingEntryParts } from '../taskListingJson';
 import { connectClient, isConnectionError, redactUrl, unavailable } from './connection';
 import { ensureSchema } from './schema';
 import { toPgText, fromPgText } from './pgText';
@@ -86,7 +86,20 @@ const MAX_GROUP_EVENTS = 2000;
 /** Back-to-back commits notify listeners at most this often (each notification carries the latest head). */
 const NOTIFY_EVERY_MS = 25;
 
-/** The commit statement (see commitStatement): $1 workspace, $2 epoch, $3 expected head, $4 new head, $5..$15 event columns, $16 machine, $17..$25 task summary columns, $26 deleted task ids, $27 the tasks' listing entries. */
+/**
+ * The commit statement (see commitStatement): $1 workspace, $2 epoch, $3 expected head, $4 new head, $5..$15 event columns, $16 machine,
+ * $17..$25 task summary columns, $26 deleted task ids, $27 and $28 the tasks' listing entries around their updatedAt (listing_head, listing_tail),
+ * $29..$31 the tasks whose summary moved only in time (id, updated_at, seq).
+ *
+ * Most events change nothing in their task's summary but its time (a heartbeat, a step's
+ * progress): those tasks get only their updated_at and seq set (`tm`), not the whole
+ * row's fields and listing texts again. That halved what a summary cost a commit (the
+ * texts were most of the parameters' size, their escaping most of the client's work).
+ *
+ * A task that already has its row is UPDATEd, and only a new one INSERTed: `INSERT … ON
+ * CONFLICT DO UPDATE` locks the existing row before updating it, and that lock is a
+ * WAL record of its own per task per commit.
+ */
 const COMMIT_SQL = `WITH head AS (
     UPDATE waypoint.workspaces SET head_seq = $4, updated_at = now() WHERE id = $1 AND epoch = $2 AND head_seq = $3 RETURNING id
   ), ev AS (
@@ -95,18 +108,31 @@ const COMMIT_SQL = `WITH head AS (
     FROM head, unnest($5::bigint[], $6::bigint[], $7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::json[], $14::text[], $15::json[])
       AS x(seq, ts, type, v, task_id, corr, key, by, data, op, result)
     RETURNING 1
+  ), x AS (
+    SELECT * FROM unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::int[], $23::bigint[], $24::bigint[], $25::bigint[], $27::text[], $28::text[])
+      AS x(id, title, goal, agent, state, attempt, created_at, updated_at, seq, head, tail)
+  ), up AS (
+    UPDATE waypoint.tasks AS t SET machine = $16, title = x.title, goal = x.goal, agent = x.agent, state = x.state, attempt = x.attempt,
+      updated_at = x.updated_at, seq = x.seq, listing_head = x.head, listing_tail = x.tail
+    FROM head, x WHERE t.workspace_id = head.id AND t.id = x.id
+    RETURNING t.id
   ), tk AS (
-    INSERT INTO waypoint.tasks AS t (workspace_id, id, machine, title, goal, agent, state, attempt, created_at, updated_at, seq, listing)
-    SELECT head.id, x.id, $16, x.title, x.goal, x.agent, x.state, x.attempt, x.created_at, x.updated_at, x.seq, x.listing
-    FROM head, unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::int[], $23::bigint[], $24::bigint[], $25::bigint[], $27::text[])
-      AS x(id, title, goal, agent, state, attempt, created_at, updated_at, seq, listing)
+    INSERT INTO waypoint.tasks AS t (workspace_id, id, machine, title, goal, agent, state, attempt, created_at, updated_at, seq, listing_head, listing_tail)
+    SELECT head.id, x.id, $16, x.title, x.goal, x.agent, x.state, x.attempt, x.created_at, x.updated_at, x.seq, x.head, x.tail
+    FROM head, x WHERE x.id NOT IN (SELECT id FROM up)
     ON CONFLICT (workspace_id, id) DO UPDATE SET machine = excluded.machine, title = excluded.title, goal = excluded.goal, agent = excluded.agent,
-      state = excluded.state, attempt = excluded.attempt, updated_at = excluded.updated_at, seq = excluded.seq, listing = excluded.listing
+      state = excluded.state, attempt = excluded.attempt, updated_at = excluded.updated_at, seq = excluded.seq, listing_head = excluded.listing_head, listing_tail = excluded.listing_tail
+    RETURNING 1
+  ), tm AS (
+    UPDATE waypoint.tasks AS t SET updated_at = y.updated_at, seq = y.seq
+    FROM head, unnest($29::text[], $30::bigint[], $31::bigint[]) AS y(id, updated_at, seq)
+    WHERE t.workspace_id = head.id AND t.id = y.id
     RETURNING 1
   ), del AS (
     DELETE FROM waypoint.tasks WHERE workspace_id = $1 AND id = ANY($26::text[]) AND EXISTS (SELECT 1 FROM head) RETURNING 1
   )
-  SELECT (SELECT count(*) FROM head)::int AS advanced, (SELECT count(*) FROM ev) AS ev, (SELECT count(*) FROM tk) AS tk, (SELECT count(*) FROM del) AS del`;
+  SELECT (SELECT count(*) FROM head)::int AS advanced, (SELECT count(*) FROM ev) AS ev, (SELECT count(*) FROM up) AS up, (SELECT count(*) FROM tk) AS tk,
+    (SELECT count(*) FROM tm)::int AS tm, (SELECT count(*) FROM del) AS del`;
 
 export class PgEventLog implements EventLog {
   readonly backend = 'postgresql' as const;
@@ -128,6 +154,8 @@ export class PgEventLog implements EventLog {
   private readonly log: Logger;
   private readonly clock: () => number;
   private readonly retryMs: number;
+  /** Each task's last listing entry parts, and the summary they were made from (see entryParts). */
+  private readonly entries = new Map<string, { summary: TaskSummary; head: string; tail: string }>();
   /** Counters for tests and the benchmark: commits and the events they carried. */
   readonly stats = { commits: 0, events: 0, retries: 0 };
 
@@ -205,7 +233,7 @@ export class PgEventLog implements EventLog {
            SELECT pg_notify('${NOTIFY_CHANNEL}', json_build_object('w', id, 'e', epoch, 'h', head_seq)::text) FROM w
          ), moved AS (
            -- The tasks' listing entries name the workspace's path: a workspace opened at a new path lists them from the columns until each is written again.
-           UPDATE waypoint.tasks SET listing = NULL WHERE workspace_id = $1 AND listing IS NOT NULL AND EXISTS (SELECT 1 FROM before WHERE before.path <> $3) RETURNING 1
+           UPDATE waypoint.tasks SET listing_head = NULL, listing_tail = NULL WHERE workspace_id = $1 AND (listing_head IS NOT NULL OR listing_tail IS NOT NULL) AND EXISTS (SELECT 1 FROM before WHERE before.path <> $3) RETURNING 1
          )
          SELECT epoch, head_seq FROM w, (SELECT count(*) FROM l) AS lc, (SELECT count(*) FROM n) AS nc, (SELECT count(*) FROM moved) AS mc`,
         [ws.id, toPgText(ws.machine), toPgText(ws.path), toPgText(opts.owner ?? `pid-${process.pid}`), process.pid],
@@ -426,16 +454,32 @@ export class PgEventLog implements EventLog {
    */
   private async commitStatement(client: Client, events: WaypointEvent[], summaries: Map<string, TaskSummary | null>, first: number, last: number): Promise<boolean> {
     const ws = this.opts.workspace;
-    const upserts = [...summaries.values()].filter((s): s is TaskSummary => s !== null);
-    const deleted = [...summaries].filter(([, s]) => s === null).map(([id]) => toPgText(id));
+    const upserts: TaskSummary[] = [];
+    const parts: { head: string; tail: string }[] = [];
+    const times: TaskSummary[] = [];
+    const deleted: string[] = [];
+    for (const [id, t] of summaries) {
+      if (t === null) {
+        this.entries.delete(id);
+        deleted.push(toPgText(id));
+        continue;
+      }
+      const known = this.entries.get(id);
+      const p = this.entryParts(t);
+      if (known === p) times.push(t);
+      else {
+        upserts.push(t);
+        parts.push(p);
+      }
+    }
     const n = events.length;
     const col = <T>(f: (e: WaypointEvent) => T): T[] => {
       const out = new Array<T>(n);
       for (let i = 0; i < n; i++) out[i] = f(events[i]);
       return out;
     };
-    const r = await client.query<{ advanced: number }>({
-      name: 'waypoint_commit_v3',
+    const r = await client.query<{ advanced: number; tm: number }>({
+      name: 'waypoint_commit_v4',
       text: COMMIT_SQL,
       values: [
         ws.id,
@@ -464,10 +508,20 @@ export class PgEventLog implements EventLog {
         upserts.map((t) => t.updated_at),
         upserts.map((t) => t.seq),
         deleted,
-        upserts.map((t) => listingEntryText({ workspace: ws, task: { id: t.id, title: t.title, goal: t.goal, agent: t.agent, state: t.state as TaskState, attempt: t.attempt, createdAt: t.created_at, updatedAt: t.updated_at } })),
+        parts.map((p) => p.head),
+        parts.map((p) => p.tail),
+        times.map((t) => toPgText(t.id)),
+        times.map((t) => t.updated_at),
+        times.map((t) => t.seq),
       ],
     });
-    return r.rows[0].advanced === 1;
+    const row = r.rows[0];
+    if (row.advanced === 1 && row.tm < times.length) {
+      // A row this writer wrote is gone (removed outside Waypoint): its task's next event writes it whole again.
+      for (const t of times) this.entries.delete(t.id);
+      this.log.warn(`${times.length - row.tm} task summaries were missing from the team store; they are written again with their tasks' next events`);
+    }
+    return row.advanced === 1;
   }
 
   /**
@@ -510,6 +564,27 @@ export class PgEventLog implements EventLog {
       if (same) return true;
     }
     throw new WaypointError('corrupt', `The team store's head for workspace ${ws.id} is at ${row.head_seq} under this writer's epoch ${this.epoch}, but this writer expected ${first - 1}; it holds events this writer did not write. Reopen the store.`);
+  }
+
+  /**
+   * A task's listing entry, in its two stored parts. Most events change nothing in it but
+   * the time (which is not in either part), so the last parts per task are kept and
+   * reused while the fields they show are unchanged: no JSON built for a heartbeat, and
+   * the same entry returned means the task's row (written by this writer, which alone
+   * writes its workspace's rows) needs only its time (see COMMIT_SQL's `tm`).
+   */
+  private entryParts(t: TaskSummary): { head: string; tail: string } {
+    const last = this.entries.get(t.id);
+    const s = last?.summary;
+    if (last && s && s.title === t.title && s.goal === t.goal && s.agent === t.agent && s.state === t.state && s.attempt === t.attempt && s.created_at === t.created_at) return last;
+    const ws = this.opts.workspace;
+    const parts = listingEntryParts({
+      workspace: ws,
+      task: { id: t.id, title: t.title, goal: t.goal, agent: t.agent, state: t.state as TaskState, attempt: t.attempt, createdAt: t.created_at, updatedAt: t.updated_at },
+    });
+    const entry = { summary: t, ...parts };
+    this.entries.set(t.id, entry);
+    return entry;
   }
 
   /** The task summary rows these events leave, read from the fold that has just taken them (null: the task was deleted). */

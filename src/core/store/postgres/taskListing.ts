@@ -29,10 +29,11 @@ function listingWhere(o: { workspaceId?: string | null; states?: readonly string
  * The same listing as `tasks --all --json` prints it (`JSON.stringify(listingJson(…), null, 2)`),
  * written by PostgreSQL as one text value: 10,000 listings cost a cold CLI process more
  * to receive as rows, turn into objects and stringify again (~100 ms, much of it GC)
- * than the query itself. Each task's entry is stored with its summary (`tasks.listing`,
- * by listingEntryText), so the query joins text; an entry written before that column
- * (or since its workspace moved) is built here from the columns, with `to_json`, which
- * escapes strings as JSON.stringify does (the same characters, lower-case `\u00xx`).
+ * than the query itself. Each task's entry is stored with its summary (`tasks.listing_head`
+ * and `listing_tail` around its updatedAt, by listingEntryParts), so the query joins text;
+ * an entry written before those columns (or since its workspace moved) is built here
+ * from the columns, with `to_json`, which escapes strings as JSON.stringify does (the
+ * same characters, lower-case `\u00xx`).
  * Null when a value holds a DLE escape (pgText.ts) that only `fromPgText` can decode:
  * the caller then takes the rows path.
  */
@@ -58,7 +59,8 @@ export async function queryTaskListingsJson(
     field('machine', j('t.machine'), true),
     `'  }'`,
   ].join(' || ');
-  const entry = `coalesce(t.listing, ${built})`;
+  // The stored parts around the time (schema v4): null when none is stored, and then built.
+  const entry = `coalesce(t.listing_head || t.updated_at::text || t.listing_tail, ${built})`;
   // The entries come sorted from a subquery that the planner keeps as it is (LIMIT, or
   // OFFSET 0, stops it being merged into the outer query), and a plain aggregate joins
   // them in the order it reads them. `string_agg(… ORDER BY …)` says the same thing but
