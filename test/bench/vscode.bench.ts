@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { fmtMs, printTable, type Row } from './util';
+import { fmtMs, median, printTable, type Row } from './util';
 
 /**
  * Figures measured inside a real VS Code's extension host: runs the integration
@@ -9,14 +9,28 @@ import { fmtMs, printTable, type Row } from './util';
  */
 export async function main(): Promise<Row[]> {
   const repo = path.resolve(__dirname, '..', '..');
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'test/integration/run-code-server.ts'], {
-    cwd: repo,
-    encoding: 'utf8',
-    env: { ...process.env, WAYPOINT_BENCH: '1', WAYPOINT_TEST_GREP: 'bench \\(extension host\\)' },
-    timeout: 600_000,
-  });
+  const suite = (grep: string) =>
+    spawnSync(process.execPath, ['--import', 'tsx', 'test/integration/run-code-server.ts'], {
+      cwd: repo,
+      encoding: 'utf8',
+      env: { ...process.env, WAYPOINT_BENCH: '1', WAYPOINT_TEST_GREP: grep },
+      timeout: 600_000,
+    });
+  const r = suite('bench \\(extension host\\)');
+  // A first open is one sample per window, so it is taken in three fresh windows (this
+  // pass and two of the review alone) and reported as their median, beside VS Code's
+  // floor measured the same way: the first webview (an empty one) in three fresh windows.
+  const more = [suite('bench \\(extension host\\) measures the review'), suite('bench \\(extension host\\) measures the review')];
+  const fresh = [0, 1, 2].map(() => suite('bench \\(fresh window\\)'));
   const figures = new Map<string, number>();
   for (const m of (r.stdout ?? '').matchAll(/BENCH (\S+) ([\d.]+)/g)) figures.set(m[1], Number(m[2]));
+  const samples = (key: string, runs: ReturnType<typeof suite>[]) =>
+    runs.flatMap((x) => [...(x.stdout ?? '').matchAll(new RegExp(`BENCH ${key} ([\\d.]+)`, 'g'))].map((m) => Number(m[1])));
+  const firstOpens = samples('review_open_1000_files_first_ms', [r, ...more]);
+  const emptyFirsts = samples('empty_webview_first_in_window_ms', fresh);
+  const range = (xs: number[]) => (xs.length ? `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}` : '-');
+  if (firstOpens.length) figures.set('review_open_1000_files_first_ms', median(firstOpens));
+  if (emptyFirsts.length) figures.set('empty_webview_first_in_window_ms', median(emptyFirsts));
   if (!figures.size) {
     process.stdout.write(`vscode bench produced no figures (exit ${r.status}):\n${(r.stdout ?? '').slice(-2000)}\n${(r.stderr ?? '').slice(-2000)}\n`);
     return [];
@@ -42,10 +56,10 @@ export async function main(): Promise<Row[]> {
       ok: g('review_open_1000_files_ms') <= 300,
     },
     {
-      measure: 'review panel on 1,000 files: first open in the window → first content',
+      measure: `review panel on 1,000 files: first open in a fresh window → first content (median of ${firstOpens.length} windows, ${range(firstOpens)} ms)`,
       waypoint: fmtMs(g('review_open_1000_files_first_ms')),
-      baseline: `${fmtMs(g('review_open_1000_files_first_listing_ms'))} of it listing`,
-      ratio: `${(g('review_open_1000_files_first_ms') / 300).toFixed(2)}× target`,
+      baseline: `${fmtMs(g('empty_webview_first_in_window_ms'))} empty webview first in a window (${range(emptyFirsts)} ms)`,
+      ratio: `${(g('review_open_1000_files_first_ms') / g('empty_webview_first_in_window_ms')).toFixed(2)}×`,
       target: '≤ 300 ms',
       ok: g('review_open_1000_files_first_ms') <= 300,
     },
