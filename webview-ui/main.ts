@@ -294,8 +294,8 @@ function render(): void {
   const taskFiles = order.filter((f) => !f.drift);
   const drift = order.filter((f) => f.drift);
   if (!order.length) app.append(h('p', { class: 'empty' }, icon('pass'), 'No changes since the task started: nothing to review.'));
-  if (taskFiles.length) app.append(fileSection(`Files changed by the task (${taskFiles.length})`, taskFiles));
-  if (drift.length) app.append(fileSection(`Your own edits during the task (${drift.length}) — excluded unless you include them`, drift));
+  if (taskFiles.length) fileSection(`Files changed by the task (${taskFiles.length})`, taskFiles);
+  if (drift.length) fileSection(`Your own edits during the task (${drift.length}) — excluded unless you include them`, drift);
   app.append(h('div', { id: 'footer' }));
   renderFooter();
 }
@@ -348,21 +348,31 @@ function timeline(): HTMLElement {
 }
 
 /**
- * Rows drawn before the first frame: a tall window's screenful below the header (the rest
- * follow as soon as the first frame is up, the sentinel being well within the lazy list's
- * margin). With 60 the page's share of an open (navigation to first frame) was 86-107 ms,
- * with 40 70-85: the first open of 1,000 files in a fresh window is VS Code's first
- * webview there (~190-230 ms here) plus this share.
+ * The first frame draws only the rows that fit below where the list starts (the rest
+ * follow as soon as that frame is up, the sentinel being well within the lazy list's
+ * margin): its style, layout and paint grow with every row drawn, and on the first open
+ * in a window they were most of the page's share of the wait. A row is at least
+ * ROW_MIN_PX tall (a long path wraps), so this many always fill the screen.
  */
-const FIRST_ROWS = 40;
+const ROW_MIN_PX = 24;
+/** When the page's height is unknown (a hidden frame reports 0): a tall window's screenful. */
+const FIRST_ROWS_UNKNOWN = 40;
+
+/** Rows a list starting at `top` needs to fill the rest of the window, plus one partly shown. */
+function rowsBelow(top: number): number {
+  const height = window.innerHeight;
+  if (!(height > 0)) return FIRST_ROWS_UNKNOWN;
+  return Math.max(1, Math.ceil((height - Math.max(0, top)) / ROW_MIN_PX) + 1);
+}
 
 function fileSection(title: string, list: ReviewFileMsg[]): HTMLElement {
-  const sec = h('section', { 'aria-label': title }, h('h2', {}, title));
-  // A screenful of rows in the first frame (more than the tallest window shows); the rest as they near the viewport.
-  const lazy = lazyList(h('ul', { class: 'files', role: 'list' }), list, fileRow, 100, FIRST_ROWS);
+  const ul = h('ul', { class: 'files', role: 'list' });
+  const sec = h('section', { 'aria-label': title }, h('h2', {}, title), ul);
+  // In the page before its rows, so where the list starts is known (a layout of what is above it, needed for the frame anyway).
+  app.append(sec);
+  const lazy = lazyList(ul, list, fileRow, 100, rowsBelow(ul.getBoundingClientRect().top));
   lists.push(lazy);
   list.forEach((f, index) => places.set(f.path, { lazy, index }));
-  sec.append(lazy.element);
   return sec;
 }
 
@@ -790,7 +800,8 @@ function reportShown(): void {
   afterLoad(() =>
     requestAnimationFrame(() =>
       setTimeout(() => {
-        send({ type: 'shown', files: n, at: Date.now(), pageMs: performance.now(), scriptMs });
+        const loadMs = performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming | undefined;
+        send({ type: 'shown', files: n, at: Date.now(), pageMs: performance.now(), scriptMs, ...drawTimes, loadMs: Math.max(0, loadMs?.loadEventStart ?? 0) });
         // Colours only after first content: the highlighter's script loads when the page is idle.
         preloadHighlighter();
       }, 0),
@@ -800,11 +811,16 @@ function reportShown(): void {
 
 window.addEventListener('message', (ev: MessageEvent) => receive(ev.data));
 
+/** When the last listing arrived and was drawn (on the `performance.now()` clock), for `shown`. */
+const drawTimes = { receivedMs: 0, drawnMs: 0 };
+
 function receive(data: unknown): void {
+  const received = performance.now();
   const m = parseInbound(HostMessage, data, 'host', (line) => console.warn(line));
   if (!m) return;
   switch (m.type) {
     case 'init': {
+      drawTimes.receivedMs = received;
       init = m;
       committedView = m.committed;
       if (!m.committed) result = null;
@@ -817,6 +833,7 @@ function receive(data: unknown): void {
       for (const p of expanded) send({ type: 'requestHunks', path: p });
       save();
       render();
+      drawTimes.drawnMs = performance.now();
       reportShown();
       break;
     }

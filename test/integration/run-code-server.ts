@@ -20,6 +20,11 @@ const RUN_TIMEOUT_MS = Number(process.env.WAYPOINT_IT_TIMEOUT_MS ?? 180_000);
 const label = 'integration';
 /** Marks the extension host's console lines (see runner.ts). */
 const HOST_PREFIX = '@@waypoint-host@@ ';
+/** What a WAYPOINT_IT_TRACE trace records: DevTools' Performance panel's categories, with V8's sampling profiler. */
+const TRACE_CATEGORIES = [
+  'devtools.timeline', 'disabled-by-default-devtools.timeline', 'disabled-by-default-devtools.timeline.frame',
+  'v8.execute', 'v8', 'blink.user_timing', 'loading', 'toplevel', 'disabled-by-default-v8.cpu_profiler', 'navigation', 'blink',
+];
 const outputDir = path.join(repoRoot, 'test-output', 'integration');
 
 /**
@@ -136,6 +141,10 @@ async function runPass(pass: Pass): Promise<{ code: number; result: ReturnType<t
       ['skipWelcome', 'true'],
     ]);
     const page = await browser.newPage();
+    // A Chromium trace of the whole run (every frame, webviews included), for finding where
+    // a page's time goes: open it in chrome://tracing or Perfetto.
+    const trace = process.env.WAYPOINT_IT_TRACE;
+    if (trace) await browser.startTracing(page, { path: trace, screenshots: false, categories: TRACE_CATEGORIES });
     const exitCode = new Promise<number>((resolve) => {
       void page.exposeFunction('codeAutomationExit', (code: number) => resolve(code));
     });
@@ -158,6 +167,7 @@ async function runPass(pass: Pass): Promise<{ code: number; result: ReturnType<t
     const code = await Promise.race([exitCode, timeout]);
     // The next pass must not hear this one's deadline.
     clearTimeout(timer);
+    if (trace) await browser.stopTracing();
     const result = readResult(resultFile);
     // Either signal alone could lie (a crashed host, a run with no tests): both must agree.
     return { code: code === 0 && result !== undefined && result.failures === 0 && result.passes > 0 ? 0 : 1, result };

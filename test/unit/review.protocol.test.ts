@@ -5,7 +5,7 @@ describe('review: panel protocol', () => {
   it('accepts the messages the page sends', () => {
     for (const m of [
       { type: 'ready' },
-      { type: 'shown', files: 1000, at: 1_764_500_000_000, pageMs: 120.5, scriptMs: 80 },
+      { type: 'shown', files: 1000, at: 1_764_500_000_000, pageMs: 120.5, scriptMs: 80, receivedMs: 95, drawnMs: 104.2, loadMs: 90 },
       { type: 'requestHunks', path: 'src/a.ts' },
       { type: 'openDiff', path: '<img src=x onerror=alert(1)>' },
       { type: 'apply', message: 'Subject\n\nWaypoint-Task: t_1\n', decisions: [{ path: 'a', action: 'approve' }, { path: 'b', action: 'hunks', approved: [0], hunkCount: 2, fingerprint: 'a'.repeat(32) }], finish: true },

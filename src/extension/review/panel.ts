@@ -138,7 +138,13 @@ export class ReviewPanel extends Disposable {
           return await this.onReady();
         case 'shown':
           this.countsWaiting?.();
-          this._onDidShowContent.fire({ files: msg.files, at: msg.at, pageMs: msg.pageMs, scriptMs: msg.scriptMs, ...this.timing });
+          this._onDidShowContent.fire({
+            files: msg.files,
+            at: msg.at,
+            pageMs: msg.pageMs,
+            page: { scriptMs: msg.scriptMs, receivedMs: msg.receivedMs, drawnMs: msg.drawnMs, loadMs: msg.loadMs },
+            ...this.timing,
+          });
           return;
         case 'refresh':
           // "Review the remaining changes" after a commit that kept the task open.
@@ -413,8 +419,8 @@ export interface ShownContent {
   at: number;
   /** How long after the page's own navigation began that frame was (the page's share). */
   pageMs: number;
-  /** When the page's script began to run (after its navigation began): loading it is the part before. */
-  scriptMs: number;
+  /** On the `pageMs` clock: when the page's script began to run, its listing arrived and was drawn, and its document's `load` came. */
+  page: { scriptMs: number; receivedMs: number; drawnMs: number; loadMs: number };
   /** How long the host took to list the review before writing the page. */
   listingMs: number;
   /** Wall-clock time the host wrote the page's document. */

@@ -51,9 +51,19 @@ export const PageMessage = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('ready') }),
   /**
    * The page has drawn a review (goal and file list): its first content, then each refresh; `at` is the frame's
-   * wall-clock time, `pageMs` how long after the page's navigation began, `scriptMs` when its script began to run.
+   * wall-clock time, `pageMs` how long after the page's navigation began; then, on that clock, when its script
+   * began to run, its listing arrived, was drawn, and its document's `load` came (where the page's share goes).
    */
-  z.strictObject({ type: z.literal('shown'), files: int(0, MAX_FILES), at: int(0), pageMs: num(0, 3_600_000), scriptMs: num(0, 3_600_000) }),
+  z.strictObject({
+    type: z.literal('shown'),
+    files: int(0, MAX_FILES),
+    at: int(0),
+    pageMs: num(0, 3_600_000),
+    scriptMs: num(0, 3_600_000),
+    receivedMs: num(0, 3_600_000),
+    drawnMs: num(0, 3_600_000),
+    loadMs: num(0, 3_600_000),
+  }),
   z.strictObject({ type: z.literal('refresh') }),
   z.strictObject({ type: z.literal('requestHunks'), path: Path }),
   z.strictObject({ type: z.literal('openDiff'), path: Path }),

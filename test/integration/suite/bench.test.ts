@@ -109,7 +109,7 @@ describe('bench (extension host)', function () {
       const shown = await api.openReview(rev.taskId);
       opens.push(shown.at - t2);
       if (r === 0) firstListing = shown.listingMs;
-      report(`review open ${r} (breakdown): total ${shown.at - t2} listing ${shown.listingMs} pageSet ${shown.pageSetAt - t2} ready ${shown.readyAt - t2} posted ${shown.postedAt - t2} page ${shown.pageMs.toFixed(0)} script ${shown.scriptMs.toFixed(0)}`);
+      report(`review open ${r} (breakdown): total ${shown.at - t2} listing ${shown.listingMs} pageSet ${shown.pageSetAt - t2} ready ${shown.readyAt - t2} posted ${shown.postedAt - t2} page ${shown.pageMs.toFixed(0)} (script ${shown.page.scriptMs.toFixed(0)} received ${shown.page.receivedMs.toFixed(0)} drawn ${shown.page.drawnMs.toFixed(0)} load ${shown.page.loadMs.toFixed(0)})`);
       if (shown.files < 1000) throw new Error(`the review listed ${shown.files} files`);
       await vscode.window.tabGroups.close(reviewTabs());
       await eventually(() => reviewTabs().length === 0, 'the review panel to close');

@@ -15,7 +15,7 @@ export interface WaypointApi {
   onDidRefreshTree: vscode.Event<void>;
   mcpServerDefinitions(): vscode.McpServerDefinition[];
   mcpEndpoint(): Promise<{ url: string; token: string } | undefined>;
-  openReview(taskId: string): Promise<{ files: number; at: number; pageMs: number; scriptMs: number; listingMs: number; pageSetAt: number; readyAt: number; postedAt: number }>;
+  openReview(taskId: string): Promise<{ files: number; at: number; pageMs: number; page: { scriptMs: number; receivedMs: number; drawnMs: number; loadMs: number }; listingMs: number; pageSetAt: number; readyAt: number; postedAt: number }>;
   openTimeline(taskId: string): Promise<{ steps: number; attempts: number; at: number; pageMs: number; whole: boolean }>;
   nextRollbackPreview(): Promise<{ files: number; at: number }>;
   timelineState(taskId: string): { shown: { steps: number; attempts: number; at: number; pageMs: number; whole: boolean } | undefined; model: import('../../../src/extension/timeline/protocol').TimelineModel | undefined } | undefined;
