@@ -28,57 +28,61 @@ const Lines = list(Text(MAX_LINE), MAX_LINES_PER_HUNK);
 // ---------------------------------------------------------------------------
 // Page → host.
 
-export const FileDecisionMsg = z.discriminatedUnion('action', [
-  z.strictObject({ path: Path, action: z.literal('approve'), fingerprint: z.optional(Fingerprint) }),
-  /** Left out of this commit, kept in the working tree. */
-  z.strictObject({ path: Path, action: z.literal('leave'), fingerprint: z.optional(Fingerprint) }),
-  /** Discarded: removed from the working tree (restorable from the pre-apply checkpoint). */
-  z.strictObject({ path: Path, action: z.literal('reject'), fingerprint: z.optional(Fingerprint) }),
-  z.strictObject({
-    path: Path,
-    action: z.literal('hunks'),
-    approved: list(int(0, MAX_HUNKS), MAX_HUNKS),
-    /** Hunks left out of the commit and kept; the others not approved are discarded. */
-    left: z.optional(list(int(0, MAX_HUNKS), MAX_HUNKS)),
-    hunkCount: int(1, MAX_HUNKS),
-    // Partial decisions need the exact content the person saw.
-    fingerprint: Fingerprint,
-  }),
-]);
+// Page → host schemas are parsed only by the host: each is built in a function marked pure, so
+// the page's bundle (which takes only their types) drops them and never builds them before it can draw.
+export const FileDecisionMsg = /* @__PURE__ */ (() =>
+  z.discriminatedUnion('action', [
+    z.strictObject({ path: Path, action: z.literal('approve'), fingerprint: z.optional(Fingerprint) }),
+    /** Left out of this commit, kept in the working tree. */
+    z.strictObject({ path: Path, action: z.literal('leave'), fingerprint: z.optional(Fingerprint) }),
+    /** Discarded: removed from the working tree (restorable from the pre-apply checkpoint). */
+    z.strictObject({ path: Path, action: z.literal('reject'), fingerprint: z.optional(Fingerprint) }),
+    z.strictObject({
+      path: Path,
+      action: z.literal('hunks'),
+      approved: list(int(0, MAX_HUNKS), MAX_HUNKS),
+      /** Hunks left out of the commit and kept; the others not approved are discarded. */
+      left: z.optional(list(int(0, MAX_HUNKS), MAX_HUNKS)),
+      hunkCount: int(1, MAX_HUNKS),
+      // Partial decisions need the exact content the person saw.
+      fingerprint: Fingerprint,
+    }),
+  ]))();
 export type FileDecisionMsg = z.infer<typeof FileDecisionMsg>;
 
-export const PageMessage = z.discriminatedUnion('type', [
-  z.strictObject({ type: z.literal('ready') }),
-  /**
-   * The page has drawn a review (goal and file list): its first content, then each refresh; `at` is the frame's
-   * wall-clock time, `pageMs` how long after the page's navigation began; then, on that clock, when its script
-   * began to run, its listing arrived, was drawn, and its document's `load` came (where the page's share goes).
-   */
-  z.strictObject({
-    type: z.literal('shown'),
-    files: int(0, MAX_FILES),
-    at: int(0),
-    pageMs: num(0, 3_600_000),
-    scriptMs: num(0, 3_600_000),
-    receivedMs: num(0, 3_600_000),
-    drawnMs: num(0, 3_600_000),
-    loadMs: num(0, 3_600_000),
-  }),
-  z.strictObject({ type: z.literal('refresh') }),
-  z.strictObject({ type: z.literal('requestHunks'), path: Path }),
-  z.strictObject({ type: z.literal('openDiff'), path: Path }),
-  z.strictObject({
-    type: z.literal('apply'),
-    message: z.string().check(z.trim(), z.minLength(1), z.maxLength(20_000)),
-    decisions: list(FileDecisionMsg, MAX_FILES),
-    /** Complete the task with the commit (the page asks when its plan is not done). */
-    finish: z.boolean(),
-  }),
-  /** Undo the commit this panel made (soft reset, working tree back to before the apply). */
-  z.strictObject({ type: z.literal('undoCommit') }),
-  z.strictObject({ type: z.literal('rollback') }),
-  z.strictObject({ type: z.literal('resume') }),
-]);
+export const PageMessage = /* @__PURE__ */ (() =>
+  z.discriminatedUnion('type', [
+    z.strictObject({ type: z.literal('ready') }),
+    /**
+     * The page has drawn a review (goal and file list): its first content, then each refresh; `at` is the frame's
+     * wall-clock time, `pageMs` how long after the page's navigation began; then, on that clock, when its script
+     * began to run, its listing arrived, was drawn, and its document's `load` came (where the page's share goes).
+     */
+    z.strictObject({
+      type: z.literal('shown'),
+      files: int(0, MAX_FILES),
+      at: int(0),
+      pageMs: num(0, 3_600_000),
+      scriptMs: num(0, 3_600_000),
+      receivedMs: num(0, 3_600_000),
+      drawnMs: num(0, 3_600_000),
+      loadMs: num(0, 3_600_000),
+    }),
+    z.strictObject({ type: z.literal('refresh') }),
+    z.strictObject({ type: z.literal('requestHunks'), path: Path }),
+    z.strictObject({ type: z.literal('openDiff'), path: Path }),
+    z.strictObject({
+      type: z.literal('apply'),
+      message: z.string().check(z.trim(), z.minLength(1), z.maxLength(20_000)),
+      decisions: list(FileDecisionMsg, MAX_FILES),
+      /** Complete the task with the commit (the page asks when its plan is not done). */
+      finish: z.boolean(),
+    }),
+    /** Undo the commit this panel made (soft reset, working tree back to before the apply). */
+    z.strictObject({ type: z.literal('undoCommit') }),
+    z.strictObject({ type: z.literal('rollback') }),
+    z.strictObject({ type: z.literal('resume') }),
+  ]))();
 export type PageMessage = z.infer<typeof PageMessage>;
 
 // ---------------------------------------------------------------------------
