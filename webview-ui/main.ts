@@ -33,6 +33,15 @@ let init: Init | undefined;
 /** The listed files by path, in display order (the task's files, then drift). */
 const byPath = new Map<string, ReviewFileMsg>();
 let order: ReviewFileMsg[] = [];
+/**
+ * How many files the listing holds: `init` brings the first of them (a screenful and
+ * more), one `listed` message the rest, handled after the first frame. Until they are
+ * all here nothing can be committed, and saved decisions for files not yet here are kept.
+ */
+let listedTotal = 0;
+const listingComplete = () => order.length >= listedTotal;
+/** Messages that arrived after `init` and before its first frame: handled, in order, after it. */
+let held: unknown[] | null = null;
 const files = new Map<string, FileState>();
 const loaded = new Map<string, { hunks: HunkMsg[] } | { summary: string }>();
 const expanded = new Set<string>();
@@ -176,6 +185,7 @@ function changed(path: string): void {
 
 /** Decisions to send, or the reason the commit cannot happen yet. */
 function decisions(): { ok: true; list: FileDecisionMsg[] } | { ok: false; why: string } {
+  if (!listingComplete()) return { ok: false, why: `Listing the files (${order.length} of ${listedTotal})…` };
   const list: FileDecisionMsg[] = [];
   let undecided = 0;
   for (const f of order) {
@@ -271,6 +281,7 @@ function header(): HTMLElement {
 function render(): void {
   app.replaceChildren();
   lists.length = 0;
+  sectionLists.clear();
   places.clear();
   app.setAttribute('aria-busy', 'false');
   if (!init) return;
@@ -291,11 +302,11 @@ function render(): void {
     keyHelp(),
     timeline(),
   );
-  const taskFiles = order.filter((f) => !f.drift);
-  const drift = order.filter((f) => f.drift);
-  if (!order.length) app.append(h('p', { class: 'empty' }, icon('pass'), 'No changes since the task started: nothing to review.'));
-  if (taskFiles.length) fileSection(`Files changed by the task (${taskFiles.length})`, taskFiles);
-  if (drift.length) fileSection(`Your own edits during the task (${drift.length}) — excluded unless you include them`, drift);
+  const { task, drift } = init.counts;
+  if (!task && !drift) app.append(h('p', { class: 'empty' }, icon('pass'), 'No changes since the task started: nothing to review.'));
+  // A section per kind the listing holds (its count from `init`, though the rest of its files may still be on their way).
+  if (task) fileSection(`Files changed by the task (${task})`, 'task');
+  if (drift) fileSection(`Your own edits during the task (${drift}) — excluded unless you include them`, 'drift');
   app.append(h('div', { id: 'footer' }));
   renderFooter();
 }
@@ -365,13 +376,18 @@ function rowsBelow(top: number): number {
   return Math.max(1, Math.ceil((height - Math.max(0, top)) / ROW_MIN_PX) + 1);
 }
 
-function fileSection(title: string, list: ReviewFileMsg[]): HTMLElement {
+/** The drawn sections' lazy lists, by kind (where files arriving later go). */
+const sectionLists = new Map<'task' | 'drift', LazyList>();
+
+function fileSection(title: string, kind: 'task' | 'drift'): HTMLElement {
   const ul = h('ul', { class: 'files', role: 'list' });
   const sec = h('section', { 'aria-label': title }, h('h2', {}, title), ul);
   // In the page before its rows, so where the list starts is known (a layout of what is above it, needed for the frame anyway).
   app.append(sec);
+  const list = order.filter((f) => f.drift === (kind === 'drift'));
   const lazy = lazyList(ul, list, fileRow, 100, rowsBelow(ul.getBoundingClientRect().top));
   lists.push(lazy);
+  sectionLists.set(kind, lazy);
   list.forEach((f, index) => places.set(f.path, { lazy, index }));
   return sec;
 }
@@ -795,7 +811,7 @@ function moveToNextFile(head: HTMLElement): void {
  * the drawing and the load.
  */
 function reportShown(): void {
-  const n = order.length;
+  const n = listedTotal;
   const afterLoad = (f: () => void) => (document.readyState === 'complete' ? f() : window.addEventListener('load', f, { once: true }));
   afterLoad(() =>
     requestAnimationFrame(() =>
@@ -804,12 +820,42 @@ function reportShown(): void {
         send({ type: 'shown', files: n, at: Date.now(), pageMs: performance.now(), scriptMs, ...drawTimes, loadMs: Math.max(0, loadMs?.loadEventStart ?? 0) });
         // Colours only after first content: the highlighter's script loads when the page is idle.
         preloadHighlighter();
+        release();
       }, 0),
     ),
   );
 }
 
-window.addEventListener('message', (ev: MessageEvent) => receive(ev.data));
+window.addEventListener('message', (ev: MessageEvent) => (held ? held.push(ev.data) : receive(ev.data)));
+
+/** Handles the messages held while a listing's first frame was drawn, in the order they came (a later `init` holds the rest again). */
+function release(): void {
+  const queue = held ?? [];
+  held = null;
+  while (queue.length) {
+    const next = queue.shift();
+    if (held) (held as unknown[]).push(next);
+    else receive(next);
+  }
+}
+
+/** Files of the listing just arrived: known by path, and their saved state (an expanded file's hunks) asked for. */
+function admit(list: readonly ReviewFileMsg[]): ReviewFileMsg[] {
+  const fresh = list.filter((f) => !byPath.has(f.path));
+  for (const f of fresh) {
+    byPath.set(f.path, f);
+    if (expanded.has(f.path)) send({ type: 'requestHunks', path: f.path });
+  }
+  return fresh;
+}
+
+/** Once the whole listing is here: saved state for files no longer in it goes. */
+function settleListing(): void {
+  if (!listingComplete()) return;
+  for (const p of [...files.keys()]) if (!byPath.has(p)) files.delete(p);
+  for (const p of [...expanded]) if (!byPath.has(p)) expanded.delete(p);
+  save();
+}
 
 /** When the last listing arrived and was drawn (on the `performance.now()` clock), for `shown`. */
 const drawTimes = { receivedMs: 0, drawnMs: 0 };
@@ -824,17 +870,33 @@ function receive(data: unknown): void {
       init = m;
       committedView = m.committed;
       if (!m.committed) result = null;
-      order = [...m.files.filter((f) => !f.drift), ...m.files.filter((f) => f.drift)];
+      listedTotal = m.counts.task + m.counts.drift;
       byPath.clear();
-      for (const f of order) byPath.set(f.path, f);
-      for (const p of [...files.keys()]) if (!byPath.has(p)) files.delete(p);
-      for (const p of [...expanded]) if (!byPath.has(p)) expanded.delete(p);
       loaded.clear();
-      for (const p of expanded) send({ type: 'requestHunks', path: p });
-      save();
+      const first = admit(m.files);
+      order = [...first.filter((f) => !f.drift), ...first.filter((f) => f.drift)];
+      settleListing();
       render();
       drawTimes.drawnMs = performance.now();
+      // The rest of the listing (and anything after it) waits for this frame.
+      held = [];
       reportShown();
+      break;
+    }
+    case 'listed': {
+      if (!init || listingComplete()) return;
+      const fresh = admit(m.files.slice(0, listedTotal - order.length));
+      const more = { task: fresh.filter((f) => !f.drift), drift: fresh.filter((f) => f.drift) };
+      order = [...order.filter((f) => !f.drift), ...more.task, ...order.filter((f) => f.drift), ...more.drift];
+      if (committedView) break;
+      for (const kind of ['task', 'drift'] as const) {
+        const lazy = sectionLists.get(kind);
+        if (!lazy || !more[kind].length) continue;
+        const at = lazy.extend(more[kind]);
+        more[kind].forEach((f, i) => places.set(f.path, { lazy, index: at + i }));
+      }
+      settleListing();
+      renderFooter();
       break;
     }
     case 'files': {

@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { embedJson, HostMessage, PageMessage, PageState } from '../../src/extension/review/protocol';
+import { embedJson, HostMessage, INIT_FILES, listingMessages, PageMessage, PageState } from '../../src/extension/review/protocol';
 
 describe('review: panel protocol', () => {
   it('accepts the messages the page sends', () => {
@@ -77,6 +77,7 @@ describe('review: panel protocol', () => {
       steps: [],
       effects: [],
       files: hostile.map((p) => ({ path: p, status: 'added', lines: null, oversized: false, drift: false, hunkable: true, revertible: true })),
+      counts: { task: hostile.length, drift: 0 },
       message: 'm',
       git: true,
       planDone: true,
@@ -89,5 +90,35 @@ describe('review: panel protocol', () => {
     assert.equal(PageState.safeParse({ taskId: 't_1', decisions: { a: { whole: 'a', hunks: null, included: true, fingerprint: null } } }).success, true);
     assert.equal(PageState.safeParse({ taskId: 't_1', decisions: { a: { whole: 'yes', hunks: null, included: true, fingerprint: null } } }).success, false);
     assert.equal(PageState.safeParse(undefined).success, false);
+  });
+
+  it('sends a long listing as its first files in init, then the rest in one listed message, each a valid message', () => {
+    const file = (i: number, drift = false) => ({ path: `f${i}`, status: 'added' as const, lines: null, oversized: false, drift, hunkable: true, revertible: true });
+    const init = (files: ReturnType<typeof file>[]) => ({
+      type: 'init' as const,
+      task: { id: 't_1', title: 't', goal: 'g', state: 'waiting_review', agent: null, createdAt: 1, durationMs: 2, commit: null },
+      steps: [],
+      effects: [],
+      files,
+      counts: { task: files.filter((f) => !f.drift).length, drift: files.filter((f) => f.drift).length },
+      message: 'm',
+      git: true,
+      planDone: true,
+      committed: null,
+    });
+    const short = init(Array.from({ length: INIT_FILES }, (_, i) => file(i)));
+    assert.deepEqual(listingMessages(short), [short], 'a screenful and more goes whole');
+    const files = [...Array.from({ length: 240 }, (_, i) => file(i)), ...Array.from({ length: 10 }, (_, i) => file(1000 + i, true))];
+    const long = init(files);
+    const [first, rest, ...none] = listingMessages(long);
+    assert.equal(none.length, 0);
+    assert.equal(first!.type === 'init' && first!.files.length, INIT_FILES);
+    assert.deepEqual(first!.type === 'init' && first!.counts, { task: 240, drift: 10 }, 'the counts are the whole listing’s');
+    assert.deepEqual(rest, { type: 'listed', files: files.slice(INIT_FILES) });
+    assert.deepEqual([...(first as typeof long).files, ...(rest as { files: typeof files }).files], files, 'together, the listing in its order');
+    for (const m of [first, rest]) assert.equal(HostMessage.safeParse(m).success, true, JSON.stringify(m).slice(0, 80));
+    assert.equal(HostMessage.safeParse({ type: 'listed', files: [{ ...file(1), extra: 1 }] }).success, false);
+    assert.equal(HostMessage.safeParse({ ...long, counts: { task: -1, drift: 0 } }).success, false);
+    assert.equal(HostMessage.safeParse({ ...long, counts: undefined }).success, false);
   });
 });

@@ -10,7 +10,7 @@ import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
 import { refreshScm } from './gitCommitter';
 import { reviewHtml, webviewOptions } from './html';
-import { clipLine, HostMessage, MAX_FILE_BATCH, PageMessage, parseInbound, type CommittedMsg, type FileDecisionMsg } from './protocol';
+import { clipLine, HostMessage, listingMessages, MAX_FILE_BATCH, PageMessage, parseInbound, type CommittedMsg, type FileDecisionMsg } from './protocol';
 import { offerWayOut } from './refusals';
 import type { WorkspaceOperations } from '../workspaceOperations';
 
@@ -22,7 +22,6 @@ const COUNT_BATCH = 100;
 const COUNT_WAIT_MS = 2_000;
 /** A listing begun longer ago than this when the page first says `ready` is listed again. */
 const FIRST_FRESH_MS = 10_000;
-
 export interface ReviewDeps {
   host: EngineHost;
   log: vscode.LogOutputChannel;
@@ -102,7 +101,7 @@ export class ReviewPanel extends Disposable {
     const posted = listing.then(
       async (r) => {
         if (this.isDisposed) return false;
-        const ok = await this.panel.webview.postMessage(r.msg);
+        const ok = await this.postListing(r.msg);
         this.timing.postedAt ||= Date.now();
         return ok;
       },
@@ -125,6 +124,12 @@ export class ReviewPanel extends Disposable {
   private post(msg: HostMessage): void {
     if (!this.ready || this.isDisposed) return;
     void this.panel.webview.postMessage(msg);
+  }
+
+  /** Posts a listing (its messages in order); whether VS Code took every one. */
+  private async postListing(msg: HostInit): Promise<boolean> {
+    const sent = listingMessages(msg).map((m) => this.panel.webview.postMessage(m));
+    return (await Promise.all(sent)).every(Boolean);
   }
 
   private async receive(raw: unknown): Promise<void> {
@@ -188,7 +193,7 @@ export class ReviewPanel extends Disposable {
     const gen = ++this.generation;
     this.data = data;
     // Posted as soon as it was made (VS Code delivers it when the page has loaded), unless that failed.
-    if (!posted) this.post(msg);
+    if (!posted) void this.postListing(msg);
     this.timing.postedAt ||= Date.now();
     this.streamCounts(data, gen);
   }
@@ -217,6 +222,8 @@ export class ReviewPanel extends Disposable {
     const { task } = data;
     this.panel.title = `Review: ${task.title.length > 40 ? `${task.title.slice(0, 39)}…` : task.title}`;
     const clip = (s: string | null | undefined, n: number) => (s == null ? null : s.length > n ? `${s.slice(0, n - 1)}…` : s);
+    // In the page's order (the task's files, then the person's own edits), so the first ones sent are its first screenful.
+    const listed = [...data.files.filter((f) => !f.drift), ...data.files.filter((f) => f.drift)].slice(0, 20_000);
     const msg: HostInit = {
       type: 'init',
       task: {
@@ -244,7 +251,8 @@ export class ReviewPanel extends Disposable {
         status: e.status,
         inDoubt: e.status === 'in_doubt' || e.status === 'intent',
       })),
-      files: data.files.slice(0, 20_000),
+      files: listed,
+      counts: { task: listed.filter((f) => !f.drift).length, drift: listed.filter((f) => f.drift).length },
       message: commitMessage(task, steps).slice(0, 20_000),
       git,
       planDone: steps.every((st) => st.status === 'completed' || st.status === 'skipped'),
@@ -257,7 +265,7 @@ export class ReviewPanel extends Disposable {
     const { data, msg } = await this.listing();
     const gen = ++this.generation;
     this.data = data;
-    this.post(msg);
+    if (this.ready && !this.isDisposed) void this.postListing(msg);
     this.streamCounts(data, gen);
   }
 

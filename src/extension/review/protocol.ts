@@ -164,7 +164,13 @@ export const HostMessage = z.discriminatedUnion('type', [
     task: TaskMsg,
     steps: list(StepMsg, 1_000),
     effects: list(EffectMsg, 10_000),
+    /**
+     * The listing's first files (the task's, then drift): a screenful and more. The rest, when
+     * there are more, follow in one `listed` message, so the page draws before it reads them.
+     */
     files: list(ReviewFileMsg, MAX_FILES),
+    /** How many files the whole listing holds, of the task's and of the person's own edits. */
+    counts: z.strictObject({ task: int(0, MAX_FILES), drift: int(0, MAX_FILES) }),
     message: Text(20_000),
     /** True when the workspace is a git repository (else applying only reverts). */
     git: z.boolean(),
@@ -173,6 +179,8 @@ export const HostMessage = z.discriminatedUnion('type', [
     /** The review's last commit, when one was made: the page shows it instead of the decisions. */
     committed: z.nullable(CommittedMsg),
   }),
+  /** The rest of the listing after `init`'s first files, in the same order. */
+  z.strictObject({ type: z.literal('listed'), files: list(ReviewFileMsg, MAX_FILES) }),
   /** Updated entries of listed files (line counts, streamed in batches after `init`). */
   z.strictObject({ type: z.literal('files'), files: list(ReviewFileMsg, MAX_FILE_BATCH) }),
   z.strictObject({ type: z.literal('hunks'), path: Path, fingerprint: Fingerprint, hunks: list(HunkMsg, MAX_HUNKS) }),
@@ -184,6 +192,19 @@ export const HostMessage = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('error'), text: Text(4_000) }),
 ]);
 export type HostMessage = z.infer<typeof HostMessage>;
+
+/**
+ * Files in `init`: more than the tallest window's first screenful (rows are at least 24 px).
+ * The rest go in one `listed` message after it: the page validates and draws these first
+ * (on the first open of 1,000 files, reading them all was about a fifth of its drawing).
+ */
+export const INIT_FILES = 100;
+
+/** The messages that carry a listing to the page: `init` with its first files, then the rest. */
+export function listingMessages(msg: Extract<HostMessage, { type: 'init' }>): HostMessage[] {
+  if (msg.files.length <= INIT_FILES) return [msg];
+  return [{ ...msg, files: msg.files.slice(0, INIT_FILES) }, { type: 'listed', files: msg.files.slice(INIT_FILES) }];
+}
 
 /** What the page keeps across reloads (vscode.setState); parsed on restore like any input. */
 export const PageState = z.strictObject({
