@@ -7,7 +7,7 @@
  * for (and drawn) only when it is expanded.
  */
 import './zodJitless';
-import { HostMessage, PageState, parseInbound, type CommittedMsg, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
+import { HostMessage, inPageOrder, PageState, parseInbound, type CommittedMsg, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
 import { icon, type IconName } from './icons';
 import { lazyList, type LazyList } from './lazyList';
 import { highlightHunk, preloadHighlighter } from './reviewHighlight';
@@ -816,8 +816,8 @@ function reportShown(): void {
   afterLoad(() =>
     requestAnimationFrame(() =>
       setTimeout(() => {
-        const loadMs = performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming | undefined;
-        send({ type: 'shown', files: n, at: Date.now(), pageMs: performance.now(), scriptMs, ...drawTimes, loadMs: Math.max(0, loadMs?.loadEventStart ?? 0) });
+        const nav = performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming | undefined;
+        send({ type: 'shown', files: n, at: Date.now(), pageMs: performance.now(), scriptMs, ...drawTimes, loadMs: Math.max(0, nav?.loadEventStart ?? 0) });
         // Colours only after first content: the highlighter's script loads when the page is idle.
         preloadHighlighter();
         release();
@@ -874,7 +874,7 @@ function receive(data: unknown): void {
       byPath.clear();
       loaded.clear();
       const first = admit(m.files);
-      order = [...first.filter((f) => !f.drift), ...first.filter((f) => f.drift)];
+      order = inPageOrder(first);
       settleListing();
       render();
       drawTimes.drawnMs = performance.now();
@@ -886,16 +886,16 @@ function receive(data: unknown): void {
     case 'listed': {
       if (!init || listingComplete()) return;
       const fresh = admit(m.files.slice(0, listedTotal - order.length));
-      const more = { task: fresh.filter((f) => !f.drift), drift: fresh.filter((f) => f.drift) };
-      order = [...order.filter((f) => !f.drift), ...more.task, ...order.filter((f) => f.drift), ...more.drift];
+      order = inPageOrder([...order, ...fresh]);
+      settleListing();
       if (committedView) break;
+      const more = { task: fresh.filter((f) => !f.drift), drift: fresh.filter((f) => f.drift) };
       for (const kind of ['task', 'drift'] as const) {
         const lazy = sectionLists.get(kind);
         if (!lazy || !more[kind].length) continue;
         const at = lazy.extend(more[kind]);
         more[kind].forEach((f, i) => places.set(f.path, { lazy, index: at + i }));
       }
-      settleListing();
       renderFooter();
       break;
     }

@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { embedJson, HostMessage, INIT_FILES, listingMessages, PageMessage, PageState } from '../../src/extension/review/protocol';
+import { embedJson, HostMessage, INIT_FILES, inPageOrder, listingMessages, PageMessage, PageState } from '../../src/extension/review/protocol';
 
 describe('review: panel protocol', () => {
   it('accepts the messages the page sends', () => {
@@ -120,5 +120,8 @@ describe('review: panel protocol', () => {
     assert.equal(HostMessage.safeParse({ type: 'listed', files: [{ ...file(1), extra: 1 }] }).success, false);
     assert.equal(HostMessage.safeParse({ ...long, counts: { task: -1, drift: 0 } }).success, false);
     assert.equal(HostMessage.safeParse({ ...long, counts: undefined }).success, false);
+    // The page's order: the task's files, then the person's, each kind as it came.
+    const mixed = [file(1, true), file(2), file(3, true), file(4)];
+    assert.deepEqual(inPageOrder(mixed).map((f) => f.path), ['f2', 'f4', 'f1', 'f3']);
   });
 });

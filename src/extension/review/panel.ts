@@ -10,7 +10,7 @@ import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
 import { refreshScm } from './gitCommitter';
 import { reviewHtml, webviewOptions } from './html';
-import { clipLine, HostMessage, listingMessages, MAX_FILE_BATCH, PageMessage, parseInbound, type CommittedMsg, type FileDecisionMsg } from './protocol';
+import { clipLine, HostMessage, inPageOrder, listingMessages, MAX_FILE_BATCH, PageMessage, parseInbound, type CommittedMsg, type FileDecisionMsg } from './protocol';
 import { offerWayOut } from './refusals';
 import type { WorkspaceOperations } from '../workspaceOperations';
 
@@ -22,6 +22,7 @@ const COUNT_BATCH = 100;
 const COUNT_WAIT_MS = 2_000;
 /** A listing begun longer ago than this when the page first says `ready` is listed again. */
 const FIRST_FRESH_MS = 10_000;
+
 export interface ReviewDeps {
   host: EngineHost;
   log: vscode.LogOutputChannel;
@@ -223,7 +224,7 @@ export class ReviewPanel extends Disposable {
     this.panel.title = `Review: ${task.title.length > 40 ? `${task.title.slice(0, 39)}…` : task.title}`;
     const clip = (s: string | null | undefined, n: number) => (s == null ? null : s.length > n ? `${s.slice(0, n - 1)}…` : s);
     // In the page's order (the task's files, then the person's own edits), so the first ones sent are its first screenful.
-    const listed = [...data.files.filter((f) => !f.drift), ...data.files.filter((f) => f.drift)].slice(0, 20_000);
+    const listed = inPageOrder(data.files).slice(0, 20_000);
     const msg: HostInit = {
       type: 'init',
       task: {
@@ -276,7 +277,7 @@ export class ReviewPanel extends Disposable {
    */
   private streamCounts(data: ReviewData, gen: number): void {
     const stale = () => gen !== this.generation || this.isDisposed;
-    const order = [...data.files.filter((f) => !f.drift), ...data.files.filter((f) => f.drift)].slice(0, 20_000);
+    const order = inPageOrder(data.files).slice(0, 20_000);
     const run = async () => {
       const api = await this.deps.host.api();
       for (let i = 0; i < order.length && !stale(); i += COUNT_BATCH) {

@@ -200,6 +200,11 @@ export type HostMessage = z.infer<typeof HostMessage>;
  */
 export const INIT_FILES = 100;
 
+/** Files in the page's order: the task's, then the person's own edits (drift), each kind in the order given. */
+export function inPageOrder<F extends { drift: boolean }>(files: readonly F[]): F[] {
+  return [...files.filter((f) => !f.drift), ...files.filter((f) => f.drift)];
+}
+
 /** The messages that carry a listing to the page: `init` with its first files, then the rest. */
 export function listingMessages(msg: Extract<HostMessage, { type: 'init' }>): HostMessage[] {
   if (msg.files.length <= INIT_FILES) return [msg];
