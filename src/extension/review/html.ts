@@ -12,6 +12,34 @@ export function webviewOptions(extensionUri: vscode.Uri): vscode.WebviewPanelOpt
   return { enableScripts: true, retainContextWhenHidden: false, enableFindWidget: true, localResourceRoots: [webviewRoot(extensionUri)] };
 }
 
+/** A panel's tab title: what it shows, then the task's title cut to fit a tab. */
+export function panelTitle(what: string, taskTitle: string): string {
+  return `${what}: ${taskTitle.length > 40 ? `${taskTitle.slice(0, 39)}…` : taskTitle}`;
+}
+
+/**
+ * A new page panel with its final options and title from the start. Changing a
+ * webview's options or title after creation costs the window a round of work while
+ * the webview is being set up (the review's first frame came ~50 ms later when its
+ * options were set after `createWebviewPanel`; see docs/benchmarks.md), and the
+ * panel options (find widget) only count at creation.
+ */
+export function createPagePanel(viewType: string, title: string, extensionUri: vscode.Uri): vscode.WebviewPanel {
+  return vscode.window.createWebviewPanel(viewType, title, vscode.ViewColumn.Active, webviewOptions(extensionUri));
+}
+
+/**
+ * Gives a restored panel (a window reload) the options a new one is created with,
+ * leaving a panel that has them alone: setting them again is not free.
+ */
+export function ensureWebviewOptions(webview: vscode.Webview, extensionUri: vscode.Uri): void {
+  const want = webviewOptions(extensionUri);
+  const have = webview.options;
+  const roots = (r: readonly vscode.Uri[] | undefined) => (r ?? []).map((u) => u.toString()).join('\n');
+  if (have.enableScripts === want.enableScripts && roots(have.localResourceRoots) === roots(want.localResourceRoots)) return;
+  webview.options = want;
+}
+
 /**
  * A Waypoint webview page shell (the review panel's and the task timeline's). Strict CSP:
  * nothing runs or styles the page but our own nonce'd script and stylesheet; no inline

@@ -9,7 +9,7 @@ import { keyUri } from '../windowFolders';
 import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
 import { refreshScm } from './gitCommitter';
-import { reviewHtml, webviewOptions } from './html';
+import { ensureWebviewOptions, panelTitle, reviewHtml } from './html';
 import { clipLine, HostMessage, inPageOrder, listingMessages, MAX_FILE_BATCH, PageMessage, parseInbound, type CommittedMsg, type FileDecisionMsg } from './protocol';
 import { offerWayOut } from './refusals';
 import type { WorkspaceOperations } from '../workspaceOperations';
@@ -66,7 +66,7 @@ export class ReviewPanel extends Disposable {
     private readonly deps: ReviewDeps,
   ) {
     super();
-    panel.webview.options = webviewOptions(deps.extensionUri);
+    ensureWebviewOptions(panel.webview, deps.extensionUri);
     this.register(panel.webview.onDidReceiveMessage((m) => void this.receive(m)));
     this.register(
       deps.host.onDidChange((e) => {
@@ -221,7 +221,8 @@ export class ReviewPanel extends Disposable {
     const api = await this.deps.host.api();
     const [{ data, steps, effects }, git] = await Promise.all([api.reviewListing({ taskId: this.taskId }), isGitWorkTree(this.workspace())]);
     const { task } = data;
-    this.panel.title = `Review: ${task.title.length > 40 ? `${task.title.slice(0, 39)}…` : task.title}`;
+    const title = panelTitle('Review', task.title);
+    if (this.panel.title !== title) this.panel.title = title;
     const clip = (s: string | null | undefined, n: number) => (s == null ? null : s.length > n ? `${s.slice(0, n - 1)}…` : s);
     // In the page's order (the task's files, then the person's own edits), so the first ones sent are its first screenful.
     const listed = inPageOrder(data.files).slice(0, 20_000);

@@ -3,6 +3,7 @@ import type { Task } from '../../core/model/schema';
 import { Disposable } from '../disposable';
 import { WINDOW_OWNER_PREFIX } from '../engineHost';
 import { TaskNode } from '../tasksTree';
+import { createPagePanel, panelTitle } from './html';
 import { REVIEW_VIEW_TYPE, ReviewPanel, type ReviewDeps } from './panel';
 import { PageState } from './protocol';
 
@@ -48,13 +49,13 @@ export class ReviewPanels extends Disposable {
     const taskId = arg instanceof TaskNode ? arg.task.id : typeof arg === 'string' ? arg : await this.pick();
     if (!taskId) return undefined;
     // Refuses an unknown id with a clear error, wherever the store is (in-process or the owner's /rpc).
-    await (await this.deps.host.api()).taskDetail(taskId);
+    const { task } = await (await this.deps.host.api()).taskDetail(taskId);
     const existing = this.panels.get(taskId);
     if (existing) {
       existing.reveal();
       return existing;
     }
-    const panel = vscode.window.createWebviewPanel(REVIEW_VIEW_TYPE, 'Waypoint review', vscode.ViewColumn.Active, { enableScripts: true });
+    const panel = createPagePanel(REVIEW_VIEW_TYPE, panelTitle('Review', task.title), this.deps.extensionUri);
     return this.adopt(taskId, panel);
   }
 

@@ -3,7 +3,7 @@ import { errorMessage } from '../../core/model/errors';
 import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
 import { parseInbound } from '../webview/parseInbound';
-import { webviewOptions } from '../review/html';
+import { ensureWebviewOptions, panelTitle } from '../review/html';
 import { timelineHtml } from './html';
 import { firstScreen } from './firstScreen';
 import { diffTimeline } from './patch';
@@ -67,7 +67,7 @@ export class TimelinePanel extends Disposable {
     private readonly deps: TimelineDeps,
   ) {
     super();
-    panel.webview.options = webviewOptions(deps.extensionUri);
+    ensureWebviewOptions(panel.webview, deps.extensionUri);
     this.register(panel.webview.onDidReceiveMessage((m) => void this.receive(m)));
     this.register(
       deps.host.onDidChange((e) => {
@@ -97,8 +97,8 @@ export class TimelinePanel extends Disposable {
 
   private async build(): Promise<TimelineModel> {
     const model = await this.deps.reader.model(this.taskId);
-    const t = model.task.title;
-    this.panel.title = `Timeline: ${t.length > 40 ? `${t.slice(0, 39)}…` : t}`;
+    const title = panelTitle('Timeline', model.task.title);
+    if (this.panel.title !== title) this.panel.title = title;
     return model;
   }
 

@@ -4,6 +4,7 @@ import { tasksOnly } from '../storeReads';
 import { codicon, STATE_LABEL } from '../presentation';
 import { TaskNode } from '../tasksTree';
 import { TIMELINE_VIEW_TYPE, TimelinePanel, type TimelineDeps } from './panel';
+import { createPagePanel, panelTitle } from '../review/html';
 import { TimelinePageState } from './protocol';
 import { TimelineReader } from './timelineReader';
 
@@ -40,13 +41,14 @@ export class TimelinePanels extends Disposable {
     const taskId = arg instanceof TaskNode ? arg.task.id : typeof arg === 'string' ? arg : await this.pick();
     if (!taskId) return undefined;
     // Refuses an unknown id with a clear error before any panel opens.
-    if (!(await tasksOnly(this.deps.host)).some((t) => t.id === taskId)) throw new Error(`Unknown task '${taskId}'.`);
+    const task = (await tasksOnly(this.deps.host)).find((t) => t.id === taskId);
+    if (!task) throw new Error(`Unknown task '${taskId}'.`);
     const existing = this.panels.get(taskId);
     if (existing) {
       existing.reveal();
       return existing;
     }
-    const panel = vscode.window.createWebviewPanel(TIMELINE_VIEW_TYPE, 'Waypoint timeline', vscode.ViewColumn.Active, { enableScripts: true });
+    const panel = createPagePanel(TIMELINE_VIEW_TYPE, panelTitle('Timeline', task.title), this.deps.extensionUri);
     return this.adopt(taskId, panel);
   }
 
