@@ -21,7 +21,7 @@ export function panelTitle(what: string, taskTitle: string): string {
  * A new page panel with its final options and title from the start. Changing a
  * webview's options or title after creation costs the window a round of work while
  * the webview is being set up (the review's first frame came ~50 ms later when its
- * options were set after `createWebviewPanel`; see docs/benchmarks.md), and the
+ * options and title were set after `createWebviewPanel`; see docs/benchmarks.md), and the
  * panel options (find widget) only count at creation.
  */
 export function createPagePanel(viewType: string, title: string, extensionUri: vscode.Uri): vscode.WebviewPanel {

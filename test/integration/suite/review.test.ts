@@ -140,8 +140,13 @@ describe('review: approve, reject, commit', function () {
     await engine.requestReview({ taskId });
     const within = <T>(p: Promise<T>, what: string) => Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: no first content within 30 s`)), 30_000))]);
     // The first listing goes out as soon as it is made (VS Code holds it until the page has loaded).
+    const firstLabels: string[] = [];
+    const watch = vscode.window.tabGroups.onDidChangeTabs((e) => firstLabels.push(...e.opened.filter((t) => t.input instanceof vscode.TabInputWebview).map((t) => t.label)));
     const first = await within(api.openReview(taskId), 'first open');
+    watch.dispose();
     assert.ok(first.files >= 2, `the review listed ${first.files} files`);
+    // The tab has the task's title from its first appearance (the panel is created with it, not retitled once listed).
+    assert.deepEqual(firstLabels, ['Review: Review shown twice']);
     // Another editor in the same group hides the panel, and VS Code drops its page (no retained context):
     // the page that comes back never saw that first listing, so its ready must bring a fresh one.
     const doc = await vscode.workspace.openTextDocument({ content: 'on top of the review' });

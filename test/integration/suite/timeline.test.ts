@@ -40,9 +40,14 @@ describe('timeline: open through the command, live updates', function () {
     await engine.startStep({ taskId, stepId: 'fix', wait: true });
     fs.writeFileSync(path.join(engine.workspace, 'timeline-it.txt'), 'x\n');
 
+    // The tab has the task's title from its first appearance (the panel is created with it, not retitled once built).
+    const firstLabels: string[] = [];
+    const watch = vscode.window.tabGroups.onDidChangeTabs((e) => firstLabels.push(...e.opened.filter((t) => t.input instanceof vscode.TabInputWebview).map((t) => t.label)));
     await vscode.commands.executeCommand('waypoint.showTimeline', taskId);
     await vscode.commands.executeCommand('waypoint.showTimeline', taskId);
     await eventually(() => tabs().length === 1, 'the timeline tab');
+    watch.dispose();
+    assert.deepEqual(firstLabels, ['Timeline: Timeline integration']);
     assert.equal(tabs().length, 1, 'one timeline per task');
     assert.match(tabs()[0].label, /^Timeline: Timeline integration/);
     await eventually(() => api.timelineState(taskId)?.shown !== undefined, 'the page to report it drew the timeline');
