@@ -714,13 +714,13 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
             waitMs: lockWait ?? 5000,
             maxFileBytes,
             teamStore,
-            serving: async (d, lock) => {
+            serving: async (d, lock, claim) => {
               if (maxFileBytes !== undefined) io.stderr.write(`waypoint: note: --max-file-size-mb applies when this command owns the store; the store's owner (${d.url}) applies its own limit.\n`);
               // Ask a cheap question first, with a short timeout: a stopped, dying or dead owner
               // is found out before any real call is sent, and resolveStore looks again (taking
               // over a dead one) or fails naming it.
-              await remoteApi(d, { timeoutMs: PROBE_TIMEOUT_MS }).info();
-              const remote = remoteApi(d, { owner: describeOwner(lock), timeoutMs: rpcTimeoutMs() });
+              await remoteApi(d, { timeoutMs: PROBE_TIMEOUT_MS, headers: claim }).info();
+              const remote = remoteApi(d, { owner: describeOwner(lock), timeoutMs: rpcTimeoutMs(), headers: claim });
               // An owner that went away after the probe never received the call: look again once.
               return retry ? retryUndelivered(remote, () => resolve(false).then((a) => (api = a))) : remote;
             },

@@ -13,6 +13,7 @@ import { OperationRunner, type OnceOptions, type Outcome } from './runner';
 import type { StoreOptions } from '../store/eventStore';
 import { openEmbeddedBackend } from '../store/embedded';
 import { openPostgresBackend } from '../store/postgres/backend';
+import { noteFolderIdentity } from '../store/folderIdentity';
 import { newId } from './ids';
 import {
   AbandonTaskInput,
@@ -218,6 +219,8 @@ export class Engine {
   static async open(opts: EngineOptions): Promise<Engine> {
     const workspace = path.resolve(opts.workspace);
     const dir = opts.storeDir ? path.resolve(workspace, opts.storeDir) : path.join(workspace, '.waypoint');
+    // Before the lock is looked at: a copied folder drops the original's lock here.
+    if (!opts.backend) noteFolderIdentity(dir, opts.log);
     const backend =
       opts.backend ??
       (opts.teamStore
@@ -231,6 +234,8 @@ export class Engine {
       return engine;
     }
     try {
+      // A store created just now gets its record.
+      if (!opts.backend) noteFolderIdentity(dir, opts.log);
       await engine.workspaceSnapshots?.blobs.sweepTemp();
       // Raw content a bulk checkpoint left before it could be compressed (a crash, a killed process).
       if (engine.workspaceSnapshots?.blobs.uncompactedPacks().length) engine.workspaceSnapshots.compactSoon();
@@ -1188,3 +1193,4 @@ function nextAdhocId(steps: readonly Step[]): string {
   while (ids.has(`s${n}`)) n++;
   return `s${n}`;
 }
+
