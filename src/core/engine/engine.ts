@@ -344,7 +344,7 @@ export class Engine {
       if (e instanceof WaypointError && e.code === 'corrupt' && /manifest .* is corrupt or hostile/.test(e.message)) {
         throw new WaypointError(
           'corrupt',
-          `${e.message}. A checkpoint this one builds on has lost objects: run 'waypoint verify' to name the damaged checkpoints, and 'waypoint verify --repair' to restore what the workspace still holds and mark the rest, so checkpoints work again.`,
+          `${e.message}. A checkpoint this one builds on has lost objects: run 'waypoint verify' (it only reads) to name the damaged checkpoints and why. Nothing is marked until you decide: 'waypoint verify --repair' restores what this folder still holds and marks the rest unusable for good, so run it only once you know those checkpoints were made in this folder and their content is gone everywhere (not held by a copy of it or another machine).`,
           e.details,
         );
       }
