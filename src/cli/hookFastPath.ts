@@ -4,7 +4,7 @@ import { DEFAULT_RPC_CONNECT_TIMEOUT_MS, postLoopback } from '../core/engine/loo
 import { HOOK_AGENTS, HOOK_ROUTES, isHookAgent } from '../mcp/hookRoutes';
 import { findOwnerLite } from '../ownership/findOwnerLite';
 import { STORE_CLAIM_HEADER, claimHeader, storeClaimOf, type StoreClaim } from '../core/store/folderIdentity';
-import { DISCOVERY_FILE_NAME, storeDirOf } from '../ownership/storeDirOf';
+import { DISCOVERY_FILE_NAME, findWorkspace, storeDirOf } from '../ownership/storeDirOf';
 import { hookLog, readHookInput } from './hookLog';
 
 /**
@@ -20,7 +20,7 @@ export type FastHookOutcome = { handled: true } | { handled: false; hookInput?: 
 /** `hook <agent> [--workspace DIR | -w DIR | --workspace=DIR] [--wait N]`; null for anything else. */
 export function parseHookArgs(argv: readonly string[]): { agent: string; workspace: string } | null {
   if (argv[0] !== 'hook' || argv.length < 2 || !isHookAgent(argv[1])) return null;
-  let workspace = process.cwd();
+  let workspace: string | undefined;
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     if ((a === '--workspace' || a === '-w') && i + 1 < argv.length) workspace = argv[++i];
@@ -28,6 +28,8 @@ export function parseHookArgs(argv: readonly string[]): { agent: string; workspa
     else if (a === '--wait' && i + 1 < argv.length) i++;
     else return null;
   }
+  // As the full CLI finds it (walking up like git), so both paths reach the same store.
+  if (workspace === undefined) return { agent: argv[1], workspace: findWorkspace(process.cwd()) };
   return workspace ? { agent: argv[1], workspace } : null;
 }
 
