@@ -76,7 +76,7 @@ describe('folder identity: a copied folder is a workspace of its own', function 
 
   it('a copy whose identity record is gone: the original’s owner proves it serves another folder, and nothing is relayed to it', () => {
     copyA();
-    fs.rmSync(path.join(B, '.waypoint', 'identity.json'));
+    fs.rmSync(path.join(B, '.waypoint', 'identity.json'), { force: true });
     const rb = run(['rollback', '--task', task.taskId, '--to', task.baseCheckpointId, '--yes', '--json'], B);
     assert.equal(rb.status, 0, rb.stderr);
     assert.equal(fs.readFileSync(path.join(A, 'f.txt'), 'utf8'), 'two\n', 'the original is untouched');
