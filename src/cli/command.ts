@@ -26,5 +26,7 @@ export interface Command {
   options: OptionSpec;
   /** Accepts `--workspace <id>` of a workspace on another machine (read from the team store). */
   readsTeamStore?: true;
+  /** Only reads what is recorded: in a folder with no store it says so and creates none. */
+  readOnly?: true;
   run(ctx: Ctx): Promise<void>;
 }

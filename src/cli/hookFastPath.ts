@@ -3,7 +3,8 @@ import { errorMessage } from '../core/model/errors';
 import { DEFAULT_RPC_CONNECT_TIMEOUT_MS, postLoopback } from '../core/engine/loopback';
 import { HOOK_AGENTS, HOOK_ROUTES, isHookAgent } from '../mcp/hookRoutes';
 import { findOwnerLite } from '../ownership/findOwnerLite';
-import { DISCOVERY_FILE_NAME, storeDirOf } from '../ownership/storeDirOf';
+import { STORE_CLAIM_HEADER, claimHeader, storeClaimOf, type StoreClaim } from '../core/store/folderIdentity';
+import { DISCOVERY_FILE_NAME, findWorkspace, storeDirOf } from '../ownership/storeDirOf';
 import { hookLog, readHookInput } from './hookLog';
 
 /**
@@ -19,7 +20,7 @@ export type FastHookOutcome = { handled: true } | { handled: false; hookInput?: 
 /** `hook <agent> [--workspace DIR | -w DIR | --workspace=DIR] [--wait N]`; null for anything else. */
 export function parseHookArgs(argv: readonly string[]): { agent: string; workspace: string } | null {
   if (argv[0] !== 'hook' || argv.length < 2 || !isHookAgent(argv[1])) return null;
-  let workspace = process.cwd();
+  let workspace: string | undefined;
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     if ((a === '--workspace' || a === '-w') && i + 1 < argv.length) workspace = argv[++i];
@@ -27,6 +28,8 @@ export function parseHookArgs(argv: readonly string[]): { agent: string; workspa
     else if (a === '--wait' && i + 1 < argv.length) i++;
     else return null;
   }
+  // As the full CLI finds it (walking up like git), so both paths reach the same store.
+  if (workspace === undefined) return { agent: argv[1], workspace: findWorkspace(process.cwd()) };
   return workspace ? { agent: argv[1], workspace } : null;
 }
 
@@ -41,14 +44,17 @@ export async function fastHook(argv: readonly string[]): Promise<FastHookOutcome
 
 async function relay(args: { agent: keyof typeof HOOK_AGENTS; workspace: string }): Promise<FastHookOutcome> {
   let owner;
+  let claim: StoreClaim | null = null;
   try {
     const dir = storeDirOf(args.workspace);
     owner = findOwnerLite(dir, path.join(dir, DISCOVERY_FILE_NAME));
+    claim = storeClaimOf(dir);
   } catch {
     // A linked or unreadable store: the full CLI says why, in the same words as every command.
     return { handled: false };
   }
-  if (owner?.kind !== 'serving') return { handled: false };
+  // Not proven to serve this folder (a copy holds the original's files): the full CLI sorts it out.
+  if (owner?.kind !== 'serving' || !claim) return { handled: false };
   const workspace = args.workspace;
   let text: string;
   try {
@@ -60,10 +66,12 @@ async function relay(args: { agent: keyof typeof HOOK_AGENTS; workspace: string 
   }
   const d = owner.discovery;
   try {
-    const res = await postLoopback(new URL(HOOK_ROUTES[args.agent], d.url), { authorization: `Bearer ${d.token}`, 'content-type': 'application/json' }, text, {
+    const res = await postLoopback(new URL(HOOK_ROUTES[args.agent], d.url), { [STORE_CLAIM_HEADER]: claimHeader(claim), authorization: `Bearer ${d.token}`, 'content-type': 'application/json' }, text, {
       timeoutMs: 20_000,
       connectTimeoutMs: DEFAULT_RPC_CONNECT_TIMEOUT_MS,
     });
+    // An owner of another store (this folder is a copy) ran nothing: the full CLI sorts it out.
+    if (res.status === 409) return { handled: false, hookInput: text };
     // Reached the owner: whatever it says is final (retrying a refusal would only repeat it).
     if (res.status !== 200) hookLog(workspace, `not recorded: the owner answered ${res.status}: ${res.text.slice(0, 500)}`);
     else {

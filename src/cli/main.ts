@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { isNoSpace, notCapturedLine, type Engine, type NotCapturedReport } from '../core/engine/engine';
 import { DEFAULT_RPC_TIMEOUT_MS, RpcTransportError, localApi, remoteApi, type EngineApi } from '../core/engine/api';
 import { resolveStore } from '../ownership/resolve';
+import { findWorkspace, storeDirOf } from '../ownership/storeDirOf';
 import { describeOwner } from '../core/store/ownerLock';
 import { Logger } from '../core/log';
 import { startWhenAllowed } from '../core/engine/retryPolicy';
@@ -224,6 +225,7 @@ export const COMMANDS: Record<string, Command> = {
   tasks: {
     summary: 'list tasks',
     usage: 'waypoint tasks [--state STATE[,STATE]] [--limit N] [--all]',
+    readOnly: true,
     options: { state: s(), limit: s(), all: b },
     async run(c) {
       const states = optional(c.values, 'state')?.split(',').filter(Boolean);
@@ -239,6 +241,7 @@ export const COMMANDS: Record<string, Command> = {
   show: {
     summary: 'one task in detail',
     usage: 'waypoint show --task ID',
+    readOnly: true,
     options: { task: s('t') },
     async run(c) {
       const d = await (await c.engine()).taskDetail(required(c.values, 'task'));
@@ -348,6 +351,7 @@ export const COMMANDS: Record<string, Command> = {
   checkpoints: {
     summary: "a task's checkpoints (--workspace ID: a workspace on another machine, read from the team store)",
     usage: 'waypoint checkpoints --task ID [--workspace DIR | --workspace WORKSPACE_ID --store URL]',
+    readOnly: true,
     options: { task: s('t') },
     readsTeamStore: true,
     async run(c) {
@@ -360,6 +364,7 @@ export const COMMANDS: Record<string, Command> = {
   diff: {
     summary: 'what changed between two checkpoints, or from a checkpoint to the workspace now (--workspace ID: a task on another machine, from the team store)',
     usage: 'waypoint diff --from CP [--to CP]  |  waypoint diff --workspace WORKSPACE_ID --task ID [--from CP] [--to CP] [--path P] [--patch]',
+    readOnly: true,
     options: { from: s(), to: s(), task: s('t'), path: s(), patch: b },
     readsTeamStore: true,
     async run(c) {
@@ -449,6 +454,7 @@ export const COMMANDS: Record<string, Command> = {
   stats: {
     summary: 'metrics: tasks by state, interruptions, retries, step durations (median, p95), checkpoints, side effects, per agent and per day',
     usage: 'waypoint stats [--task ID] [--since DATE|Nd|Nh]',
+    readOnly: true,
     options: { task: s('t'), since: s() },
     async run(c) {
       const since = optional(c.values, 'since');
@@ -459,6 +465,7 @@ export const COMMANDS: Record<string, Command> = {
   storage: {
     summary: 'bytes used by checkpoints, per task (unique and shared) and in total',
     usage: 'waypoint storage',
+    readOnly: true,
     options: {},
     async run(c) {
       const r = await (await c.engine()).storage();
@@ -532,6 +539,7 @@ export const COMMANDS: Record<string, Command> = {
   'resume-context': {
     summary: 'print what an agent needs to continue a task (JSON with --json, else Markdown)',
     usage: 'waypoint resume-context --task ID',
+    readOnly: true,
     options: { task: s('t') },
     async run(c) {
       const ctx = await (await c.engine()).resumeContext(required(c.values, 'task'));
@@ -541,6 +549,7 @@ export const COMMANDS: Record<string, Command> = {
   events: {
     summary: 'print the event log',
     usage: 'waypoint events [--task ID] [--after SEQ] [--limit N]',
+    readOnly: true,
     options: { task: s('t'), after: s(), limit: s() },
     async run(c) {
       const events = await (await c.engine()).events({ taskId: optional(c.values, 'task'), afterSeq: intOption(c.values, 'after'), limit: intOption(c.values, 'limit') });
@@ -553,6 +562,7 @@ export const COMMANDS: Record<string, Command> = {
   verify: {
     summary: 'prove the store whole: projections equal a rebuild, every checkpoint’s objects present and hashing right (--repair restores and marks, --rebuild rewrites projections)',
     usage: 'waypoint verify [--repair] [--rebuild]',
+    readOnly: true,
     options: { rebuild: b, repair: b },
     async run(c) {
       const e = await c.engine();
@@ -573,7 +583,7 @@ export const COMMANDS: Record<string, Command> = {
       let failure: string | null = null;
       if (r.differences.length) failure = 'Projections differ from a rebuild; run `waypoint verify --rebuild` to repair them.';
       else if (unmarked.length) {
-        failure = `${unmarked.length === 1 ? '1 checkpoint is' : `${unmarked.length} checkpoints are`} damaged (${unmarked.map((d) => d.checkpointId).join(', ')}); run \`waypoint verify --repair\` to restore what the workspace still holds and mark the rest, so new checkpoints work again.`;
+        failure = `${unmarked.length === 1 ? '1 checkpoint is' : `${unmarked.length} checkpoints are`} damaged (${unmarked.map((d) => d.checkpointId).join(', ')}). \`waypoint verify --repair\` stores again what this folder still holds and marks the rest unusable for good (rollbacks to them are then refused): run it once you know they were made in this folder and their content is gone everywhere, not held by a copy of it or another machine.`;
       }
       const human = `${failure ? 'FAILED' : 'ok'}: ${lines.join('\n')}`;
       if (!failure) {
@@ -653,6 +663,12 @@ function maxFileSizeOption(values: Record<string, unknown>): number | undefined 
   return Math.round(mb * 1024 * 1024);
 }
 
+/** A reading command in a folder where nothing was ever recorded: said plainly, and no store is created. */
+function noStoreHere(workspace: string, searched: boolean): WaypointError {
+  const where = searched ? `${workspace} or any folder above it (up to its repository's root)` : workspace;
+  return new WaypointError('not_found', `There is no Waypoint store in ${where}: nothing has been recorded here. Run the command in your workspace (or give --workspace DIR); 'waypoint task start' or 'waypoint init' creates a store.`, { workspace });
+}
+
 /** The workspace argv names (or the current directory), for an error message. */
 function workspaceOf(argv: string[]): string {
   const i = argv.findIndex((a) => a === '--workspace' || a === '-w');
@@ -690,7 +706,8 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     // reading commands take one; the rest need its files, which only its machine holds.
     const workspaceId = isWorkspaceIdArg(workspaceArg) ? workspaceArg : undefined;
     if (workspaceId !== undefined && (!cmd.readsTeamStore || !teamStore)) throw await notOnThisMachine(teamStore, workspaceId, found.name);
-    const workspace = workspaceId !== undefined ? process.cwd() : path.resolve(workspaceArg ?? process.cwd());
+    // With no --workspace, the workspace is found as git finds its repository (see findWorkspace).
+    const workspace = workspaceId !== undefined ? process.cwd() : workspaceArg !== undefined ? path.resolve(workspaceArg) : findWorkspace(process.cwd());
     if (!fs.existsSync(workspace) || !fs.statSync(workspace).isDirectory()) {
       throw new WaypointError('invalid_input', `Workspace ${workspace} is not a directory.`);
     }
@@ -707,6 +724,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
       workspaceId,
       engine: async () => {
         if (workspaceId !== undefined) throw await notOnThisMachine(teamStore, workspaceId, found.name);
+        if (cmd.readOnly && !fs.existsSync(storeDirOf(workspace))) throw noStoreHere(workspace, workspaceArg === undefined);
         const resolve = (retry: boolean): Promise<EngineApi> =>
           resolveStore<EngineApi>({
             workspace,
@@ -714,13 +732,13 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
             waitMs: lockWait ?? 5000,
             maxFileBytes,
             teamStore,
-            serving: async (d, lock) => {
+            serving: async (d, lock, claim) => {
               if (maxFileBytes !== undefined) io.stderr.write(`waypoint: note: --max-file-size-mb applies when this command owns the store; the store's owner (${d.url}) applies its own limit.\n`);
               // Ask a cheap question first, with a short timeout: a stopped, dying or dead owner
               // is found out before any real call is sent, and resolveStore looks again (taking
               // over a dead one) or fails naming it.
-              await remoteApi(d, { timeoutMs: PROBE_TIMEOUT_MS }).info();
-              const remote = remoteApi(d, { owner: describeOwner(lock), timeoutMs: rpcTimeoutMs() });
+              await remoteApi(d, { timeoutMs: PROBE_TIMEOUT_MS, headers: claim }).info();
+              const remote = remoteApi(d, { owner: describeOwner(lock), timeoutMs: rpcTimeoutMs(), headers: claim });
               // An owner that went away after the probe never received the call: look again once.
               return retry ? retryUndelivered(remote, () => resolve(false).then((a) => (api = a))) : remote;
             },

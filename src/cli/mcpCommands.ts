@@ -175,9 +175,9 @@ function hookCommand(agent: HookAgent): Command {
           workspace: c.workspace,
           log,
           waitMs: (intOption(c.values, 'wait') ?? 20) * 1000,
-          serving: async (d) => {
+          serving: async (d, _lock, claim) => {
             const url = new URL(HOOK_AGENTS[agent].route, d.url);
-            const res = await postLoopback(url, { authorization: `Bearer ${d.token}`, 'content-type': 'application/json' }, text, { timeoutMs: 20_000, connectTimeoutMs: DEFAULT_RPC_CONNECT_TIMEOUT_MS });
+            const res = await postLoopback(url, { ...claim, authorization: `Bearer ${d.token}`, 'content-type': 'application/json' }, text, { timeoutMs: 20_000, connectTimeoutMs: DEFAULT_RPC_CONNECT_TIMEOUT_MS });
             const body = res.text;
             // Reached the owner: whatever it says is final (retrying a refusal would only repeat it).
             if (res.status !== 200) hookLog(c.workspace, `not recorded: the owner answered ${res.status}: ${body.slice(0, 500)}`);

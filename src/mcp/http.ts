@@ -7,6 +7,7 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { Logger, silentLogger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
 import { isPidAlive } from '../core/store/fsutil';
+import { STORE_CLAIM_HEADER } from '../core/store/folderIdentity';
 
 /**
  * Streamable HTTP for MCP on the loopback interface only. Every request must:
@@ -35,6 +36,11 @@ export interface HttpServerOptions {
   /** Non-MCP JSON endpoints behind the same checks, e.g. `/hooks/claude-code` → handler(body). */
   routes?: Record<string, (body: unknown) => Promise<unknown>>;
   token?: string;
+  /**
+   * Checks a caller's `x-waypoint-store` claim (the store it means): the reason to refuse
+   * it (409) when this owner serves another store. Callers that send none are not checked.
+   */
+  checkStoreClaim?: (claim: string) => string | null;
   port?: number;
   maxBodyBytes?: number;
   log?: Logger;
@@ -226,6 +232,10 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     authorize(req);
     const conn = connections.get(req.socket);
     if (conn) conn.authenticated = true;
+    // A caller whose folder is a copy of ours holds our token too: it is refused before anything runs.
+    const claim = req.headers[STORE_CLAIM_HEADER];
+    const notOurs = typeof claim === 'string' && opts.checkStoreClaim ? opts.checkStoreClaim(claim) : null;
+    if (notOurs !== null) throw new HttpRefusal(409, notOurs);
     const route = opts.routes?.[url.pathname];
     if (url.pathname !== MCP_PATH && !route) throw new HttpRefusal(404, `No endpoint ${url.pathname}.`);
     if (route && req.method !== 'POST') throw new HttpRefusal(405, 'Use POST.');
@@ -245,7 +255,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
       if (!res.headersSent) {
         const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json' };
         // A refused caller gets its answer and loses the connection: nothing of its body is read.
-        const drop = status === 401 || status === 403 || status === 413;
+        const drop = status === 401 || status === 403 || status === 409 || status === 413;
         if (status === 401) headers['www-authenticate'] = 'Bearer realm="waypoint"';
         if (drop) headers.connection = 'close';
         res.writeHead(status, headers).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: errorMessage(e) }, id: null }));

@@ -5,6 +5,7 @@ import { errorMessage } from '../core/model/errors';
 import { handleHook } from '../hooks';
 import { HOOK_AGENT_NAMES, HOOK_ROUTES } from './hookRoutes';
 import { removeDiscovery, writeDiscovery } from '../ownership/discovery';
+import { dirFingerprint, parseClaimHeader, reconcileFolderIdentity, servesClaim, type ServedStore } from '../core/store/folderIdentity';
 import { startHttpServer, type HttpLimits, type HttpServerHandle } from './http';
 import { createMcpServer, localDispatch } from './server';
 import { keepLeases } from './leaseKeeper';
@@ -42,8 +43,14 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
   const { engine } = opts;
   const log = opts.log ?? silentLogger;
   const hookLog = log.child('hooks');
+  const storeDir = engine.storeDir;
+  const served = servedStoreOf(storeDir);
   const http = await startHttpServer({
     log,
+    checkStoreClaim: (header) => {
+      const claim = parseClaimHeader(header);
+      return claim && servesClaim(served, claim) ? null : `This Waypoint owner (pid ${process.pid}) serves the store in ${served.dir}, not the one this call came from (a copy of this folder?); nothing was done.`;
+    },
     port: opts.port,
     maxBodyBytes: opts.maxBodyBytes,
     limits: opts.limits,
@@ -89,10 +96,9 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
       ),
     },
   });
-  const storeDir = engine.storeDir;
   let discoveryFile: string;
   try {
-    discoveryFile = writeDiscovery(storeDir, { url: http.url, token: http.token, pid: process.pid, startedAt: Date.now(), epoch: engine.eventLog.ownerEpoch ?? engine.eventLog.epoch });
+    discoveryFile = writeDiscovery(storeDir, { url: http.url, token: http.token, pid: process.pid, startedAt: Date.now(), epoch: engine.eventLog.ownerEpoch ?? engine.eventLog.epoch, store: served });
   } catch (e) {
     await http.close();
     throw e;
@@ -110,4 +116,11 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
         await http.close();
       })()),
   };
+}
+
+/** The store this owner serves, as it proves it to relays: its folder identity and its directory's device and inode now. */
+function servedStoreOf(storeDir: string): ServedStore {
+  const { identity } = reconcileFolderIdentity(storeDir);
+  const fp = dirFingerprint(storeDir) ?? { dev: identity.dev, ino: identity.ino };
+  return { id: identity.id, dir: identity.dir, ...fp };
 }

@@ -36,9 +36,10 @@ const boundedFetch: typeof fetch = (input, init) => {
   return fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, deadline]) : deadline });
 };
 
-export async function connectRelay(d: Discovery, opts: { clientName?: string; connectTimeoutMs?: number } = {}): Promise<Relay> {
+export async function connectRelay(d: Discovery, opts: { clientName?: string; connectTimeoutMs?: number; headers?: Record<string, string> } = {}): Promise<Relay> {
   const transport = new StreamableHTTPClientTransport(new URL(d.url), {
-    requestInit: { headers: { authorization: `Bearer ${d.token}`, [CLIENT_PID_HEADER]: String(process.pid) } },
+    // `headers`: the store this relay means (see folderIdentity.ts); an owner of another refuses every request.
+    requestInit: { headers: { ...opts.headers, authorization: `Bearer ${d.token}`, [CLIENT_PID_HEADER]: String(process.pid) } },
     fetch: boundedFetch,
   });
   const client = new Client({ name: opts.clientName ?? 'waypoint-relay', version: SERVER_VERSION });

@@ -42,8 +42,8 @@ export async function runStdio(o: StdioOptions): Promise<void> {
       waitMs: o.waitMs ?? 15_000,
       ownerKind: 'waypoint-mcp',
       sweepIntervalMs: o.sweepIntervalMs ?? 5_000,
-      serving: async (d) => {
-        const relay = await connectRelay(d, { clientName: 'waypoint-mcp-stdio' });
+      serving: async (d, _lock, claim) => {
+        const relay = await connectRelay(d, { clientName: 'waypoint-mcp-stdio', headers: claim });
         log.info(`relaying to the owner at ${d.url} (pid ${d.pid})`);
         return { kind: 'relay', relay, dispatch: relay.dispatch };
       },

@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import { readLockFile } from '../core/store/lockFile';
 import { assertStoreNotLinked } from '../core/store/storeDir';
 import { ownerStatusOf, type OwnerStatusOf } from './ownerStatus';
+import { storeClaimOf, type ServedStore } from '../core/store/folderIdentity';
 
 /**
  * `findOwner` for the fast hook path, without zod (loading it costs a hook ~35 ms of CPU,
@@ -26,6 +27,7 @@ export interface LiteDiscovery {
   pid: number;
   startedAt: number;
   epoch?: number;
+  store?: ServedStore;
 }
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -55,11 +57,20 @@ export function liteLock(v: unknown): LiteLock | null {
 
 /** Only what an owner writes: a loopback URL, and nothing but the known keys. */
 const LOOPBACK_URL = /^http:\/\/127\.0\.0\.1:([1-9]\d{0,4})\/mcp$/;
-const DISCOVERY_KEYS = new Set(['url', 'token', 'pid', 'startedAt', 'epoch']);
+const DISCOVERY_KEYS = new Set(['url', 'token', 'pid', 'startedAt', 'epoch', 'store']);
+const STORE_KEYS = new Set(['id', 'dir', 'dev', 'ino']);
+
+function liteStore(v: unknown): ServedStore | null {
+  if (!isObj(v) || Object.keys(v).some((k) => !STORE_KEYS.has(k))) return null;
+  const { id, dir, dev, ino } = v;
+  if (!isStr(id) || !/^[A-Za-z0-9_-]{8,64}$/.test(id) || !isStr(dir) || dir.length < 1 || dir.length > 4096) return null;
+  if (!isStr(dev) || !/^\d{1,24}$/.test(dev) || !isStr(ino) || !/^\d{1,24}$/.test(ino)) return null;
+  return { id, dir, dev, ino };
+}
 
 export function liteDiscovery(v: unknown): LiteDiscovery | null {
   if (!isObj(v) || Object.keys(v).some((k) => !DISCOVERY_KEYS.has(k))) return null;
-  const { url, token, pid, startedAt, epoch } = v;
+  const { url, token, pid, startedAt, epoch, store } = v;
   if (!isStr(url)) return null;
   const port = LOOPBACK_URL.exec(url)?.[1];
   // A port past 65535 is no URL at all (zod's url() refuses it): never laxer than the schema.
@@ -67,7 +78,13 @@ export function liteDiscovery(v: unknown): LiteDiscovery | null {
   if (!isStr(token) || token.length < 32 || token.length > 256) return null;
   if (!isInt(pid) || pid <= 0 || !isNum(startedAt)) return null;
   if (epoch !== undefined && !(isInt(epoch) && epoch >= 0)) return null;
-  return epoch === undefined ? { url, token, pid, startedAt } : { url, token, pid, startedAt, epoch };
+  const out: LiteDiscovery = epoch === undefined ? { url, token, pid, startedAt } : { url, token, pid, startedAt, epoch };
+  if (store !== undefined) {
+    const st = liteStore(store);
+    if (!st) return null;
+    out.store = st;
+  }
+  return out;
 }
 
 function parseJson(text: string): unknown {
@@ -91,5 +108,5 @@ export function findOwnerLite(storeDir: string, discoveryFile: string): OwnerSta
   } catch {
     d = null;
   }
-  return ownerStatusOf({ text: raw.text, info, mtimeMs: raw.mtimeMs }, d);
+  return ownerStatusOf({ text: raw.text, info, mtimeMs: raw.mtimeMs }, d, storeClaimOf(storeDir));
 }

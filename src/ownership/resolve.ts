@@ -5,6 +5,7 @@ import { WaypointError, errorMessage, isWaypointError } from '../core/model/erro
 import { describeOwner, type LockInfo } from '../core/store/ownerLock';
 import { findOwner, storeDirOf, type Discovery } from './discovery';
 import { storeRootsOf } from './storeRoots';
+import { STORE_CLAIM_HEADER, claimHeader, storeClaimOf } from '../core/store/folderIdentity';
 import type { SnapshotRoot } from '../core/snapshot';
 import * as path from 'node:path';
 import { isPostgresUrl } from '../core/store/postgres/connection';
@@ -21,7 +22,7 @@ export interface ResolveOptions<T> {
   /** How long to wait for a busy store. */
   waitMs: number;
   /** Connects to a serving owner; a rejection means "not reachable now", and the store is looked at again. */
-  serving(d: Discovery, owner: LockInfo): Promise<T>;
+  serving(d: Discovery, owner: LockInfo, claim: StoreClaimHeader): Promise<T>;
   own(engine: Engine): Promise<T>;
   /** Names the owner in the lock (`waypoint-mcp`), so others can say whom they relay to. */
   ownerKind?: string;
@@ -34,6 +35,17 @@ export interface ResolveOptions<T> {
 }
 
 export { storeDirOf };
+
+/**
+ * The header every relayed call carries (`x-waypoint-store`: this folder's store id, device
+ * and inode): an owner that serves another store refuses the call before it runs it.
+ */
+export type StoreClaimHeader = Record<string, string>;
+
+export function storeClaimHeaders(storeDir: string): StoreClaimHeader {
+  const c = storeClaimOf(storeDir);
+  return c ? { [STORE_CLAIM_HEADER]: claimHeader(c) } : {};
+}
 
 /**
  * What opening a folder's store takes: the store (the folder's own, or the multi-root
@@ -63,10 +75,10 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
   const teamStore = o.teamStore ?? (isPostgresUrl(envStore) ? envStore.trim() : undefined);
   let lastProblem = '';
   for (;;) {
-    const s = findOwner(dir);
+    const s = findOwner(dir, o.log);
     if (s.kind === 'serving') {
       try {
-        return await o.serving(s.discovery, s.lock);
+        return await o.serving(s.discovery, s.lock, storeClaimHeaders(dir));
       } catch (e) {
         // The owner may be shutting down, or dead (then the next look takes it over); look again.
         const problem = `it is owned by ${describeOwner(s.lock)}, which serves ${s.discovery.url} but did not answer (${errorMessage(e)})`;
@@ -92,6 +104,8 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
           throw e;
         }
       }
+    } else if (s.kind === 'foreign') {
+      lastProblem = `it is held by ${describeOwner(s.lock)}, an owner that does not say which folder it serves (an older Waypoint?), so nothing is relayed to it; stop it, or update it`;
     } else {
       lastProblem = `it is owned by ${describeOwner(s.lock)}, which serves no MCP endpoint (a CLI command still running?)`;
     }

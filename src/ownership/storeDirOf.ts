@@ -94,3 +94,34 @@ export function sameDir(a: string, b: string): boolean {
 export function storeListsFolder(storeDir: string, folder: string): boolean {
   return listedRootDirs(storeDir)?.some((d) => sameDir(d, folder)) ?? false;
 }
+
+/** Names only a Waypoint store holds: a `.waypoint` without any of them (a person's own folder of that name) is not taken for one. */
+const STORE_MARKERS = ['waypoint.db', 'identity.json', 'workspace-id.json', LINK_FILE_NAME, 'owner.lock', 'journal-000000000001.wal'];
+
+/** Whether `folder` holds a Waypoint store of its own (a real directory, not a link, that looks like one). */
+export function holdsStore(folder: string): boolean {
+  const dir = ownStoreDirOf(folder);
+  try {
+    if (!fs.lstatSync(dir).isDirectory()) return false;
+    return fs.readdirSync(dir).some((n) => STORE_MARKERS.includes(n) || /^journal-\d+\.wal$/.test(n));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The workspace a command started in `start` works on, found as git finds its repository:
+ * the nearest folder at or above `start` that holds a Waypoint store; else the root of the
+ * git repository `start` is in (the folder with `.git`); else `start` itself. The walk
+ * stops at a repository's root: a store above the repository is another workspace's.
+ */
+export function findWorkspace(start: string): string {
+  const from = path.resolve(start);
+  for (let dir = from; ; ) {
+    if (holdsStore(dir)) return dir;
+    if (fs.existsSync(path.join(dir, '.git'))) return dir;
+    const up = path.dirname(dir);
+    if (up === dir) return from;
+    dir = up;
+  }
+}

@@ -5,6 +5,7 @@ import { WaypointError, errorMessage, isWaypointError } from '../core/model/erro
 import type { WaypointEvent } from '../core/model/schema';
 import { describeOwner, type LockInfo } from '../core/store/ownerLock';
 import { findOwner, type Discovery } from './discovery';
+import { storeClaimHeaders } from './resolve';
 
 /**
  * A long-lived process's link to a workspace's store (the extension host of one
@@ -142,7 +143,7 @@ export class StoreLink {
     if (m.kind === 'owner' || m.kind === 'closed') return;
     let s: ReturnType<typeof findOwner>;
     try {
-      s = findOwner(this.opts.storeDir);
+      s = findOwner(this.opts.storeDir, this.log);
     } catch (e) {
       // A store that is (or holds) a symbolic link is refused; say so where the window shows it.
       if (isWaypointError(e) && e.code === 'unsafe_path') {
@@ -157,11 +158,16 @@ export class StoreLink {
       this.setMode({ kind: 'waiting', reason: `it is held by ${describeOwner(s.lock)}, which serves no endpoint (a CLI command still running, or an owner starting or stopping)` });
       return;
     }
+    if (s.kind === 'foreign') {
+      this.setMode({ kind: 'waiting', reason: `it is held by ${describeOwner(s.lock)}, an owner that does not say which folder it serves (an older Waypoint?), so this window does not relay to it` });
+      return;
+    }
     if (m.kind === 'relay' && m.discovery.token === s.discovery.token && m.owner.ownerId === s.lock.ownerId) return this.pull(m);
     // A new owner (or our first): follow it from its current event count.
     const endpoint = { url: s.discovery.url, token: s.discovery.token };
-    const api = remoteApi(endpoint);
-    const poll = remoteApi(endpoint, { timeoutMs: this.pollTimeoutMs });
+    const headers = storeClaimHeaders(this.opts.storeDir);
+    const api = remoteApi(endpoint, { headers });
+    const poll = remoteApi(endpoint, { timeoutMs: this.pollTimeoutMs, headers });
     let seq: number;
     try {
       seq = (await poll.info()).events;

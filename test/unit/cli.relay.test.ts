@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { bundleScript } from '../support/bundle';
 import { buildCli, CLI, waitExit, waitFor } from '../support/mcp';
 import { tmpDir } from '../support/tmp';
+import { servedStoreOf } from '../support/served';
 
 /**
  * The CLI relays its calls to the store's owner over `/rpc`. Whatever the owner
@@ -55,7 +56,7 @@ async function fakeOwner(workspace: string, onSocket: (s: net.Socket) => void): 
   fs.mkdirSync(dir, { recursive: true });
   const now = Date.now();
   fs.writeFileSync(path.join(dir, 'owner.lock'), JSON.stringify({ ownerId: 'waypoint-serve:fake', pid: process.pid, host: os.hostname(), startedAt: now, leaseExpiresAt: now + 3_600_000, endpoint: { url } }));
-  fs.writeFileSync(path.join(dir, 'mcp.json'), JSON.stringify({ url, token: 't'.repeat(43), pid: process.pid, startedAt: now }), { mode: 0o600 });
+  fs.writeFileSync(path.join(dir, 'mcp.json'), JSON.stringify({ url, token: 't'.repeat(43), pid: process.pid, startedAt: now, store: servedStoreOf(dir) }), { mode: 0o600 });
   return {
     close: async () => {
       for (const s of sockets) s.destroy();
@@ -168,7 +169,7 @@ describe('cli relay: an owner that drops, stalls or vanishes', function () {
     fs.mkdirSync(dir, { recursive: true });
     const now = Date.now();
     fs.writeFileSync(path.join(dir, 'owner.lock'), JSON.stringify({ ownerId: 'waypoint-serve:fake', pid: process.pid, host: os.hostname(), startedAt: now, leaseExpiresAt: now + 3_600_000, endpoint: { url } }));
-    fs.writeFileSync(path.join(dir, 'mcp.json'), JSON.stringify({ url, token: 't'.repeat(43), pid: process.pid, startedAt: now }), { mode: 0o600 });
+    fs.writeFileSync(path.join(dir, 'mcp.json'), JSON.stringify({ url, token: 't'.repeat(43), pid: process.pid, startedAt: now, store: servedStoreOf(dir) }), { mode: 0o600 });
     try {
       const r = await cliAsync(['tasks', '--json', '--workspace', ws.dir]);
       assert.equal(r.status, 0, r.stderr);

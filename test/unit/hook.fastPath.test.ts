@@ -11,6 +11,7 @@ import { liteDiscovery, liteLock } from '../../src/ownership/findOwnerLite';
 import { parseHookArgs } from '../../src/cli/hookFastPath';
 import { buildCli, CLI, serve, waitExit, type Served } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';
+import { servedStoreOf } from '../support/served';
 import { fuzzParams, hostileJson } from '../support/fuzz';
 
 /**
@@ -59,6 +60,10 @@ describe('hook fast path', function () {
         pid: fc.oneof(fc.integer({ min: 1, max: 2 ** 31 }), num),
         startedAt: fc.oneof(fc.integer(), num),
         epoch: fc.oneof(fc.nat(), num),
+        store: fc.oneof(
+          fc.record({ id: fc.uuid(), dir: fc.string({ maxLength: 20 }).map((d) => `/${d}`), dev: fc.bigInt({ min: 0n, max: 2n ** 64n }).map(String), ino: fc.bigInt({ min: 0n, max: 2n ** 64n }).map(String) }),
+          fc.record({ id: fc.string(), dir: fc.string(), dev: fc.oneof(fc.string(), num), ino: fc.string(), extra: fc.string() }, { requiredKeys: [] }),
+        ),
       },
       { requiredKeys: ['url', 'token', 'pid', 'startedAt'] },
     );
@@ -188,7 +193,7 @@ describe('hook fast path', function () {
         fs.mkdirSync(dir, { mode: 0o700 });
         const now = Date.now();
         fs.writeFileSync(path.join(dir, 'owner.lock'), JSON.stringify({ ownerId: 'gone', pid: holder.pid, host: os.hostname(), startedAt: now, leaseExpiresAt: now + 1500, epoch: 1 }), { mode: 0o600 });
-        fs.writeFileSync(path.join(dir, 'mcp.json'), JSON.stringify({ url: 'http://127.0.0.1:9/mcp', token: 't'.repeat(43), pid: holder.pid, startedAt: now, epoch: 1 }), { mode: 0o600 });
+        fs.writeFileSync(path.join(dir, 'mcp.json'), JSON.stringify({ url: 'http://127.0.0.1:9/mcp', token: 't'.repeat(43), pid: holder.pid, startedAt: now, epoch: 1, store: servedStoreOf(dir) }), { mode: 0o600 });
         const r = spawnSync(process.execPath, [CLI, 'hook', 'claude-code', '--workspace', ws.dir, '--wait', '15'], { input: prompt(ws.dir, 'fast-2'), encoding: 'utf8', timeout: 60_000 });
         assert.equal(r.status, 0, r.stderr);
         assert.doesNotMatch(r.stderr, /not recorded/);

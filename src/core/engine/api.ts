@@ -72,9 +72,21 @@ export interface RemoteApiOptions {
   connectTimeoutMs?: number;
   /** Who the owner is (`pid 123 on host, since …`), for error messages. */
   owner?: string;
+  /** Sent with every call: the store this caller means (see folderIdentity.ts); an owner of another refuses. */
+  headers?: Record<string, string>;
 }
 
 export { DEFAULT_RPC_TIMEOUT_MS, DEFAULT_RPC_CONNECT_TIMEOUT_MS, RpcTransportError, postLoopback };
+
+function refusalText(text: string): string {
+  try {
+    const m = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
+    if (typeof m === 'string') return m.slice(0, 300);
+  } catch {
+    // not JSON: shown as it is
+  }
+  return text.slice(0, 300);
+}
 
 /** Calls an owner's engine over its loopback endpoint; rejections are WaypointErrors with the owner's code and message. */
 export function remoteApi(endpoint: { url: string; token: string }, opts: RemoteApiOptions = {}): EngineApi {
@@ -85,13 +97,14 @@ export function remoteApi(endpoint: { url: string; token: string }, opts: Remote
   const call = async (method: RpcMethod, arg?: unknown): Promise<unknown> => {
     let res: { status: number; text: string };
     try {
-      res = await postLoopback(url, { 'content-type': 'application/json', authorization: `Bearer ${endpoint.token}` }, JSON.stringify({ method, arg }), timeouts);
+      res = await postLoopback(url, { ...opts.headers, 'content-type': 'application/json', authorization: `Bearer ${endpoint.token}` }, JSON.stringify({ method, arg }), timeouts);
     } catch (e) {
       if (!(e instanceof RpcTransportError)) throw e;
       const fate = e.delivered && !READ_ONLY.has(method) ? ` The call '${method}' may or may not have been carried out; check before repeating it.` : '';
       throw new RpcTransportError(`${who} did not answer the call '${method}': ${e.message}.${fate}`, e.delivered);
     }
     const { status, text } = res;
+    if (status === 409) throw new WaypointError('locked', `${who} serves another folder's store and refused the call '${method}' (nothing was done): ${refusalText(text)}`, { foreignOwner: true });
     if (status !== 200) throw new WaypointError('io', `${who} refused the call (${status}): ${text.slice(0, 300)}`);
     let body: RpcResponse;
     try {

@@ -13,6 +13,7 @@ import { OperationRunner, type OnceOptions, type Outcome } from './runner';
 import type { StoreOptions } from '../store/eventStore';
 import { openEmbeddedBackend } from '../store/embedded';
 import { openPostgresBackend } from '../store/postgres/backend';
+import { noteFolderIdentity } from '../store/folderIdentity';
 import { newId } from './ids';
 import {
   AbandonTaskInput,
@@ -218,6 +219,8 @@ export class Engine {
   static async open(opts: EngineOptions): Promise<Engine> {
     const workspace = path.resolve(opts.workspace);
     const dir = opts.storeDir ? path.resolve(workspace, opts.storeDir) : path.join(workspace, '.waypoint');
+    // Before the lock is looked at: a copied folder drops the original's lock here.
+    if (!opts.backend) noteFolderIdentity(dir, opts.log);
     const backend =
       opts.backend ??
       (opts.teamStore
@@ -231,6 +234,8 @@ export class Engine {
       return engine;
     }
     try {
+      // A store created just now gets its record.
+      if (!opts.backend) noteFolderIdentity(dir, opts.log);
       await engine.workspaceSnapshots?.blobs.sweepTemp();
       // Raw content a bulk checkpoint left before it could be compressed (a crash, a killed process).
       if (engine.workspaceSnapshots?.blobs.uncompactedPacks().length) engine.workspaceSnapshots.compactSoon();
@@ -339,7 +344,7 @@ export class Engine {
       if (e instanceof WaypointError && e.code === 'corrupt' && /manifest .* is corrupt or hostile/.test(e.message)) {
         throw new WaypointError(
           'corrupt',
-          `${e.message}. A checkpoint this one builds on has lost objects: run 'waypoint verify' to name the damaged checkpoints, and 'waypoint verify --repair' to restore what the workspace still holds and mark the rest, so checkpoints work again.`,
+          `${e.message}. A checkpoint this one builds on has lost objects: run 'waypoint verify' (it only reads) to name the damaged checkpoints and why. Nothing is marked until you decide: 'waypoint verify --repair' restores what this folder still holds and marks the rest unusable for good, so run it only once you know those checkpoints were made in this folder and their content is gone everywhere (not held by a copy of it or another machine).`,
           e.details,
         );
       }
@@ -1188,3 +1193,4 @@ function nextAdhocId(steps: readonly Step[]): string {
   while (ids.has(`s${n}`)) n++;
   return `s${n}`;
 }
+

@@ -364,3 +364,26 @@ const timer = setInterval(() => {
   try { fs.utimesSync(file, t, t); } catch {}
 }, intervalMs);
 `;
+
+/**
+ * Drops a lock that is proven not to be this store's: its holder's own record says it
+ * serves another store (this folder is a copy, and the lock came with it). Removed only
+ * while it is still exactly the text seen, under the takeover mutex, so a lock a process
+ * took here since is never touched; the original's owner is never signalled or contacted.
+ */
+export function evictForeignLock(dir: string, seenText: string): boolean {
+  const mutex = path.join(dir, 'owner.lock.takeover');
+  try {
+    fs.writeFileSync(mutex, String(process.pid), { flag: 'wx', mode: 0o600 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    return false;
+  }
+  try {
+    if (readLock(dir).text !== seenText) return false;
+    fs.rmSync(lockPath(dir), { force: true });
+    return true;
+  } finally {
+    fs.rmSync(mutex, { force: true });
+  }
+}

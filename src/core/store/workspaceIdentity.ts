@@ -10,7 +10,7 @@ import { STORE_FILE_MODE, ensurePrivateStoreDir } from './storeDir';
 /**
  * A workspace's identity in a shared store: a random id kept in its `.waypoint/`
  * (so it survives renaming or moving the folder, and two clones are two workspaces)
- * plus the machine's name. Only the id is written; nothing about the store (its URL,
+ * plus the machine's name and the folder's real path; a copied folder is a new workspace. Only the id is written; nothing about the store (its URL,
  * its credentials) is ever written into the workspace.
  */
 
@@ -27,10 +27,49 @@ export function machineName(env: NodeJS.ProcessEnv = process.env): string {
   return os.hostname();
 }
 
-/** Reads (or, the first time, creates) the identity of the workspace whose store directory is `storeDir`. */
-export function workspaceIdentity(storeDir: string, workspacePath: string, env: NodeJS.ProcessEnv = process.env): WorkspaceIdentity {
+function realPath(p: string): string {
+  try {
+    return fs.realpathSync.native(p);
+  } catch {
+    return path.resolve(p);
+  }
+}
+
+/** The id a folder's own store holds, or null. */
+function idHeldBy(folder: string): string | null {
+  try {
+    return IdFile.parse(JSON.parse(fs.readFileSync(path.join(folder, '.waypoint', ID_FILE), 'utf8'))).id;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether `ours` is a copy of the workspace the team store last saw at `recorded`: the same
+ * id last used on this machine from another folder that still exists and still holds it.
+ * (A folder copied since folders have identities gets a new id when it is opened — see
+ * folderIdentity.ts; this catches copies made before.)
+ */
+export function copyOfWorkspaceAt(recorded: { machine: string; path: string }, ours: WorkspaceIdentity): boolean {
+  if (recorded.machine !== ours.machine || recorded.path === ours.path || realPath(recorded.path) === realPath(ours.path)) return false;
+  return idHeldBy(recorded.path) === ours.id;
+}
+
+/** Gives this workspace a new id (its folder was found to be a copy of another using the old one). */
+export function renewWorkspaceIdentity(storeDir: string, workspacePath: string, env: NodeJS.ProcessEnv = process.env): WorkspaceIdentity {
+  fs.rmSync(path.join(storeDir, ID_FILE), { force: true });
+  return workspaceIdentity(storeDir, workspacePath, env);
+}
+
+/**
+ * Reads (or, the first time, creates) the identity of the workspace whose store directory is
+ * `storeDir`: (id, machine, real path). A folder copied with its `.waypoint` carries the id
+ * file too; opening the copy drops it (folderIdentity.ts), so the copy is created a new one here.
+ */
+export function workspaceIdentity(storeDir: string, workspacePathGiven: string, env: NodeJS.ProcessEnv = process.env): WorkspaceIdentity {
   const file = path.join(storeDir, ID_FILE);
   const machine = machineName(env);
+  const workspacePath = realPath(workspacePathGiven);
   const read = (): string | null => {
     let raw: string;
     try {

@@ -3,7 +3,7 @@ import type { StoreBackend } from '../eventLog';
 import { OwnerLock, type AcquireOptions } from '../ownerLock';
 import { SqlProjection } from '../projection';
 import { ensurePrivateStoreDir } from '../storeDir';
-import { workspaceIdentity } from '../workspaceIdentity';
+import { copyOfWorkspaceAt, renewWorkspaceIdentity, workspaceIdentity } from '../workspaceIdentity';
 import { PgEventLog } from './pgEventLog';
 import { PgProjectionReader } from './pgProjectionReader';
 import { ObjectUpload } from './objectUpload';
@@ -35,7 +35,7 @@ export interface PostgresBackendOptions {
  */
 export async function openPostgresBackend(o: PostgresBackendOptions): Promise<StoreBackend & { log: PgEventLog }> {
   ensurePrivateStoreDir(o.storeDir);
-  const identity = workspaceIdentity(o.storeDir, o.workspacePath, o.env);
+  let identity = workspaceIdentity(o.storeDir, o.workspacePath, o.env);
   const lock = await OwnerLock.acquire(o.storeDir, o.lock);
   let log: PgEventLog | undefined;
   let reader: PgProjectionReader | undefined;
@@ -46,6 +46,14 @@ export async function openPostgresBackend(o: PostgresBackendOptions): Promise<St
       workspace: identity,
       owner: lock.ownerId,
       ownerEpoch: lock.epoch,
+      // A folder copied before folders had identities still holds the original's id: the
+      // team store says where that id was last used, and if that folder still holds it, this is the copy.
+      claimIdentity: (recorded) => {
+        if (!copyOfWorkspaceAt(recorded, identity)) return null;
+        identity = renewWorkspaceIdentity(o.storeDir, o.workspacePath, o.env);
+        o.log?.warn(`This folder (${identity.path}) shared its team-store workspace id with ${recorded.path}, of which it is a copy; Waypoint gave it its own (${identity.id}). What was recorded under the shared id stays with ${recorded.path}.`);
+        return identity;
+      },
       log: o.log,
       retryMs: o.retryMs,
       clock: o.clock,

@@ -54,6 +54,12 @@ export interface PgEventLogOptions {
   projection?: SqlProjection;
   /** The local owner lock's epoch (see EventLog.ownerEpoch). */
   ownerEpoch?: number;
+  /**
+   * Given where the team store last saw this workspace id (machine and path), returns a new
+   * identity when that shows this folder to be a copy of another that uses the id (see
+   * workspaceIdentity.ts), or null to keep it.
+   */
+  claimIdentity?: (recorded: { machine: string; path: string }) => WorkspaceIdentity | null;
   /** Called when the log closes (the backend releases the workspace's local owner lock). */
   onClose?: () => void | Promise<void>;
   /** Test hook: called after a commit statement returned; throwing simulates the reply lost on the wire. */
@@ -216,6 +222,11 @@ export class PgEventLog implements EventLog {
     const client = await connectClient(opts.url, { connectTimeoutMs: opts.connectTimeoutMs, application: `waypoint ${opts.owner ?? ''}`.trim() });
     try {
       await ensureSchema(client);
+      if (opts.claimIdentity) {
+        const seen = await client.query<{ machine: string; path: string }>('SELECT machine, path FROM waypoint.workspaces WHERE id = $1', [opts.workspace.id]);
+        const renewed = seen.rows[0] ? opts.claimIdentity(seen.rows[0]) : null;
+        if (renewed) opts = { ...opts, workspace: renewed };
+      }
       const ws = opts.workspace;
       const r = await client.query<{ epoch: number; head_seq: number }>(
         `WITH before AS (
