@@ -102,6 +102,13 @@ function owner(values: Ctx['values']) {
   return id ? { id } : undefined;
 }
 
+/** A rollback's conflicts, each with why it was left as it is (changed by both, or changed on disk while the rollback ran). */
+function leftForYou(r: { conflicts: string[]; kept: { path: string; reason: string }[] }): string {
+  if (r.conflicts.length === 0) return '';
+  const why = new Map(r.kept.map((k) => [k.path, k.reason]));
+  return `\nLeft as you have ${r.conflicts.length === 1 ? 'it' : 'them'} (not rolled back):\n${r.conflicts.map((p) => `  ${p}  (${why.get(p) ?? 'changed by both'})`).join('\n')}`;
+}
+
 export const COMMANDS: Record<string, Command> = {
   init: {
     summary: 'create the store in <workspace>/.waypoint',
@@ -390,7 +397,7 @@ export const COMMANDS: Record<string, Command> = {
       if (c.values.undo) {
         if (c.values.to) throw new UsageError('Give either --to CP or --undo, not both.');
         const r = await e.undoRollback({ taskId, idempotencyKey: optional(c.values, 'key') });
-        c.out(`Undid the last rollback: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed (this undo is itself undoable).`, r);
+        c.out(`Undid the last rollback: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed (this undo is itself undoable).${leftForYou(r)}`, r);
         return;
       }
       const args = {
@@ -417,7 +424,7 @@ export const COMMANDS: Record<string, Command> = {
       c.out(
         `Rolled back to ${r.targetCheckpointId}: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed.` +
           (r.merged?.length ? `\nOnly the agent’s changes were undone in: ${r.merged.join(', ')} (yours kept)` : '') +
-          (r.conflicts.length ? `\nLeft for you (changed by both): ${r.conflicts.join(', ')}` : '') +
+          leftForYou(r) +
           `\nUndo with: waypoint rollback --task ${r.taskId} --undo`,
         r,
       );

@@ -16,7 +16,9 @@ import * as path from 'node:path';
 import { Engine } from '../../src/core/engine/engine';
 import { looksLikeRestoreTemp } from '../../src/core/snapshot';
 import { TEMP_MARKER } from '../../src/core/store/fsutil';
-import { diskTree, treeDiff, type Expectation } from './tree';
+import { diskTree, treeDiff, withoutPrefix, type Expectation } from './tree';
+import { checkLiveEdits, type LiveTotals, type LiveWriter } from './liveCheck';
+import { LIVE_DIR } from './live';
 import { embeddedStore } from '../support/embedded';
 
 export interface Ack {
@@ -31,10 +33,12 @@ export interface CheckState {
   acks: Ack[];
   hashed: Set<string>;
   manifests: Map<string, { chain: string[]; files: string[] }>;
+  /** The liveedits phase: per manifest ref, the `path\0hash` pairs it holds under live/. */
+  liveHeld: Map<string, string[]>;
 }
 
 export function newCheckState(): CheckState {
-  return { acks: [], hashed: new Set(), manifests: new Map() };
+  return { acks: [], hashed: new Set(), manifests: new Map(), liveHeld: new Map() };
 }
 
 export interface CheckResult {
@@ -42,9 +46,15 @@ export interface CheckResult {
   violations: string[];
   /** Interrupted operations open finished (and reported in its recovery notes). */
   repaired: number;
+  /** The liveedits phase: the person's saves so far in this workspace, and what became of them. */
+  live?: LiveTotals;
 }
 
-export async function checkAfterKill(workspace: string, state: CheckState, open: Expectation | null): Promise<CheckResult> {
+/**
+ * `live`: the person saving files while the workload ran (and while this open finishes
+ * an interrupted rollback); paused for the comparison, resumed after.
+ */
+export async function checkAfterKill(workspace: string, state: CheckState, open: Expectation | null, live?: LiveWriter): Promise<CheckResult> {
   const violations: string[] = [];
   let checks = 0;
   /** Opens that found raw packs to compress (counted with the repairs). */
@@ -108,9 +118,19 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
       else fail(`blob ${h} is missing or does not hash to its name`);
     }
 
+    let liveTotals: LiveTotals | undefined;
+    if (live) {
+      // Every save is on disk or held by a checkpoint; the conflicts rollbacks reported under live/ are counted.
+      await live.pause();
+      const kept = events.filter((e) => e.type === 'rollback.done').reduce((n, e) => n + (e.data as { conflicts: string[] }).conflicts.filter((p) => p.startsWith(`${LIVE_DIR}/`)).length, 0);
+      const l = await checkLiveEdits(engine, workspace, live.log, state.liveHeld, kept);
+      checks += l.checks;
+      for (const v of l.violations) fail(v);
+      liveTotals = l.totals;
+    }
     if (open) {
       checks++;
-      const now = diskTree(workspace);
+      const now = withoutPrefix(diskTree(workspace), open.ignore);
       const d = treeDiff(now, open.after);
       if (d && treeDiff(now, open.before)) fail(`after a kill during ${open.op}, the workspace is neither the before nor the after state: vs after, ${d}; notes: ${engine.recoveryNotes.join(' ') || 'none'}`);
     }
@@ -133,9 +153,10 @@ export async function checkAfterKill(workspace: string, state: CheckState, open:
     checks++;
     const temps = tempFiles(workspace);
     if (temps.length) fail(`temp files left behind: ${temps.slice(0, 5).join(', ')}`);
-    return { checks, violations, repaired: engine.recoveryNotes.length + rawAtOpen };
+    return { checks, violations, repaired: engine.recoveryNotes.length + rawAtOpen, ...(liveTotals ? { live: liveTotals } : {}) };
   } finally {
     await engine.close();
+    live?.resume();
   }
 }
 

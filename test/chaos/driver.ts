@@ -11,6 +11,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { bundleScript } from '../support/bundle';
 import { tmpDir } from '../support/tmp';
 import { checkAfterKill, newCheckState, type Ack, type CheckState } from './checks';
+import { LiveWriter, type LiveTotals } from './liveCheck';
+import { LIVE_DIR, LIVE_FILES } from './live';
 import { mcpSession } from './mcpSession';
 import type { ChildPhase, Phase } from './phases';
 import { Prng } from './prng';
@@ -35,6 +37,7 @@ const PLAN_SHAPE: Record<Phase, { acks: number; delayMs: number; freshEvery: num
   mcp: { acks: 12, delayMs: 30, freshEvery: 25 },
   // acks/delay: when the first owner is stopped; the successor is killed after as many again.
   stall: { acks: 20, delayMs: 40, freshEvery: 20 },
+  liveedits: { acks: 8, delayMs: 80, freshEvery: 25 },
 };
 
 /** The stall phase's lease: short, so a SIGSTOP outlasts it quickly. */
@@ -128,13 +131,24 @@ async function runPhase(
   let ws: ReturnType<typeof tmpDir> | null = null;
   const sidecar = tmpDir(`wp-chaos-expect-`);
   let state: CheckState = newCheckState();
+  // The liveedits phase: the person saving files in the current workspace, and their saves' fate summed over workspaces.
+  let writer: LiveWriter | null = null;
+  const live: LiveTotals = { saves: 0, replacedHeld: 0, kept: 0 };
+  let liveNow: LiveTotals | null = null;
+  const liveDone = () => {
+    if (liveNow) for (const k of ['saves', 'replacedHeld', 'kept'] as const) live[k] += liveNow[k];
+    liveNow = null;
+  };
   try {
     for (let k = 0; k < kills; k++) {
       if (k % shape.freshEvery === 0) {
+        await writer?.stop();
+        liveDone();
         ws?.cleanup();
         ws = tmpDir(`wp-chaos-${phase}-`);
         setUpWorkspace(phase, ws.dir);
         state = newCheckState();
+        if (phase === 'liveedits') writer = new LiveWriter(ws.dir, sidecar.dir, `k${k}`, rng.seed());
       }
       const plan: KillPlan = { afterAcks: rng.int(shape.acks), delayMs: rng.int(shape.delayMs), workloadSeed: rng.seed() };
       const acksBefore = state.acks.length;
@@ -154,7 +168,8 @@ async function runPhase(
       sum.acked += state.acks.length - acksBefore;
       const violations: string[] = run.failure ? [`the workload failed by itself: ${run.failure}`] : [];
       const tCheck = Date.now();
-      const c = await checkAfterKill(ws!.dir, state, run.open);
+      const c = await checkAfterKill(ws!.dir, state, run.open, writer ?? undefined);
+      if (c.live) liveNow = c.live;
       if (process.env.WAYPOINT_CHAOS_TIMING) log(`  [${phase}] kill ${k + 1}: run ${tCheck - tRun} ms (ready after ${run.readyMs ?? '?'} ms), check ${Date.now() - tCheck} ms`);
       sum.checks += c.checks;
       sum.repaired += c.repaired;
@@ -172,14 +187,23 @@ async function runPhase(
       if ((k + 1) % 25 === 0) log(`  [${phase}] ${k + 1}/${kills} kills, ${sum.checks} checks, ${sum.violations} violations`);
     }
   } finally {
+    await writer?.stop();
+    liveDone();
     ws?.cleanup();
     sidecar.cleanup();
+  }
+  if (phase === 'liveedits') {
+    log(`  [liveedits] ${live.saves} saves by a person while rollbacks ran: ${live.kept} kept as conflicts, ${live.replacedHeld} replaced after a checkpoint held them, ${sum.violations} lost`);
   }
   return sum;
 }
 
 /** Workspaces start the way each workload expects: the review phase needs a git repository with a commit. */
 function setUpWorkspace(phase: Phase, dir: string): void {
+  if (phase === 'liveedits') {
+    fs.mkdirSync(path.join(dir, LIVE_DIR), { recursive: true });
+    for (let i = 0; i < LIVE_FILES; i++) fs.writeFileSync(path.join(dir, LIVE_DIR, `f${i}.txt`), `${LIVE_DIR}/f${i}.txt as it began\n`);
+  }
   if (phase === 'review' || phase === 'mcp') {
     for (let i = 0; i < 30; i++) {
       fs.mkdirSync(path.join(dir, 'src'), { recursive: true });

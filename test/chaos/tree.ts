@@ -59,4 +59,12 @@ export interface Expectation {
   op: string;
   before: Tree;
   after: Tree;
+  /** Paths under this prefix are left out of both trees (a person edits them meanwhile: checked on their own). */
+  ignore?: string;
+}
+
+/** `t` without the paths under `prefix`. */
+export function withoutPrefix(t: Tree, prefix: string | undefined): Tree {
+  if (!prefix) return t;
+  return Object.fromEntries(Object.entries(t).filter(([k]) => !k.startsWith(prefix)));
 }

@@ -20,7 +20,8 @@ import { applyDecisions, computeHunks } from '../../src/core/review/hunks';
 import { fingerprint } from '../../src/core/review/reviewModel';
 import type { ChildPhase } from './phases';
 import { Prng } from './prng';
-import { diskTree, fileValue, manifestTree, type Expectation, type Tree } from './tree';
+import { LIVE_DIR } from './live';
+import { diskTree, fileValue, manifestTree, withoutPrefix, type Expectation, type Tree } from './tree';
 
 
 export interface WorkloadContext {
@@ -155,7 +156,8 @@ async function checkpoints(c: WorkloadContext): Promise<void> {
 
 // --- phase 3: rollbacks and undo ---
 
-async function rollbacks(c: WorkloadContext): Promise<void> {
+/** `ignore`: a prefix of paths a person edits meanwhile (the liveedits phase), left out of the expected trees. */
+async function rollbacks(c: WorkloadContext, ignore?: string): Promise<void> {
   const { engine, workspace, rng, runId } = c;
   const key = `${runId}-task`;
   if (Object.keys(diskTree(workspace)).length === 0) mutateWorkspace(rng, workspace, `${runId}-seed`, 12);
@@ -176,7 +178,8 @@ async function rollbacks(c: WorkloadContext): Promise<void> {
     const undo = r < 0.6 && last;
     const cps = engine.queries.checkpoints(taskId).filter((x) => x.manifestRef);
     const target = undo ? engine.queries.checkpoint(last.preRollbackCheckpointId)! : rng.chance(0.3) ? engine.queries.checkpoint(baseCheckpointId)! : rng.pick(cps);
-    c.expect({ op: undo ? 'undo rollback' : `rollback to ${target.id}`, before: diskTree(workspace), after: manifestTree(await ws.load(target)) });
+    const op = undo ? 'undo rollback' : `rollback to ${target.id}`;
+    c.expect({ op, before: withoutPrefix(diskTree(workspace), ignore), after: withoutPrefix(manifestTree(await ws.load(target)), ignore), ...(ignore ? { ignore } : {}) });
     const k = `${runId}-${i}-rb`;
     if (undo) await engine.undoRollback({ taskId, idempotencyKey: k });
     else await engine.rollback({ taskId, checkpointId: target.id, idempotencyKey: k });
@@ -251,7 +254,11 @@ async function review(c: WorkloadContext): Promise<void> {
   }
 }
 
-const WORKLOADS: Record<ChildPhase, (c: WorkloadContext) => Promise<void>> = { events, checkpoints, rollbacks, review };
+// --- phase 7: rollbacks and undo while a person keeps saving files under live/ (see liveWriter.ts) ---
+
+const liveedits = (c: WorkloadContext) => rollbacks(c, `${LIVE_DIR}/`);
+
+const WORKLOADS: Record<ChildPhase, (c: WorkloadContext) => Promise<void>> = { events, checkpoints, rollbacks: (c) => rollbacks(c), review, liveedits };
 
 async function main(): Promise<void> {
   const [phase, workspace, seedArg, sidecar, runId] = process.argv.slice(2) as [ChildPhase, string, string, string, string];

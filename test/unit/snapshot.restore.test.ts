@@ -206,7 +206,7 @@ describe('snapshot restore', () => {
         } else if (have?.type === 'uncaptured' || gapAbove(current, key)) plan.kept.push({ path: key, reason: 'not_captured_in_current' });
         else if (want.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_target' });
         else if (have?.type === 'skipped') plan.kept.push({ path: key, reason: 'too_large_in_current' });
-        else plan.writes.push({ path: key, entry: want, expectAbsent: !have });
+        else plan.writes.push(have ? { path: key, entry: want, expectAbsent: false, was: have } : { path: key, entry: want, expectAbsent: true });
       }
       for (const [key, have] of current) {
         if (target.has(key) || !sel(key)) continue;

@@ -134,6 +134,8 @@ export interface ForkResult extends NotCapturedReport {
   rollbackId: string | null;
   changes: RollbackResult['changes'];
   kept: RollbackResult['kept'];
+  /** Paths the fork left as they were because they changed on disk while it ran (a person's save), also in `kept` with why. */
+  conflicts: string[];
   filesWritten: number;
   filesRemoved: number;
   /** Step ids of the original finished by the checkpoint. */
@@ -934,8 +936,10 @@ export class Engine {
       const { target, original, inheritance } = await this.forkSource(input.checkpointId);
       // Loading the manifest checks it: a checkpoint whose objects are gone is refused here, before anything is recorded.
       const targetManifest = await ws.load(target);
+      const scannedAtMs = Date.now(); // before the scan: what changed after it is re-checked before it is replaced
       const current = await ws.scanNow(this.latestCheckpoint());
       const plan = await ws.plan(current, targetManifest);
+      plan.scannedAtMs = scannedAtMs;
       const changes: RollbackResult['changes'] = [
         ...plan.writes.map((w) => ({ path: w.path, action: current.has(w.path) ? ('modify' as const) : ('create' as const) })),
         ...plan.removes.map((r) => ({ path: r.path, action: 'delete' as const })),
@@ -954,6 +958,7 @@ export class Engine {
         rollbackId: null,
         changes,
         kept,
+        conflicts: [],
         filesWritten: 0,
         filesRemoved: 0,
         inherited: inheritance.inherited.map((s) => s.id),
@@ -1000,6 +1005,7 @@ export class Engine {
       // 3. The outcome, then the fork's base: the workspace as the checkpoint left it, branching from it.
       const done = this.ev('rollback.done', task, null, { rollbackId, outcome: 'applied', filesWritten: applied.written.length, filesRemoved: applied.removed.length, recovered: false, abandonedSteps: [], conflicts: applied.conflicts.map((c) => c.path), note: `fork of ${original.id} from ${target.id}` }, `${key}#done`);
       const { event: baseEvent, checkpoint: baseCp, report } = await this.captureCheckpoint({ ...task, lastCheckpointId: target.id }, 'task_base', null, `forked from ${target.label ?? target.id}`);
+      const keptNow = new Set(applied.conflicts.map((c) => c.path));
       const result: ForkResult = {
         ...base,
         ...report,
@@ -1009,7 +1015,9 @@ export class Engine {
         rollbackId,
         filesWritten: applied.written.length,
         filesRemoved: applied.removed.length,
+        changes: changes.filter((c) => !keptNow.has(c.path)),
         kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
+        conflicts: applied.conflicts.map((c) => c.path),
       };
       this.log.info(`task ${taskId} forked from task ${original.id} at ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, corr);
       return { result, events: [done, { ...baseEvent, key: `${key}#base` }] };

@@ -281,9 +281,9 @@ export class Queries {
    * back to its before state). Undoing an undo is a new rollback to that checkpoint,
    * from the tree, not "Undo Last Rollback" again.
    */
-  lastUndoableRollback(taskId: string): { id: string; preRollbackCheckpointId: string; targetCheckpointId: string; paths: string[] | null } | null {
-    const r = this.db().get<{ pre: string; target: string; paths: string | null; id: string }>(
-      `SELECT r.pre_rollback_checkpoint_id AS pre, r.target_checkpoint_id AS target, r.paths, r.id FROM rollbacks r
+  lastUndoableRollback(taskId: string): { id: string; preRollbackCheckpointId: string; targetCheckpointId: string; paths: string[] | null; conflicts: string[] } | null {
+    const r = this.db().get<{ pre: string; target: string; paths: string | null; id: string; outcome: string | null }>(
+      `SELECT r.pre_rollback_checkpoint_id AS pre, r.target_checkpoint_id AS target, r.paths, r.id, r.outcome FROM rollbacks r
        WHERE r.task_id = ? AND r.state IN ('applied', 'failed', 'started')
          AND NOT EXISTS (SELECT 1 FROM rollbacks o WHERE o.task_id = r.task_id AND o.id <> r.id AND o.pre_rollback_checkpoint_id = r.target_checkpoint_id)
        ORDER BY r.started_at DESC, r.rowid DESC LIMIT 1`,
@@ -291,7 +291,16 @@ export class Queries {
     );
     if (!r) return null;
     const undone = this.db().get('SELECT 1 AS x FROM rollbacks WHERE task_id = ? AND id <> ? AND target_checkpoint_id = ?', [taskId, r.id, r.pre]);
-    return undone ? null : { id: String(r.id), preRollbackCheckpointId: String(r.pre), targetCheckpointId: String(r.target), paths: r.paths ? (JSON.parse(r.paths) as string[]) : null };
+    if (undone) return null;
+    // The paths it left as they were (its outcome's conflicts): its undo leaves them too.
+    const conflicts = r.outcome ? (JSON.parse(r.outcome) as { conflicts?: unknown }).conflicts : undefined;
+    return {
+      id: String(r.id),
+      preRollbackCheckpointId: String(r.pre),
+      targetCheckpointId: String(r.target),
+      paths: r.paths ? (JSON.parse(r.paths) as string[]) : null,
+      conflicts: Array.isArray(conflicts) ? conflicts.filter((c): c is string => typeof c === 'string') : [],
+    };
   }
 
   /** The tasks whose latest rollback can be undone (for the "Undo Last Rollback" menu item and palette entry). */

@@ -11,6 +11,7 @@ import { assertTaskTransition, FINAL_TASK_STATES } from '../model/stateMachine';
 import type { RestorePlan } from '../snapshot';
 import type { EngineCore } from './engineCore';
 import { newId } from './ids';
+import { plural } from '../model/plural';
 import { editedManifest, type WorkspaceEdit } from './reviewEdits';
 
 export interface ReviewApplyResult<C> {
@@ -19,6 +20,8 @@ export interface ReviewApplyResult<C> {
   preApplyCheckpointId: string;
   written: string[];
   removed: string[];
+  /** Paths changed on disk after the pre-apply checkpoint (a save while it ran): left as they are, with why. */
+  conflicts: { path: string; reason: string }[];
   commit: C;
   /** Whether the task was completed with this apply (else it stays open). */
   finished: boolean;
@@ -30,6 +33,13 @@ export interface ReviewApplyResult<C> {
  * failed or abandoned waiting to be redone).
  */
 export type FinishTask = boolean | 'if_plan_done';
+
+/** The files an apply left as they were (changed while it ran), for its recorded note; null when none. */
+function keptNote(conflicts: readonly { path: string }[]): string | null {
+  if (conflicts.length === 0) return null;
+  const shown = conflicts.slice(0, 5).map((c) => c.path).join(', ') + (conflicts.length > 5 ? ', …' : '');
+  return `${plural(conflicts.length, 'file')} changed while it ran ${conflicts.length === 1 ? 'was' : 'were'} left as you had ${conflicts.length === 1 ? 'it' : 'them'}, not reverted: ${shown}.`;
+}
 
 export class ReviewApplies {
   constructor(private readonly core: EngineCore) {}
@@ -70,6 +80,7 @@ export class ReviewApplies {
         assertTaskTransition(task.id, task.state, 'completed', 'apply its review');
       }
       // 1. The before state becomes a checkpoint; the plan and any new content are durable with it.
+      const scannedAtMs = Date.now(); // before the checkpoint's scan: what changed after it is re-checked before it is replaced
       const { event: preEvent, checkpoint: pre } = await this.core.captureCheckpoint(task, 'manual', null, 'before review apply');
       const current = await ws.load(pre);
       const target = await editedManifest(current, input.edits, ws.blobs);
@@ -83,6 +94,7 @@ export class ReviewApplies {
           { path: k.path, reason: k.reason },
         );
       }
+      plan.scannedAtMs = scannedAtMs;
       const planRef = await ws.savePlan(plan);
       const applyId = newId('a');
       await this.core.record([
@@ -110,14 +122,14 @@ export class ReviewApplies {
       // 3. Discarded changes leave the working tree (idempotent: a crash here is finished on the next open).
       const applied = await ws.apply(plan);
       for (const c of applied.conflicts) this.core.log.warn(`[review] ${c.path}: ${c.reason}`, task.correlationId);
-      const result: ReviewApplyResult<C> = { applyId, preApplyCheckpointId: pre.id, written: applied.written, removed: applied.removed, commit: made, finished: finish };
+      const result: ReviewApplyResult<C> = { applyId, preApplyCheckpointId: pre.id, written: applied.written, removed: applied.removed, conflicts: applied.conflicts, commit: made, finished: finish };
       const closing = finish
         ? [
             ...(task.state === 'waiting_review' ? [] : [this.core.ev('task.review_requested', task, null, { summary: null }, `${key}#review`)]),
             this.core.ev('task.completed', task, null, { summary: null, commit: made.sha }, `${key}#complete`),
           ]
         : [];
-      const events = [done({ outcome: 'applied', written: applied.written.length, removed: applied.removed.length, commit: made.sha, note: null }), ...closing];
+      const events = [done({ outcome: 'applied', written: applied.written.length, removed: applied.removed.length, commit: made.sha, note: keptNote(applied.conflicts) }), ...closing];
       this.core.log.info(
         `review of task ${task.id} applied: commit ${made.sha ?? 'none'}, ${applied.written.length} written, ${applied.removed.length} removed, task ${finish ? 'completed' : 'kept open'}`,
         task.correlationId,
@@ -161,7 +173,8 @@ export class ReviewApplies {
           const applied = await ws.apply(plan);
           written = applied.written.length;
           removed = applied.removed.length;
-          note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted; it was finished on open, so the workspace holds your decisions (rejected changes reverted), but no commit was recorded: check git, and apply the review again to commit. Roll back to checkpoint ${started.preApplyCheckpointId} to undo it.`;
+          const kept = keptNote(applied.conflicts);
+          note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted; it was finished on open, so the workspace holds your decisions (rejected changes reverted), but no commit was recorded: check git, and apply the review again to commit. Roll back to checkpoint ${started.preApplyCheckpointId} to undo it.${kept ? ` ${kept}` : ''}`;
         } catch (e) {
           if (plan) await ws.sweepTemps(plan);
           outcome = 'failed';

@@ -17,6 +17,7 @@ import { asMergeableText, revertAgentHunks, type AgentInterval } from '../snapsh
 import type { NotCapturedReport } from './engine';
 import type { EngineCore } from './engineCore';
 import { newId } from './ids';
+import { plural } from '../model/plural';
 import { endsAgentInterval, trailingIsAgent } from './attribution';
 import { RollbackInput, TaskRef } from './inputs';
 import { isNoSpace } from './noSpace';
@@ -86,8 +87,11 @@ export class Rollbacks {
     return input.preview ? this.rollbackNow(input) : this.core.needingSpace('a rollback', () => this.rollbackNow(input));
   }
 
-  /** `undoOf`: the rollback this one undoes, whose abandoned steps get their earlier status back in the same batch. */
-  async rollbackNow(input: RollbackInput, undoOf?: string): Promise<RollbackResult> {
+  /**
+   * `undoOf`: the rollback this one undoes, whose abandoned steps get their earlier status back in the same batch;
+   * `leaveAlone`: the paths that rollback left as they were (its conflicts), which its undo leaves too.
+   */
+  async rollbackNow(input: RollbackInput, undoOf?: string, leaveAlone?: ReadonlySet<string>): Promise<RollbackResult> {
     const ws = this.core.snapshots();
     const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
     return this.core.once<RollbackResult>('rollback', key, async () => {
@@ -98,6 +102,8 @@ export class Rollbacks {
       }
       const targetManifest = await ws.load(target);
       const mode = input.mode ?? 'all';
+      // Before the scan: a file whose inode changed after this is re-hashed before the plan replaces it.
+      const scannedAtMs = Date.now();
       const current = await ws.scanNow(this.core.latestCheckpoint());
       let paths = input.paths;
       let agentConflicts: string[] = [];
@@ -114,6 +120,15 @@ export class Rollbacks {
       }
       const plan = paths && paths.length === 0 ? { writes: [], removes: [], kept: [], unchanged: 0 } : await ws.plan(current, targetManifest, paths);
       plan.writes.push(...mergedWrites);
+      plan.scannedAtMs = scannedAtMs;
+      // Undoing a rollback: what it kept as a conflict (an edit it found) it never changed, so the undo leaves it too.
+      const leftAlone: string[] = [];
+      if (leaveAlone?.size) {
+        const out = (p: { path: string }) => (leaveAlone.has(p.path) ? (leftAlone.push(p.path), false) : true);
+        plan.writes = plan.writes.filter(out);
+        plan.removes = plan.removes.filter(out);
+        mergedWrites = mergedWrites.filter((w) => !leaveAlone.has(w.path));
+      }
       const outside = plan.removes.length ? await this.createdOutsideSteps(task.id, target, current, plan.removes.map((r) => r.path)) : new Set<string>();
       const changes: RollbackResult['changes'] = [
         ...plan.writes.map((w) =>
@@ -121,7 +136,10 @@ export class Rollbacks {
         ),
         ...plan.removes.map((r) => (outside.has(r.path) ? { path: r.path, action: 'delete' as const, createdOutsideTask: true as const } : { path: r.path, action: 'delete' as const })),
       ].sort((a, b) => (a.path < b.path ? -1 : 1));
-      const kept = [...plan.kept.map((k) => ({ path: k.path, reason: k.reason as string })), ...agentConflicts.map((p) => ({ path: p, reason: `changed by both the agent and you${conflictReasons.has(p) ? ` (${conflictReasons.get(p)})` : ''}; left for you to choose` }))];
+      const kept = [
+        ...plan.kept.map((k) => ({ path: k.path, reason: k.reason as string })),
+        ...leftAlone.sort().map((p) => ({ path: p, reason: 'the rollback being undone kept it as it was (changed while that rollback ran); left as it is' })),
+        ...agentConflicts.map((p) => ({ path: p, reason: `changed by both the agent and you${conflictReasons.has(p) ? ` (${conflictReasons.get(p)})` : ''}; left for you to choose` }))];
       const fullRollback = !input.paths && mode === 'all';
       const toAbandon = fullRollback
         ? stepsToAbandon(this.core.queries, task.id, target)
@@ -178,6 +196,7 @@ export class Rollbacks {
         throw e;
       }
       // 3. Record the outcome; the task continues from the target.
+      const keptNow = new Set(applied.conflicts.map((c) => c.path));
       const result: RollbackResult = {
         ...base,
         ...preReport, // what the before state could not hold: the rollback left those paths alone
@@ -186,6 +205,8 @@ export class Rollbacks {
         filesWritten: applied.written.length,
         filesRemoved: applied.removed.length,
         conflicts: [...agentConflicts, ...applied.conflicts.map((c) => c.path)],
+        // What was planned but found changed on disk was not written: it is kept, not a change.
+        changes: applied.conflicts.length ? changes.filter((c) => !keptNow.has(c.path)) : changes,
         kept: [...kept, ...applied.conflicts.map((c) => ({ path: c.path, reason: c.reason }))],
       };
       const events = [
@@ -230,7 +251,7 @@ export class Rollbacks {
       'undo rollback',
     );
     // Files and record together: the steps the rollback abandoned get their earlier status back in the undo's own batch.
-    return this.core.needingSpace('a rollback', () => this.rollbackNow(rollback, last.id));
+    return this.core.needingSpace('a rollback', () => this.rollbackNow(rollback, last.id, new Set(last.conflicts)));
   }
 
   /** For `agent-only`: paths changed inside step windows since the target, minus those the person touched too. */
@@ -289,7 +310,7 @@ export class Rollbacks {
       if (out.text === currentText) continue; // nothing of the agent's is left in it
       const bytes = Buffer.from(out.text, 'utf8');
       const { hash } = await ws.blobs.put(bytes);
-      writes.push({ path: p, entry: { type: 'file', hash, size: bytes.length, mode: now.mode, mtimeMs: 0, ino: 0 }, expectAbsent: false });
+      writes.push({ path: p, entry: { type: 'file', hash, size: bytes.length, mode: now.mode, mtimeMs: 0, ino: 0 }, expectAbsent: false, was: now });
     }
     return { writes, refused };
   }
@@ -414,13 +435,16 @@ export class Rollbacks {
         let note: string;
         let written = 0;
         let removed = 0;
+        let conflicts: string[] = [];
         let plan: Awaited<ReturnType<typeof ws.loadPlan>> | null = null;
         try {
           plan = await ws.loadPlan(r.plan_ref!);
           const applied = await ws.apply(plan);
           written = applied.written.length;
           removed = applied.removed.length;
-          note = `A rollback to ${r.target_checkpoint_id} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).`;
+          conflicts = applied.conflicts.map((c) => c.path);
+          const kept = conflicts.length ? ` ${plural(conflicts.length, 'file')} changed since it was planned ${conflicts.length === 1 ? 'was' : 'were'} left as ${conflicts.length === 1 ? 'it was' : 'they were'}: ${conflicts.slice(0, 5).join(', ')}${conflicts.length > 5 ? ', …' : ''}.` : '';
+          note = `A rollback to ${r.target_checkpoint_id} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).${kept}`;
         } catch (e) {
           // No temp of the plan's may outlive this: the next scan would record it as the person's.
           if (plan) await ws.sweepTemps(plan);
@@ -439,7 +463,7 @@ export class Rollbacks {
           corr: task?.correlationId ?? null,
           by: null,
           key: this.core.queries.idempotent(key) ? `${key}#recovered` : key,
-          data: { rollbackId: r.id, outcome, filesWritten: written, filesRemoved: removed, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts: [], note },
+          data: { rollbackId: r.id, outcome, filesWritten: written, filesRemoved: removed, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts, note },
         };
         const batch: NewEvent[] = [ev, ...toAbandon.map((s, i) => ({ ...this.core.ev('step.abandoned', task!, null, { stepId: s.id, reason: `rolled back to ${r.target_checkpoint_id}` }, `${key}#abandon${i}`) }))];
         // A fork stopped before its base was taken: its base is the workspace the finished restore left.

@@ -22,6 +22,8 @@ export interface ApplyReviewResult {
   reverted: string[];
   /** Paths with changes left out of the commit, still in the working tree. */
   left: string[];
+  /** Paths whose discard was not written because they changed on disk while the apply ran (your save is kept), with why. */
+  conflicts: { path: string; reason: string }[];
   commit: CommitOutcome;
   finished: boolean;
 }
@@ -83,7 +85,8 @@ export async function applyReview(engine: Engine, input: ApplyReviewInput, commi
   // mid-apply is finished on the next open instead of leaving a half-reverted workspace.
   const r = await engine.applyReviewEdits({ taskId: task.id, edits, finish: input.finish ?? 'if_plan_done' }, () => committer.commit(commitFiles, input.message));
   const commit = r.commit;
-  return { preApplyCheckpointId: r.preApplyCheckpointId, committed: commit.sha ? plan.commitPaths : [], reverted: plan.reverted, left: plan.left, commit, finished: r.finished };
+  const kept = new Set(r.conflicts.map((c) => c.path));
+  return { preApplyCheckpointId: r.preApplyCheckpointId, committed: commit.sha ? plan.commitPaths : [], reverted: plan.reverted.filter((p) => !kept.has(p)), left: plan.left, conflicts: r.conflicts, commit, finished: r.finished };
 }
 
 /** How git should record a committed path, from the workspace file (the commit keeps its mode). */

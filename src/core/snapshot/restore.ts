@@ -24,6 +24,7 @@ import {
   type SnapshotRoot,
 } from './paths.js';
 import { WorkspaceDirs, type WsDir } from './workspaceDirs.js';
+import { ctimeBefore } from './scan/scanRecord.js';
 import { WaypointError } from '../model/errors.js';
 import { plural } from '../model/plural';
 
@@ -33,6 +34,12 @@ export interface PlannedWrite {
   entry: FileEntry | SymlinkEntry;
   /** The path is absent from `current`: anything found there on disk is not ours to overwrite. */
   expectAbsent: boolean;
+  /**
+   * What the plan expects to replace (the path's entry in `current`): a file or link
+   * found there with other content is someone's edit since the scan, kept as a
+   * conflict. Absent in plans recorded before it (those replace without the check).
+   */
+  was?: FileEntry | SymlinkEntry;
 }
 
 export interface PlannedRemove {
@@ -69,6 +76,13 @@ export interface RestorePlan {
    * `<name>.waypoint-tmp`, which a re-run (and `sweepRestoreTemps`) removes.
    */
   legacyTemps?: boolean;
+  /**
+   * When the scan that made `current` began (ms since the epoch). A file whose stat
+   * still matches its `was` entry and whose inode has not changed since then (ctime)
+   * is trusted unchanged; any other is re-hashed before it is replaced. Without it,
+   * every replaced file is re-hashed.
+   */
+  scannedAtMs?: number;
 }
 
 /** A fresh temp tag for a plan about to be made durable (see `RestorePlan.tempTag`). */
@@ -152,7 +166,7 @@ export function planRestore(current: Manifest, target: Manifest, opts: PlanOptio
       plan.kept.push({ path: key, reason: 'too_large_in_current' });
       return;
     }
-    plan.writes.push({ path: key, entry: want, expectAbsent: !have });
+    plan.writes.push(have?.type === 'file' || have?.type === 'symlink' ? { path: key, entry: want, expectAbsent: false, was: have } : { path: key, entry: want, expectAbsent: !have });
   });
   // Every key of `current` is in `target` (the usual rollback: files changed, none
   // added): nothing to remove, and no second pass over the whole manifest.
@@ -273,6 +287,8 @@ class HeldForFreeing {
   }
 }
 
+const CHANGED_SINCE_SCAN = 'changed on disk since it was scanned; kept';
+
 /** Blob bytes a restore may hold in memory to validate and write in one read. */
 const PRELOAD_BUDGET_BYTES = 64 * 1024 * 1024;
 
@@ -304,6 +320,40 @@ function hashNoFollow(p: string): string | null {
     fss.closeSync(fd);
   }
 }
+
+function readlinkOrNull(p: string): string | null {
+  try {
+    return fss.readlinkSync(p);
+  } catch {
+    return null;
+  }
+}
+
+/** Two looks at one path: the same inode, unchanged in between (reading it changes none of these). */
+function sameStat(a: fss.Stats | null, b: fss.Stats | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.ino === b.ino && a.dev === b.dev && a.size === b.size && a.mtimeMs === b.mtimeMs && a.ctimeMs === b.ctimeMs && a.mode === b.mode;
+}
+
+/**
+ * Whether the file or link at `p` is still what the plan expected to replace. A file
+ * whose size, mtime and inode match and whose inode has not changed since the scan
+ * began (ctime, as the scanner trusts a stat) is taken as unchanged without reading
+ * it; on any doubt it is re-hashed, through a descriptor that does not follow a link.
+ */
+function stillAsPlanned(p: string, st: fss.Stats, was: FileEntry | SymlinkEntry, scannedAtMs: number | undefined): boolean {
+  if (was.type === 'symlink') return st.isSymbolicLink() && readlinkOrNull(p) === was.target;
+  if (!st.isFile() || st.size !== was.size || (st.mode & 0o111 ? 0o755 : 0o644) !== was.mode) return false;
+  if (!was.racy && st.mtimeMs === was.mtimeMs && st.ino === was.ino && typeof scannedAtMs === 'number' && ctimeBefore(st.ctimeMs, scannedAtMs)) return true;
+  return hashNoFollow(p) === was.hash;
+}
+
+/**
+ * Test seam: called with a path key as the restore is about to check it (`check`),
+ * and, for a write, once its temp is written and it is about to replace the path
+ * (`swap`). Tests edit files from here to race a person's save; never set in production.
+ */
+export const restoreSeams: { beforeReplace?: (key: string, phase: 'check' | 'swap') => void } = {};
 
 /** Whether what is on disk at `p` is exactly `entry` (content and, for files, mode). */
 function diskMatches(p: string, st: fss.Stats, entry: ManifestEntry): boolean {
@@ -487,14 +537,16 @@ function removeFiles(run: RestoreRun): void {
     const at = locate(dirs, roots, r.path, false);
     if (!at) continue; // its directory is gone: removed by an earlier, interrupted run
     const file = `${at.dir.io}/${at.name}`;
+    restoreSeams.beforeReplace?.(r.path, 'check');
     const st = lstatOrNull(file);
     if (!st) {
       emptied.set(`${at.dir.root}\0${at.dir.rel}`, at.dir); // removed by an earlier, interrupted run
       continue;
     }
-    const ok = r.target !== undefined ? st.isSymbolicLink() && fss.readlinkSync(file) === r.target : st.isFile() && r.hash !== undefined && hashNoFollow(file) === r.hash;
-    if (!ok) {
-      result.conflicts.push({ path: r.path, reason: 'changed on disk since it was scanned; kept' });
+    const ok = r.target !== undefined ? st.isSymbolicLink() && readlinkOrNull(file) === r.target : st.isFile() && r.hash !== undefined && hashNoFollow(file) === r.hash;
+    // Looked at again once hashed: an edit while it was read is not removed.
+    if (!ok || !sameStat(lstatOrNull(file), st)) {
+      result.conflicts.push({ path: r.path, reason: CHANGED_SINCE_SCAN });
       continue;
     }
     held.hold(file, st);
@@ -542,6 +594,7 @@ function writeFiles(run: RestoreRun): void {
     const tmpName = restoreTempName(tag, i);
     let at = locate(dirs, roots, w.path, false);
     const existing = at ? `${at.dir.io}/${at.name}` : null;
+    if (existing) restoreSeams.beforeReplace?.(w.path, 'check');
     const st = existing ? lstatOrNull(existing) : null;
     if (st) {
       let skip: string | null = null;
@@ -550,6 +603,8 @@ function writeFiles(run: RestoreRun): void {
         skip = '';
       } else if (w.expectAbsent) skip = 'an untracked or ignored file is in the way; kept';
       else if (st.isDirectory()) skip = 'a directory is in the way; kept';
+      // A person's edit since the scan is theirs: the undo point does not hold it.
+      else if (w.was && !stillAsPlanned(existing!, st, w.was, plan.scannedAtMs)) skip = CHANGED_SINCE_SCAN;
       if (skip !== null) {
         if (skip) result.conflicts.push({ path: w.path, reason: skip });
         dropTemps(run, at!, tmpName); // a crashed run's temp for this write, if any
@@ -591,14 +646,22 @@ function writeFiles(run: RestoreRun): void {
         } finally {
           fss.closeSync(fd);
         }
-        if (st) {
-          held.hold(file, st);
-          if (UNLINK_BEFORE_RENAME) unlinkIfThere(file);
-        }
       } else {
         unlinkIfThere(tmp);
         fss.symlinkSync(w.entry.target, tmp);
         made = true;
+      }
+      // Looked at again just before it is replaced: a save while the temp was written
+      // (or a file that appeared where there was none) is kept, not overwritten.
+      restoreSeams.beforeReplace?.(w.path, 'swap');
+      if (!sameStat(lstatOrNull(file), st)) {
+        unlinkQuietly(tmp);
+        result.conflicts.push({ path: w.path, reason: CHANGED_SINCE_SCAN });
+        continue;
+      }
+      if (st && w.entry.type === 'file') {
+        held.hold(file, st);
+        if (UNLINK_BEFORE_RENAME) unlinkIfThere(file);
       }
       fss.renameSync(tmp, file);
     } catch (err) {

@@ -444,7 +444,8 @@ function describe(r: ApplyReviewResult): string {
   const n = (k: number, one: string) => `${k} ${one}${k === 1 ? '' : 's'}`;
   const discarded = r.reverted.length ? ` Discarded changes in ${n(r.reverted.length, 'file')} (Undo brings them back).` : '';
   const left = r.left.length ? ` ${n(r.left.length, 'file')} left uncommitted.` : '';
+  const kept = r.conflicts.length ? ` ${n(r.conflicts.length, 'file')} changed while this ran ${r.conflicts.length === 1 ? 'was' : 'were'} kept as you have ${r.conflicts.length === 1 ? 'it' : 'them'}: ${r.conflicts.slice(0, 3).map((c) => c.path).join(', ')}${r.conflicts.length > 3 ? '…' : ''}.` : '';
   const task = r.finished ? ' The task is completed.' : ' The task stays open.';
-  if (r.commit.sha) return `committed ${n(r.committed.length, 'file')} as ${r.commit.sha.slice(0, 10)}.${discarded}${left}${task}`;
-  return `${'reason' in r.commit ? r.commit.reason : ''}${discarded}${left}${task}`;
+  if (r.commit.sha) return `committed ${n(r.committed.length, 'file')} as ${r.commit.sha.slice(0, 10)}.${discarded}${kept}${left}${task}`;
+  return `${'reason' in r.commit ? r.commit.reason : ''}${discarded}${kept}${left}${task}`;
 }
