@@ -4,6 +4,7 @@ import { DEFAULT_RPC_CONNECT_TIMEOUT_MS, postLoopback } from '../core/engine/api
 import { Engine } from '../core/engine/engine';
 import { Logger } from '../core/log';
 import { WaypointError, errorMessage } from '../core/model/errors';
+import { displayText } from '../core/model/displayText';
 import { handleHook } from '../hooks';
 import { HOOK_AGENTS, HOOK_AGENT_NAMES, type HookAgent } from '../mcp/hookRoutes';
 import { applyConnect, launchFor, planConnect, type AgentKind } from '../mcp/connect';
@@ -28,7 +29,7 @@ const b = { type: 'boolean' as const };
 /** Logs go to stderr: for `mcp` stdout belongs to the MCP frames. */
 function stderrLogger(verbose: boolean): Logger {
   return new Logger((level, line) => {
-    if (verbose || level === 'warn' || level === 'error') process.stderr.write(`waypoint: ${line}\n`);
+    if (verbose || level === 'warn' || level === 'error') process.stderr.write(`waypoint: ${displayText(line, { multiline: true })}\n`);
   });
 }
 
