@@ -6,6 +6,7 @@ import { WaypointError, errorMessage } from '../core/model/errors';
 import { TEMP_MARKER, fsyncDirSync } from '../core/store/fsutil';
 import { ensurePrivateStoreDir } from '../core/store/storeDir';
 import { WorkspaceDirs } from '../core/snapshot/workspaceDirs';
+import { recordOwnWrites } from '../core/engine/ownWrites';
 import { CLAUDE_TOOLS } from '../hooks/adapters/claudeCode';
 import { CLINE_HOOKS, clineHookFiles, githubHooksFile, mergeCodexHooks, mergeCursorHooks, mergeGeminiSettings } from './connectHooks';
 
@@ -411,7 +412,21 @@ export function applyConnect(plan: ConnectPlan): string[] {
   } finally {
     dirs.close();
   }
+  // Waypoint's own writes are no task's work: a running task's review and its agent-only rollback leave them out.
+  const shared = changed.filter((f) => written.includes(f.file) && !f.file.startsWith(storeDir + path.sep));
+  if (shared.length) {
+    ensurePrivateStoreDir(storeDir);
+    recordOwnWrites(storeDir, shared.map((f) => ({ file: path.join(realDir(path.dirname(f.file)), path.basename(f.file)), content: f.content })));
+  }
   return written;
+}
+
+function realDir(dir: string): string {
+  try {
+    return fs.realpathSync.native(dir);
+  } catch {
+    return dir;
+  }
 }
 
 const O_CREATE_NOFOLLOW = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | (fs.constants.O_NOFOLLOW ?? 0);
