@@ -91,7 +91,7 @@ const connect = (agent: AgentKind): Command => ({
           return;
         }
       } else {
-        throw new UsageError(`Nothing written: 'waypoint connect ${agent}' would write ${rels.join(', ')} (shown above${c.json ? ' without --json' : ''}). Run it again with --yes to write them, or in a terminal to be asked.`);
+        throw new UsageError(`Nothing written: 'waypoint connect ${agent}' would write ${rels.join(', ')} (${c.json ? 'run it without --json to see the diff' : 'the diff is above'}). Run it again with --yes to write them, or in a terminal to be asked.`);
       }
     }
     const written = applyConnect(plan);

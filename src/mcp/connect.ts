@@ -327,9 +327,10 @@ export interface ConnectPlan {
 }
 
 /** The files `planConnect` may read and write for an agent, relative to the workspace. */
-function configFiles(agent: AgentKind): string[] {
+function configFiles(agent: AgentKind, ws: string): string[] {
   const files: Record<AgentKind, string[]> = {
-    'claude-code': ['.mcp.json', '.claude/settings.local.json', '.gitignore'],
+    // .gitignore is read (and may be written) only in a git repository: see ignoreLocalSettings.
+    'claude-code': ['.mcp.json', '.claude/settings.local.json', ...(fs.existsSync(path.join(ws, '.git')) ? ['.gitignore'] : [])],
     cursor: ['.cursor/mcp.json', '.cursor/hooks.json'],
     codex: ['.codex/hooks.json'],
     vscode: ['.github/hooks/waypoint.json'],
@@ -347,7 +348,7 @@ function configFiles(agent: AgentKind): string[] {
  */
 export function planConnect(agent: AgentKind, l: Launch): ConnectPlan {
   const ws = l.workspace;
-  for (const rel of configFiles(agent)) refuseLinkedConfig(ws, path.join(ws, ...rel.split('/')));
+  for (const rel of configFiles(agent, ws)) refuseLinkedConfig(ws, path.join(ws, ...rel.split('/')));
   const launcher = launcherChange(l);
   switch (agent) {
     case 'claude-code':
