@@ -11,6 +11,7 @@ import { HostMessage, inPageOrder, PageState, parseInbound, type CommittedMsg, t
 import { icon, type IconName } from './icons';
 import { lazyList, type LazyList } from './lazyList';
 import { highlightHunk, preloadHighlighter } from './reviewHighlight';
+import { displayText } from '../src/extension/webview/displayText';
 
 /** When this script began to run, after the page's navigation began: the rest of `pageMs` is drawing. */
 const scriptMs = performance.now();
@@ -80,7 +81,8 @@ function save(): void {
 function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-  for (const c of children) el.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  // Text is recorded text (titles, file names, errors): escaped, so a bidi override cannot reorder what it reads (see displayText).
+  for (const c of children) el.append(typeof c === 'string' ? document.createTextNode(displayText(c, { multiline: true })) : c);
   return el;
 }
 

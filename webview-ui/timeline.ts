@@ -23,6 +23,7 @@ import {
   type TimelineStep,
 } from '../src/extension/timeline/protocol';
 import { lazyList, type LazyList } from './lazyList';
+import { displayText } from '../src/extension/webview/displayText';
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
@@ -55,7 +56,8 @@ function save(): void {
 function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-  for (const c of children) el.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  // Text is recorded text (titles, file names, errors): escaped, so a bidi override cannot reorder what it reads (see displayText).
+  for (const c of children) el.append(typeof c === 'string' ? document.createTextNode(displayText(c, { multiline: true })) : c);
   return el;
 }
 
@@ -72,7 +74,7 @@ function s<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, s
  * builds a quarter fewer elements.
  */
 function tip(el: SVGElement, text: string): void {
-  el.setAttribute('data-tip', text);
+  el.setAttribute('data-tip', displayText(text, { multiline: true }));
 }
 
 document.addEventListener('mouseover', (e) => {
@@ -232,7 +234,7 @@ function graph(m: TimelineModel): HTMLElement {
       const g = s('g', { class: `node st-${st.status}`, 'data-step': st.id, transform: `translate(${to.x},${to.y})` });
       g.append(s('rect', { width: NODE_W, height: NODE_H, rx: 4 }));
       const label = s('text', { x: 8, y: NODE_H / 2 + 4 });
-      label.textContent = st.title.length > 20 ? `${st.title.slice(0, 19)}…` : st.title;
+      label.textContent = displayText(st.title.length > 20 ? `${st.title.slice(0, 19)}…` : st.title);
       g.append(label);
       tip(g, `${st.title} — ${human(st.status)}${st.dependsOn.length ? ` — after ${st.dependsOn.join(', ')}` : ''}`);
       frag.append(g);
@@ -595,7 +597,7 @@ function say(text: string, error: boolean): void {
   notice = { text, error };
   const el = document.getElementById('notice');
   if (el) {
-    el.textContent = text;
+    el.textContent = displayText(text, { multiline: true });
     el.className = error ? 'error' : 'dim';
   }
 }

@@ -1,5 +1,6 @@
 import type { CheckpointMeta, SideEffect, Step, Task } from '../core/model/schema';
 import { retryState } from '../core/engine/retryPolicy';
+import { displayText } from '../core/model/displayText';
 
 /** Human-readable renderings for the CLI (the --json output is the contract; this is for eyes). */
 
@@ -13,7 +14,8 @@ function pad(s: string, n: number): string {
 export function tasksTable(tasks: Task[], progress: (t: Task) => string): string {
   if (!tasks.length) return 'No tasks yet. Start one with: waypoint task start --goal "…"';
   // A task waiting for a person says so in its state column: that is what the reader must act on.
-  const rows = tasks.map((t) => [t.id, t.hold ? `${t.state} (waits for you)` : t.state, progress(t), age(t.updatedAt), t.title]);
+  // A title is one cell of one row, whatever it holds (the whole output is escaped again, keeping its own newlines).
+  const rows = tasks.map((t) => [t.id, t.hold ? `${t.state} (waits for you)` : t.state, progress(t), age(t.updatedAt), displayText(t.title)]);
   const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i].length), ['TASK', 'STATE', 'STEPS', 'UPDATED'][i].length));
   const head = ['TASK', 'STATE', 'STEPS', 'UPDATED', 'TITLE'];
   return [head, ...rows].map((r) => r.map((c, i) => (i < 4 ? pad(c, widths[i]) : c)).join('  ')).join('\n');

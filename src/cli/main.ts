@@ -20,6 +20,7 @@ import { listAllTasks } from './tasksAll';
 import { teamStoreOf } from './teamStore';
 import { checkpointsTable, isWorkspaceIdArg, notOnThisMachine, teamCheckpoints, teamDiff } from './teamReview';
 import { plural } from '../core/model/plural';
+import { displayText } from '../core/model/displayText';
 
 /**
  * `waypoint` — the command line over the engine. Every subcommand takes
@@ -721,7 +722,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     const lockWait = intOption(values, 'lock-wait');
     const maxFileBytes = maxFileSizeOption(values);
     const log = new Logger((level, line) => {
-      if (level === 'warn' || level === 'error') io.stderr.write(`waypoint: ${line}\n`);
+      if (level === 'warn' || level === 'error') io.stderr.write(`waypoint: ${displayText(line, { multiline: true })}\n`);
     });
     const ctx: Ctx = {
       values,
@@ -758,7 +759,8 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
         return api;
       },
       out: (human, json) => {
-        io.stdout.write((values.json ? JSON.stringify(json, null, 2) : human) + '\n');
+        // Text output carries recorded text (goals, titles, errors, file names): escaped, so none of it acts on the terminal.
+        io.stdout.write((values.json ? JSON.stringify(json, null, 2) : displayText(human, { multiline: true })) + '\n');
         // A checkpoint that did not capture everything says so on stderr, --json or not (the JSON has the list).
         const warning = notCapturedWarning(json);
         if (warning) io.stderr.write(`waypoint: ${warning}\n`);
@@ -771,10 +773,10 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     const code = usage ? 'usage' : isWaypointError(e) ? e.code : 'internal';
     // A full disk met outside the engine's own wording still says where.
     const message = !isWaypointError(e) && isNoSpace(e) ? `No space left on the disk holding ${workspaceOf(argv)}: ${errorMessage(e)}. Free some space and try again.` : errorMessage(e);
-    io.stderr.write(`waypoint: ${message}\n`);
+    io.stderr.write(`waypoint: ${displayText(message, { multiline: true })}\n`);
     if (usage && found) io.stderr.write(`usage: ${commandNamed(found.name)!.usage}\n`);
     // A refusal an agent acts on (when to retry, what the person must decide) carries its details.
-    const details = isWaypointError(e) && (e.code === 'retry_later' || e.code === 'held') && e.details ? { details: e.details } : {};
+    const details = isWaypointError(e) && (e.code === 'retry_later' || e.code === 'held' || e.code === 'limit') && e.details ? { details: e.details } : {};
     if (wantsJson && !(e instanceof VerifyFailed)) io.stdout.write(JSON.stringify({ error: { code, message, ...details } }) + '\n');
     return usage ? 2 : 1;
   } finally {

@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
+import { createInterface } from 'node:readline';
 import { DEFAULT_RPC_CONNECT_TIMEOUT_MS, postLoopback } from '../core/engine/api';
 import { Engine } from '../core/engine/engine';
 import { Logger } from '../core/log';
 import { WaypointError, errorMessage } from '../core/model/errors';
+import { displayText } from '../core/model/displayText';
 import { handleHook } from '../hooks';
 import { HOOK_AGENTS, HOOK_AGENT_NAMES, type HookAgent } from '../mcp/hookRoutes';
-import { applyConnect, launchFor, planConnect, type AgentKind } from '../mcp/connect';
+import { applyConnect, connectPreview, launchFor, planConnect, type AgentKind } from '../mcp/connect';
 import { startOwnerEndpoint } from '../mcp/owner';
 import { resolveStore, storeLocationOf } from '../ownership/resolve';
 import { runStdio } from '../mcp/stdio';
@@ -28,7 +30,7 @@ const b = { type: 'boolean' as const };
 /** Logs go to stderr: for `mcp` stdout belongs to the MCP frames. */
 function stderrLogger(verbose: boolean): Logger {
   return new Logger((level, line) => {
-    if (verbose || level === 'warn' || level === 'error') process.stderr.write(`waypoint: ${line}\n`);
+    if (verbose || level === 'warn' || level === 'error') process.stderr.write(`waypoint: ${displayText(line, { multiline: true })}\n`);
   });
 }
 
@@ -48,6 +50,20 @@ function untilSignal(): Promise<string> {
   });
 }
 
+/** Asks y/N on the terminal; anything but y/yes (or the end of input) is no. */
+async function askYesNo(question: string): Promise<boolean> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await new Promise<string>((resolve) => {
+      rl.once('close', () => resolve(''));
+      rl.question(question, resolve);
+    });
+    return /^y(es)?$/i.test(answer.trim());
+  } finally {
+    rl.close();
+  }
+}
+
 const connect = (agent: AgentKind): Command => ({
   summary:
     agent === 'codex'
@@ -55,13 +71,28 @@ const connect = (agent: AgentKind): Command => ({
       : agent === 'claude-code' || agent === 'cursor'
         ? `write Waypoint’s MCP server and hooks into ${agent}’s project config`
         : `write Waypoint’s hooks into ${agent}’s project config`,
-  usage: `waypoint connect ${agent} [--print] [--cli PATH]`,
-  options: { print: b, cli: s },
+  usage: `waypoint connect ${agent} [--yes] [--print] [--cli PATH]`,
+  options: { print: b, cli: s, yes: b },
   async run(c) {
     const plan = planConnect(agent, launchFor(c.workspace, optional(c.values, 'cli')));
     if (c.values.print) {
       c.out([...plan.files.map((f) => `# ${f.file}${f.changed ? '' : ' (unchanged)'}${f.local ? ' (machine-local)' : ''}\n${f.content}`), ...(plan.snippet ? [`# ~/.codex/config.toml (add by hand)\n${plan.snippet}`] : [])].join('\n'), plan);
       return;
+    }
+    // Agent configuration runs commands on this machine: it is shown before it is written,
+    // and written only on a yes (or --yes, for scripts).
+    const changed = plan.files.filter((f) => f.changed);
+    if (changed.length && c.values.yes !== true) {
+      const rels = changed.map((f) => path.relative(c.workspace, f.file));
+      if (!c.json) process.stdout.write(`${displayText(connectPreview(plan), { multiline: true })}\n`);
+      if (!c.json && process.stdin.isTTY && process.stdout.isTTY) {
+        if (!(await askYesNo(`Write ${rels.join(', ')}? [y/N] `))) {
+          c.out('Nothing written.', { agent, written: [], files: plan.files.map((f) => f.file) });
+          return;
+        }
+      } else {
+        throw new UsageError(`Nothing written: 'waypoint connect ${agent}' would write ${rels.join(', ')} (${c.json ? 'run it without --json to see the diff' : 'the diff is above'}). Run it again with --yes to write them, or in a terminal to be asked.`);
+      }
     }
     const written = applyConnect(plan);
     if (plan.snippet !== undefined) {

@@ -24,6 +24,7 @@ import { describeStop } from './resume/words';
 import { plural } from '../core/model/plural';
 import type { TeamStoreConnection } from './teamStore/teamStoreConnection';
 import type { TeamTreeProvider } from './teamStore/teamTree';
+import { displayText } from '../core/model/displayText';
 
 /**
  * Every command, registered through one place that turns failures into readable
@@ -206,7 +207,7 @@ export class Commands extends Disposable {
       engine.startTask({ goal: goal.trim(), plan, agent: 'manual', owner: this.leaseOwner(), retry: retryPolicySetting() }),
     );
     await this.revealTask(r.taskId);
-    void vscode.window.showInformationMessage(`Waypoint: started task “${(await this.task(r.taskId)).title}”.`);
+    void vscode.window.showInformationMessage(`Waypoint: started task “${displayText((await this.task(r.taskId)).title)}”.`);
     return r.taskId;
   }
 
@@ -221,13 +222,13 @@ export class Commands extends Disposable {
     if (!task) return;
     const ctx = await (await this.engine()).resumeContext(task.id);
     await vscode.env.clipboard.writeText(ctx.markdown);
-    void vscode.window.showInformationMessage(`Waypoint: resume context of “${task.title}” copied.`);
+    void vscode.window.showInformationMessage(`Waypoint: resume context of “${displayText(task.title)}” copied.`);
   }
 
   private async completeTask(arg: unknown): Promise<TaskState | undefined> {
     const task = await this.resolveTask(arg, isWorking, 'Choose a task the agent has finished');
     if (!task) return undefined;
-    const summary = await vscode.window.showInputBox({ title: `Complete “${task.title}”`, prompt: 'Optional summary of what was done', ignoreFocusOut: true });
+    const summary = await vscode.window.showInputBox({ title: `Complete “${displayText(task.title)}”`, prompt: 'Optional summary of what was done', ignoreFocusOut: true });
     if (summary === undefined) return undefined;
     const r = await (await this.engine()).requestReview({ taskId: task.id, summary: summary || undefined });
     return r.state;
@@ -237,7 +238,7 @@ export class Commands extends Disposable {
     const task = await this.resolveTask(arg, isOpen, 'Choose a task to abandon');
     if (!task) return undefined;
     const ok = await vscode.window.showWarningMessage(
-      `Abandon “${task.title}”?`,
+      `Abandon “${displayText(task.title)}”?`,
       { modal: true, detail: 'The task stops being tracked as work in progress. Its record and checkpoints are kept; workspace files are not changed.' },
       'Abandon',
     );
@@ -249,7 +250,7 @@ export class Commands extends Disposable {
     const task = await this.resolveTask(arg, isDeletable, 'Choose a task to delete');
     if (!task) return false;
     const ok = await vscode.window.showWarningMessage(
-      `Delete “${task.title}”?`,
+      `Delete “${displayText(task.title)}”?`,
       { modal: true, detail: 'Its steps, side effects and checkpoints disappear from Waypoint (the event log keeps the history). Workspace files are not changed.' },
       'Delete',
     );
@@ -299,7 +300,7 @@ export class Commands extends Disposable {
       () => false,
     );
     if (!exists) {
-      void vscode.window.showInformationMessage(`Waypoint: “${task.title}” was forked from task ${original}, which has been deleted.`);
+      void vscode.window.showInformationMessage(`Waypoint: “${displayText(task.title)}” was forked from task ${original}, which has been deleted.`);
       return;
     }
     await this.revealTask(original);

@@ -1,5 +1,6 @@
 import * as vscode from 'vscode';
 import { errorMessage, isWaypointError } from '../core/model/errors';
+import { displayText } from '../core/model/displayText';
 
 /**
  * The one error policy of the extension's surfaces. A refusal — a WaypointError with
@@ -13,7 +14,8 @@ export function isRefusal(e: unknown): boolean {
 
 /** Logs the failure (`[area] what failed: …`) and tells the person per the policy above. */
 export function reportFailure(log: vscode.LogOutputChannel, area: string, what: string, e: unknown): void {
-  const msg = errorMessage(e);
+  // A refusal may quote recorded text (a hold's reason, a title): shown escaped.
+  const msg = displayText(errorMessage(e));
   log.error(`[${area}] ${what} failed: ${msg}`);
   if (isWaypointError(e) && e.code === 'store_unavailable') {
     // The team store went away mid-operation and its log gave up retrying: it refuses writes

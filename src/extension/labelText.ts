@@ -1,6 +1,7 @@
 import type { CheckpointMeta, SideEffect, Step, Task, WaypointEvent } from '../core/model/schema';
 import { CHECKPOINT_LABEL } from './checkpointLabels';
 import { plural } from '../core/model/plural';
+import { displayText } from '../core/model/displayText';
 
 /**
  * The words of Waypoint's rows, tooltips and documents, as plain functions (no `vscode`
@@ -78,13 +79,14 @@ export function checkpointName(c: CheckpointMeta, checkpoints: readonly Checkpoi
     return target ? `Before rolling back to ${checkpointWithStep(target, checkpoints, steps)} (${new Date(target.createdAt).toLocaleTimeString()})` : CHECKPOINT_LABEL.pre_rollback;
   }
   if (!c.label || (c.kind === 'auto' && DIRTY_COUNT_LABEL.test(c.label))) return CHECKPOINT_LABEL[c.kind];
-  return c.label;
+  // A recorded label, shown in rows, pickers and titles: escaped (see displayText).
+  return displayText(c.label);
 }
 
 /** The name plus the step it belongs to (for pickers and tooltips, where the step is not the row's parent). */
 export function checkpointWithStep(c: CheckpointMeta, checkpoints: readonly CheckpointMeta[], steps: readonly Step[]): string {
   const step = c.stepId ? steps.find((s) => s.id === c.stepId) : undefined;
-  return `${checkpointName(c, checkpoints, steps)}${step ? `: ${step.title}` : ''}`;
+  return `${checkpointName(c, checkpoints, steps)}${step ? `: ${displayText(step.title)}` : ''}`;
 }
 
 /**
@@ -233,7 +235,7 @@ export function eventsMarkdown(input: { task: Task; steps: readonly Step[]; chec
     const id = eventStepId(ev, input.sideEffects);
     (groups.get(id) ?? groups.get(null)!).push(ev);
   }
-  const line = (ev: WaypointEvent) => `- \`${new Date(ev.ts).toLocaleTimeString()}\` ${eventSentence(ev, input).replace(/([\\`*_[\]<>])/g, '\\$1')}`;
+  const line = (ev: WaypointEvent) => `- \`${new Date(ev.ts).toLocaleTimeString()}\` ${displayText(eventSentence(ev, input)).replace(/([\\`*_[\]<>])/g, '\\$1')}`;
   for (const [id, list] of groups) {
     if (!list.length) continue;
     const s = id === null ? undefined : steps.find((x) => x.id === id);
@@ -242,5 +244,6 @@ export function eventsMarkdown(input: { task: Task; steps: readonly Step[]; chec
   }
   if (heartbeats) out.push('', `_${plural(heartbeats, 'heartbeat')} from the agent not listed._`);
   if (!events.length) out.push('', 'No events recorded yet.');
-  return out.join('\n') + '\n';
+  // Titles and step names above are recorded text too.
+  return displayText(out.join('\n'), { multiline: true }) + '\n';
 }

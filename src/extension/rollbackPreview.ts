@@ -1,4 +1,5 @@
 import * as vscode from 'vscode';
+import { displayText } from '../core/model/displayText';
 
 /**
  * The inspect-then-decide part of a rollback (and of its undo): the changes open
@@ -46,10 +47,12 @@ export class ChangesPreview {
   ) {}
 
   /** One file → the diff editor; several → the multi-file diff editor, titled `title` (no internal ids). */
-  static async open(title: string, files: PreviewFile[], fileUri: (key: string) => vscode.Uri): Promise<ChangesPreview> {
+  static async open(rawTitle: string, files: PreviewFile[], fileUri: (key: string) => vscode.Uri): Promise<ChangesPreview> {
+    // File names and titles are recorded text: a U+202E in a name must not make it read as another.
+    const title = displayText(rawTitle);
     if (files.length === 1) {
       const f = files[0];
-      const label = `${f.key} (${title})`;
+      const label = `${displayText(f.key)} (${title})`;
       await vscode.commands.executeCommand('vscode.diff', f.left, f.right, label, { preview: true });
       return new ChangesPreview([label]);
     }
@@ -64,7 +67,7 @@ export class ChangesPreview {
 
   /** Opens one file's diff beside the list (from the pick's item button). */
   async showFile(f: PreviewFile, title: string): Promise<void> {
-    const label = `${f.key} (${title})`;
+    const label = `${displayText(f.key)} (${displayText(title)})`;
     this.labels.push(label);
     await vscode.commands.executeCommand('vscode.diff', f.left, f.right, label, { preview: true, preserveFocus: true });
   }
@@ -85,15 +88,15 @@ export async function chooseFiles(opts: { title: string; placeholder: string; fi
   type Item = vscode.QuickPickItem & { file: PreviewFile };
   const openDiff: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('diff'), tooltip: 'Show this file’s diff' };
   const qp = vscode.window.createQuickPick<Item>();
-  qp.title = opts.title;
+  qp.title = displayText(opts.title);
   qp.placeholder = opts.placeholder;
   qp.canSelectMany = true;
   qp.ignoreFocusOut = true;
   qp.matchOnDescription = true;
   qp.items = opts.files.map((f) => ({
-    label: `$(${ACTION_ICON[f.action] ?? 'diff'}) ${f.key}`,
+    label: `$(${ACTION_ICON[f.action] ?? 'diff'}) ${displayText(f.key)}`,
     description: f.action,
-    detail: f.note,
+    detail: f.note === undefined ? undefined : displayText(f.note),
     buttons: [openDiff],
     file: f,
   }));

@@ -7,6 +7,8 @@ import { ago } from './presentation';
 import { stepsProgress } from './labelText';
 import { retryState } from '../core/engine/retryPolicy';
 import { taskDetail, tasksOnly } from './storeReads';
+import { displayText } from '../core/model/displayText';
+import { safeTooltip } from './treeNode';
 
 /**
  * One status bar item for the task that matters now: a running task shows its
@@ -104,7 +106,7 @@ export class TaskStatusBar extends Disposable {
     const steps = detail.steps;
     const current = steps.find((s) => s.status === 'in_progress');
     const last = task.lastCheckpointId ? detail.checkpoints.find((c) => c.id === task.lastCheckpointId) : undefined;
-    const title = task.title.length > 40 ? `${task.title.slice(0, 39)}…` : task.title;
+    const title = displayText(task.title.length > 40 ? `${task.title.slice(0, 39)}…` : task.title);
     // Progress in the same words as the tree and the tooltip.
     const count = steps.length ? ` · ${stepsProgress(steps)}` : '';
     this.item.backgroundColor = undefined;
@@ -145,8 +147,8 @@ export class TaskStatusBar extends Disposable {
     tip.appendMarkdown(`\n\n[$(type-hierarchy) Show Task Timeline](command:waypoint.showTimeline?${encodeURIComponent(JSON.stringify([task.id]))} "Steps, attempts and checkpoints of this task over time")`);
     tip.isTrusted = { enabledCommands: ['waypoint.showTimeline'] };
     tip.supportThemeIcons = true;
-    this.item.tooltip = tip;
-    this.item.accessibilityInformation = { label: `Waypoint task ${task.title}, ${task.hold ? 'waits for you' : task.state.replace('_', ' ')}${count}` };
+    this.item.tooltip = safeTooltip(tip);
+    this.item.accessibilityInformation = { label: `Waypoint task ${displayText(task.title)}, ${task.hold ? 'waits for you' : task.state.replace('_', ' ')}${count}` };
     this.item.show();
   }
 }

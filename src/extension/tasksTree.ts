@@ -6,6 +6,7 @@ import { listTasks, taskDetail } from './storeReads';
 import { checkpointLabelOf, sortTasks, taskTooltip, type ForkOriginView } from './presentation';
 import { CheckpointNode, EffectNode, StepNode, TaskNode, type TreeNode } from './tasksTreeNodes';
 import { captureChildren, captureTreeItem, commandsOf, CommandNode, historyRoot, isCaptureNode } from './captureNodes';
+import { safeTooltip } from './treeNode';
 
 // The nodes live in tasksTreeNodes.ts; re-exported so commands and panels import the view from one place.
 export { CheckpointNode, EffectNode, StepNode, TaskNode, taskContextValue, type TreeNode } from './tasksTreeNodes';
@@ -106,7 +107,7 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
   async resolveTreeItem(item: vscode.TreeItem, node: TreeNode): Promise<vscode.TreeItem> {
     if (node instanceof TaskNode && !item.tooltip) {
       const d = await taskDetail(this.host, node.task.id).catch(() => undefined);
-      if (d) item.tooltip = taskTooltip(d.task, d.steps, d.sideEffects, d.task.forkedFrom ? await this.forkOrigin(d.task) : undefined);
+      if (d) item.tooltip = safeTooltip(taskTooltip(d.task, d.steps, d.sideEffects, d.task.forkedFrom ? await this.forkOrigin(d.task) : undefined));
     }
     return item;
   }

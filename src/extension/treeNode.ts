@@ -1,4 +1,18 @@
 import * as vscode from 'vscode';
+import { displayText } from '../core/model/displayText';
+
+/**
+ * A tooltip with recorded text (titles, goals, errors) escaped: no control character
+ * or bidi override reaches the hover. appendText escapes Markdown, not these.
+ */
+export function safeTooltip(t: string | vscode.MarkdownString): string | vscode.MarkdownString {
+  if (typeof t === 'string') return displayText(t, { multiline: true });
+  const safe = new vscode.MarkdownString(displayText(t.value, { multiline: true }), t.supportThemeIcons);
+  safe.supportHtml = t.supportHtml;
+  safe.isTrusted = t.isTrusted;
+  if (t.baseUri) safe.baseUri = t.baseUri;
+  return safe;
+}
 
 /**
  * What one row of a tree view shows, declared once by each kind of node: the one
@@ -35,14 +49,17 @@ export abstract class WaypointTreeNode {
 
   toTreeItem(): vscode.TreeItem {
     const r = this.row();
-    const item = new vscode.TreeItem(r.label, r.collapsible ?? vscode.TreeItemCollapsibleState.None);
+    // Labels and descriptions hold recorded text: one line each, escaped (see displayText).
+    const label = displayText(r.label);
+    const description = r.description === undefined ? undefined : displayText(r.description);
+    const item = new vscode.TreeItem(label, r.collapsible ?? vscode.TreeItemCollapsibleState.None);
     item.id = this.id;
     item.iconPath = r.icon;
     item.contextValue = r.contextValue;
-    if (r.description !== undefined) item.description = r.description;
-    if (r.tooltip !== undefined) item.tooltip = r.tooltip;
+    if (description !== undefined) item.description = description;
+    if (r.tooltip !== undefined) item.tooltip = safeTooltip(r.tooltip);
     if (r.command) item.command = r.command;
-    item.accessibilityInformation = { label: r.accessibleLabel ?? (r.description ? `${r.label}, ${r.description}` : r.label) };
+    item.accessibilityInformation = { label: r.accessibleLabel !== undefined ? displayText(r.accessibleLabel) : description ? `${label}, ${description}` : label };
     return item;
   }
 }

@@ -14,6 +14,7 @@ import type { EngineHost } from './engineHost';
 import { taskDetail, type TaskDetail } from './storeReads';
 import { CheckpointNode, TaskNode } from './tasksTree';
 import { plural } from '../core/model/plural';
+import { displayText } from '../core/model/displayText';
 
 /** Programmatic arguments to Roll Back to Checkpoint. */
 const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.string().min(1), paths: z.array(z.string().min(1)).min(1).optional(), mode: z.enum(['all', 'agent-only']).optional(), confirmed: z.boolean().optional() });
@@ -61,7 +62,7 @@ export class WorkspaceCommands {
       .filter((c) => c.manifestRef && !c.damaged)
       .reverse();
     if (!cps.length) {
-      void vscode.window.showInformationMessage(`Waypoint: “${task.title}” has no checkpoint with file contents.`);
+      void vscode.window.showInformationMessage(`Waypoint: “${displayText(task.title)}” has no checkpoint with file contents.`);
       return undefined;
     }
     const pick = await vscode.window.showQuickPick(
@@ -115,7 +116,7 @@ export class WorkspaceCommands {
       );
     let preview = await comparing('all');
     if (preview.changes.length === 0) {
-      void vscode.window.showInformationMessage(`Waypoint: the workspace already matches “${title}”.`);
+      void vscode.window.showInformationMessage(`Waypoint: the workspace already matches “${displayText(title)}”.`);
       return preview;
     }
     const when = localTime(checkpoint.createdAt, Date.now());
@@ -126,7 +127,7 @@ export class WorkspaceCommands {
       preview = await comparing('agent-only');
       if (preview.changes.length === 0) {
         const left = preview.conflicts.length ? ` ${plural(preview.conflicts.length, 'file')} changed by both of you ${preview.conflicts.length === 1 ? 'is' : 'are'} left for you: ${preview.conflicts.slice(0, 3).join(', ')}${preview.conflicts.length > 3 ? '…' : ''}.` : '';
-        void vscode.window.showInformationMessage(`Waypoint: nothing of the agent’s is left to roll back to “${title}”.${left}`);
+        void vscode.window.showInformationMessage(`Waypoint: nothing of the agent’s is left to roll back to “${displayText(title)}”.${left}`);
         return preview;
       }
     }
@@ -146,12 +147,12 @@ export class WorkspaceCommands {
             : undefined,
     }));
     const n = files.length;
-    const previewTitle = mode === 'agent-only' ? `Roll back the agent’s changes since “${title}” (${when})` : `Roll back to “${title}” (${when})`;
+    const previewTitle = mode === 'agent-only' ? `Roll back the agent’s changes since “${displayText(title)}” (${when})` : `Roll back to “${displayText(title)}” (${when})`;
     const shown = await ChangesPreview.open(previewTitle, files, (k) => this.fileUri(k));
     const abandons = preview.abandonedSteps.length ? ` · steps after it become abandoned: ${this.stepTitles(t.steps, preview.abandonedSteps)}` : '';
     const leftForYou = preview.conflicts.length ? ` · left for you (both changed them): ${preview.conflicts.slice(0, 3).join(', ')}${preview.conflicts.length > 3 ? '…' : ''}` : '';
     const chosen = await chooseFiles({
-      title: `${mode === 'agent-only' ? 'Roll back the agent’s changes in' : 'Roll back'} ${plural(n, 'file')} to “${title}” (${when})${abandons}${leftForYou}`,
+      title: `${mode === 'agent-only' ? 'Roll back the agent’s changes in' : 'Roll back'} ${plural(n, 'file')} to “${displayText(title)}” (${when})${abandons}${leftForYou}`,
       placeholder: 'Uncheck files to keep; Enter rolls back, Escape changes nothing',
       files,
       preview: shown,
@@ -192,7 +193,7 @@ export class WorkspaceCommands {
       },
     ];
     const pick = await vscode.window.showQuickPick(items, {
-      title: `Roll back “${task.title}”: you edited ${mine.length} of its files too`,
+      title: `Roll back “${displayText(task.title)}”: you edited ${mine.length} of its files too`,
       placeHolder: 'Roll back only the agent’s changes, or everything? Escape changes nothing',
       ignoreFocusOut: true,
     });
@@ -204,12 +205,12 @@ export class WorkspaceCommands {
   }
 
   private async applyRollback(engine: EngineApi, task: Task, checkpoint: CheckpointMeta, title: string, paths: string[] | undefined, mode: RollbackMode): Promise<RollbackResult> {
-    const r = await this.d.operations.run(mode === 'agent-only' ? `rolling back the agent’s changes since “${title}”…` : `rolling back to “${title}”…`, () =>
+    const r = await this.d.operations.run(mode === 'agent-only' ? `rolling back the agent’s changes since “${displayText(title)}”…` : `rolling back to “${displayText(title)}”…`, () =>
       engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, mode, ...(paths ? { paths } : {}) }),
     );
     const n = r.filesWritten + r.filesRemoved;
     const conflicts = r.conflicts.length ? ` ${r.conflicts.length} file${r.conflicts.length === 1 ? ' was' : 's were'} left for you: ${r.conflicts.slice(0, 3).join(', ')}${r.conflicts.length > 3 ? '…' : ''}.` : '';
-    void vscode.window.showInformationMessage(`Waypoint: rolled back ${n} file${n === 1 ? '' : 's'} to “${title}”.${conflicts}`, 'Undo').then((a) => {
+    void vscode.window.showInformationMessage(`Waypoint: rolled back ${n} file${n === 1 ? '' : 's'} to “${displayText(title)}”.${conflicts}`, 'Undo').then((a) => {
       if (a === 'Undo') void vscode.commands.executeCommand('waypoint.undoRollback', { taskId: task.id, confirmed: true });
     });
     return r;
@@ -232,7 +233,7 @@ export class WorkspaceCommands {
     else {
       const task = await this.d.pickTask(arg, (t) => !!t.baseCheckpointId, 'Fork which task?');
       if (!task) return undefined;
-      const c = await this.pickCheckpoint(await taskDetail(this.d.host, task.id), `Fork “${task.title}” from which checkpoint?`);
+      const c = await this.pickCheckpoint(await taskDetail(this.d.host, task.id), `Fork “${displayText(task.title)}” from which checkpoint?`);
       if (!c) return undefined;
       checkpointId = c.id;
     }
@@ -262,7 +263,7 @@ export class WorkspaceCommands {
       const n = preview.changes.length;
       try {
         goal = await vscode.window.showInputBox({
-          title: `Fork “${original.task.title}” from ${title}`,
+          title: `Fork “${displayText(original.task.title)}” from ${displayText(title)}`,
           prompt:
             `The new task's goal. ${n ? `The workspace becomes the checkpoint (${plural(n, 'file')} change; the current state is saved first, so Undo brings it back).` : 'The workspace already matches the checkpoint.'} ` +
             `Inherits: ${preview.inherited.join(', ') || 'no finished step'}. Left behind: ${preview.leftBehind.join(', ') || 'nothing'}. The original task stays as it is.`,
@@ -281,7 +282,7 @@ export class WorkspaceCommands {
     const forkId = r.taskId!;
     await vscode.commands.executeCommand('waypoint.revealTask', forkId);
     void vscode.window
-      .showInformationMessage(`Waypoint: started a fork of “${original.task.title}” from ${title} (${plural(r.filesWritten + r.filesRemoved, 'file')} restored).`, 'Undo', 'Show Original')
+      .showInformationMessage(`Waypoint: started a fork of “${displayText(original.task.title)}” from ${displayText(title)} (${plural(r.filesWritten + r.filesRemoved, 'file')} restored).`, 'Undo', 'Show Original')
       .then((a) => {
         if (a === 'Undo') void vscode.commands.executeCommand('waypoint.undoRollback', forkId);
         if (a === 'Show Original') void vscode.commands.executeCommand('waypoint.revealTask', original.task.id);
@@ -297,7 +298,7 @@ export class WorkspaceCommands {
     if (!task) return undefined;
     const last = await engine.lastUndoableRollback(task.id);
     if (!last) {
-      void vscode.window.showInformationMessage(`Waypoint: “${task.title}” has no rollback to undo.`);
+      void vscode.window.showInformationMessage(`Waypoint: “${displayText(task.title)}” has no rollback to undo.`);
       return undefined;
     }
     // A confirmed caller (the rollback notification's own Undo button, a test) applies at once.
@@ -307,7 +308,7 @@ export class WorkspaceCommands {
       const pre = d.checkpoints.find((c) => c.id === last.preRollbackCheckpointId);
       const when = pre ? localTime(pre.createdAt, Date.now()) : 'before the rollback';
       const restored = d.steps.filter((s) => s.status === 'abandoned').length;
-      const title = `Undo the rollback of “${task.title}”: back to the files of ${when}`;
+      const title = `Undo the rollback of “${displayText(task.title)}”: back to the files of ${when}`;
       if (preview.changes.length) {
         const shown = await ChangesPreview.open(title, preview.changes.map((c) => ({
           key: c.path,
@@ -316,20 +317,20 @@ export class WorkspaceCommands {
           action: c.action,
         })), (k) => this.fileUri(k));
         const ok = await vscode.window.showInformationMessage(
-          `Undo the rollback of “${task.title}”? ${preview.changes.length} file${preview.changes.length === 1 ? '' : 's'} go back to how they were at ${when} (the diff is open)${restored ? ', and the steps it abandoned get their status back' : ''}.`,
+          `Undo the rollback of “${displayText(task.title)}”? ${preview.changes.length} file${preview.changes.length === 1 ? '' : 's'} go back to how they were at ${when} (the diff is open)${restored ? ', and the steps it abandoned get their status back' : ''}.`,
           'Undo Rollback',
         );
         await shown.close();
         if (ok !== 'Undo Rollback') return undefined;
       } else {
-        const ok = await vscode.window.showInformationMessage(`Undo the rollback of “${task.title}”? The files already match; only the steps it abandoned get their status back.`, 'Undo Rollback');
+        const ok = await vscode.window.showInformationMessage(`Undo the rollback of “${displayText(task.title)}”? The files already match; only the steps it abandoned get their status back.`, 'Undo Rollback');
         if (ok !== 'Undo Rollback') return undefined;
       }
     }
     const r = await this.d.operations.run('undoing the last rollback…', () => engine.undoRollback({ taskId: task.id }));
     const n = r.filesWritten + r.filesRemoved;
     const steps = r.restoredSteps.length ? `; ${r.restoredSteps.length} step${r.restoredSteps.length === 1 ? '' : 's'} back as before` : '';
-    void vscode.window.showInformationMessage(`Waypoint: undid the rollback of “${task.title}” (${n} file${n === 1 ? '' : 's'}${steps}).`);
+    void vscode.window.showInformationMessage(`Waypoint: undid the rollback of “${displayText(task.title)}” (${n} file${n === 1 ? '' : 's'}${steps}).`);
     return r;
   }
 

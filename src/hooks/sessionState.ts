@@ -3,6 +3,8 @@ import * as path from 'node:path';
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { writeFileAtomicSync } from '../core/store/fsutil';
+import { STORE_DIR_MODE, STORE_FILE_MODE } from '../core/store/storeDir';
+import { WaypointError } from '../core/model/errors';
 
 /**
  * What the recorder remembers of one agent session between hook processes, in
@@ -68,9 +70,15 @@ export class SessionFile {
       return freshSession(sessionId);
     }
   }
+  /** Private like the rest of the store (0700 directory, 0600 file), whatever the umask: it names the person's prompts. */
   write(s: SessionState): void {
-    fs.mkdirSync(path.dirname(this.file), { recursive: true });
-    writeFileAtomicSync(this.file, JSON.stringify(s));
+    const dir = path.dirname(this.file);
+    fs.mkdirSync(dir, { recursive: true, mode: STORE_DIR_MODE });
+    const st = fs.lstatSync(dir);
+    if (!st.isDirectory()) throw new WaypointError('unsafe_path', `Refusing to write hook state: ${dir} is not a directory (a symbolic link is never followed).`, { path: dir });
+    // An older version made it 0755: tightened when it is ours.
+    if (st.mode & 0o077 && (process.getuid === undefined || st.uid === process.getuid())) fs.chmodSync(dir, STORE_DIR_MODE);
+    writeFileAtomicSync(this.file, JSON.stringify(s), STORE_FILE_MODE);
   }
 }
 

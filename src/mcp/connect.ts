@@ -1,10 +1,14 @@
+import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { createTwoFilesPatch } from 'diff';
 import { WaypointError, errorMessage } from '../core/model/errors';
-import { writeFileAtomicSync } from '../core/store/fsutil';
+import { TEMP_MARKER, fsyncDirSync } from '../core/store/fsutil';
 import { ensurePrivateStoreDir } from '../core/store/storeDir';
+import { WorkspaceDirs } from '../core/snapshot/workspaceDirs';
+import { recordOwnWrites } from '../core/engine/ownWrites';
 import { CLAUDE_TOOLS } from '../hooks/adapters/claudeCode';
-import { clineHookFiles, githubHooksFile, mergeCodexHooks, mergeCursorHooks, mergeGeminiSettings } from './connectHooks';
+import { CLINE_HOOKS, clineHookFiles, githubHooksFile, mergeCodexHooks, mergeCursorHooks, mergeGeminiSettings } from './connectHooks';
 
 /**
  * `waypoint connect claude-code|cursor|codex`: writes Waypoint's MCP server (and,
@@ -148,15 +152,64 @@ export const HOOK_MATCHER = [...CLAUDE_TOOLS.edit, ...CLAUDE_TOOLS.shell, ...CLA
 
 export type Json = Record<string, unknown>;
 
-export function readJsonObject(file: string): Json {
-  let text: string;
+const O_READ_NOFOLLOW = fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0) | (fs.constants.O_NONBLOCK ?? 0);
+
+/**
+ * A config file's text, or null where there is none. Never through a symbolic link and
+ * only a regular file (a FIFO would block, a link may lead to the user's global config):
+ * either is refused, naming it.
+ */
+function readConfig(file: string): string | null {
+  let fd: number;
   try {
-    text = fs.readFileSync(file, 'utf8');
+    fd = fs.openSync(file, O_READ_NOFOLLOW);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return null;
+    if (code === 'ELOOP' || fs.lstatSync(file, { throwIfNoEntry: false })?.isSymbolicLink()) throw linkRefused(file);
     throw new WaypointError('io', `Cannot read ${file}: ${errorMessage(e)}`);
   }
-  if (!text.trim()) return {};
+  try {
+    if (!fs.fstatSync(fd).isFile()) throw new WaypointError('unsafe_path', `${file} is not a regular file; Waypoint left it untouched.`, { path: file });
+    return fs.readFileSync(fd, 'utf8');
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function linkRefused(at: string, target?: string): WaypointError {
+  let to = target;
+  try {
+    to ??= fs.readlinkSync(at);
+  } catch {
+    // Gone since: the message names the path alone.
+  }
+  return new WaypointError(
+    'unsafe_path',
+    `${at} is a symbolic link${to ? ` (to ${to})` : ''}. Waypoint writes agent configuration only into real folders of the workspace, never through a link (a cloned repository could point one at your home folder's global config). Replace the link with a folder, or add Waypoint to that configuration by hand. Nothing was written.`,
+    { path: at, target: to ?? null },
+  );
+}
+
+/**
+ * Refuses a config path with a symbolic link anywhere between the workspace and the file
+ * (the file included): `.cursor -> ~/.cursor` would merge into the user's global config.
+ */
+export function refuseLinkedConfig(workspace: string, file: string): void {
+  const rel = path.relative(workspace, file);
+  if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) throw new WaypointError('unsafe_path', `${file} is outside the workspace ${workspace}; nothing was written.`, { path: file });
+  let at = workspace;
+  for (const part of rel.split(path.sep)) {
+    at = path.join(at, part);
+    const st = fs.lstatSync(at, { throwIfNoEntry: false });
+    if (!st) return;
+    if (st.isSymbolicLink()) throw linkRefused(at);
+  }
+}
+
+export function readJsonObject(file: string): Json {
+  const text = readConfig(file);
+  if (text === null || !text.trim()) return {};
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -179,11 +232,7 @@ export function objectField(file: string, obj: Json, key: string): Json {
 }
 
 export function readText(file: string): string | null {
-  try {
-    return fs.readFileSync(file, 'utf8');
-  } catch {
-    return null; // new file
-  }
+  return readConfig(file);
 }
 
 export function change(file: string, before: Json, after: Json, local: boolean): FileChange {
@@ -277,8 +326,29 @@ export interface ConnectPlan {
   snippet?: string;
 }
 
+/** The files `planConnect` may read and write for an agent, relative to the workspace. */
+function configFiles(agent: AgentKind, ws: string): string[] {
+  const files: Record<AgentKind, string[]> = {
+    // .gitignore is read (and may be written) only in a git repository: see ignoreLocalSettings.
+    'claude-code': ['.mcp.json', '.claude/settings.local.json', ...(fs.existsSync(path.join(ws, '.git')) ? ['.gitignore'] : [])],
+    cursor: ['.cursor/mcp.json', '.cursor/hooks.json'],
+    codex: ['.codex/hooks.json'],
+    vscode: ['.github/hooks/waypoint.json'],
+    'copilot-cli': ['.github/hooks/waypoint.json'],
+    'gemini-cli': ['.gemini/settings.json'],
+    cline: CLINE_HOOKS.map((h) => `.clinerules/hooks/${h}`),
+  };
+  return [LAUNCHER_REL, ...files[agent]];
+}
+
+/**
+ * Every file the connection would change, read and merged but nothing written. A
+ * symbolic link on the way to any of them (the folder or the file) is refused first,
+ * before anything is read through it.
+ */
 export function planConnect(agent: AgentKind, l: Launch): ConnectPlan {
   const ws = l.workspace;
+  for (const rel of configFiles(agent, ws)) refuseLinkedConfig(ws, path.join(ws, ...rel.split('/')));
   const launcher = launcherChange(l);
   switch (agent) {
     case 'claude-code':
@@ -307,24 +377,93 @@ export function planConnect(agent: AgentKind, l: Launch): ConnectPlan {
  * Writes the plan's changed files atomically; every file was validated before the first
  * write. The launcher goes into the store directory, created private and git-ignored
  * exactly as the store creates it, so it is never committed.
+ *
+ * Each file's folder is reached the way a rollback reaches it (WorkspaceDirs: opened
+ * component by component without following links, on Linux through directory
+ * descriptors), so a folder swapped for a link to ~/.cursor after the plan was made
+ * cannot take a write outside the workspace; a link at any step is refused again here.
  */
 export function applyConnect(plan: ConnectPlan): string[] {
+  const changed = plan.files.filter((f) => f.changed);
+  for (const f of changed) refuseLinkedConfig(plan.workspace, f.file);
   const written: string[] = [];
   const storeDir = path.join(plan.workspace, '.waypoint');
-  for (const f of plan.files) {
-    if (!f.changed) continue;
-    if (f.file.startsWith(storeDir + path.sep)) {
-      ensurePrivateStoreDir(storeDir);
-      try {
-        fs.writeFileSync(path.join(storeDir, '.gitignore'), '*\n', { flag: 'wx', mode: 0o600 });
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  const dirs = new WorkspaceDirs([{ name: path.basename(plan.workspace) || 'root', dir: plan.workspace }]);
+  try {
+    for (const f of changed) {
+      if (f.file.startsWith(storeDir + path.sep)) {
+        ensurePrivateStoreDir(storeDir);
+        try {
+          fs.writeFileSync(path.join(storeDir, '.gitignore'), '*\n', { flag: 'wx', mode: 0o600 });
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+        }
       }
+      const rel = path.relative(plan.workspace, f.file).split(path.sep);
+      const name = rel.pop()!;
+      const dir = dirs.dir(0, rel.join('/'), true);
+      if (!dir) throw new WaypointError('io', `Cannot create the folder of ${f.file}.`);
+      writeInto(dir.io, name, f);
+      written.push(f.file);
     }
-    fs.mkdirSync(path.dirname(f.file), { recursive: true });
-    writeFileAtomicSync(f.file, f.content);
-    if (f.executable) fs.chmodSync(f.file, 0o755);
-    written.push(f.file);
+  } catch (e) {
+    if (e instanceof WaypointError) throw e;
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new WaypointError('io', `Writing the agent configuration failed${written.length ? ` after ${written.map((w) => path.relative(plan.workspace, w)).join(', ')}` : ''}: ${errorMessage(e)}${code === 'ELOOP' ? ' (a symbolic link appeared on the way; nothing was written through it)' : ''}`);
+  } finally {
+    dirs.close();
+  }
+  // Waypoint's own writes are no task's work: a running task's review and its agent-only rollback leave them out.
+  const shared = changed.filter((f) => written.includes(f.file) && !f.file.startsWith(storeDir + path.sep));
+  if (shared.length) {
+    ensurePrivateStoreDir(storeDir);
+    recordOwnWrites(storeDir, shared.map((f) => ({ file: path.join(realDir(path.dirname(f.file)), path.basename(f.file)), content: f.content })));
   }
   return written;
+}
+
+function realDir(dir: string): string {
+  try {
+    return fs.realpathSync.native(dir);
+  } catch {
+    return dir;
+  }
+}
+
+const O_CREATE_NOFOLLOW = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | (fs.constants.O_NOFOLLOW ?? 0);
+
+/** A temp file beside the target, created new (never through a link), then renamed over it (a rename replaces a link, never follows it). */
+function writeInto(dirIo: string, name: string, f: FileChange): void {
+  const target = `${dirIo}/${name}`;
+  const st = fs.lstatSync(target, { throwIfNoEntry: false });
+  if (st?.isSymbolicLink()) throw linkRefused(f.file);
+  if (st && !st.isFile()) throw new WaypointError('unsafe_path', `${f.file} is not a regular file; Waypoint left it untouched.`, { path: f.file });
+  const tmp = `${dirIo}/${name}${TEMP_MARKER}${process.pid}-${randomBytes(4).toString('hex')}`;
+  const fd = fs.openSync(tmp, O_CREATE_NOFOLLOW, f.executable ? 0o755 : 0o644);
+  try {
+    fs.writeFileSync(fd, f.content);
+    if (f.executable) fs.fchmodSync(fd, 0o755);
+    fs.fsyncSync(fd);
+  } catch (e) {
+    fs.closeSync(fd);
+    fs.rmSync(tmp, { force: true });
+    throw e;
+  }
+  fs.closeSync(fd);
+  fs.renameSync(tmp, target);
+  fsyncDirSync(dirIo);
+}
+
+/** What the plan would write, for a person to read before anything is: a diff per changed file (a new file in full). */
+export function connectPreview(plan: ConnectPlan): string {
+  const parts: string[] = [];
+  for (const f of plan.files) {
+    if (!f.changed) continue;
+    const rel = path.relative(plan.workspace, f.file).split(path.sep).join('/');
+    const old = readText(f.file);
+    const note = `${f.local ? 'machine-local, not committed' : 'shared, no machine paths'}${f.executable ? ', executable' : ''}`;
+    parts.push(`# ${rel} (${old === null ? 'new file' : 'changed'}; ${note})`);
+    parts.push(createTwoFilesPatch(old === null ? '/dev/null' : `a/${rel}`, `b/${rel}`, old ?? '', f.content, '', '', { context: 3 }).replace(/^=+\n/, ''));
+  }
+  return parts.join('\n');
 }

@@ -4,6 +4,8 @@ import * as fs from 'node:fs';
 import { main } from '../../src/cli/main';
 import { isWaypointError } from '../../src/core/model/errors';
 import { MAX_JSON_DEPTH } from '../../src/core/model/validate';
+import { MAX_PLAN_STEPS } from '../../src/core/model/schema';
+import { MAX_RESUME_MARKDOWN_CHARS } from '../../src/core/engine/resumeContext';
 import { nested } from '../support/fuzz';
 import { openEngine, tmpDir } from '../support/tmp';
 
@@ -48,6 +50,43 @@ describe('engine: free-form JSON is bounded in depth at the door', function () {
       });
       assert.equal(code, 0);
       assert.ok(out.length < 200_000, `resume-context --json is ${out.length} bytes`);
+    } finally {
+      t.cleanup();
+    }
+  });
+});
+
+/**
+ * A plan was capped per call (1,000 steps) but not per task: 30 calls gave 30,000
+ * steps and an 11.7 MB resume context. The cap is per task now, and the resume
+ * context's Markdown stays within MAX_RESUME_MARKDOWN_CHARS however long the plan.
+ */
+describe('engine: a task holds at most MAX_PLAN_STEPS steps; the resume Markdown stays bounded', function () {
+  this.timeout(120_000);
+
+  it('refuses a plan call that would pass the cap with `limit`, records nothing; the Markdown of a full plan is cut with a note', async () => {
+    const t = tmpDir('wp-plancap-');
+    try {
+      fs.writeFileSync(path.join(t.dir, 'a.txt'), 'a\n');
+      const e = await openEngine(t.dir);
+      try {
+        const steps = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({ id: `s${from + i}`, title: `${'t'.repeat(490)} ${from + i}` }));
+        const { taskId } = await e.startTask({ goal: 'g', plan: steps(0, 600) });
+        const before = e.eventLog.lastSeq;
+        const limited = (err: unknown) => isWaypointError(err) && err.code === 'limit' && /at most 1000 steps/.test(err.message) && /Nothing was changed/.test(err.message);
+        await assert.rejects(e.extendPlan({ taskId, plan: steps(600, 401) }), limited);
+        assert.equal(e.eventLog.lastSeq, before, 'nothing recorded');
+        await e.extendPlan({ taskId, plan: steps(600, 400) });
+        await assert.rejects(e.extendPlan({ taskId, plan: steps(1000, 1) }), limited);
+        assert.equal(e.queries.steps(taskId).length, MAX_PLAN_STEPS);
+        const ctx = await e.resumeContext(taskId);
+        assert.equal(ctx.plan.length, MAX_PLAN_STEPS, 'the JSON keeps every step');
+        assert.ok(ctx.markdown.length <= MAX_RESUME_MARKDOWN_CHARS, `Markdown is ${ctx.markdown.length} characters`);
+        assert.match(ctx.markdown, /- … \d+ more plan steps not shown/);
+        assert.match(ctx.markdown, /## Next/, 'what follows the plan is still there');
+      } finally {
+        await e.close();
+      }
     } finally {
       t.cleanup();
     }

@@ -176,4 +176,28 @@ describe('labels: the words of rows, tooltips and the events document', () => {
       assert.match(eventsMarkdown({ task, steps: [], checkpoints: [], sideEffects: [], events: [] }), /No events recorded yet\./);
     });
   });
+  describe('recorded text is shown escaped (controls and bidi overrides never reach a row or a document)', () => {
+    const RAW = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+    const hostile = 'invoice\u202etxt.exe \u001b]52;c;cm0=\u0007\r\u001b[2J';
+
+    it('a checkpoint label, with its step, in rows and pickers', () => {
+      const s1 = step('s1', { title: `step ${hostile}` });
+      const c = cp('c_h', { kind: 'manual', label: hostile, stepId: 's1' });
+      assert.equal(checkpointName(c), 'invoice\\u202etxt.exe \\x1b]52;c;cm0=\\x07\\r\\x1b[2J');
+      assert.doesNotMatch(checkpointWithStep(c, [c], [s1]), RAW);
+      assert.doesNotMatch(checkpointTooltipText(c, [c], [s1]), RAW);
+    });
+
+    it('the events document', () => {
+      const task = { id: 't_h', title: hostile, state: 'running', createdAt: T0 } as Task;
+      const s1 = step('s1', { title: hostile });
+      const events = [
+        { seq: 1, ts: T0, type: 'task.started', taskId: 't_h', by: 'agent', data: { goal: hostile } },
+        { seq: 2, ts: T0, type: 'step.started', taskId: 't_h', by: 'agent', data: { stepId: 's1', attempt: 1 } },
+      ] as never[];
+      const md = eventsMarkdown({ task, steps: [s1], checkpoints: [], sideEffects: [], events });
+      assert.doesNotMatch(md, RAW);
+      assert.ok(md.includes('invoice\\u202etxt.exe'), md);
+    });
+  });
 });

@@ -19,7 +19,7 @@ describe('waypoint connect', function () {
   afterEach(() => ws.cleanup());
 
   const connect = (...args: string[]) => {
-    const r = cli(['connect', ...args, '--workspace', ws.dir]);
+    const r = cli(['connect', ...args, '--yes', '--workspace', ws.dir]);
     return r;
   };
 
@@ -150,5 +150,77 @@ describe('waypoint connect', function () {
     const launcher = path.join(ws.dir, ...LAUNCHER_REL.split('/'));
     assert.ok(c.stdout.includes(`args = [${JSON.stringify(launcher)}, "mcp", "--workspace", ${JSON.stringify(ws.dir)}]`));
     assert.deepEqual(fs.readdirSync(ws.dir).sort(), ['.codex', '.cursor', '.waypoint'], 'codex wrote the launcher it runs and the project hooks file, nothing outside the workspace');
+  });
+  /** Every file and folder under `dir`, as relative paths (what a write outside would change). */
+  const listing = (dir: string): string[] => (fs.readdirSync(dir, { recursive: true }) as string[]).map(String).sort();
+
+  it('refuses a symlinked agent folder (or file) for every agent: nothing written through it, nothing written at all', () => {
+    const cases: [string[], string][] = [
+      [['cursor'], '.cursor'],
+      [['claude-code'], '.claude'],
+      [['codex'], '.codex'],
+      [['gemini-cli'], '.gemini'],
+      [['vscode'], '.github'],
+      [['cline'], '.clinerules'],
+    ];
+    for (const [args, folder] of cases) {
+      const home = tmpDir('wp-connect-home-');
+      try {
+        fs.writeFileSync(path.join(home.dir, 'mcp.json'), '{"mcpServers":{}}');
+        fs.writeFileSync(path.join(home.dir, 'settings.json'), '{}');
+        const before = listing(home.dir);
+        fs.symlinkSync(home.dir, path.join(ws.dir, folder));
+        const r = connect(...args);
+        assert.equal(r.status, 1, `${folder}: ${r.stdout}${r.stderr}`);
+        assert.match(r.stderr, /is a symbolic link .*never through a link/, folder);
+        assert.deepEqual(listing(home.dir), before, `${folder}: nothing written outside`);
+        assert.equal(fs.readFileSync(path.join(home.dir, 'mcp.json'), 'utf8'), '{"mcpServers":{}}');
+        assert.ok(!fs.existsSync(path.join(ws.dir, '.waypoint')), `${folder}: nothing written at all (not even the launcher)`);
+        fs.unlinkSync(path.join(ws.dir, folder));
+      } finally {
+        home.cleanup();
+      }
+    }
+    // A symlinked file: .mcp.json -> the user's global one.
+    const home = tmpDir('wp-connect-home-');
+    try {
+      fs.writeFileSync(path.join(home.dir, 'global.json'), '{}');
+      fs.symlinkSync(path.join(home.dir, 'global.json'), path.join(ws.dir, '.mcp.json'));
+      const r = connect('claude-code');
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, /\.mcp\.json is a symbolic link/);
+      assert.equal(fs.readFileSync(path.join(home.dir, 'global.json'), 'utf8'), '{}');
+    } finally {
+      home.cleanup();
+    }
+  });
+
+  it('a folder swapped for a link after the plan was made is not written through (no-follow directories)', () => {
+    const home = tmpDir('wp-connect-home-');
+    try {
+      const plan = planConnect('cursor', { cli: CLI, workspace: ws.dir });
+      fs.mkdirSync(path.join(ws.dir, '.cursor'));
+      fs.rmdirSync(path.join(ws.dir, '.cursor'));
+      fs.symlinkSync(home.dir, path.join(ws.dir, '.cursor'));
+      assert.throws(() => applyConnect(plan), (e: Error & { code?: string }) => e.code === 'unsafe_path' || e.code === 'io');
+      assert.deepEqual(listing(home.dir), []);
+    } finally {
+      home.cleanup();
+    }
+  });
+
+  it('without --yes shows the diff and writes nothing: no terminal means exit 2 with a hint', () => {
+    fs.writeFileSync(path.join(ws.dir, '.mcp.json'), JSON.stringify({ mcpServers: { other: { command: 'x' } } }, null, 2) + '\n');
+    const r = cli(['connect', 'claude-code', '--workspace', ws.dir]);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stdout, /^--- a\/\.mcp\.json$/m);
+    assert.match(r.stdout, /^\+\s+"waypoint": \{$/m);
+    assert.match(r.stdout, /^# \.claude\/settings\.local\.json \(new file; machine-local/m);
+    assert.match(r.stderr, /Nothing written.*--yes/);
+    assert.deepEqual(listing(ws.dir), ['.mcp.json'], 'nothing written');
+    const j = cli(['connect', 'cursor', '--workspace', ws.dir, '--json']);
+    assert.equal(j.status, 2);
+    assert.equal((JSON.parse(j.stdout) as { error: { code: string } }).error.code, 'usage');
+    assert.deepEqual(listing(ws.dir), ['.mcp.json']);
   });
 });

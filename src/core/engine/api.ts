@@ -48,7 +48,7 @@ export const RpcRequest = z.strictObject({
 export type RpcResponse = { ok: true; result: unknown } | { ok: false; error: { code: WaypointErrorCode | 'internal'; message: string; details?: Record<string, unknown> } };
 
 /** Refusals whose details a caller acts on (when to retry, what the person must decide): they travel with the error. */
-const CODES_WITH_DETAILS: ReadonlySet<string> = new Set<WaypointErrorCode>(['retry_later', 'held']);
+const CODES_WITH_DETAILS: ReadonlySet<string> = new Set<WaypointErrorCode>(['retry_later', 'held', 'limit']);
 
 /** The owner's side of `POST /rpc`. Errors travel as data, with their code, and change nothing. */
 export async function serveRpc(engine: Engine, body: unknown): Promise<RpcResponse> {

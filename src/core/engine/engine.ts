@@ -1073,6 +1073,7 @@ export class Engine {
       queries: this.queries,
       log: this.log,
       workspace: this.workspace,
+      storeDir: this.storeDir,
       workspaceSnapshots: this.workspaceSnapshots,
       exclusive: (fn) => this.exclusive(fn),
       once: (op, key, body, opts) => this.runner.once(op, key, body, opts),

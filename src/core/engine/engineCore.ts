@@ -22,6 +22,8 @@ export interface EngineCore {
   readonly log: Logger;
   /** The workspace root (named in full-disk errors). */
   readonly workspace: string;
+  /** The store directory (its own-writes list: see ownWrites.ts). */
+  readonly storeDir: string;
   /** Null for a store that records checkpoints as metadata only. */
   readonly workspaceSnapshots: WorkspaceSnapshots | null;
   /** Runs fn after every earlier mutation's critical section (the engine's one runner). */

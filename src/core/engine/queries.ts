@@ -228,6 +228,13 @@ export class Queries {
     return rows.map(toCheckpoint);
   }
 
+  /** Other tasks' tool-call checkpoints (hook-recorded work) taken since `since`, by task, then in order. */
+  toolCheckpointsSince(exceptTaskId: string, since: number): CheckpointMeta[] {
+    return this.db()
+      .all("SELECT * FROM checkpoints WHERE task_id <> ? AND created_at >= ? AND kind IN ('tool_start', 'tool_end') ORDER BY task_id, created_at, rowid", [exceptTaskId, since])
+      .map(toCheckpoint);
+  }
+
   checkpoint(id: string): CheckpointMeta | null {
     const r = this.db().get('SELECT * FROM checkpoints WHERE id = ?', [id]);
     return r ? toCheckpoint(r) : null;

@@ -2,6 +2,7 @@ import { nextReadySteps } from '../model/plan';
 import { SCHEMA_VERSION, type CheckpointMeta, type SideEffect, type Step, type Task, type Turn } from '../model/schema';
 import type { ForkInheritance } from './forkInheritance';
 import { holdChoices, retryAt } from './retryPolicy';
+import { displayText } from '../model/displayText';
 
 /**
  * The resume context: everything an agent needs to continue a task without
@@ -169,44 +170,69 @@ function short(v: unknown, max = 400): string {
   return s.length > max ? `${s.slice(0, max)}… (${s.length} chars)` : s;
 }
 
+/**
+ * The most characters the Markdown may hold: it is handed to an agent as a prompt, and
+ * a plan at its cap (MAX_PLAN_STEPS steps of 500-character titles, each with a summary,
+ * outputs and an error) would otherwise make one of megabytes. Lists are cut, whole
+ * items at a time, with a note saying how many were left out; the JSON keeps them all.
+ */
+export const MAX_RESUME_MARKDOWN_CHARS = 64_000;
+
+/** A run of lines kept whole, or (with `what`) a list whose items are dropped from its end when the Markdown would be too long. */
+type Part = { lines: string[] } | { items: string[][]; what: string };
+
 export function renderMarkdown(c: Omit<ResumeContext, 'markdown'>): string {
-  const out: string[] = [];
+  const parts: Part[] = [];
+  let out: string[] = [];
+  const list = (items: string[][], what: string) => {
+    parts.push({ lines: out }, { items, what });
+    out = [];
+  };
   out.push(`# Resume task: ${c.task.title}`, '');
   out.push(`You are resuming a task that was ${c.task.state === 'running' ? 'running' : c.task.state}. Continue from where it stopped; do not redo completed steps.`, '');
   out.push(`**Goal:** ${c.task.goal}`, '');
   out.push(`Task \`${c.task.id}\` · attempt ${c.task.attempt}${c.task.agent ? ` · agent ${c.task.agent}` : ''}`);
   if (c.task.interruption) out.push(`Stopped because: ${c.task.interruption.reason} (${c.task.interruption.class.replace('_', ' ')}).`);
-  if (c.forkedFrom) renderFork(out, c.forkedFrom);
+  if (c.forkedFrom) renderFork(() => out, c.forkedFrom, list);
   if (c.task.hold) {
     out.push('', '## Waiting for a person', '');
     out.push(`**Do not continue on your own.** Since ${new Date(c.task.hold.since).toISOString()} this task waits for a person (${c.task.hold.cause.replace('_', ' ')}): ${c.task.hold.reason}.`);
     out.push(c.task.hold.choices);
   }
   out.push('', '## Plan', '');
-  for (const s of c.plan) {
-    const deps = s.dependsOn.length ? ` (after ${s.dependsOn.join(', ')})` : '';
-    const retry = s.retryAt ? `, may retry at ${s.retryAt}` : '';
-    out.push(`- ${STATUS_MARK[s.status]} \`${s.id}\` ${s.title}${deps} — ${s.status}${s.attempts > 0 ? `, attempt ${s.attempts} of ${s.maxAttempts}` : ''}${retry}`);
-    if (s.summary) out.push(`  - summary: ${short(s.summary)}`);
-    const outputs = short(s.outputs);
-    if (outputs) out.push(`  - outputs: ${outputs}`);
-    if (s.error) out.push(`  - error: ${short(s.error.message)}${s.error.recoverable ? ' (recoverable)' : ''}`);
-  }
+  list(
+    c.plan.map((s) => {
+      const deps = s.dependsOn.length ? ` (after ${s.dependsOn.join(', ')})` : '';
+      const retry = s.retryAt ? `, may retry at ${s.retryAt}` : '';
+      const item = [`- ${STATUS_MARK[s.status]} \`${s.id}\` ${s.title}${deps} — ${s.status}${s.attempts > 0 ? `, attempt ${s.attempts} of ${s.maxAttempts}` : ''}${retry}`];
+      if (s.summary) item.push(`  - summary: ${short(s.summary)}`);
+      const outputs = short(s.outputs);
+      if (outputs) item.push(`  - outputs: ${outputs}`);
+      if (s.error) item.push(`  - error: ${short(s.error.message)}${s.error.recoverable ? ' (recoverable)' : ''}`);
+      return item;
+    }),
+    'plan steps',
+  );
   if (c.interruptedStep) {
     out.push('', '## Interrupted step', '');
     out.push(`\`${c.interruptedStep.id}\` ${c.interruptedStep.title} was ${c.interruptedStep.status} (attempt ${c.interruptedStep.attempts}).`);
     const inputs = short(c.interruptedStep.inputs);
     if (inputs) out.push(`Inputs: ${inputs}`);
-    if (c.interruptedStep.error) out.push(`Error: ${c.interruptedStep.error.message}`);
+    if (c.interruptedStep.error) out.push(`Error: ${short(c.interruptedStep.error.message)}`);
     out.push('Check the workspace for partial edits from this step before redoing it.');
   }
   const { done, failed, inDoubt } = c.sideEffects;
   if (done.length || failed.length || inDoubt.length) {
     out.push('', '## Side effects', '');
-    for (const e of done) out.push(`- done: \`${e.key}\` (${e.kind}) ${e.description}${short(e.result) ? ` → ${short(e.result, 200)}` : ''} — do NOT repeat`);
-    for (const e of failed) out.push(`- failed: \`${e.key}\` (${e.kind}) ${e.description}: ${e.error ?? ''}`);
-    for (const e of inDoubt)
-      out.push(`- IN DOUBT: \`${e.key}\` (${e.kind}) ${e.description} — it may or may not have happened; verify its effect before repeating it, then report the outcome`);
+    // In doubt first: those are the ones an agent must not get wrong, so a cut list keeps them.
+    list(
+      [
+        ...inDoubt.map((e) => [`- IN DOUBT: \`${e.key}\` (${e.kind}) ${e.description} — it may or may not have happened; verify its effect before repeating it, then report the outcome`]),
+        ...done.map((e) => [`- done: \`${e.key}\` (${e.kind}) ${e.description}${short(e.result) ? ` → ${short(e.result, 200)}` : ''} — do NOT repeat`]),
+        ...failed.map((e) => [`- failed: \`${e.key}\` (${e.kind}) ${e.description}: ${short(e.error ?? '')}`]),
+      ],
+      'side effects',
+    );
   }
   if (c.drift && c.drift.files.length) {
     out.push('', '## Changes made outside the task since the last checkpoint', '');
@@ -223,33 +249,83 @@ export function renderMarkdown(c: Omit<ResumeContext, 'markdown'>): string {
     }
   }
   out.push('', '## Next', '');
-  if (c.nextSteps.length) for (const s of c.nextSteps) out.push(`- \`${s.id}\` ${s.title}`);
-  else out.push(c.interruptedStep ? `- Finish \`${c.interruptedStep.id}\` first.` : '- No plan step is ready; decide the next step from the goal, or complete the task.');
+  list(
+    c.nextSteps.map((s) => [`- \`${s.id}\` ${s.title}`]),
+    'ready steps',
+  );
+  if (!c.nextSteps.length) out.push(c.interruptedStep ? `- Finish \`${c.interruptedStep.id}\` first.` : '- No plan step is ready; decide the next step from the goal, or complete the task.');
   if (c.lastCheckpoint) out.push('', `Last checkpoint: \`${c.lastCheckpoint.id}\` (${c.lastCheckpoint.kind}, ${c.lastCheckpoint.createdAt}).`);
-  return out.join('\n') + '\n';
+  parts.push({ lines: out });
+  return fitMarkdown(parts);
 }
 
-function renderFork(out: string[], f: NonNullable<ResumeContext['forkedFrom']>): void {
-  out.push('', '## Forked from', '');
+/**
+ * Joins the parts, every line escaped (recorded text is data, never terminal or
+ * Markdown control), within MAX_RESUME_MARKDOWN_CHARS: the fixed lines first, then the
+ * lists in order while they fit, each cut list ending in a note.
+ */
+function fitMarkdown(parts: Part[]): string {
+  const safe = (l: string) => displayText(l, { multiline: true });
+  const size = (ls: readonly string[]) => ls.reduce((n, l) => n + l.length + 1, 0);
+  const escaped: Part[] = parts.map((p) => ('lines' in p ? { lines: p.lines.map(safe) } : { items: p.items.map((i) => i.map(safe)), what: p.what }));
+  const NOTE_ROOM = 200;
+  const lists = escaped.filter((p) => 'items' in p).length;
+  let room = MAX_RESUME_MARKDOWN_CHARS - escaped.reduce((n, p) => n + ('lines' in p ? size(p.lines) : 0), 0) - NOTE_ROOM * lists;
+  const lines: string[] = [];
+  for (const p of escaped) {
+    if ('lines' in p) {
+      lines.push(...p.lines);
+      continue;
+    }
+    let kept = 0;
+    for (const item of p.items) {
+      const n = size(item);
+      if (n > room) break;
+      room -= n;
+      lines.push(...item);
+      kept++;
+    }
+    if (kept < p.items.length) {
+      room = -1; // later lists get nothing, so what is shown stays in order
+      lines.push(`- … ${p.items.length - kept} more ${p.what} not shown (this Markdown is kept under ${MAX_RESUME_MARKDOWN_CHARS} characters; \`waypoint resume-context --json\` holds them all)`);
+    }
+  }
+  const text = lines.join('\n') + '\n';
+  // The fixed lines alone are bounded by the input schemas; this is the last word on size whatever they hold.
+  if (text.length <= MAX_RESUME_MARKDOWN_CHARS) return text;
+  const note = `\n\n… cut at ${MAX_RESUME_MARKDOWN_CHARS} characters; \`waypoint resume-context --json\` holds everything.\n`;
+  return text.slice(0, MAX_RESUME_MARKDOWN_CHARS - note.length) + note;
+}
+
+function renderFork(lines: () => string[], f: NonNullable<ResumeContext['forkedFrom']>, list: (items: string[][], what: string) => void): void {
+  const out = () => lines();
+  out().push('', '## Forked from', '');
   const inh = f.inheritance;
   if (!inh) {
-    out.push(`This task is a fork of task \`${f.taskId}\` at checkpoint \`${f.checkpointId}\`; that task's history is no longer in the store, so what it did is not known here.`);
+    out().push(`This task is a fork of task \`${f.taskId}\` at checkpoint \`${f.checkpointId}\`; that task's history is no longer in the store, so what it did is not known here.`);
     return;
   }
   const at = inh.checkpoint.label ? `"${inh.checkpoint.label}" (\`${inh.checkpoint.id}\`)` : `\`${inh.checkpoint.id}\``;
-  out.push(`This task is a fork of task \`${inh.original.taskId}\` (${inh.original.title}) at checkpoint ${at}, taken ${new Date(inh.checkpoint.createdAt).toISOString()}. The workspace was restored to that checkpoint when the fork started.`);
-  out.push('', `**Original goal:** ${inh.original.goal}`, '');
+  out().push(`This task is a fork of task \`${inh.original.taskId}\` (${inh.original.title}) at checkpoint ${at}, taken ${new Date(inh.checkpoint.createdAt).toISOString()}. The workspace was restored to that checkpoint when the fork started.`);
+  out().push('', `**Original goal:** ${inh.original.goal}`, '');
   if (inh.inherited.length) {
-    out.push('Inherited (finished by the original before the checkpoint; their results are in the workspace — do not redo them):');
-    for (const s of inh.inherited) {
-      out.push(`- \`${s.id}\` ${s.title} — ${s.status}`);
-      if (s.summary) out.push(`  - summary: ${short(s.summary)}`);
-      const outputs = short(s.outputs);
-      if (outputs) out.push(`  - outputs: ${outputs}`);
-    }
-  } else out.push('Inherited: no finished step (the checkpoint was taken before the original finished any).');
+    out().push('Inherited (finished by the original before the checkpoint; their results are in the workspace — do not redo them):');
+    list(
+      inh.inherited.map((s) => {
+        const item = [`- \`${s.id}\` ${s.title} — ${s.status}`];
+        if (s.summary) item.push(`  - summary: ${short(s.summary)}`);
+        const outputs = short(s.outputs);
+        if (outputs) item.push(`  - outputs: ${outputs}`);
+        return item;
+      }),
+      'inherited steps',
+    );
+  } else out().push('Inherited: no finished step (the checkpoint was taken before the original finished any).');
   if (inh.leftBehind.length) {
-    out.push('', 'Left behind (the original worked on these after the checkpoint, or had not finished them; none of that work is in this workspace):');
-    for (const s of inh.leftBehind) out.push(`- \`${s.id}\` ${s.title} — ${s.statusAtCheckpoint} at the checkpoint, ${s.statusNow} in the original now`);
+    out().push('', 'Left behind (the original worked on these after the checkpoint, or had not finished them; none of that work is in this workspace):');
+    list(
+      inh.leftBehind.map((s) => [`- \`${s.id}\` ${s.title} — ${s.statusAtCheckpoint} at the checkpoint, ${s.statusNow} in the original now`]),
+      'left-behind steps',
+    );
   }
 }

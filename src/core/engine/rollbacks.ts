@@ -19,6 +19,7 @@ import type { EngineCore } from './engineCore';
 import { newId } from './ids';
 import { plural } from '../model/plural';
 import { endsAgentInterval, trailingIsAgent } from './attribution';
+import { ownWritesByKey } from './ownWrites';
 import { RollbackInput, TaskRef } from './inputs';
 import { isNoSpace } from './noSpace';
 import type { Queries } from './queries';
@@ -325,12 +326,13 @@ export class Rollbacks {
     const ws = this.core.snapshots();
     const chain = this.core.queries.checkpoints(taskId).filter((c) => c.manifestRef && !c.damaged && c.createdAt >= from.createdAt && c.id !== from.id);
     const out = new Map<string, { before: ManifestEntry | undefined; after: ManifestEntry | undefined }[]>();
+    const foreign = await this.notThisTasks(taskId, from);
     const note = (prev: Manifest, next: Manifest) => {
       for (const p of paths) {
         const a = prev.get(p);
         const b = next.get(p);
         const same = a?.type === 'file' && b?.type === 'file' ? a.hash === b.hash : JSON.stringify(a) === JSON.stringify(b);
-        if (!same) out.set(p, [...(out.get(p) ?? []), { before: a, after: b }]);
+        if (!same && !foreign(p, b)) out.set(p, [...(out.get(p) ?? []), { before: a, after: b }]);
       }
     };
     const agents = this.agentsInterval(taskId);
@@ -359,15 +361,16 @@ export class Rollbacks {
     const agent = new Set<string>();
     const person = new Set<string>();
     const agents = this.agentsInterval(taskId);
+    const foreign = await this.notThisTasks(taskId, from);
     let prev = await ws.load(from);
     for (const c of chain) {
       const next = await ws.load(c);
       const inStep = agents(c);
-      for (const ch of diffManifests(prev, next)) (inStep ? agent : person).add(ch.path);
+      for (const ch of diffManifests(prev, next)) (inStep && !foreign(ch.path, ch.after) ? agent : person).add(ch.path);
       prev = next;
     }
     const trailing = trailingIsAgent(chain[chain.length - 1] ?? from, this.core.queries.steps(taskId).some((s) => s.status === 'in_progress'));
-    for (const ch of diffManifests(prev, now)) (trailing ? agent : person).add(ch.path);
+    for (const ch of diffManifests(prev, now)) (trailing && !foreign(ch.path, ch.after) ? agent : person).add(ch.path);
     return { agent, person };
   }
 
@@ -387,6 +390,35 @@ export class Rollbacks {
   }
 
   /**
+   * Changes that are never this task's, whichever interval they fall in: what Waypoint
+   * itself wrote (Connect an Agent's config files; see ownWrites.ts), and what another
+   * hook-recorded task changed inside one of its own tool calls since `from` — that
+   * file is the other task's. Matched by path and the entry the change left, so a later
+   * edit of the same file by this task's agent is still its own.
+   */
+  private async notThisTasks(taskId: string, from: CheckpointMeta): Promise<(path: string, after: ManifestEntry | undefined) => boolean> {
+    const ws = this.core.workspaceSnapshots;
+    if (!ws) return () => false;
+    const own = ownWritesByKey(this.core.storeDir, ws.roots);
+    const others = new Map<string, Set<string>>();
+    const tools = this.core.queries.toolCheckpointsSince(taskId, from.createdAt).filter((c) => c.manifestRef && !c.damaged);
+    for (let i = 1; i < tools.length; i++) {
+      const [a, b] = [tools[i - 1]!, tools[i]!];
+      if (a.taskId !== b.taskId || a.kind !== 'tool_start' || b.kind !== 'tool_end') continue;
+      // Attribution only: an unreadable manifest is passed over.
+      const pair = await Promise.all([ws.load(a), ws.load(b)]).catch(() => null);
+      if (!pair) continue;
+      for (const ch of diffManifests(pair[0], pair[1])) {
+        let set = others.get(ch.path);
+        if (!set) others.set(ch.path, (set = new Set()));
+        set.add(entryKey(ch.after));
+      }
+    }
+    if (!own.size && !others.size) return () => false;
+    return (p, after) => (after?.type === 'file' && own.get(p)?.has(after.hash) === true) || others.get(p)?.has(entryKey(after)) === true;
+  }
+
+  /**
    * Of `paths` (present now, absent at checkpoint `from`), those no step of the task
    * created: each path's last appearance (absent in one of the task's checkpoints,
    * present in the next) fell in an interval that is not a step's (see
@@ -397,9 +429,10 @@ export class Rollbacks {
     const chain = this.core.queries.checkpoints(taskId).filter((c) => c.manifestRef && c.createdAt >= from.createdAt && c.id !== from.id);
     const byStep = new Map<string, boolean>();
     const agents = this.agentsInterval(taskId);
+    const foreign = await this.notThisTasks(taskId, from);
     let prev = await ws.load(from);
     const appeared = (next: Manifest, inStep: boolean) => {
-      for (const p of paths) if (!prev.has(p) && next.has(p)) byStep.set(p, inStep);
+      for (const p of paths) if (!prev.has(p) && next.has(p)) byStep.set(p, inStep && !foreign(p, next.get(p)));
     };
     let last: CheckpointMeta = from;
     for (const c of chain) {
@@ -478,4 +511,12 @@ export class Rollbacks {
     }
     return notes;
   }
+}
+
+/** What a change left at a path, comparable across manifests (content, not stat fields). */
+function entryKey(e: ManifestEntry | undefined): string {
+  if (!e) return 'absent';
+  if (e.type === 'file') return `file:${e.hash}:${e.mode}`;
+  if (e.type === 'symlink') return `link:${e.target}`;
+  return `${e.type}:${JSON.stringify(e)}`;
 }

@@ -15,7 +15,8 @@ export type WaypointErrorCode =
   | 'io' // the disk refused
   | 'store_unavailable' // the team store (PostgreSQL) cannot be reached; nothing acknowledged is lost, retry later
   | 'retry_later' // a step's retry backoff has not passed; details.retryAt says when it may start
-  | 'held'; // the task waits for a person (details.hold): retries used up, side effects in doubt
+  | 'held' // the task waits for a person (details.hold): retries used up, side effects in doubt
+  | 'limit'; // a documented cap would be exceeded (details.limit says which and how much); nothing changed
 
 export class WaypointError extends Error {
   constructor(

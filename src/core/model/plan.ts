@@ -1,5 +1,5 @@
 import { WaypointError } from './errors';
-import type { PlanItem, StepStatus } from './schema';
+import { MAX_PLAN_STEPS, type PlanItem, type StepStatus } from './schema';
 
 /**
  * A plan is a DAG of steps. Refuses duplicate ids, unknown dependencies, self
@@ -7,6 +7,13 @@ import type { PlanItem, StepStatus } from './schema';
  * in the task when a plan is extended: new steps may depend on them.
  */
 export function validatePlan(items: readonly PlanItem[], existing: readonly { id: string; dependsOn: readonly string[] }[] = []): void {
+  if (existing.length + items.length > MAX_PLAN_STEPS) {
+    throw new WaypointError(
+      'limit',
+      `A task's plan may hold at most ${MAX_PLAN_STEPS} steps; this task has ${existing.length} and the call adds ${items.length}. Nothing was changed. Group work into fewer, larger steps, or start a new task.`,
+      { limit: 'plan_steps', max: MAX_PLAN_STEPS, existing: existing.length, adding: items.length },
+    );
+  }
   const ids = new Set(existing.map((s) => s.id));
   for (const item of items) {
     if (ids.has(item.id)) {

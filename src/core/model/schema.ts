@@ -87,7 +87,13 @@ export const PlanItem = z.strictObject({
   maxAttempts: z.number().int().min(1, 'must be at least 1').max(100, 'must be at most 100').optional(),
 });
 export type PlanItem = z.infer<typeof PlanItem>;
-export const Plan = z.array(PlanItem).max(1000, 'a plan may hold at most 1000 steps');
+/**
+ * The most steps one task's plan may hold, over all its plan calls together: a plan
+ * grown call by call past it made every read of the task (tree, resume context) slow
+ * and large. One call may bring at most as many.
+ */
+export const MAX_PLAN_STEPS = 1000;
+export const Plan = z.array(PlanItem).max(MAX_PLAN_STEPS, `a plan may hold at most ${MAX_PLAN_STEPS} steps`);
 
 export const LeaseOwner = z.strictObject({
   id: Text(200).min(1),

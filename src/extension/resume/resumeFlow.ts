@@ -8,6 +8,7 @@ import type { EngineHost } from '../engineHost';
 import { installedAgentClis } from './agentClis';
 import { CHAT_COMMAND, deliveryLabel, offeredDeliveries, type Delivery } from './deliveries';
 import { describeStop, driverName } from './words';
+import { displayText } from '../../core/model/displayText';
 
 /**
  * Resume Task as a hand-off: everything is asked first (side effects in doubt,
@@ -144,6 +145,6 @@ export class ResumeFlow {
       return;
     }
     await vscode.env.clipboard.writeText(ctx.markdown);
-    void vscode.window.showInformationMessage(`Waypoint: the resume prompt of “${ctx.task.title}” is copied; paste it into your agent.`);
+    void vscode.window.showInformationMessage(`Waypoint: the resume prompt of “${displayText(ctx.task.title)}” is copied; paste it into your agent.`);
   }
 }
