@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { WaypointError, errorMessage } from '../core/model/errors';
 import { writeFileAtomicSync } from '../core/store/fsutil';
 import { ensurePrivateStoreDir } from '../core/store/storeDir';
-import { CLAUDE_TOOLS } from '../hooks/adapters/claudeCode';
+import { CLAUDE_PLAN_EVENTS, CLAUDE_TOOLS } from '../hooks/adapters/claudeCode';
 import { clineHookFiles, githubHooksFile, mergeCodexHooks, mergeCursorHooks, mergeGeminiSettings } from './connectHooks';
 
 /**
@@ -141,7 +141,7 @@ export function hookCommand(l: Launch): string {
 }
 
 const HOOK_MARK = ' hook claude-code ';
-export const HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PostToolUseFailure', 'PreCompact', 'Stop', 'SessionEnd'] as const;
+export const HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PostToolUseFailure', 'PreCompact', 'Stop', 'SessionEnd', ...CLAUDE_PLAN_EVENTS] as const;
 const TOOL_EVENTS = new Set<string>(['PreToolUse', 'PostToolUse', 'PostToolUseFailure']);
 // Only the tools the recorder acts on: every matched call costs the agent a hook process.
 export const HOOK_MATCHER = [...CLAUDE_TOOLS.edit, ...CLAUDE_TOOLS.shell, ...CLAUDE_TOOLS.todo].join('|');
