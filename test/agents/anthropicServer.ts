@@ -17,6 +17,8 @@ export interface ScriptedToolUse {
 
 export interface ScriptedReply {
   text?: string;
+  /** Answer with this API error instead (a 400 is not retried by the client). */
+  error?: { status: number; type: string; message: string };
   tools?: ScriptedToolUse[];
   /**
    * Called when the agent sends the request that carries this reply's tool results
@@ -129,6 +131,11 @@ export async function startAnthropicServer(script: ScriptedReply[], opts: { main
   }
 
   function send(res: http.ServerResponse, body: MessagesBody, reply: ScriptedReply): void {
+    if (reply.error) {
+      res.writeHead(reply.error.status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ type: 'error', error: { type: reply.error.type, message: reply.error.message } }));
+      return;
+    }
     const content: Record<string, unknown>[] = [];
     if (reply.text) content.push({ type: 'text', text: reply.text });
     for (const t of reply.tools ?? []) content.push({ type: 'tool_use', id: t.id, name: t.name, input: t.input });

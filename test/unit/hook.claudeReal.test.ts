@@ -153,3 +153,33 @@ describe('hook recorder: an edit tool owns only the files it names', function ()
     }
   });
 });
+
+describe('hook recorder: the real Claude Code’s StopFailure (the model API answered an error)', function () {
+  this.timeout(120_000);
+  before(() => buildCli());
+
+  it('ends the turn and interrupts the task with the API’s error as the cause', async () => {
+    const ws = tmpDir('wp-stop-failure-');
+    try {
+      const text = fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'hooks-real', 'claude-code', 'stop-failure.jsonl'), 'utf8').replaceAll('${WORKSPACE}', ws.dir).replaceAll('${HOME}', path.join(ws.dir, '..', 'home'));
+      const list = text.split('\n').filter(Boolean);
+      assert.ok(list.some((l) => l.includes('"StopFailure"')), 'the recorded payloads hold a StopFailure');
+      for (const p of list) {
+        const r = cli(['hook', 'claude-code', '--workspace', ws.dir], { input: p });
+        assert.equal(r.status, 0, r.stderr);
+        assert.doesNotMatch(r.stderr, /not recorded/);
+      }
+      const engine = await openEngine(ws.dir);
+      try {
+        const [task] = engine.tasks();
+        assert.equal(task.state, 'interrupted');
+        assert.match(JSON.stringify(task.interruption), /API Error: 400 scripted failure/);
+        assert.equal(engine.queries.turns(task.id).length, 1, 'the failed turn is recorded');
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      ws.cleanup();
+    }
+  });
+});

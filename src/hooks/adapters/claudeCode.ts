@@ -120,7 +120,8 @@ function claudeEvent(p: z.infer<typeof ClaudeHookInput>): HookEvent {
       return { type: 'plan_item', item: { id, ...(content ? { content } : {}), ...(p.hook_event_name === 'TaskCompleted' ? { status: 'completed' as const } : {}) } };
     }
     case 'StopFailure':
-      return { type: 'turn_failed', error: errorText(p.error) ?? errorText(p.error_details) ?? 'the turn ended on an error', lastMessage: p.last_assistant_message };
+      // The real one (2.1.332) sends `error: "unknown"` and the API's error as the last message ("API Error: 400 …").
+      return { type: 'turn_failed', error: [str(p.last_assistant_message), errorText(p.error_details), errorText(p.error)].filter(Boolean).join(' — ') || 'the turn ended on an error' };
     case 'PreCompact':
       return { type: 'compaction' };
     // Seen from the real binary and deliberately not used: a subagent's tool calls arrive as the
