@@ -34,6 +34,8 @@ async function main(): Promise<void> {
     await step('typecheck', 'typecheck');
     await step('lint (layering)', 'lint');
     await step('unit tests', 'test:unit');
+    // The real agent binaries (pinned, installed once into .agents-cache/) against a scripted model: about a minute.
+    await step('real agents (scripted model)', 'test:agents');
   } catch (e) {
     install.child.kill();
     throw e;

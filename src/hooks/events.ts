@@ -28,6 +28,16 @@ export interface ToolCall {
   command?: string;
   /** Todo: the whole list as the agent now holds it. */
   todos?: TodoItem[];
+  /** Todo, one item at a time (Claude Code's TaskCreate/TaskUpdate): the item the call created or changed. */
+  planItem?: PlanItemChange;
+}
+
+/** One item of a plan the agent keeps item by item, named by the agent's own id for it. */
+export interface PlanItemChange {
+  id: string;
+  /** Its words: given when it is created (later calls name it by id only). */
+  content?: string;
+  status?: TodoStatus;
 }
 
 export type HookEvent =
@@ -38,6 +48,10 @@ export type HookEvent =
   | { type: 'stop'; lastMessage?: string }
   /** The agent's answer, when the agent reports it apart from its stop (Cursor's afterAgentResponse). */
   | { type: 'agent_message'; text: string }
+  /** A plan item created or changed, reported apart from the tool call (Claude Code's TaskCreated/TaskCompleted). */
+  | { type: 'plan_item'; item: PlanItemChange }
+  /** The turn ended on an error (Claude Code's StopFailure: the model API failed): the work stops unfinished. */
+  | { type: 'turn_failed'; error: string; lastMessage?: string }
   | { type: 'compaction' }
   | { type: 'session_end'; reason?: string }
   /** A documented event the recorder has no use for (notifications, model calls…): valid, recorded nowhere. */

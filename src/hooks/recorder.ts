@@ -6,7 +6,7 @@ import { Logger, silentLogger } from '../core/log';
 import { WaypointError, isWaypointError } from '../core/model/errors';
 import type { LeaseOwner, Step, Task } from '../core/model/schema';
 import { isActive, isOpen } from '../core/model/taskStates';
-import type { HookEnvelope, TodoItem, ToolCall } from './events';
+import type { HookEnvelope, PlanItemChange, TodoItem, ToolCall } from './events';
 import { SessionFile, remember, zeroCounts, type SessionState } from './sessionState';
 import { bound, lastAssistantMessage } from './transcript';
 
@@ -122,6 +122,12 @@ class Recording {
           this.state.turn.lastMessage = bound(e.text);
           this.save();
         }
+        break;
+      case 'plan_item':
+        await this.onPlanItem(e.item);
+        break;
+      case 'turn_failed':
+        await this.onTurnFailed(e.error, e.lastMessage);
         break;
       case 'compaction':
         if (this.state.turn) this.state.turn.compactions++;
@@ -317,6 +323,7 @@ class Recording {
       if (!this.state.turn) this.startImplicitTurn();
       this.state.turn!.tools.todo += this.state.seenCalls.includes(`pre:${key}`) ? 0 : 1;
       if (e.ok && call.todos) await this.todoPlan(task, call.todos);
+      if (e.ok && call.planItem) await this.planItem(task, call.planItem);
       this.save();
       return;
     }
@@ -350,7 +357,12 @@ class Recording {
     }
     const step = (await this.steps(task.id)).find((s) => s.id === open.stepId);
     // The step may have ended in between (a todo update inside a parallel call): the change is still the agent's, in its own step.
-    await this.api.checkpoint({ taskId: task.id, kind: 'tool_end', stepId: step ? step.id : open.stepId, label: `after ${this.describe(call)}`, owner: this.owner });
+    const named = call.kind === 'edit' ? (call.files ?? []).map((f) => path.resolve(this.env.cwd ?? this.ctx.workspace, f)) : [];
+    // An edit tool changes only the files it names: its interval holds just those (a scan of them
+    // alone), and a full scan right after gives what anyone else changed meanwhile to no step.
+    // A shell call (or an edit naming nothing) owns everything that changed while it ran.
+    await this.api.checkpoint({ taskId: task.id, kind: 'tool_end', stepId: step ? step.id : open.stepId, label: `after ${this.describe(call)}`, owner: this.owner, ...(named.length ? { dirty: named } : {}) });
+    if (named.length) await this.api.checkpoint({ taskId: task.id, kind: 'tool_end', stepId: null, label: `others' changes during ${this.describe(call)}`.slice(0, 200), owner: this.owner });
     delete this.state.open[key];
     this.actions.push(`${call.kind} ${call.name} recorded in ${open.stepId}`);
     this.save();
@@ -411,6 +423,41 @@ class Recording {
       await this.api.startStep({ taskId: task.id, stepId: i.id, owner: this.owner });
       this.actions.push(`step ${i.id} started`);
     }
+  }
+
+  /** A plan item reported by its own event (TaskCreated, TaskCompleted): as its tool call's after hook would. */
+  private async onPlanItem(item: PlanItemChange): Promise<void> {
+    const task = await this.ensureTask(this.fallbackGoal());
+    await this.planItem(task, item);
+    this.save();
+  }
+
+  /**
+   * An agent that keeps its plan item by item: the item is merged into the session's copy of
+   * the plan (words from its creation, status from each update) and the whole list becomes
+   * the plan as a todo list does. An update for an item never seen (its creation was before
+   * the hooks) has no words and changes nothing.
+   */
+  private async planItem(task: Task, item: PlanItemChange): Promise<void> {
+    const items = [...(this.state.planItems ?? [])];
+    const at = items.findIndex((i) => i.id === item.id);
+    if (at < 0) {
+      if (!item.content) return;
+      items.push({ id: item.id, content: item.content, status: item.status ?? 'pending' });
+    } else if (item.status && !(items[at].status === 'completed' && item.status === 'pending')) {
+      items[at] = { ...items[at], status: item.status };
+    }
+    this.state.planItems = items.slice(-500);
+    await this.todoPlan(task, items);
+  }
+
+  /** The turn ended on an error (the model API failed): recorded, and the task is interrupted with the error as its cause. */
+  private async onTurnFailed(error: string, lastMessage: string | undefined): Promise<void> {
+    const task = await this.activeTask();
+    if (!task) return;
+    await this.endTurn(task, lastMessage);
+    await this.api.interruptTask({ taskId: task.id, reason: bound(`${this.ctx.agentLabel} turn failed: ${error}`, 2000) });
+    this.actions.push(`${task.id} interrupted (turn failed)`);
   }
 
   private async onStop(lastMessage: string | undefined): Promise<void> {

@@ -46,6 +46,14 @@ const SessionState = z.strictObject({
   turn: Turn.nullable(),
   /** Compactions seen while no turn was under way, counted into the next one. */
   pendingCompactions: z.number().int().nonnegative(),
+  /**
+   * The plan of an agent that keeps it item by item (Claude Code's Tasks): each item by the
+   * agent's id, so a later update naming only the id finds its words. Absent until one is seen.
+   */
+  planItems: z
+    .array(z.strictObject({ id: z.string().max(200), content: z.string().max(2000), status: z.enum(['pending', 'in_progress', 'completed', 'cancelled']) }))
+    .max(500)
+    .optional(),
 });
 export type SessionState = z.infer<typeof SessionState>;
 

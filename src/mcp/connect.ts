@@ -7,7 +7,7 @@ import { TEMP_MARKER, fsyncDirSync } from '../core/store/fsutil';
 import { ensurePrivateStoreDir } from '../core/store/storeDir';
 import { WorkspaceDirs } from '../core/snapshot/workspaceDirs';
 import { recordOwnWrites } from '../core/engine/ownWrites';
-import { CLAUDE_TOOLS } from '../hooks/adapters/claudeCode';
+import { CLAUDE_PLAN_EVENTS, CLAUDE_TOOLS } from '../hooks/adapters/claudeCode';
 import { CLINE_HOOKS, clineHookFiles, githubHooksFile, mergeCodexHooks, mergeCursorHooks, mergeGeminiSettings } from './connectHooks';
 
 /**
@@ -120,6 +120,13 @@ function newestInstalled() {
 }
 const devCheckout = !VERSIONED.test(path.basename(path.dirname(path.dirname(RECORDED))));
 const cli = (devCheckout && fs.existsSync(RECORDED) && RECORDED) || newestInstalled() || (fs.existsSync(RECORDED) && RECORDED);
+if (!cli && process.argv[2] === 'hook') {
+  // A hook must never fail the agent: without a Waypoint to record with, it answers neutrally.
+  const answers = { cursor: '{}', 'gemini-cli': '{}', cline: '{"cancel":false}' };
+  process.stderr.write('Waypoint: no installed Waypoint found; this hook recorded nothing.\\n');
+  if (answers[process.argv[3]]) process.stdout.write(answers[process.argv[3]] + '\\n');
+  process.exit(0);
+}
 if (!cli) {
   process.stderr.write('Waypoint: no installed Waypoint found (looked for ' + RECORDED + ' and in ' + roots.join(', ') + '). Install the extension, then run "Waypoint: Connect an Agent" again.\\n');
   process.exit(127);
@@ -145,7 +152,7 @@ export function hookCommand(l: Launch): string {
 }
 
 const HOOK_MARK = ' hook claude-code ';
-export const HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PostToolUseFailure', 'PreCompact', 'Stop', 'SessionEnd'] as const;
+export const HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PostToolUseFailure', 'PreCompact', 'Stop', 'SessionEnd', ...CLAUDE_PLAN_EVENTS] as const;
 const TOOL_EVENTS = new Set<string>(['PreToolUse', 'PostToolUse', 'PostToolUseFailure']);
 // Only the tools the recorder acts on: every matched call costs the agent a hook process.
 export const HOOK_MATCHER = [...CLAUDE_TOOLS.edit, ...CLAUDE_TOOLS.shell, ...CLAUDE_TOOLS.todo].join('|');
@@ -311,10 +318,15 @@ function ignoreLocalSettings(ws: string): FileChange[] {
   return [{ file, content, changed: true, local: false }];
 }
 
-/** ~/.codex/config.toml is per-user, so the absolute launcher path is right there. */
-export function codexSnippet(l: Launch): string {
+/**
+ * ~/.codex/config.toml is per-user and serves every project, so the entry names no
+ * workspace: Codex starts it in the project's folder, and it walks up from there to the
+ * nearest folder Waypoint was set up in (where there is none it says so and exits).
+ */
+export function codexSnippet(): string {
   const q = (s: string) => JSON.stringify(s); // TOML basic strings share JSON's escapes
-  return [`[mcp_servers.${SERVER_KEY}]`, `command = "node"`, `args = [${mcpArgs(launcherPath(l), l.workspace).map(q).join(', ')}]`, ''].join('\n');
+  const find = `d=$PWD; while [ ! -f "$d/${LAUNCHER_REL}" ] && [ "$d" != / ]; do d=$(dirname "$d"); done; [ -f "$d/${LAUNCHER_REL}" ] || { echo "Waypoint is not set up in $PWD or above it: run waypoint connect codex there" >&2; exit 1; }; exec node "$d/${LAUNCHER_REL}" mcp --workspace "$d"`;
+  return [`[mcp_servers.${SERVER_KEY}]`, `command = "sh"`, `args = [${['-c', find].map(q).join(', ')}]`, ''].join('\n');
 }
 
 export interface ConnectPlan {
@@ -361,7 +373,7 @@ export function planConnect(agent: AgentKind, l: Launch): ConnectPlan {
       return { agent, workspace: ws, files: [launcher, mergeMcpJson(path.join(ws, '.cursor', 'mcp.json'), cursorServerEntry()), mergeCursorHooks(ws)] };
     case 'codex':
       // The MCP snippet goes outside the workspace (printed, not written); the project's hooks file is written.
-      return { agent, workspace: ws, files: [launcher, mergeCodexHooks(ws)], snippet: codexSnippet(l) };
+      return { agent, workspace: ws, files: [launcher, mergeCodexHooks(ws)], snippet: codexSnippet() };
     case 'vscode':
     case 'copilot-cli':
       // One file serves both: VS Code runs `command`, Copilot CLI `bash`/`powershell`.

@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import { WaypointError } from '../core/model/errors';
 import { CODEX_TOOLS } from '../hooks/adapters/codex';
 import { GEMINI_TOOLS } from '../hooks/adapters/gemini';
+import { HOOK_AGENTS, type HookAgent } from '../hooks/agents';
 import { LAUNCHER_REL, change, isObject, objectField, readJsonObject, readText, type FileChange, type Json } from './connect';
 
 /**
@@ -10,16 +11,34 @@ import { LAUNCHER_REL, change, isObject, objectField, readJsonObject, readText, 
  * an older entry of Waypoint's (recognised by its ` hook <agent>` command), keeps every
  * other hook, and refuses (changing nothing) a file that is not what the agent expects.
  *
- * These files sit in the project and may be committed, so they name the launcher
- * relative to the project (`node .waypoint/bin/waypoint.cjs`): the agents run project
- * hooks from the project folder, and each teammate's own Waypoint writes their launcher.
+ * These files sit in the project and may be committed, so their command finds the
+ * launcher itself (sharedHookCommand): from a subfolder, and in a teammate's clone where
+ * the git-ignored launcher is missing until their own Waypoint writes it.
  */
 // Built on call: connect.ts and this module import each other, so LAUNCHER_REL is not there yet at load.
-const run = (agent: string) => `node ${LAUNCHER_REL} hook ${agent}`;
-const ours = (agent: string) => (h: unknown) => isObject(h) && typeof h.command === 'string' && h.command.includes(` hook ${agent}`);
+const run = (agent: HookAgent) => sharedHookCommand(agent, agent === 'gemini-cli' ? 'GEMINI_PROJECT_DIR' : undefined);
+
+/**
+ * A hook command for a config that is committed and so runs on every teammate's machine,
+ * from whatever folder the agent is in: POSIX sh that walks up from the agent's project
+ * folder (`projectVar`, where the agent sets one) or its working directory to the nearest
+ * folder whose `.waypoint/bin/waypoint.cjs` exists and records there. Where there is none
+ * (a fresh clone, a teammate without Waypoint) it reads the event, prints the agent's
+ * neutral answer and exits 0: a hook must never fail the agent.
+ */
+export function sharedHookCommand(agent: HookAgent, projectVar?: string): string {
+  const start = projectVar ? `\${${projectVar}:-$PWD}` : '$PWD';
+  const answer = HOOK_AGENTS[agent].stdout;
+  return (
+    `d=${start}; while [ ! -f "$d/${LAUNCHER_REL}" ] && [ "$d" != / ] && [ "$d" != . ]; do d=$(dirname "$d"); done; ` +
+    `if [ -f "$d/${LAUNCHER_REL}" ] && command -v node >/dev/null 2>&1; then exec node "$d/${LAUNCHER_REL}" hook ${agent} --workspace "$d"; fi; ` +
+    `cat >/dev/null; ${answer ? `printf '%s\\n' '${answer}'; ` : ''}exit 0`
+  );
+}
+const ours = (agent: HookAgent) => (h: unknown) => isObject(h) && typeof h.command === 'string' && h.command.includes(` hook ${agent}`);
 
 /** Claude-shaped `{hooks: {Event: [{matcher?, hooks: [{type, command}]}]}}` (Codex, Gemini CLI). */
-function mergeGroups(file: string, before: Json, agent: string, events: readonly string[], toolEvents: ReadonlySet<string>, matcher: string, extra: Json = {}): Json {
+function mergeGroups(file: string, before: Json, agent: HookAgent, events: readonly string[], toolEvents: ReadonlySet<string>, matcher: string, extra: Json = {}): Json {
   const hooks = objectField(file, before, 'hooks');
   const next: Json = { ...hooks };
   for (const event of events) {
@@ -79,7 +98,8 @@ export const GITHUB_HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolU
 export function githubHooksFile(ws: string): FileChange {
   const file = path.join(ws, '.github', 'hooks', 'waypoint.json');
   const before = readJsonObject(file);
-  const entry = { type: 'command', command: run('vscode'), bash: run('copilot-cli'), powershell: run('copilot-cli'), timeout: 30, timeoutSec: 30 };
+  // PowerShell keeps the plain relative launcher: the walk-up is POSIX sh.
+  const entry = { type: 'command', command: run('vscode'), bash: run('copilot-cli'), powershell: `node ${LAUNCHER_REL} hook copilot-cli`, timeout: 30, timeoutSec: 30 };
   const hooks = Object.fromEntries(GITHUB_HOOK_EVENTS.map((e) => [e, [entry]]));
   return change(file, before, { version: 1, hooks }, false);
 }
@@ -92,7 +112,7 @@ const CLINE_MARK = '# Written by Waypoint (waypoint connect cline)';
  * Waypoint did not write is never replaced.
  */
 export function clineHookFiles(ws: string): FileChange[] {
-  const content = `#!/bin/sh\n${CLINE_MARK}: records this Cline task in Waypoint; always exits 0.\ndir=$(cd "$(dirname "$0")/../.." && pwd)\nexec node "$dir/${LAUNCHER_REL}" hook cline --workspace "$dir"\n`;
+  const content = `#!/bin/sh\n${CLINE_MARK}: records this Cline task in Waypoint; always exits 0.\ndir=$(cd "$(dirname "$0")/../.." && pwd)\nif [ ! -f "$dir/${LAUNCHER_REL}" ] || ! command -v node >/dev/null 2>&1; then cat >/dev/null; printf '%s\\n' '${HOOK_AGENTS.cline.stdout}'; exit 0; fi\nexec node "$dir/${LAUNCHER_REL}" hook cline --workspace "$dir"\n`;
   return CLINE_HOOKS.map((hook) => {
     const file = path.join(ws, '.clinerules', 'hooks', hook);
     const old = readText(file);

@@ -25,7 +25,7 @@ describe('connect: each agent’s hook configuration', () => {
       if (theirs) fs.writeFileSync(path.join(ws.dir, rel), JSON.stringify(theirs));
       applyConnect(planConnect(agent, launch()));
       const cmds = commands(json(rel));
-      assert.ok(cmds.some((c) => /^node \.waypoint\/bin\/waypoint\.cjs hook /.test(c)), `Waypoint's hook is there: ${cmds.join(' | ')}`);
+      assert.ok(cmds.some((c) => c.includes(`exec node "$d/.waypoint/bin/waypoint.cjs" hook ${agent} --workspace "$d"`)), `Waypoint's hook is there: ${cmds.join(' | ')}`);
       assert.ok(cmds.every((c) => !c.includes(ws.dir)), 'no machine path in a file meant to be shared');
       if (theirs) assert.ok(cmds.includes('./audit.sh'), 'the project’s own hook is kept');
       const again = planConnect(agent, launch());
@@ -36,8 +36,8 @@ describe('connect: each agent’s hook configuration', () => {
   it('vscode and copilot-cli share one file: VS Code runs `command`, Copilot CLI `bash`', () => {
     applyConnect(planConnect('copilot-cli', launch()));
     const e = json('.github/hooks/waypoint.json').hooks.PreToolUse[0];
-    assert.match(e.command, / hook vscode$/);
-    assert.match(e.bash, / hook copilot-cli$/);
+    assert.match(e.command, / hook vscode --workspace /);
+    assert.match(e.bash, / hook copilot-cli --workspace /);
   });
 
   it('cline: executable hook scripts that find the project themselves; a hook Waypoint did not write is never replaced', () => {

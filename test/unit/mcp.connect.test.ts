@@ -108,9 +108,14 @@ describe('waypoint connect', function () {
       fs.rmSync(exts.dir, { recursive: true, force: true });
       fakeCli('C', path.join(home.dir, '.vscode', 'extensions', 'waypoint-dev.waypoint-1.0.0'));
       assert.equal(runLauncher().stdout, 'C hook claude-code');
-      // Nothing installed: a clear error, not a stack trace.
+      // Nothing installed: a hook still exits 0 (it must never fail the agent) and says so in a line;
+      // anything else (the MCP server) is a clear error, not a stack trace.
       fs.rmSync(path.join(home.dir, '.vscode'), { recursive: true, force: true });
       r = runLauncher();
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stdout, '');
+      assert.match(r.stderr, /^Waypoint: no installed Waypoint found; this hook recorded nothing\.\n$/);
+      r = spawnSync('node', [LAUNCHER_REL, 'mcp'], { cwd: ws.dir, env, encoding: 'utf8' });
       assert.equal(r.status, 127);
       assert.match(r.stderr, /no installed Waypoint found.*Connect an Agent/);
       // Connecting again (same version A path) changes nothing in the shared file.
@@ -146,9 +151,10 @@ describe('waypoint connect', function () {
     const c = connect('codex');
     assert.equal(c.status, 0, c.stderr);
     assert.match(c.stdout, /\[mcp_servers\.waypoint\]/);
-    assert.ok(c.stdout.includes('command = "node"'));
-    const launcher = path.join(ws.dir, ...LAUNCHER_REL.split('/'));
-    assert.ok(c.stdout.includes(`args = [${JSON.stringify(launcher)}, "mcp", "--workspace", ${JSON.stringify(ws.dir)}]`));
+    // ~/.codex/config.toml serves every project: the entry names no workspace, it finds the one Codex starts it in.
+    assert.ok(c.stdout.includes('command = "sh"'));
+    assert.ok(!c.stdout.includes(ws.dir), 'no workspace hard-coded in the per-user config');
+    assert.ok(c.stdout.includes(`exec node \\"$d/${LAUNCHER_REL}\\" mcp --workspace \\"$d\\"`), c.stdout);
     assert.deepEqual(fs.readdirSync(ws.dir).sort(), ['.codex', '.cursor', '.waypoint'], 'codex wrote the launcher it runs and the project hooks file, nothing outside the workspace');
   });
   /** Every file and folder under `dir`, as relative paths (what a write outside would change). */

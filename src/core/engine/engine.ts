@@ -772,7 +772,7 @@ export class Engine {
       if (task.state === 'completed' || task.state === 'abandoned') {
         throw new WaypointError('illegal_transition', `Task ${task.id} is ${task.state}; no more checkpoints can be taken for it.`);
       }
-      const stepId = input.stepId ?? this.queries.steps(task.id).find((s) => s.status === 'in_progress')?.id ?? null;
+      const stepId = input.stepId !== undefined ? input.stepId : (this.queries.steps(task.id).find((s) => s.status === 'in_progress')?.id ?? null);
       const { event, checkpoint, report } = await this.captureCheckpoint(task, input.kind ?? 'manual', stepId, input.label ?? null, input.dirty);
       return { events: [event], result: { taskId: task.id, checkpointId: checkpoint.id, filesChanged: checkpoint.filesChanged, ...report } };
     });

@@ -68,7 +68,12 @@ export const SkipStepInput = TaskRef.extend({ stepId: Identifier, reason: text(2
 export const CheckpointInput = TaskRef.extend({
   label: text(200).optional(),
   kind: z.enum(['manual', 'auto', 'periodic', 'tool_start', 'tool_end']).optional(),
-  stepId: Identifier.optional(),
+  /**
+   * The step whose work ends here (default: the step in progress). `null`: what changed since
+   * the last checkpoint was no step's work — a hook recorder's scan after an edit tool's own
+   * files, for what others changed while the tool ran.
+   */
+  stepId: Identifier.nullable().optional(),
   dirty: z.array(z.string().max(4096)).max(100_000).optional(),
 });
 

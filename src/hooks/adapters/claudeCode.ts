@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parseInput } from '../../core/model/validate';
-import type { HookEnvelope, HookEvent, ToolCall } from '../events';
+import type { HookEnvelope, HookEvent, PlanItemChange, TodoStatus, ToolCall } from '../events';
 import { Args, Id, PathText, TodoList, filesIn, kindOf, num, str, todosFrom } from './common';
 
 /**
@@ -9,7 +9,14 @@ import { Args, Id, PathText, TodoList, filesIn, kindOf, num, str, todosFrom } fr
  * Exit 2 would block the tool call or the prompt, so `waypoint hook` always exits 0.
  * VS Code's Claude harness sends the same payloads.
  */
-export const CLAUDE_TOOLS = { edit: ['Edit', 'MultiEdit', 'Write', 'NotebookEdit'], shell: ['Bash'], todo: ['TodoWrite'] } as const;
+export const CLAUDE_TOOLS = { edit: ['Edit', 'MultiEdit', 'Write', 'NotebookEdit'], shell: ['Bash'], todo: ['TodoWrite', 'TaskCreate', 'TaskUpdate'] } as const;
+
+/**
+ * Events Waypoint registers beyond the tool and session ones: Claude Code's Tasks (its plan
+ * since TodoWrite was retired: TaskCreate/TaskUpdate tools, TaskCreated/TaskCompleted
+ * events) and StopFailure (a turn ended by an API error).
+ */
+export const CLAUDE_PLAN_EVENTS = ['TaskCreated', 'TaskCompleted', 'StopFailure'] as const;
 
 export const ClaudeHookInput = z.looseObject({
   session_id: Id,
@@ -25,6 +32,9 @@ export const ClaudeHookInput = z.looseObject({
   error: z.unknown().optional(),
   reason: z.string().max(200).optional(),
   last_assistant_message: z.string().max(1_000_000).optional(),
+  task_id: z.union([z.string().max(200), z.number()]).optional(),
+  task_subject: z.string().max(10_000).optional(),
+  error_details: z.unknown().optional(),
 });
 
 export function claudeToolCall(name: string, input: Record<string, unknown> | undefined, id: string | undefined, table: { edit: readonly string[]; shell: readonly string[]; todo: readonly string[] } = CLAUDE_TOOLS): ToolCall {
@@ -32,11 +42,41 @@ export function claudeToolCall(name: string, input: Record<string, unknown> | un
   const call: ToolCall = { id: id ?? null, name, kind };
   if (kind === 'edit') call.files = filesIn(input);
   if (kind === 'shell') call.command = str(input?.command) ?? '';
-  if (kind === 'todo') {
+  if (kind === 'todo' && name === 'TodoWrite') {
     const list = TodoList.safeParse(input?.todos);
     call.todos = list.success ? todosFrom(list.data) : [];
   }
   return call;
+}
+
+/**
+ * TaskCreate / TaskUpdate after they ran: the item they made or changed. TaskCreate's id is
+ * only in its response (`{task: {id}}`); TaskUpdate names it (`taskId`) with the new status
+ * (`deleted` drops the item). Words come from `subject`, as TaskCreated reports them too.
+ */
+export function claudePlanItem(name: string, input: Record<string, unknown> | undefined, response: unknown): PlanItemChange | undefined {
+  const r = (typeof response === 'object' && response !== null ? response : {}) as Record<string, unknown>;
+  if (name === 'TaskCreate') {
+    const task = (typeof r.task === 'object' && r.task !== null ? r.task : {}) as Record<string, unknown>;
+    const id = idText(task.id);
+    const content = str(task.subject) ?? str(input?.subject);
+    return id && content ? { id, content: content.slice(0, 2000) } : undefined;
+  }
+  if (name === 'TaskUpdate') {
+    const id = idText(input?.taskId) ?? idText(r.taskId);
+    if (!id) return undefined;
+    const status = planStatus(str(input?.status));
+    return { id, ...(status ? { status } : {}) };
+  }
+  return undefined;
+}
+
+const idText = (v: unknown): string | undefined => (typeof v === 'number' && Number.isFinite(v) ? String(v) : typeof v === 'string' && v ? v.slice(0, 200) : undefined);
+
+function planStatus(s: string | undefined): TodoStatus | undefined {
+  if (s === undefined) return undefined;
+  if (s === 'deleted') return 'cancelled';
+  return todosFrom([{ content: 'x', status: s }])[0]?.status;
 }
 
 export function errorText(e: unknown): string | undefined {
@@ -64,14 +104,32 @@ function claudeEvent(p: z.infer<typeof ClaudeHookInput>): HookEvent {
       const r = (typeof p.tool_response === 'object' && p.tool_response !== null ? p.tool_response : {}) as Record<string, unknown>;
       const exitCode = num(r.exit_code) ?? num(r.exitCode) ?? num(r.returnCode);
       if (r.interrupted === true) return { type: 'tool_after', call: call(), ok: false, error: 'the command was interrupted', stdout: str(r.stdout), stderr: str(r.stderr) };
-      return { type: 'tool_after', call: call(), ok: true, exitCode, stdout: str(r.stdout), stderr: str(r.stderr) };
+      const done = call();
+      if (done.kind === 'todo' && !done.todos) done.planItem = claudePlanItem(done.name, p.tool_input, p.tool_response);
+      return { type: 'tool_after', call: done, ok: true, exitCode, stdout: str(r.stdout), stderr: str(r.stderr) };
     }
     case 'PostToolUseFailure':
       return p.tool_name ? { type: 'tool_after', call: call(), ok: false, error: errorText(p.error) ?? `${p.tool_name} failed` } : { type: 'ignored', name: p.hook_event_name };
     case 'Stop':
       return { type: 'stop', lastMessage: p.last_assistant_message };
+    case 'TaskCreated':
+    case 'TaskCompleted': {
+      const id = idText(p.task_id);
+      if (!id) return { type: 'ignored', name: p.hook_event_name };
+      const content = str(p.task_subject)?.slice(0, 2000);
+      return { type: 'plan_item', item: { id, ...(content ? { content } : {}), ...(p.hook_event_name === 'TaskCompleted' ? { status: 'completed' as const } : {}) } };
+    }
+    case 'StopFailure':
+      // The real one (2.1.332) sends `error: "unknown"` and the API's error as the last message ("API Error: 400 …").
+      return { type: 'turn_failed', error: [str(p.last_assistant_message), errorText(p.error_details), errorText(p.error)].filter(Boolean).join(' — ') || 'the turn ended on an error' };
     case 'PreCompact':
       return { type: 'compaction' };
+    // Seen from the real binary and deliberately not used: a subagent's tool calls arrive as the
+    // session's own (same session_id, with agent_id), so they are the agent's already;
+    // PostToolBatch repeats the calls' own hooks; SubagentStop is not the turn's end; CwdChanged,
+    // FileChanged, InstructionsLoaded, Notification, PermissionRequest say nothing about work done;
+    // WorktreeCreate/WorktreeRemove hooks replace Claude Code's own git worktree handling, so they
+    // are never registered.
     case 'SessionEnd':
       return { type: 'session_end', reason: p.reason };
     default:

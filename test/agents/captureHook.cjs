@@ -1,0 +1,35 @@
+#!/usr/bin/env node
+// A hook for the real-agent suite: appends each payload the agent sends (one JSON line, with the
+// event's name) to the file named by WAYPOINT_AGENT_CAPTURE, and plays the person when told to:
+// on a PreToolUse of the tool named by WAYPOINT_PERSON_TOOL it waits until Waypoint has opened
+// the call (its session file names the call's id), then writes WAYPOINT_PERSON_FILE.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const chunks = [];
+process.stdin.on('data', (d) => chunks.push(d));
+process.stdin.on('end', () => {
+  const raw = Buffer.concat(chunks).toString('utf8');
+  const out = process.env.WAYPOINT_AGENT_CAPTURE;
+  if (out) fs.appendFileSync(out, raw.replace(/\n/g, ' ') + '\n');
+  let p = {};
+  try {
+    p = JSON.parse(raw);
+  } catch {
+    return;
+  }
+  const tool = process.env.WAYPOINT_PERSON_TOOL;
+  const file = process.env.WAYPOINT_PERSON_FILE;
+  if (!tool || !file || p.hook_event_name !== 'PreToolUse' || p.tool_name !== tool || fs.existsSync(file)) return;
+  const hooksDir = path.join(process.env.WAYPOINT_PERSON_WORKSPACE || p.cwd, '.waypoint', 'hooks');
+  const until = Date.now() + 20000;
+  const opened = () => {
+    try {
+      return fs.readdirSync(hooksDir).some((f) => fs.readFileSync(path.join(hooksDir, f), 'utf8').includes(JSON.stringify(p.tool_use_id) + ':'));
+    } catch {
+      return false;
+    }
+  };
+  while (!opened() && Date.now() < until) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+  fs.writeFileSync(file, 'the person wrote this while the agent edited\n');
+});
