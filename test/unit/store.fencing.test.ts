@@ -220,8 +220,10 @@ describe('fencing: an owner replaced while stalled never acknowledges a write', 
         await new Promise((r) => setTimeout(r, leaseMs + 500));
         // The owner's process and its renewal thread are alive all along; only its loop is stuck.
         assert.ok(isAlive(child.pid!));
+        const cliAt = Date.now();
         const byCli = cli(['task', 'start', '--goal', 'acknowledged by the CLI', '--workspace', t.dir, '--json']);
         assert.equal(byCli.status, 0, `the CLI took the hung owner's store over: ${byCli.stderr}`);
+        process.stdout.write(`      (the CLI, started ${cliAt - blockedAt} ms after the owner blocked, took over and answered in ${Date.now() - cliAt} ms; lease ${leaseMs} ms)\n`);
         const listed = cli(['tasks', '--workspace', t.dir, '--json']);
         assert.equal(listed.status, 0, listed.stderr);
         assert.deepEqual((JSON.parse(listed.stdout) as { goal: string }[]).map((x) => x.goal).sort(), ['acknowledged by the CLI', 'acknowledged by the first owner']);

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { WaypointError } from '../model/errors';
-import { fsyncDirSync, isPidAlive, tempPathFor } from './fsutil';
+import { fsyncDirSync, isPidAlive, tempPathFor, writeFileAtomicSync } from './fsutil';
 import { isStale, leaseEnd, lockPath, readLockFile } from './lockFile';
 
 /**
@@ -86,11 +86,23 @@ export function readLock(dir: string): ReadLock {
 
 export { isStale, leaseEnd, lockPath };
 
-export function describeOwner(info: LockInfo, seen?: Pick<ReadLock, 'mtimeMs'>): string {
+export function describeOwner(info: LockInfo, seen?: Pick<ReadLock, 'mtimeMs'>, o: { unlockHint?: boolean } = {}): string {
   const until = leaseEnd({ info, mtimeMs: seen?.mtimeMs });
-  return `pid ${info.pid} on ${info.host} (owner ${info.ownerId}, epoch ${info.epoch}, since ${new Date(info.startedAt).toISOString()}, lease until ${new Date(
-    until,
-  ).toISOString()})`;
+  // Whose lock it is matters most when it is another machine's: nothing here can tell
+  // whether that process still runs, and the folder (with its lock) may be a copy.
+  const foreign =
+    info.host === os.hostname()
+      ? ''
+      : o.unlockHint === false
+        ? 'another machine; '
+        : `another machine, which this one cannot check: if no Waypoint there is using this folder (a copied or cloned folder, a synced drive), run 'waypoint unlock' here; `;
+  return `pid ${info.pid} on ${info.host} (${foreign}owner ${info.ownerId}, epoch ${info.epoch}, since ${isoTime(info.startedAt)}, lease until ${isoTime(until)})`;
+}
+
+/** A time from a lock file, which may hold any number: an impossible one is shown as it is. */
+function isoTime(ms: number): string {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? String(ms) : d.toISOString();
 }
 
 export class OwnerLock {
@@ -314,6 +326,42 @@ function writeEpochHint(dir: string, epoch: number): void {
     fs.renameSync(tmp, file);
   } catch {
     fs.rmSync(tmp, { force: true });
+  }
+}
+
+/**
+ * `waypoint unlock`: ends, now, the lease of the lock that still holds `seenText`. The
+ * lock is rewritten rather than removed — same holder, a lease already over — so the
+ * holder, should it run or wake, finds its text gone and fences itself, and the next
+ * opener takes the store over by the takeover path, which fences whatever that holder
+ * left open (a journal segment it may still append to). An unreadable lock, which
+ * nobody can be shown to hold, is removed. Done under the takeover mutex.
+ */
+export function expireLock(dir: string, seenText: string): 'expired' | 'removed' | 'changed' | 'busy' {
+  const mutex = path.join(dir, 'owner.lock.takeover');
+  try {
+    fs.writeFileSync(mutex, String(process.pid), { flag: 'wx', mode: 0o600 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    return 'busy';
+  }
+  try {
+    const now = readLock(dir);
+    if (now.text !== seenText) return 'changed';
+    let raw: unknown = null;
+    try {
+      raw = JSON.parse(seenText);
+    } catch {
+      // not JSON: removed below
+    }
+    if (!now.info || raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+      fs.rmSync(lockPath(dir), { force: true });
+      return 'removed';
+    }
+    writeFileAtomicSync(lockPath(dir), JSON.stringify({ ...raw, leaseExpiresAt: 0, leaseMs: 1 }), 0o600);
+    return 'expired';
+  } finally {
+    fs.rmSync(mutex, { force: true });
   }
 }
 
