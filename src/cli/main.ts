@@ -16,6 +16,7 @@ import { tasksTable, taskDetail } from './format';
 import { statsText } from './statsFormat';
 import type { Command, Ctx } from './command';
 import { MCP_COMMANDS, usePrereadHookInput } from './mcpCommands';
+import { UNLOCK_COMMANDS } from './unlock';
 import { listAllTasks } from './tasksAll';
 import { teamStoreOf } from './teamStore';
 import { checkpointsTable, isWorkspaceIdArg, notOnThisMachine, teamCheckpoints, teamDiff } from './teamReview';
@@ -608,6 +609,7 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   ...MCP_COMMANDS,
+  ...UNLOCK_COMMANDS,
 };
 
 function helpText(): string {

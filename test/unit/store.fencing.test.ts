@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -10,7 +10,7 @@ import { readDiscovery } from '../../src/ownership/discovery';
 import { WaypointError } from '../../src/core/model/errors';
 import { SCHEMA_VERSION } from '../../src/core/model/schema';
 import { bundleScript } from '../support/bundle';
-import { isAlive, waitExit, waitFor } from '../support/mcp';
+import { buildCli, cli, isAlive, waitExit, waitFor } from '../support/mcp';
 import { openEngine, started, tmpDir } from '../support/tmp';
 import { embeddedStore } from '../support/embedded';
 
@@ -101,16 +101,31 @@ describe('fencing: an owner replaced while stalled never acknowledges a write', 
     }
   });
 
-  it('renewal does not depend on a free event loop: a 2 s synchronous job keeps a 600 ms lease', async () => {
-    const a = await EventStore.open({ dir, lock: { leaseMs: 600 } });
-    await new Promise((r) => setTimeout(r, 300)); // the renewal thread is up
-    const until = Date.now() + 2_000;
-    while (Date.now() < until) {
-      // busy: no timer of this thread can run
+  it('a lease is renewed only while the main loop turns: work that yields keeps it, a block past the lease loses it and is fenced', async () => {
+    const a = await EventStore.open({ dir, lock: { leaseMs: 900 } });
+    // 3 s of synchronous slices of 200 ms, yielding between them: the owner stays.
+    for (const until = Date.now() + 3_000; Date.now() < until; ) {
+      const slice = Date.now() + 200;
+      while (Date.now() < slice) {
+        // busy
+      }
+      await new Promise((r) => setImmediate(r));
     }
     await assert.rejects(EventStore.open({ dir, lock: { waitMs: 100 } }), (e: unknown) => e instanceof WaypointError && e.code === 'locked');
     await a.commit([started(1)]).durable;
+
+    // 2 s without a turn (the renewal thread runs all along): the lease runs out.
+    const until = Date.now() + 2_000;
+    while (Date.now() < until) {
+      // blocked: no timer of this thread can run
+    }
+    const b = await EventStore.open({ dir, lock: { waitMs: 100 } });
+    assert.ok(b.lock.tookOver, 'the stalled owner was taken over');
+    await b.commit([started(2)]).durable;
+    await assert.rejects(async () => a.commit([started(3)]).durable, isLost);
     await a.close();
+    assert.deepEqual(b.events().map((e) => e.taskId), ['t1', 't2']);
+    await b.close();
   });
 
   describe('real processes: SIGSTOP an owner past its lease, take over, SIGCONT it', () => {
@@ -182,6 +197,61 @@ describe('fencing: an owner replaced while stalled never acknowledges a write', 
         assert.ok(listSegments(dir).length >= 1);
       });
     }
+
+    it('an owner whose main thread blocks (a FIFO read) stops being renewed: a CLI call after the lease takes over, and the owner that wakes acknowledges nothing', async () => {
+      buildCli();
+      const leaseMs = 1_500;
+      const fifo = path.join(t.dir, '..', `${path.basename(t.dir)}.fifo`);
+      execFileSync('mkfifo', [fifo]);
+      try {
+        const script = bundleScript(path.join(__dirname, '..', 'support', 'ownerChild.ts'));
+        child = spawn(process.execPath, [script, t.dir, String(leaseMs), fifo], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+        child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+        await waitFor(`the owner child to be ready (${out})`, () => out.includes('ready'), 20_000);
+        const d = readDiscovery(dir)!;
+        const first = await rpc(d.url, d.token, 'startTask', { goal: 'acknowledged by the first owner' });
+        assert.equal(first.ok, true, JSON.stringify(first));
+
+        child.kill('SIGUSR2');
+        await waitFor(`the owner to block (${out})`, () => out.includes('blocking'), 10_000);
+        const blockedAt = Date.now();
+        await new Promise((r) => setTimeout(r, leaseMs + 500));
+        // The owner's process and its renewal thread are alive all along; only its loop is stuck.
+        assert.ok(isAlive(child.pid!));
+        const cliAt = Date.now();
+        const byCli = cli(['task', 'start', '--goal', 'acknowledged by the CLI', '--workspace', t.dir, '--json']);
+        assert.equal(byCli.status, 0, `the CLI took the hung owner's store over: ${byCli.stderr}`);
+        process.stdout.write(`      (the CLI, started ${cliAt - blockedAt} ms after the owner blocked, took over and answered in ${Date.now() - cliAt} ms; lease ${leaseMs} ms)\n`);
+        const listed = cli(['tasks', '--workspace', t.dir, '--json']);
+        assert.equal(listed.status, 0, listed.stderr);
+        assert.deepEqual((JSON.parse(listed.stdout) as { goal: string }[]).map((x) => x.goal).sort(), ['acknowledged by the CLI', 'acknowledged by the first owner']);
+        assert.ok(Date.now() - blockedAt < leaseMs + 500 + 15_000, 'no wait beyond the lease and the CLI itself');
+
+        // Wake the owner: it must refuse everything, reads included.
+        fs.writeFileSync(fifo, 'wake');
+        await waitFor(`the owner to wake (${out})`, () => out.includes('woke'), 10_000);
+        const write = await rpc(d.url, d.token, 'startTask', { goal: 'sent to the woken owner' });
+        const read = await rpc(d.url, d.token, 'tasks', {});
+        assert.equal(write.ok, false, `the woken owner must not acknowledge: ${JSON.stringify(write)}`);
+        assert.equal(write.error?.code, 'lost_ownership', JSON.stringify(write));
+        assert.equal(read.ok, false);
+        assert.equal(read.error?.code, 'lost_ownership');
+        child.kill('SIGTERM');
+        await waitExit(child.pid!);
+
+        const e = await openEngine(t.dir);
+        try {
+          assert.deepEqual(e.tasks({}).map((x) => x.goal).sort(), ['acknowledged by the CLI', 'acknowledged by the first owner']);
+          assert.equal((await e.verify()).ok, true);
+        } finally {
+          await e.close();
+        }
+      } finally {
+        fs.rmSync(fifo, { force: true });
+      }
+    });
   });
 });
 

@@ -47,6 +47,8 @@ export interface WorkspaceSnapshotOptions {
 
 /** How a full manifest object starts (manifest.ts writes them so); deltas are small JSON objects naming their parent. */
 const FULL_MANIFEST_HEAD = '{"entries":';
+/** How long verify reads and hashes objects before it lets the event loop turn. */
+const VERIFY_SLICE_MS = 50;
 
 export interface ObjectCheck {
   /** Checkpoints with a manifest that were checked. */
@@ -363,7 +365,15 @@ export class WorkspaceSnapshots implements Snapshotter {
       return problem;
     };
     let checked = 0;
+    // Reading and hashing every object is synchronous; yield often, so the owner's
+    // event loop turns (its lease is renewed only then) however big the store is.
+    let sliceAt = performance.now();
+    const turn = async (): Promise<void> => {
+      await new Promise<void>((r) => setImmediate(r));
+      sliceAt = performance.now();
+    };
     for (const c of checkpoints) {
+      if (performance.now() - sliceAt > VERIFY_SLICE_MS) await turn();
       if (!c.manifestRef) continue;
       checked++;
       const ref = c.manifestRef;
@@ -382,6 +392,7 @@ export class WorkspaceSnapshots implements Snapshotter {
         for (const [key, e] of m) {
           if (e.type !== 'file') continue;
           files++;
+          if (performance.now() - sliceAt > VERIFY_SLICE_MS) await turn();
           const v = st(e.hash);
           if (v === 'ok') continue;
           bad.set(e.hash, v);

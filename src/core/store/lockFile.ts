@@ -46,9 +46,28 @@ export function leaseEnd(seen: { info: LeaseFields | null; mtimeMs?: number }): 
   return Math.max(info.leaseExpiresAt, renewed);
 }
 
+/** How far another machine's clock may run ahead of this one's before its lease is not believed. */
+const CLOCK_SKEW_MS = 5 * 60_000;
+/** Longer than any owner asks for: a lock claiming more is no lease to honour. */
+const MAX_LEASE_MS = 60 * 60_000;
+
+/**
+ * A lease that ends far beyond its own length from now was not given by a running
+ * owner with a sane clock: a lock copied from another machine, a clock years off, a
+ * hand-made file. Such a lease is treated as expired, so it cannot lock a store out.
+ */
+export function isAbsurdLease(seen: { info: LeaseFields | null; mtimeMs?: number }, now = Date.now()): boolean {
+  const info = seen.info;
+  if (!info) return false;
+  // A lock of an older version does not say its lease's length: the longest believable is assumed.
+  const length = Math.min(info.leaseMs ?? MAX_LEASE_MS, MAX_LEASE_MS);
+  return leaseEnd(seen) > now + length + CLOCK_SKEW_MS;
+}
+
 export function isStale(seen: { info: LeaseFields | null; mtimeMs?: number }, now = Date.now()): boolean {
   const info = seen.info;
   if (!info) return true; // unreadable content: nobody can be shown to own it
   if (info.host === os.hostname() && !isPidAlive(info.pid)) return true;
-  return leaseEnd(seen) < now;
+  // Another machine's pid cannot be checked from here: only its lease counts, if believable.
+  return leaseEnd(seen) < now || isAbsurdLease(seen, now);
 }

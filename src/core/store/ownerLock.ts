@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { WaypointError } from '../model/errors';
-import { fsyncDirSync, isPidAlive, tempPathFor } from './fsutil';
+import { fsyncDirSync, isPidAlive, tempPathFor, writeFileAtomicSync } from './fsutil';
 import { isStale, leaseEnd, lockPath, readLockFile } from './lockFile';
 
 /**
@@ -23,16 +23,21 @@ import { isStale, leaseEnd, lockPath, readLockFile } from './lockFile';
  *  - every ownership carries an epoch, one more than any the store has seen, and
  *    a takeover always bumps it;
  *  - the lock's content is written once, at acquisition, and never rewritten: the
- *    lease is renewed by touching the file's mtime (expiry = mtime + leaseMs). A
- *    stalled owner that wakes between its check and its renewal can at worst
- *    lengthen its successor's lease; it can never put its own content back;
+ *    lease is renewed by touching the file's mtime (expiry = mtime + leaseMs),
+ *    through the descriptor its content was checked on, so a stalled owner that
+ *    wakes between its check and its renewal touches only its own, replaced file;
+ *    it can never put its own content back;
  *  - before answering any write the store calls `assertHeld()`, which reads the
  *    lock and refuses (`lost_ownership`) unless it still names this owner and
  *    epoch. The write was durable before that read, so if the read still saw this
  *    owner, the takeover (which replaces the lock first and reads the journal
  *    after) replays the write: nothing acknowledged is lost;
- *  - renewal runs on a worker thread, so an owner busy with long synchronous work
- *    (a first checkpoint of a huge tree, a big export) keeps its lease.
+ *  - renewal runs on a worker thread, but proves the main thread alive: the main
+ *    thread marks every turn of its event loop (a timer), and the worker moves the
+ *    lease only up to the last mark. An owner whose main thread is blocked (a
+ *    blocking open of a FIFO, a runaway loop) stops being renewed and is taken over
+ *    once its lease runs out; a thread that merely runs is no proof anyone answers.
+ *    Long synchronous work must therefore yield well within the lease.
  */
 export const LockInfo = z.object({
   ownerId: z.string(),
@@ -81,17 +86,30 @@ export function readLock(dir: string): ReadLock {
 
 export { isStale, leaseEnd, lockPath };
 
-export function describeOwner(info: LockInfo, seen?: Pick<ReadLock, 'mtimeMs'>): string {
+export function describeOwner(info: LockInfo, seen?: Pick<ReadLock, 'mtimeMs'>, o: { unlockHint?: boolean } = {}): string {
   const until = leaseEnd({ info, mtimeMs: seen?.mtimeMs });
-  return `pid ${info.pid} on ${info.host} (owner ${info.ownerId}, epoch ${info.epoch}, since ${new Date(info.startedAt).toISOString()}, lease until ${new Date(
-    until,
-  ).toISOString()})`;
+  // Whose lock it is matters most when it is another machine's: nothing here can tell
+  // whether that process still runs, and the folder (with its lock) may be a copy.
+  const foreign =
+    info.host === os.hostname()
+      ? ''
+      : o.unlockHint === false
+        ? 'another machine; '
+        : `another machine, which this one cannot check: if no Waypoint there is using this folder (a copied or cloned folder, a synced drive), run 'waypoint unlock' here; `;
+  return `pid ${info.pid} on ${info.host} (${foreign}owner ${info.ownerId}, epoch ${info.epoch}, since ${isoTime(info.startedAt)}, lease until ${isoTime(until)})`;
+}
+
+/** A time from a lock file, which may hold any number: an impossible one is shown as it is. */
+function isoTime(ms: number): string {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? String(ms) : d.toISOString();
 }
 
 export class OwnerLock {
   private released = false;
   private lostReason: string | null = null;
   private renewer: Worker | undefined;
+  private beatTimer: NodeJS.Timeout | undefined;
   private readonly lostListeners = new Set<(reason: string) => void>();
 
   private constructor(
@@ -200,8 +218,7 @@ export class OwnerLock {
   private markLost(reason: string): void {
     if (this.lostReason !== null) return;
     this.lostReason = reason;
-    void this.renewer?.terminate();
-    this.renewer = undefined;
+    this.stopRenewal();
     for (const l of this.lostListeners) {
       try {
         l(reason);
@@ -213,14 +230,21 @@ export class OwnerLock {
 
   /**
    * Renews on a worker thread at a third of the lease (so one missed tick does not
-   * lose ownership), touching the lock only while it is still ours. The worker
-   * reports a lock that is no longer ours; the main thread then fences itself.
+   * lose ownership), touching the lock only while it is still ours, and only up to
+   * the main loop's last turn (see the class comment). The worker reports a lock
+   * that is no longer ours; the main thread then fences itself.
    */
   private startRenewal(leaseMs: number): void {
+    const beat = new BigInt64Array(new SharedArrayBuffer(8));
+    const mark = (): void => void Atomics.store(beat, 0, BigInt(Date.now()));
+    mark();
+    // Often enough that the renewal lags the loop's real last turn by little of the lease.
+    this.beatTimer = setInterval(mark, Math.max(50, Math.min(1_000, Math.floor(leaseMs / 6))));
+    this.beatTimer.unref();
     const worker = new Worker(RENEWER_SOURCE, {
       eval: true,
       execArgv: [],
-      workerData: { file: lockPath(this.dir), text: this.text, intervalMs: Math.max(250, Math.floor(leaseMs / 3)) },
+      workerData: { file: lockPath(this.dir), text: this.text, intervalMs: Math.max(250, Math.floor(leaseMs / 3)), beat },
     });
     worker.unref();
     worker.on('message', (m: { lost?: boolean }) => {
@@ -237,11 +261,17 @@ export class OwnerLock {
     this.renewer = worker;
   }
 
+  private stopRenewal(): void {
+    clearInterval(this.beatTimer);
+    this.beatTimer = undefined;
+    void this.renewer?.terminate();
+    this.renewer = undefined;
+  }
+
   release(): void {
     if (this.released) return;
     this.released = true;
-    void this.renewer?.terminate();
-    this.renewer = undefined;
+    this.stopRenewal();
     releaseIfOurs(this.dir, this.text);
   }
 }
@@ -299,6 +329,42 @@ function writeEpochHint(dir: string, epoch: number): void {
   }
 }
 
+/**
+ * `waypoint unlock`: ends, now, the lease of the lock that still holds `seenText`. The
+ * lock is rewritten rather than removed — same holder, a lease already over — so the
+ * holder, should it run or wake, finds its text gone and fences itself, and the next
+ * opener takes the store over by the takeover path, which fences whatever that holder
+ * left open (a journal segment it may still append to). An unreadable lock, which
+ * nobody can be shown to hold, is removed. Done under the takeover mutex.
+ */
+export function expireLock(dir: string, seenText: string): 'expired' | 'removed' | 'changed' | 'busy' {
+  const mutex = path.join(dir, 'owner.lock.takeover');
+  try {
+    fs.writeFileSync(mutex, String(process.pid), { flag: 'wx', mode: 0o600 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    return 'busy';
+  }
+  try {
+    const now = readLock(dir);
+    if (now.text !== seenText) return 'changed';
+    let raw: unknown = null;
+    try {
+      raw = JSON.parse(seenText);
+    } catch {
+      // not JSON: removed below
+    }
+    if (!now.info || raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+      fs.rmSync(lockPath(dir), { force: true });
+      return 'removed';
+    }
+    writeFileAtomicSync(lockPath(dir), JSON.stringify({ ...raw, leaseExpiresAt: 0, leaseMs: 1 }), 0o600);
+    return 'expired';
+  } finally {
+    fs.rmSync(mutex, { force: true });
+  }
+}
+
 /** Raises the epoch hint to at least `epoch` (an opener that found a higher one in the journal). */
 export function noteEpoch(dir: string, epoch: number): void {
   if (epoch > readEpochHint(dir)) writeEpochHint(dir, epoch);
@@ -348,20 +414,33 @@ function takeOver(dir: string, staleText: string, info: LockInfo): boolean {
 }
 
 /**
- * The renewal thread: every interval, touch the lock if it still holds exactly our
- * text; otherwise tell the main thread and stop. Plain JavaScript, evaluated in
- * the worker (no bundling needed), using only node:fs.
+ * The renewal thread: every interval, open the lock and, if it still holds exactly
+ * our text, set its mtime to the main loop's last turn (`beat`, written by the main
+ * thread); otherwise tell the main thread and stop. The time is set on the descriptor
+ * whose content was checked, so a successor's lock (a new file) is never touched.
+ * Plain JavaScript, evaluated in the worker (no bundling needed), using only node:fs.
  */
 const RENEWER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const fs = require('node:fs');
-const { file, text, intervalMs } = workerData;
+const { file, text, intervalMs, beat } = workerData;
+let renewedTo = 0;
 const timer = setInterval(() => {
-  let now;
-  try { now = fs.readFileSync(file, 'utf8'); } catch { now = null; }
-  if (now !== text) { clearInterval(timer); parentPort.postMessage({ lost: true }); return; }
-  const t = new Date();
-  try { fs.utimesSync(file, t, t); } catch {}
+  let fd = -1;
+  let now = null;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW || 0));
+    now = fs.readFileSync(fd, 'utf8');
+  } catch {}
+  try {
+    if (now !== text) { clearInterval(timer); parentPort.postMessage({ lost: true }); return; }
+    const at = Number(Atomics.load(beat, 0));
+    // Any new mark counts (not only a later one): a clock set back must not stop renewal.
+    if (at !== renewedTo) { const t = new Date(at); fs.futimesSync(fd, t, t); renewedTo = at; }
+  } catch {
+  } finally {
+    if (fd >= 0) try { fs.closeSync(fd); } catch {}
+  }
 }, intervalMs);
 `;
 
