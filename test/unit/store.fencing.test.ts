@@ -13,6 +13,7 @@ import { bundleScript } from '../support/bundle';
 import { buildCli, cli, isAlive, waitExit, waitFor } from '../support/mcp';
 import { openEngine, started, tmpDir } from '../support/tmp';
 import { embeddedStore } from '../support/embedded';
+import { noteProgress } from '../../src/core/liveness';
 
 /**
  * Fencing: an owner stalled past its lease (SIGSTOP, a debugger, a laptop lid) and
@@ -126,6 +127,21 @@ describe('fencing: an owner replaced while stalled never acknowledges a write', 
     await a.close();
     assert.deepEqual(b.events().map((e) => e.taskId), ['t1', 't2']);
     await b.close();
+  });
+
+  it('long synchronous work that notes its progress keeps the lease (a rollback writing files in one stretch)', async () => {
+    const a = await EventStore.open({ dir, lock: { leaseMs: 900 } });
+    // 2.5 s without a turn of the loop, but noting progress between units of work, as restore's write loop does.
+    for (const until = Date.now() + 2_500; Date.now() < until; ) {
+      const unit = Date.now() + 5;
+      while (Date.now() < unit) {
+        // one file's worth of work
+      }
+      noteProgress();
+    }
+    await assert.rejects(EventStore.open({ dir, lock: { waitMs: 100 } }), (e: unknown) => e instanceof WaypointError && e.code === 'locked');
+    await a.commit([started(1)]).durable;
+    await a.close();
   });
 
   describe('real processes: SIGSTOP an owner past its lease, take over, SIGCONT it', () => {

@@ -27,6 +27,7 @@ import { WorkspaceDirs, type WsDir } from './workspaceDirs.js';
 import { ctimeBefore } from './scan/scanRecord.js';
 import { WaypointError } from '../model/errors.js';
 import { plural } from '../model/plural';
+import { noteProgress } from '../liveness';
 
 
 export interface PlannedWrite {
@@ -534,6 +535,7 @@ function removeFiles(run: RestoreRun): void {
   const { plan, roots, dirs, held, result } = run;
   const emptied = new Map<string, WsDir>();
   for (const r of plan.removes) {
+    noteProgress();
     const at = locate(dirs, roots, r.path, false);
     if (!at) continue; // its directory is gone: removed by an earlier, interrupted run
     const file = `${at.dir.io}/${at.name}`;
@@ -590,6 +592,7 @@ function writeFiles(run: RestoreRun): void {
   for (let i = 0; i < plan.writes.length; i++) if (plan.writes[i]!.entry.type === 'symlink') order.push(i);
   const umask = currentUmask();
   for (const i of order) {
+    noteProgress(); // the writes are one synchronous stretch: each file written is progress for the lease (liveness.ts)
     const w = plan.writes[i]!;
     const tmpName = restoreTempName(tag, i);
     let at = locate(dirs, roots, w.path, false);

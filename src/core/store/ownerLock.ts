@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { WaypointError } from '../model/errors';
 import { fsyncDirSync, isPidAlive, tempPathFor, writeFileAtomicSync } from './fsutil';
 import { isStale, leaseEnd, lockPath, readLockFile } from './lockFile';
+import { registerBeat, unregisterBeat } from '../liveness';
 
 /**
  * `.waypoint/owner.lock`: which process owns the store. It holds the owner's pid,
@@ -110,6 +111,7 @@ export class OwnerLock {
   private lostReason: string | null = null;
   private renewer: Worker | undefined;
   private beatTimer: NodeJS.Timeout | undefined;
+  private beat: BigInt64Array | undefined;
   private readonly lostListeners = new Set<(reason: string) => void>();
 
   private constructor(
@@ -236,7 +238,8 @@ export class OwnerLock {
    */
   private startRenewal(leaseMs: number): void {
     const beat = new BigInt64Array(new SharedArrayBuffer(8));
-    const mark = (): void => void Atomics.store(beat, 0, BigInt(Date.now()));
+    const mark = registerBeat(beat);
+    this.beat = beat;
     mark();
     // Often enough that the renewal lags the loop's real last turn by little of the lease.
     this.beatTimer = setInterval(mark, Math.max(50, Math.min(1_000, Math.floor(leaseMs / 6))));
@@ -264,6 +267,8 @@ export class OwnerLock {
   private stopRenewal(): void {
     clearInterval(this.beatTimer);
     this.beatTimer = undefined;
+    if (this.beat) unregisterBeat(this.beat);
+    this.beat = undefined;
     void this.renewer?.terminate();
     this.renewer = undefined;
   }
