@@ -105,6 +105,58 @@ describe('review and steps', () => {
     await page.screenshot({ path: screenshotPath('review demo source control shows the commit') });
   });
 
+  it('finishing the task from the review lists its open steps with buttons; settled there, the commit completes the task', async function () {
+    this.timeout(300_000);
+    let folder = '';
+    let taskId = '';
+    const page = (current.page = await openWorkbench('review-finish', {
+      prepare: (f) => {
+        folder = f;
+        fs.writeFileSync(path.join(f, 'app.js'), 'module.exports = 1;\n');
+        initRepo(f);
+        const plan = path.join(f, '.waypoint', 'plan.json');
+        fs.writeFileSync(plan, JSON.stringify([{ id: 'edit', title: 'Edit app.js' }, { id: 'test', title: 'Run the tests', dependsOn: ['edit'] }, { id: 'docs', title: 'Write the docs', dependsOn: ['edit'] }]));
+        ({ taskId } = cli(f, 'task', 'start', '--goal', 'Make app.js return 2', '--plan', plan, '--agent', 'e2e-agent', '--lease-ttl', '3600') as { taskId: string });
+        cli(f, 'step', 'start', '--task', taskId, '--step', 'edit');
+        fs.writeFileSync(path.join(f, 'app.js'), 'module.exports = 2;\n');
+        cli(f, 'step', 'complete', '--task', taskId, '--step', 'edit');
+        cli(f, 'step', 'start', '--task', taskId, '--step', 'test');
+      },
+    }));
+    await page.locator('.statusbar', { hasText: 'Make app.js return 2' }).waitFor({ timeout: 60_000 });
+    await runCommand(page, 'Waypoint: Review Changes Before Commit', 60_000, { opensQuickPick: true });
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Make app.js return 2' }).first().click();
+    const view = page.frameLocator('iframe.webview').frameLocator('iframe');
+    await view.getByRole('button', { name: 'Approve every included file' }).click({ timeout: 60_000 });
+    const commit = view.getByRole('button', { name: /^Commit the approved changes/ });
+    assert.equal(await commit.isEnabled(), true, 'unticked: the commit does not wait for the steps');
+    await view.locator('#finish').check();
+    const open = view.getByRole('group', { name: 'Steps to settle before finishing' });
+    await open.waitFor();
+    assert.match(await open.innerText(), /Run the tests\s+— in progress/);
+    assert.match(await open.innerText(), /Write the docs\s+— pending/);
+    assert.equal(await commit.isEnabled(), false, 'ticked: Commit waits until the open steps are settled');
+    await page.screenshot({ path: screenshotPath('review finish lists the open steps') });
+    await open.getByRole('button', { name: 'Complete step Run the tests' }).click();
+    await open.locator('li', { hasText: 'Run the tests' }).waitFor({ state: 'detached', timeout: 30_000 });
+    await open.getByRole('button', { name: 'Skip step Write the docs' }).click();
+    await open.waitFor({ state: 'detached', timeout: 30_000 });
+    assert.equal(await view.locator('#finish').isChecked(), true);
+    await commit.click();
+    await view.locator('#committed-title', { hasText: 'Committed' }).waitFor({ timeout: 120_000 });
+    const d = detail(folder, taskId);
+    assert.equal(d.task.state, 'completed');
+    assert.equal(d.task.commit, git(folder, 'rev-parse', 'HEAD').trim());
+    assert.deepEqual(
+      d.steps.map((s) => [s.id, s.status]),
+      [
+        ['edit', 'completed'],
+        ['test', 'completed'],
+        ['docs', 'skipped'],
+      ],
+    );
+  });
+
   it('a step is completed from the Tasks view, failed and skipped from the timeline, on an interrupted task', async function () {
     this.timeout(300_000);
     let folder = '';
