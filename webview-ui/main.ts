@@ -219,7 +219,17 @@ function commit(): void {
 }
 
 function finishTask(): boolean {
-  return finish ?? init?.planDone ?? true;
+  return finishable() && (finish ?? init?.planDone ?? true);
+}
+
+/** A task not driven (interrupted, suspended, failed) is resumed before it can be finished; a commit that keeps it open needs nothing. */
+function finishable(): boolean {
+  return !init || !['interrupted', 'suspended', 'failed'].includes(init.task.state);
+}
+
+/** Steps that keep the task from finishing (as the host checks them): begun and not ended, or not begun. */
+function openSteps(): Init['steps'] {
+  return init ? init.steps.filter((st) => st.status === 'in_progress' || st.status === 'pending') : [];
 }
 
 function plural(n: number, one: string): string {
@@ -596,15 +606,23 @@ function renderFooter(): void {
   const o = d.ok ? outcome(d.list) : null;
   const label = !init.git ? 'Apply decisions' : o && o.discard.length ? `Commit ${plural(o.commit.length, 'file')}, discard ${o.discard.length}` : `Commit ${o ? plural(o.commit.length, 'file') : ''}`.trim();
   const commitButton = button(label, init.git ? `Commit the approved changes${o?.discard.length ? ' and discard the discarded ones from the working tree' : ''}` : 'Apply the decisions (no git repository: nothing is committed)', commit, 'primary');
-  commitButton.disabled = busy || !d.ok || (o !== null && o.commit.length === 0 && o.discard.length === 0);
+  const open = finishTask() ? openSteps() : [];
+  commitButton.disabled = busy || !d.ok || (o !== null && o.commit.length === 0 && o.discard.length === 0) || open.length > 0;
   const fin = h('input', { type: 'checkbox', id: 'finish' });
   fin.checked = finishTask();
+  fin.disabled = !finishable();
   fin.addEventListener('change', () => {
     finish = fin.checked;
     renderFooter();
   });
   const notDone = init.steps.filter((st) => st.status !== 'completed' && st.status !== 'skipped').length;
-  const finishRow = h('div', { class: 'finish' }, h('label', {}, fin, ' Finish the task with this commit'), h('span', { class: 'dim' }, init.planDone ? ' (its plan is done)' : ` (${plural(notDone, 'step')} of its plan not done: unchecked keeps the task open)`));
+  const why = !finishable()
+    ? ` (the task is ${init.task.state}: resume it to finish it; committing keeps it open and leaves its steps as they are)`
+    : init.planDone
+      ? ' (its plan is done)'
+      : ` (${plural(notDone, 'step')} of its plan not done: unchecked keeps the task open and its steps as they are)`;
+  const finishRow = h('div', { class: 'finish' }, h('label', {}, fin, ' Finish the task with this commit'), h('span', { class: 'dim' }, why));
+  if (open.length) finishRow.append(openStepsList(open));
   const summary = h('div', { id: 'decided', role: 'status', class: 'summary' });
   if (!d.ok) summary.append(h('p', { class: 'dim' }, d.why));
   else {
@@ -616,7 +634,7 @@ function renderFooter(): void {
       summary.append(h('p', { class: cls }, icon(name), text), ul);
     };
     summary.append(h('p', { class: 'dim' }, `${plural(d.list.length, 'file')} decided.`));
-    group('check', `Committed: ${plural(o!.commit.length, 'file')}`, o!.commit, 'will-commit');
+    group('check', `To commit: ${plural(o!.commit.length, 'file')}`, o!.commit, 'will-commit');
     group('circle-slash', `Left out, kept in the working tree: ${plural(o!.left.length, 'file')}`, o!.left, 'will-leave');
     group('warning', `Discarded from the working tree: ${plural(o!.discard.length, 'file')} — Undo after the commit brings them back`, o!.discard, 'will-discard');
   }
@@ -629,6 +647,31 @@ function renderFooter(): void {
     h('div', { id: 'result', role: 'alert', class: result ? (result.ok ? 'ok' : 'error') : '' }, result?.text ?? ''),
   );
   if (focused) ta.focus();
+}
+
+/**
+ * Finishing the task needs its open steps settled: each is listed with the answers the
+ * step's state allows (in progress: complete or fail; not begun: skip), right here.
+ */
+function openStepsList(open: Init['steps']): HTMLElement {
+  const ul = h('ul', { class: 'open-steps', 'aria-label': 'Open steps' });
+  for (const st of open) {
+    const li = h('li', { 'data-step': st.id }, h('span', {}, st.title), h('span', { class: 'dim' }, ` — ${st.status.replace('_', ' ')} `));
+    const act = (action: 'complete' | 'skip' | 'fail', name: IconName, label: string) =>
+      iconButton(name, label, `${label} step ${st.title}`, () => {
+        announce(`${label} step ${st.title}…`);
+        send({ type: 'step', action, stepId: st.id });
+      });
+    if (st.status === 'in_progress') li.append(act('complete', 'pass', 'Complete'), act('fail', 'circle-slash', 'Fail'));
+    else li.append(act('skip', 'debug-continue', 'Skip'));
+    ul.append(li);
+  }
+  return h(
+    'div',
+    { class: 'open-steps-box', role: 'group', 'aria-label': 'Steps to settle before finishing' },
+    h('p', {}, icon('warning'), ` To finish the task, settle ${open.length === 1 ? 'its open step' : `its ${open.length} open steps`} first, or untick “Finish the task” to commit and keep it open:`),
+    ul,
+  );
 }
 
 // ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import {
   TimelineHostMessage,
   TimelinePageState,
   type CheckpointAction,
+  type StepAction,
   type TimelineAttempt,
   type TimelineCheckpoint,
   type TimelineEffect,
@@ -391,7 +392,40 @@ function attemptList(m: TimelineModel, st: TimelineStep, attempts: TimelineAttem
   if (!attempts.length) ol.append(h('li', { class: 'dim' }, 'Not started yet.'));
   for (const a of attempts) ol.append(h('li', { class: `o-text-${a.outcome}` }, swatch(`o-${a.outcome}`), ` ${attemptText(a, m)}`));
   if (st.error) ol.append(h('li', { class: 'error' }, `Last error: ${st.error}`));
+  const actions = stepActions(m, st);
+  if (actions.length) {
+    const row = h('li', { class: 'step-actions', role: 'group', 'aria-label': `Actions for step ${st.title}` });
+    for (const a of actions) {
+      row.append(
+        button(STEP_ACTION_LABEL[a], `${STEP_ACTION_LABEL[a]} ${st.title}`, () => {
+          say(`${STEP_ACTION_LABEL[a]}: ${st.title}…`, false);
+          send({ type: 'step', action: a, stepId: st.id });
+        }),
+      );
+    }
+    ol.append(row);
+  }
   return ol;
+}
+
+const STEP_ACTION_LABEL: Record<StepAction, string> = { complete: 'Complete step', skip: 'Skip step', fail: 'Fail step', retry: 'Retry step' };
+
+/** What a person may do to a step by hand (the Tasks view offers the same), while its task is not final. */
+function stepActions(m: TimelineModel, st: TimelineStep): StepAction[] {
+  if (m.task.state === 'completed' || m.task.state === 'abandoned') return [];
+  switch (st.status) {
+    case 'in_progress':
+      return ['complete', 'fail'];
+    case 'pending':
+      return ['skip'];
+    case 'failed':
+      return ['retry', 'skip'];
+    case 'skipped':
+    case 'abandoned':
+      return ['retry'];
+    default:
+      return [];
+  }
 }
 
 function toggle(stepId: string): void {

@@ -33,7 +33,9 @@ function edit(file: string, from: string, to: string): void {
   fs.writeFileSync(file, text.replace(from, () => to)); // a function: no $-patterns in `to`
 }
 
-export async function runDemoAgent(workspace: string, log: (line: string) => void): Promise<DemoResult> {
+/** `leaseTtlS`: longer for a test on a loaded machine, where one CLI call can take seconds. */
+export async function runDemoAgent(workspace: string, log: (line: string) => void, opts: { leaseTtlS?: number } = {}): Promise<DemoResult> {
+  const ttl = opts.leaseTtlS ?? LEASE_TTL_S;
   const cli = waypointCli(workspace);
   const planFile = path.join(workspace, '..', 'demo-plan.json');
   fs.writeFileSync(planFile, JSON.stringify(plan, null, 2));
@@ -41,7 +43,7 @@ export async function runDemoAgent(workspace: string, log: (line: string) => voi
   cli('init');
   const { taskId } = cli<{ taskId: string }>('task', 'start',
     '--goal', 'Add a maxLength option to slugify, with tests and docs',
-    '--plan', planFile, '--agent', 'demo-agent', '--key', 'demo-task', '--lease-ttl', String(LEASE_TTL_S));
+    '--plan', planFile, '--agent', 'demo-agent', '--key', 'demo-task', '--lease-ttl', String(ttl));
   log(`task ${taskId} started with a ${plan.length}-step plan`);
 
   const step = (id: string, work: () => Record<string, unknown>, summary: string) => {
@@ -90,8 +92,8 @@ test('slugify cuts long slugs at a word boundary', () => {
   log(`side effect "node --test test/" recorded (${tests.status === 0 ? `${passed} passed` : 'failed'})`);
 
   // The agent goes away mid-step: wait past its lease, then any call sees the lapse.
-  log(`agent stops mid-step; waiting ${LEASE_TTL_S + 1} s for its lease to lapse`);
-  await new Promise((r) => setTimeout(r, (LEASE_TTL_S + 1) * 1000));
+  log(`agent stops mid-step; waiting ${ttl + 1} s for its lease to lapse`);
+  await new Promise((r) => setTimeout(r, (ttl + 1) * 1000));
   const tasks = cli<{ id: string; state: string }[]>('tasks');
   const state = tasks.find((t) => t.id === taskId)?.state ?? 'missing';
   log(`task ${taskId} is now ${state}`);

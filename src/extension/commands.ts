@@ -25,6 +25,7 @@ import { plural } from '../core/model/plural';
 import type { TeamStoreConnection } from './teamStore/teamStoreConnection';
 import type { TeamTreeProvider } from './teamStore/teamTree';
 import { displayText } from '../core/model/displayText';
+import { StepActions } from './stepActions';
 
 /**
  * Every command, registered through one place that turns failures into readable
@@ -81,6 +82,7 @@ export class Commands extends Disposable {
       operations,
     });
     this.resume = new ResumeFlow({ host, log, owner: () => this.leaseOwner(), folder: () => this.host.workspaceFolder });
+    const steps = new StepActions({ host, owner: () => this.leaseOwner() });
     const table: Record<string, Handler> = {
       'waypoint.rollback': (a) => ws.rollback(a),
       'waypoint.undoRollback': (a) => ws.undo(a),
@@ -91,6 +93,10 @@ export class Commands extends Disposable {
       'waypoint.startTask': () => this.startTask(),
       'waypoint.resumeTask': (a) => this.resumeTask(a),
       'waypoint.grantAttempts': (a) => this.grantAttempts(a),
+      'waypoint.completeStep': (a) => steps.run('complete', a),
+      'waypoint.skipStep': (a) => steps.run('skip', a),
+      'waypoint.failStep': (a) => steps.run('fail', a),
+      'waypoint.retryStep': (a) => steps.run('retry', a),
       'waypoint.completeTask': (a) => this.completeTask(a),
       'waypoint.abandonTask': (a) => this.abandonTask(a),
       'waypoint.deleteTask': (a) => this.deleteTask(a),

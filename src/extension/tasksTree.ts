@@ -5,6 +5,8 @@ import { describeStoreOwner, type EngineHost, type HostMode } from './engineHost
 import { listTasks, taskDetail } from './storeReads';
 import { checkpointLabelOf, sortTasks, taskTooltip, type ForkOriginView } from './presentation';
 import { CheckpointNode, EffectNode, StepNode, TaskNode, type TreeNode } from './tasksTreeNodes';
+import { isOpen } from '../core/model/taskStates';
+import { STEP_ACTION_FROM } from './stepActions';
 import { captureChildren, captureTreeItem, commandsOf, CommandNode, historyRoot, isCaptureNode } from './captureNodes';
 import { safeTooltip } from './treeNode';
 
@@ -66,6 +68,11 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
       const [{ tasks, stepsByTask }, undoable] = await Promise.all([listTasks(this.host), this.undoableTaskIds()]);
       // The palette's Undo Last Rollback follows the same state as the task menus.
       void vscode.commands.executeCommand('setContext', 'waypoint.canUndoRollback', undoable.size > 0);
+      // The palette offers each step action while some open task has a step it applies to.
+      for (const [action, from] of Object.entries(STEP_ACTION_FROM)) {
+        const any = tasks.some((t) => isOpen(t) && (stepsByTask.get(t.id) ?? []).some((st) => from.includes(st.status)));
+        void vscode.commands.executeCommand('setContext', `waypoint.steps.${action}`, any);
+      }
       const byId = new Map(tasks.map((t) => [t.id, t]));
       return [
         ...sortTasks(tasks).map((t) => new TaskNode(t, stepsByTask.get(t.id) ?? [], undoable.has(t.id), t.forkedFrom ? (byId.get(t.forkedFrom.taskId) ?? null) : null)),

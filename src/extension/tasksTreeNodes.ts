@@ -92,7 +92,8 @@ export class StepNode extends WaypointTreeNode {
       description: stepDescription(s, task, steps, stepRetryText(s)),
       tooltip: md,
       icon: stepIconOf(s, task),
-      contextValue: `step:${s.status}${retryState(s, Date.now()).exhausted ? ':exhausted' : ''}`,
+      // `:open` while its task is not final: a person may then complete, skip, fail or retry it by hand.
+      contextValue: `step:${s.status}${retryState(s, Date.now()).exhausted ? ':exhausted' : ''}${isOpen(task) ? ':open' : ''}`,
       collapsible: this.hasChildren ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None,
     };
   }

@@ -368,7 +368,7 @@ describe('review: apply with the git command', function () {
     await commitsExactlyTheApproved(taskId, decisions, git(ws.dir, 'rev-parse', 'HEAD'));
   });
 
-  it('keeps the task open when its plan is not done, unless the person says to finish it', async () => {
+  it('keeps the task open when its plan is not done, unless the person says to finish it (after settling its open steps)', async () => {
     const { taskId } = await engine.startTask({ goal: 'Two steps', plan: [{ id: 's1', title: 'Edit' }, { id: 's2', title: 'Later' }] });
     await engine.startStep({ taskId, stepId: 's1' });
     write('b.txt', 'agent rewrote b\n');
@@ -378,10 +378,118 @@ describe('review: apply with the git command', function () {
     assert.equal(r.finished, false);
     assert.equal(engine.task(taskId).state, 'running', 'a pending step: the task stays open');
     write('b.txt', 'agent rewrote b again\n');
+    // Finishing with a step not begun is refused by name; the person skips it, then finishes.
+    await assert.rejects(applyReview(engine, { taskId, message: 'm2', decisions: [{ path: 'b.txt', action: 'approve' }], finish: true }, new GitCliCommitter(ws.dir)), /“Later” \(s2, pending\)/);
+    await engine.skipStep({ taskId, stepId: 's2', by: 'person' });
     const r2 = await applyReview(engine, { taskId, message: 'm2', decisions: [{ path: 'b.txt', action: 'approve' }], finish: true }, new GitCliCommitter(ws.dir));
     assert.equal(r2.finished, true);
     assert.equal(engine.task(taskId).state, 'completed');
     assert.equal(engine.task(taskId).commit, r2.commit.sha);
+  });
+
+  /** The demo's state: a step done, one still in progress when the agent went away (interrupted), one not begun. */
+  async function stoppedMidStep(): Promise<string> {
+    const { taskId } = await engine.startTask({
+      goal: 'Add maxLength',
+      plan: [
+        { id: 'code', title: 'Add the option' },
+        { id: 'tests', title: 'Cover it with tests', dependsOn: ['code'] },
+        { id: 'docs', title: 'Document it', dependsOn: ['code'] },
+      ],
+    });
+    await engine.startStep({ taskId, stepId: 'code' });
+    write('a.txt', '1\nTWO\n3\n4\n5\n6\n7\n8\n9\n10\n');
+    await engine.completeStep({ taskId, stepId: 'code' });
+    await engine.startStep({ taskId, stepId: 'tests' });
+    write('new.txt', 'a test\n');
+    await engine.interruptTask({ taskId, reason: 'the agent went away' });
+    return taskId;
+  }
+
+  const stepsOf = (taskId: string) => engine.queries.steps(taskId).map((s) => ({ id: s.id, status: s.status, attempts: s.attempts, summary: s.summary, endedAt: s.endedAt }));
+
+  it('a commit that keeps the task open is made with a step still in progress; the steps and the task are untouched', async () => {
+    const taskId = await stoppedMidStep();
+    const steps = stepsOf(taskId);
+    assert.deepEqual(
+      steps.map((s) => s.status),
+      ['completed', 'in_progress', 'pending'],
+    );
+    const decisions: { path: string; action: 'approve' }[] = [
+      { path: 'a.txt', action: 'approve' },
+      { path: 'new.txt', action: 'approve' },
+    ];
+    // As the review page sends it with "Finish the task with this commit" unticked, then as the default (plan not done).
+    let parent = git(ws.dir, 'rev-parse', 'HEAD').trim();
+    for (const finish of [false, undefined]) {
+      if (finish === undefined) write('new.txt', 'a test, edited again\n');
+      const r = await applyReview(engine, { taskId, message: 'Add maxLength (part)', decisions, ...(finish === undefined ? {} : { finish }) }, new GitCliCommitter(ws.dir));
+      assert.ok(r.commit.sha, 'a commit was made');
+      assert.equal(r.finished, false);
+      assert.equal(git(ws.dir, 'rev-parse', 'HEAD').trim(), r.commit.sha);
+      assert.equal(git(ws.dir, 'rev-parse', 'HEAD~1').trim(), parent, 'exactly one new commit');
+      assert.deepEqual(stepsOf(taskId), steps, 'the steps are untouched');
+      assert.equal(engine.task(taskId).state, 'interrupted', 'the task is untouched');
+      assert.equal(engine.task(taskId).commit, null);
+      assert.equal(git(ws.dir, 'status', '--porcelain', '--', 'a.txt', 'new.txt'), '', 'the approved files are committed');
+      parent = r.commit.sha;
+      // The second round commits only new.txt (a.txt is committed already).
+      decisions.splice(0, decisions.length, { path: 'new.txt', action: 'approve' });
+    }
+  });
+
+  it('finishing the task with open steps is refused before anything changes, naming each open step', async () => {
+    const taskId = await stoppedMidStep();
+    const before = snapshot(taskId);
+    const events = (await engine.eventLog.read({ taskId })).length;
+    const decisions = [{ path: 'a.txt', action: 'approve' as const }];
+    await assert.rejects(
+      applyReview(engine, { taskId, message: 'm', decisions, finish: true }, new GitCliCommitter(ws.dir)),
+      (e: unknown) => {
+        const m = (e as Error).message;
+        assert.match(m, /2 steps of its plan are still open/);
+        assert.match(m, /“Cover it with tests” \(tests, in progress\)/);
+        assert.match(m, /“Document it” \(docs, pending\)/);
+        assert.match(m, /or commit without finishing the task/);
+        assert.deepEqual((e as { details?: { openSteps?: unknown } }).details?.openSteps, [
+          { id: 'tests', title: 'Cover it with tests', status: 'in_progress' },
+          { id: 'docs', title: 'Document it', status: 'pending' },
+        ]);
+        return true;
+      },
+    );
+    assert.deepEqual(snapshot(taskId), before, 'no file, index entry, commit or task state changed');
+    assert.equal((await engine.eventLog.read({ taskId })).length, events, 'nothing was recorded');
+  });
+
+  it('a person settles the steps of an interrupted task by hand, without taking the lease', async () => {
+    const taskId = await stoppedMidStep();
+    // The agent's own call is refused while the task is not driven...
+    await assert.rejects(engine.completeStep({ taskId, stepId: 'tests' }), /interrupted; cannot complete a step\. Resume it first/);
+    // ...a person's answer is recorded.
+    await engine.completeStep({ taskId, stepId: 'tests', by: 'person', summary: 'checked by hand' });
+    await engine.failStep({ taskId, stepId: 'docs', by: 'person', error: 'not wanted', recoverable: true }).then(
+      () => assert.fail('a pending step cannot fail'),
+      (e: Error) => assert.match(e.message, /pending; cannot fail it/),
+    );
+    await engine.skipStep({ taskId, stepId: 'docs', by: 'person', reason: 'not needed' });
+    assert.deepEqual(
+      engine.queries.steps(taskId).map((s) => [s.id, s.status]),
+      [
+        ['code', 'completed'],
+        ['tests', 'completed'],
+        ['docs', 'skipped'],
+      ],
+    );
+    assert.equal(engine.task(taskId).state, 'interrupted', 'the task stays as it was: the person did not become its driver');
+    const last = (await engine.eventLog.read({ taskId })).filter((e) => e.type === 'step.completed' || e.type === 'step.skipped').slice(-2);
+    assert.deepEqual(
+      last.map((e) => e.by),
+      [null, null],
+    );
+    // A completed task is final, for a person too.
+    const done = await agentTask();
+    await assert.rejects(engine.skipStep({ taskId: done, stepId: 's1', by: 'person' }), /completed/);
   });
 
   it('Undo Commit: a soft reset and the discards restored, back to exactly the state before; refused once HEAD moved on', async () => {

@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import { WaypointError, errorMessage, notFound } from '../model/errors';
 import { validatePlan } from '../model/plan';
 import type { CheckpointKind, CheckpointMeta, EventDataOf, EventType, LeaseOwner, SideEffect, Step, Task, TaskState, WaypointEvent } from '../model/schema';
-import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES } from '../model/stateMachine';
+import { assertStepTransition, assertTaskTransition, ACTIVE_TASK_STATES, FINAL_TASK_STATES } from '../model/stateMachine';
 import { boundedJson, parseInput } from '../model/validate';
 import { Logger, silentLogger } from '../log';
 import type { EventLog, NewEvent, Projection, ProjectionReader, StoreBackend, ObjectUploader } from '../store/eventLog';
@@ -328,6 +328,17 @@ export class Engine {
     }
   }
 
+  /**
+   * Steps may be ended by their agent while the task is driven, or by a person
+   * settling them by hand in any state but a final one (see StepBy in inputs.ts).
+   */
+  private requireStepsSettleable(task: Task, by: 'agent' | 'person' | undefined, action: string): void {
+    if (by !== 'person') return this.requireActive(task, action);
+    if (FINAL_TASK_STATES.includes(task.state)) {
+      throw new WaypointError('illegal_transition', `Task ${task.id} is ${task.state}; cannot ${action}: ${task.state} is final.`, { taskId: task.id, state: task.state, action });
+    }
+  }
+
   /** An event about a task; its payload is validated against the type's schema at commit. */
   private ev<T extends EventType>(type: T, task: Task, by: string | null, data: EventDataOf<T>, key: string): NewEvent {
     return { type, taskId: task.id, corr: task.correlationId, by, data, key } as NewEvent;
@@ -637,13 +648,13 @@ export class Engine {
     const key = input.idempotencyKey ?? `step.complete:${input.taskId}:${input.stepId}:${pre?.attempts ?? 0}`;
     return this.mutate('step.complete', key, async () => {
       const task = this.requireTask(input.taskId);
-      this.requireActive(task, 'complete a step');
+      this.requireStepsSettleable(task, input.by, 'complete a step');
       const step = this.queries.step(task.id, input.stepId);
       if (!step) throw notFound(`step of task ${task.id}`, input.stepId);
       assertStepTransition(task.id, step.id, step.status, 'completed', 'complete it');
       const { event, checkpoint, report } = await this.captureCheckpoint(task, 'step_end', step.id, null, input.dirty);
       return {
-        events: [this.ev('step.completed', task, owner.id, { stepId: step.id, outputs, summary: input.summary ?? null }, ''), event],
+        events: [this.ev('step.completed', task, input.by === 'person' ? null : owner.id, { stepId: step.id, outputs, summary: input.summary ?? null }, ''), event],
         result: { taskId: task.id, stepId: step.id, checkpointId: checkpoint.id, filesChanged: checkpoint.filesChanged, ...report },
       };
     });
@@ -667,15 +678,17 @@ export class Engine {
     const key = input.idempotencyKey ?? `step.fail:${input.taskId}:${input.stepId}:${pre?.attempts ?? 0}`;
     return this.mutate('step.fail', key, () => {
       const task = this.requireTask(input.taskId);
-      this.requireActive(task, 'fail a step');
+      const person = input.by === 'person';
+      this.requireStepsSettleable(task, input.by, 'fail a step');
       const step = this.queries.step(task.id, input.stepId);
       if (!step) throw notFound(`step of task ${task.id}`, input.stepId);
       assertStepTransition(task.id, step.id, step.status, 'failed', 'fail it');
       // The last allowed attempt failing hands the task to a person: no backoff to wait out.
-      const exhausted = input.recoverable && failureExhausts(step);
-      const backoffMs = input.recoverable && !exhausted ? backoffFor(task.retry, task.id, step.id, step.attempts) : null;
+      // A person failing it by hand is that person already: no hold, and no backoff for the agent.
+      const exhausted = input.recoverable && !person && failureExhausts(step);
+      const backoffMs = input.recoverable && !exhausted && !person ? backoffFor(task.retry, task.id, step.id, step.attempts) : null;
       const cls = input.recoverable ? 'recoverable' : 'unrecoverable';
-      const events = [this.ev('step.failed', task, owner.id, { stepId: step.id, error: input.error, recoverable: input.recoverable, class: cls, attempt: step.attempts, backoffMs }, '')];
+      const events = [this.ev('step.failed', task, person ? null : owner.id, { stepId: step.id, error: input.error, recoverable: input.recoverable, class: cls, attempt: step.attempts, backoffMs }, '')];
       let hold: Task['hold'] = null;
       if (!input.recoverable) {
         assertTaskTransition(task.id, task.state, 'failed', 'fail it');
@@ -709,12 +722,12 @@ export class Engine {
       const task = this.requireTask(input.taskId);
       // Skipping the step that used its attempts is one of the person's answers to the hold.
       const answersHold = task.hold?.cause === 'retries_exhausted' && task.hold.stepId === input.stepId;
-      if (!answersHold) this.requireActive(task, 'skip a step');
+      if (!answersHold) this.requireStepsSettleable(task, input.by, 'skip a step');
       const step = this.queries.step(task.id, input.stepId);
       if (!step) throw notFound(`step of task ${task.id}`, input.stepId);
       assertStepTransition(task.id, step.id, step.status, 'skipped', 'skip it');
       const owner = this.ownerOf(input.owner);
-      const events = [this.ev('step.skipped', task, owner.id, { stepId: step.id, reason: input.reason ?? null }, '')];
+      const events = [this.ev('step.skipped', task, input.by === 'person' ? null : owner.id, { stepId: step.id, reason: input.reason ?? null }, '')];
       if (answersHold) events.push(await this.release(task, owner));
       return { events, result: { taskId: task.id, stepId: step.id } };
     });

@@ -46,14 +46,23 @@ export const StartStepInput = TaskRef.extend({
   /** Inside a retry backoff, wait (up to a minute) for it to pass instead of being refused with retry_later. */
   wait: z.boolean().optional(),
 });
+/**
+ * Who ends a step: its agent (the default), or a person settling it by hand from the
+ * editor. A person may do so while the task is not driven (interrupted, suspended,
+ * waiting for review): the agent is gone, the person is not, and their answer
+ * neither takes nor renews the agent's lease.
+ */
+const StepBy = z.enum(['agent', 'person']).optional();
 export const CompleteStepInput = TaskRef.extend({
   stepId: Identifier,
+  by: StepBy,
   outputs: FreeJson.optional(),
   summary: text(10_000).optional(),
   dirty: z.array(z.string().max(4096)).max(100_000).optional(),
 });
 export const FailStepInput = TaskRef.extend({
   stepId: Identifier,
+  by: StepBy,
   error: text(10_000).min(1, 'must not be empty'),
   recoverable: z.boolean(),
 });
@@ -63,7 +72,7 @@ export const GrantAttemptsInput = TaskRef.extend({
   attempts: z.number().int().min(1, 'must be at least 1').max(100, 'must be at most 100').optional(),
   reason: text(2_000).optional(),
 });
-export const SkipStepInput = TaskRef.extend({ stepId: Identifier, reason: text(2_000).optional() });
+export const SkipStepInput = TaskRef.extend({ stepId: Identifier, reason: text(2_000).optional(), by: StepBy });
 
 export const CheckpointInput = TaskRef.extend({
   label: text(200).optional(),

@@ -12,6 +12,7 @@ import type { RestorePlan } from '../snapshot';
 import type { EngineCore } from './engineCore';
 import { newId } from './ids';
 import { plural } from '../model/plural';
+import { displayText } from '../model/displayText';
 import { editedManifest, type WorkspaceEdit } from './reviewEdits';
 
 export interface ReviewApplyResult<C> {
@@ -41,6 +42,11 @@ function keptNote(conflicts: readonly { path: string }[]): string | null {
   return `${plural(conflicts.length, 'file')} changed while it ran ${conflicts.length === 1 ? 'was' : 'were'} left as you had ${conflicts.length === 1 ? 'it' : 'them'}, not reverted: ${shown}.`;
 }
 
+/** Steps that keep a task from finishing: begun and not ended, or not begun at all. */
+export function openSteps<S extends { status: string }>(steps: readonly S[]): S[] {
+  return steps.filter((s) => s.status === 'in_progress' || s.status === 'pending');
+}
+
 export class ReviewApplies {
   constructor(private readonly core: EngineCore) {}
 
@@ -54,8 +60,9 @@ export class ReviewApplies {
    * changes no file and no task state, so the same decisions can be applied again.
    * A crash after the plan is durable is finished on the next open
    * (`recoverReviewApplies`), so the workspace is never left half-reverted.
-   * Refused before anything changes: a final task, a step still in progress, an
-   * edit whose path changed since it was reviewed, or one that would overwrite or
+   * Refused before anything changes: a final task, finishing the task while a step
+   * of its plan is still open (a commit that keeps the task open never looks at its
+   * steps), an edit whose path changed since it was reviewed, or one that would overwrite or
    * delete content no checkpoint can hold (a file over the snapshot size limit).
    */
   async applyReviewEdits<C extends { sha: string | null }>(
@@ -67,14 +74,20 @@ export class ReviewApplies {
     return this.core.once<ReviewApplyResult<C>>('review.apply', key, async () => {
       const task = this.core.requireTask(input.taskId);
       const steps = this.core.queries.steps(task.id);
-      const open = steps.filter((s) => s.status === 'in_progress');
-      if (open.length) {
-        throw new WaypointError('illegal_transition', `Task ${task.id} still has step(s) in progress: ${open.map((s) => s.id).join(', ')}. Complete or fail them first.`);
-      }
       const planDone = steps.every((s) => s.status === 'completed' || s.status === 'skipped');
       const finish = input.finish === 'if_plan_done' || input.finish === undefined ? planDone : input.finish;
-      // Completing goes through review (running → waiting_review → completed); checked now, recorded only after the commit.
+      // A person reviews files: a commit that keeps the task open leaves its steps to the agent, whatever
+      // state they are in. Only finishing the task asks that none is still open (started or not yet begun).
       if (finish) {
+        const open = openSteps(steps);
+        if (open.length) {
+          throw new WaypointError(
+            'illegal_transition',
+            `The task cannot be finished with this commit: ${open.length === 1 ? 'a step of its plan is' : `${open.length} steps of its plan are`} still open: ${open.map((s) => `“${displayText(s.title)}” (${s.status === 'pending' ? 'not begun' : 'in progress'})`).join(', ')}. Complete, skip or fail ${open.length === 1 ? 'it' : 'them'} first, or commit without finishing the task.`,
+            { taskId: task.id, openSteps: open.map((s) => ({ id: s.id, title: s.title, status: s.status })) },
+          );
+        }
+        // Completing goes through review (running → waiting_review → completed); checked now, recorded only after the commit.
         if (task.state !== 'waiting_review') assertTaskTransition(task.id, task.state, 'waiting_review', 'commit its review and finish it');
       } else if (FINAL_TASK_STATES.includes(task.state)) {
         assertTaskTransition(task.id, task.state, 'completed', 'apply its review');

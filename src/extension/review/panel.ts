@@ -11,7 +11,7 @@ import type { EngineHost } from '../engineHost';
 import { refreshScm } from './gitCommitter';
 import { ensureWebviewOptions, panelTitle, reviewHtml } from './html';
 import { clipLine, HostMessage, inPageOrder, listingMessages, MAX_FILE_BATCH, PageMessage, parseInbound, type CommittedMsg, type FileDecisionMsg } from './protocol';
-import { offerWayOut } from './refusals';
+import { offerWayOut, wayOutOffered } from './refusals';
 import type { WorkspaceOperations } from '../workspaceOperations';
 
 export const REVIEW_VIEW_TYPE = 'waypoint.review';
@@ -171,6 +171,11 @@ export class ReviewPanel extends Disposable {
           return;
         case 'resume':
           await vscode.commands.executeCommand('waypoint.resumeTask', this.taskId);
+          return;
+        case 'step':
+          // Only this task's steps (the task is this panel's; an unknown step is refused by the command,
+          // which reports its own outcome); the store's change lists the review again with the step's new state.
+          await vscode.commands.executeCommand(`waypoint.${msg.action}Step`, { taskId: this.taskId, stepId: msg.stepId });
           return;
       }
     } catch (e) {
@@ -366,8 +371,12 @@ export class ReviewPanel extends Disposable {
       if (r.commit.sha) await refreshScm(folder.uri, this.deps.log);
     } catch (e) {
       this.deps.log.warn(`[review] ${this.taskId}: nothing was changed: ${errorMessage(e)}`);
-      this.post({ type: 'applied', ok: false, text: errorMessage(e).slice(0, 4_000), commit: null });
-      void offerWayOut(e, this.deps.log, () => this.apply(message, decisions, finish));
+      // Said once: where there is a way out to offer (git refused, or a surprise with its log) the
+      // notification carries the reason and the page points to it; a refusal with none is told in the page.
+      const notified = wayOutOffered(e);
+      const text = notified ? 'Nothing was committed or changed: the notification says why and offers the way out.' : `Nothing was committed or changed. ${errorMessage(e)}`;
+      this.post({ type: 'applied', ok: false, text: text.slice(0, 4_000), commit: null });
+      if (notified) void offerWayOut(e, this.deps.log, () => this.apply(message, decisions, finish));
       return undefined;
     } finally {
       this.busy = false;

@@ -82,6 +82,8 @@ export const PageMessage = /* @__PURE__ */ (() =>
     z.strictObject({ type: z.literal('undoCommit') }),
     z.strictObject({ type: z.literal('rollback') }),
     z.strictObject({ type: z.literal('resume') }),
+    /** A person settles one of the task's open steps from the finish row (so the task can be finished with the commit). */
+    z.strictObject({ type: z.literal('step'), action: z.enum(['complete', 'skip', 'fail']), stepId: str(1, 128) }),
   ]))();
 export type PageMessage = z.infer<typeof PageMessage>;
 

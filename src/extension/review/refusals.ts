@@ -5,6 +5,15 @@ import { CommitRefusedError, git } from '../../core/review/gitCli';
 const COMMIT_AGAIN = 'Commit Again';
 
 /**
+ * Whether a failed commit is told by a notification (git's refusal, with its way out; or a
+ * surprise, with the log) rather than in the page alone (a refusal with nothing to offer:
+ * stale decisions, a task that cannot finish yet).
+ */
+export function wayOutOffered(e: unknown): boolean {
+  return e instanceof CommitRefusedError || !isWaypointError(e);
+}
+
+/**
  * Shows why a review commit did not happen as a notification with the way out,
  * not only as text in the page. Nothing was changed, so every way out ends with
  * "Commit Again", which applies the very same decisions. A refusal (git's, or a

@@ -154,6 +154,11 @@ export class TimelinePanel extends Disposable {
         case 'showEvents':
           await vscode.commands.executeCommand('waypoint.showTaskEvents', this.taskId);
           return;
+        case 'step':
+          // Only this task's steps: the page cannot make the host act on anything else.
+          if (!this.model?.steps.some((x) => x.id === msg.stepId)) throw new Error(`Step ${msg.stepId} is not in this task's timeline.`);
+          await vscode.commands.executeCommand(`waypoint.${msg.action}Step`, { taskId: this.taskId, stepId: msg.stepId });
+          return;
       }
     } catch (e) {
       this.deps.log.error(`[timeline] ${msg.type} failed: ${errorMessage(e)}`);

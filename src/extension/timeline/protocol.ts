@@ -163,6 +163,9 @@ export type TimelinePatch = z.infer<typeof TimelinePatch>;
 export const CheckpointAction = z.enum(['compare', 'rollback', 'fork']);
 export type CheckpointAction = z.infer<typeof CheckpointAction>;
 
+export const StepAction = z.enum(['complete', 'skip', 'fail', 'retry']);
+export type StepAction = z.infer<typeof StepAction>;
+
 export const TimelinePageMessage = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('ready') }),
   /**
@@ -182,6 +185,8 @@ export const TimelinePageMessage = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('refresh') }),
   z.strictObject({ type: z.literal('checkpoint'), action: CheckpointAction, checkpointId: Id }),
   z.strictObject({ type: z.literal('showEvents') }),
+  /** A person settles or retries one of the task's steps by hand (the same commands as the Tasks view's). */
+  z.strictObject({ type: z.literal('step'), action: StepAction, stepId: Id }),
 ]);
 export type TimelinePageMessage = z.infer<typeof TimelinePageMessage>;
 
