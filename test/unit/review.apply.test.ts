@@ -379,7 +379,7 @@ describe('review: apply with the git command', function () {
     assert.equal(engine.task(taskId).state, 'running', 'a pending step: the task stays open');
     write('b.txt', 'agent rewrote b again\n');
     // Finishing with a step not begun is refused by name; the person skips it, then finishes.
-    await assert.rejects(applyReview(engine, { taskId, message: 'm2', decisions: [{ path: 'b.txt', action: 'approve' }], finish: true }, new GitCliCommitter(ws.dir)), /“Later” \(s2, pending\)/);
+    await assert.rejects(applyReview(engine, { taskId, message: 'm2', decisions: [{ path: 'b.txt', action: 'approve' }], finish: true }, new GitCliCommitter(ws.dir)), /“Later” \(not begun\)/);
     await engine.skipStep({ taskId, stepId: 's2', by: 'person' });
     const r2 = await applyReview(engine, { taskId, message: 'm2', decisions: [{ path: 'b.txt', action: 'approve' }], finish: true }, new GitCliCommitter(ws.dir));
     assert.equal(r2.finished, true);
@@ -448,8 +448,8 @@ describe('review: apply with the git command', function () {
       (e: unknown) => {
         const m = (e as Error).message;
         assert.match(m, /2 steps of its plan are still open/);
-        assert.match(m, /“Cover it with tests” \(tests, in progress\)/);
-        assert.match(m, /“Document it” \(docs, pending\)/);
+        assert.match(m, /“Cover it with tests” \(in progress\)/);
+        assert.match(m, /“Document it” \(not begun\)/);
         assert.match(m, /or commit without finishing the task/);
         assert.deepEqual((e as { details?: { openSteps?: unknown } }).details?.openSteps, [
           { id: 'tests', title: 'Cover it with tests', status: 'in_progress' },
