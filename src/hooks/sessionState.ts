@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { writeFileAtomicSync } from '../core/store/fsutil';
+import { readRegularSync } from '../core/snapshot/noBlockRead';
 
 /**
  * What the recorder remembers of one agent session between hook processes, in
@@ -62,7 +63,8 @@ export class SessionFile {
   /** A missing or damaged file is a fresh session: the task is found again by its idempotency key. */
   read(sessionId: string): SessionState {
     try {
-      const s = SessionState.parse(JSON.parse(fs.readFileSync(this.file, 'utf8')));
+      // Not readFileSync: a session file swapped for a FIFO must not hang the hook (read as missing).
+      const s = SessionState.parse(JSON.parse(readRegularSync(this.file)?.bytes.toString('utf8') ?? ''));
       return s.sessionId === sessionId ? s : freshSession(sessionId);
     } catch {
       return freshSession(sessionId);
