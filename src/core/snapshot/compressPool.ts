@@ -107,6 +107,7 @@ const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | (fs.constants.O
 let scratch = Buffer.allocUnsafeSlow(${FILE_SCRATCH_BYTES});
 /** A recently changed file's second read, compared with the first. */
 let verify = Buffer.allocUnsafeSlow(0);
+const pause = new Int32Array(new SharedArrayBuffer(4));
 /** The batch's output: bodies appended as they are produced (a raw body is a view of scratch). */
 let out = Buffer.allocUnsafeSlow(${BATCH_BYTES} * 2);
 let outAt = 0;
@@ -211,6 +212,8 @@ function readOne(job, quality, maxBytes, packDir) {
         // Recently changed: a write under way since before the first fstat shows only to a second read (see recentlyChanged in scan/fsAccess.ts).
         if (Date.now() - after.ctimeMs >= (after.ctimeMs % 1000 === 0 ? 3000 : 1000)) break;
         if (verify.length < got) verify = Buffer.allocUnsafeSlow(got);
+        // A moment later (blocking only this worker), so a writer descheduled mid-copy gets to go on.
+        Atomics.wait(pause, 0, 0, 2);
         let again = 0;
         while (again < got) {
           const n = fs.readSync(fd, verify, again, got - again, again);
@@ -221,7 +224,7 @@ function readOne(job, quality, maxBytes, packDir) {
         if (again === got && last.ctimeMs === st.ctimeMs && last.mtimeMs === st.mtimeMs && last.size === st.size && verify.subarray(0, got).equals(buf.subarray(0, got))) break;
       }
       if (attempt === ${READ_ATTEMPTS}) return { id: job.id, code: 'ECHANGING', message: 'was changing while it was read (${READ_ATTEMPTS} attempts): not captured' };
-      st = after;
+      st = fs.fstatSync(fd); // the version the next read is checked against
     }
     const r = { id: job.id, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, exec: (st.mode & 0o111) !== 0 };
     const bytes = buf.subarray(0, got);

@@ -20,6 +20,10 @@ const SYNC_READ_BELOW = 64 * 1024;
 /** Read-but-not-yet-stored bytes the walk may run ahead by (memory bound). */
 const MAX_INFLIGHT_BYTES = 8 * 1024 * 1024;
 
+/** The pause before a recently changed file's second read (see readSmall). */
+const SETTLE_MS = 2;
+const settle = () => new Promise<void>((r) => setTimeout(r, SETTLE_MS));
+
 export class FileReads {
   /** Bounds large files open or being read at once. */
   private readonly io: Limiter;
@@ -151,7 +155,7 @@ export class FileReads {
       try {
         // Small files go through one reused buffer: the store copies or consumes them
         // before put returns its promise (no allocation per file).
-        read = this.readSmall(fd, fst, key.slice(dir.prefix.length));
+        read = await this.readSmall(fd, fst, key.slice(dir.prefix.length));
       } catch (err) {
         this.readFailed(err, key, io, abs);
         return;
@@ -179,11 +183,12 @@ export class FileReads {
             const after = fss.fstatSync(fd);
             if (bytes.length === at.size && sameVersion(at, after)) {
               if (!recentlyChanged(after)) break;
+              await settle();
               const again = await readAllAsync(fd, at.size);
               if (sameVersion(at, fss.fstatSync(fd)) && again.equals(bytes)) break;
             }
             if (attempt === READ_ATTEMPTS) throw changingWhileRead(key.slice(dir.prefix.length));
-            at = after;
+            at = fss.fstatSync(fd); // the version the next read is checked against
           }
         } catch (err) {
           this.readFailed(err, key, io, abs);
@@ -200,24 +205,29 @@ export class FileReads {
   /**
    * Reads a small file whole from `fd` and checks, by a second fstat, that no write
    * came between the fstat it was read by and the end of the read (a torn mix of two
-   * versions is never stored); read again if one did, up to READ_ATTEMPTS times.
-   * Returns the bytes with the fstat they are the content of (bytes null: the file
+   * versions is never stored); read again if one did, up to READ_ATTEMPTS times. A
+   * file changed within the last second is read a second time, a moment later, and
+   * both reads must agree (see recentlyChanged). Returns the bytes with the fstat they are the content of (bytes null: the file
    * grew past the size limit meanwhile).
    */
-  private readSmall(fd: number, fst: Stats, rel: string): { bytes: Buffer | null; at: Stats } {
+  private async readSmall(fd: number, fst: Stats, rel: string): Promise<{ bytes: Buffer | null; at: Stats }> {
     let at = fst;
     for (let attempt = 1; ; attempt++) {
-      const bytes = readSyncInto(fd, at.size, at.size <= this.scratch.length ? this.scratch : Buffer.allocUnsafe(at.size));
+      let bytes = readSyncInto(fd, at.size, at.size <= this.scratch.length ? this.scratch : Buffer.allocUnsafe(at.size));
       const after = fss.fstatSync(fd);
       if (bytes.length === at.size && sameVersion(at, after)) {
         if (!recentlyChanged(after)) return { bytes, at };
-        // A write may have been under way since before the first fstat: a second read must agree.
+        // Out of the shared buffer before waiting: a worker's fallback read may use it meanwhile.
+        if (bytes.buffer === this.scratch.buffer) bytes = Buffer.from(bytes);
+        // A write may have been under way since before the first fstat: a second read, a
+        // moment later (a writer descheduled mid-copy gets to go on), must agree.
+        await settle();
         const again = readSyncInto(fd, at.size, at.size <= this.verify.length ? this.verify : Buffer.allocUnsafe(at.size));
         const last = fss.fstatSync(fd);
         if (sameVersion(at, last) && again.equals(bytes)) return { bytes, at };
       }
       if (attempt === READ_ATTEMPTS) throw changingWhileRead(rel);
-      at = after;
+      at = fss.fstatSync(fd); // the version the next read is checked against
       if (at.size > this.rec.maxFileBytes) return { bytes: null, at };
     }
   }
