@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { writeFileAtomicSync } from '../core/store/fsutil';
 import { STORE_DIR_MODE, STORE_FILE_MODE } from '../core/store/storeDir';
 import { WaypointError } from '../core/model/errors';
+import { readRegularSync } from '../core/snapshot/noBlockRead';
 
 /**
  * What the recorder remembers of one agent session between hook processes, in
@@ -72,7 +73,8 @@ export class SessionFile {
   /** A missing or damaged file is a fresh session: the task is found again by its idempotency key. */
   read(sessionId: string): SessionState {
     try {
-      const s = SessionState.parse(JSON.parse(fs.readFileSync(this.file, 'utf8')));
+      // Not readFileSync: a session file swapped for a FIFO must not hang the hook (read as missing).
+      const s = SessionState.parse(JSON.parse(readRegularSync(this.file)?.bytes.toString('utf8') ?? ''));
       return s.sessionId === sessionId ? s : freshSession(sessionId);
     } catch {
       return freshSession(sessionId);

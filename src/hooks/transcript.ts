@@ -16,7 +16,9 @@ export function lastAssistantMessage(transcriptPath: string | undefined, maxByte
   try {
     const st = fs.lstatSync(transcriptPath);
     if (!st.isFile()) return undefined;
-    fd = fs.openSync(transcriptPath, fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0));
+    // O_NONBLOCK: a transcript swapped for a FIFO since its lstat must not hang the hook (the fstat then refuses it).
+    fd = fs.openSync(transcriptPath, fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0) | (fs.constants.O_NONBLOCK ?? 0));
+    if (!fs.fstatSync(fd).isFile()) return undefined;
     const len = Math.min(st.size, maxBytes);
     const buf = Buffer.alloc(len);
     fs.readSync(fd, buf, 0, len, st.size - len);

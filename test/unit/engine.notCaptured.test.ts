@@ -94,6 +94,35 @@ describe('engine: what a checkpoint could not capture (CLI)', function () {
     }
   });
 
+  it('a file whose name is not UTF-8 is reported by the checkpoint (stderr and JSON) and by a rollback that leaves it as it is', () => {
+    const t = tmpDir();
+    try {
+      const ws = t.dir;
+      fs.writeFileSync(path.join(ws, 'a.txt'), 'a\n');
+      const odd = Buffer.concat([Buffer.from(`${ws}/caf`), Buffer.from([0xe9]), Buffer.from('.txt')]);
+      fs.writeFileSync(odd, 'before\n');
+      // chown -R: fs.readdirSync cannot name the file (its name decodes to U+FFFD).
+      if (asRoot) assert.equal(spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, ws]).status, 0);
+      const start = run(ws, ['task', 'start', '--goal', 'g']);
+      assert.equal(start.status, 0, start.stderr);
+      assert.match(start.stderr, /did not capture 1 path\(s\): "caf\\\\xE9\.txt" \(unsafe_name\)/);
+      assert.deepEqual((start.json.notCaptured as { path: string; reason: string }[]).map((n) => [n.path, n.reason]), [['caf\\xE9.txt', 'unsafe_name']]);
+      const taskId = start.json.taskId as string;
+      const base = start.json.baseCheckpointId as string;
+      fs.writeFileSync(path.join(ws, 'a.txt'), 'a changed\n');
+      fs.writeFileSync(odd, 'after\n');
+      const rb = run(ws, ['rollback', '--task', taskId, '--to', base, '--yes']);
+      assert.equal(rb.status, 0, rb.stderr);
+      assert.equal(fs.readFileSync(path.join(ws, 'a.txt'), 'utf8'), 'a\n');
+      // Not rolled back, and not in silence: the rollback's own result and stderr name it.
+      assert.equal(fs.readFileSync(odd, 'utf8'), 'after\n');
+      assert.match(rb.stderr, /did not capture 1 path\(s\): "caf\\\\xE9\.txt" \(unsafe_name\)/);
+      assert.equal(rb.json.notCapturedCount, 1);
+    } finally {
+      t.cleanup();
+    }
+  });
+
   it('the MCP checkpoint tools warn in their result when something was not captured', async () => {
     const notCaptured = [{ path: 'src/sub', reason: 'unreadable' as const, code: 'EACCES', message: 'permission denied' }];
     const engine = { checkpoint: async () => ({ taskId: 't1', checkpointId: 'c1', filesChanged: 0, notCaptured, notCapturedCount: 1 }) };

@@ -1,5 +1,6 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import fc from 'fast-check';
 import { BlobStore, scan, sha256Hex } from '../../src/core/snapshot/index';
@@ -161,5 +162,95 @@ describe('fuzz: workspaces that change under the scanner', function () {
       fuzzParams(40),
     );
     assert.ok(seen.reported > 20 && seen.symlinkRaces > 3, JSON.stringify(seen));
+  });
+});
+
+/**
+ * A racer process exchanging a file with a FIFO (renameat2 RENAME_EXCHANGE, so both
+ * names always exist) as fast as it can while scans run: the scanning thread must
+ * never block (its event loop's longest stall is measured), every scan finishes, and
+ * the path is each time either the file's content or recorded as not captured, never
+ * absent. After its run the racer keeps opening the FIFO for writing, so a scan that
+ * did block is released and the test fails on the stall instead of hanging.
+ */
+describe('chaos: a file exchanged with a FIFO while scans run', function () {
+  this.timeout(120_000);
+  it('never blocks the scanning thread, and reports the FIFO as not captured', async function () {
+    if (process.platform !== 'linux' || spawnSync('python3', ['-c', 'import ctypes; ctypes.CDLL(None).renameat2'], { stdio: 'ignore' }).status !== 0) this.skip();
+    const sandbox = tmpDir('wp-chaos-fifo-');
+    try {
+      const ws = path.join(sandbox.dir, 'ws');
+      fs.mkdirSync(ws);
+      for (let i = 0; i < 20; i++) fs.writeFileSync(path.join(ws, `f${i}.txt`), `file ${i}\n`);
+      const PAIRS = 40;
+      const pairs: [string, string][] = [];
+      for (let i = 0; i < PAIRS; i++) {
+        pairs.push([path.join(ws, `swapped${i}.txt`), path.join(ws, `pipe${i}`)]);
+        fs.writeFileSync(pairs[i]![0], 'the real content\n');
+        assert.equal(spawnSync('mkfifo', [pairs[i]![1]]).status, 0);
+      }
+      const RACE_MS = 3000;
+      const racer = spawn('python3', ['-c', `
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+pairs = [(a.encode(), b.encode()) for a, b in ${JSON.stringify(pairs)}]
+end = time.time() + ${RACE_MS / 1000}
+while time.time() < end:
+    for a, b in pairs:
+        libc.renameat2(-100, a, -100, b, 2)
+# Release any reader blocked opening either name (the FIFO may be under either).
+end = time.time() + 8
+while time.time() < end:
+    for p in [n for pair in pairs for n in pair]:
+        try:
+            os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    time.sleep(0.02)
+`], { stdio: 'ignore' });
+      const raced = new Promise((r) => setTimeout(r, RACE_MS));
+      let worst = 0;
+      let last = performance.now();
+      const lag = setInterval(() => {
+        const now = performance.now();
+        worst = Math.max(worst, now - last);
+        last = now;
+      }, 5);
+      const seen = { scans: 0, fifoReported: 0, captured: 0 };
+      let done = false;
+      void raced.then(() => (done = true));
+      try {
+        let previous: Awaited<ReturnType<typeof scan>>['manifest'] | undefined;
+        const blobs = new BlobStore(path.join(sandbox.dir, 'objects'), { durability: 'deferred' });
+        while (!done) {
+          const r = await scan({ roots: [{ name: 'ws', dir: ws }], blobs, ...(previous && seen.scans % 2 ? { previous } : {}) });
+          seen.scans++;
+          for (const key of pairs.flatMap(([a, b]) => [path.basename(a), path.basename(b)])) {
+            const e = r.manifest.get(key);
+            assert.ok(e, `${key} is never recorded as absent`);
+            if (e.type === 'uncaptured') {
+              // ECHANGING: the file was renamed (its ctime moved) during each of its reads.
+              assert.ok(e.code === 'ENOTREG' || e.code === 'ECHANGING', JSON.stringify(e));
+              assert.ok(r.unreadable.some((u) => u.path === key && u.code === e.code));
+              seen.fifoReported++;
+            } else {
+              assert.equal(e.type, 'file', JSON.stringify(e));
+              if (e.type === 'file') assert.equal((await blobs.get(e.hash)).toString(), 'the real content\n');
+              seen.captured++;
+            }
+          }
+          previous = r.manifest;
+          await new Promise((res) => setImmediate(res));
+        }
+      } finally {
+        clearInterval(lag);
+        racer.kill('SIGKILL');
+      }
+      assert.ok(worst < 1500, `the scanning thread stalled ${worst.toFixed(0)} ms (blocked opening a FIFO): ${JSON.stringify(seen)}`);
+      assert.ok(seen.scans >= 3 && seen.fifoReported >= 1, JSON.stringify(seen));
+      console.log(`      FIFO chaos: ${JSON.stringify({ ...seen, worstStallMs: Math.round(worst) })}`);
+    } finally {
+      sandbox.cleanup();
+    }
   });
 });

@@ -4,6 +4,7 @@ import type { Engine } from '../engine/engine';
 import { WaypointError } from '../model/errors';
 import type { CheckpointMeta, Task } from '../model/schema';
 import { diffManifests, hasNoContent, isBinary, lineCounts, resolveInsideSync, splitKey, type ChangeStatus, type Manifest } from '../snapshot';
+import { readRegularSync } from '../snapshot/noBlockRead';
 import { computeHunks, type Hunk } from './hunks';
 
 /** Files larger than this are summarised in the review, never diffed or rendered. */
@@ -140,11 +141,15 @@ export function readWorkspaceFile(engine: Engine, key: string): Buffer | null {
   const roots = engine.workspaceSnapshots?.roots;
   const { root, rel } = roots && roots.length > 1 ? splitKey(roots, key) : { root: { dir: engine.workspace }, rel: key };
   const abs = resolveInsideSync(root.dir, rel);
-  const st = fs.lstatSync(abs, { throwIfNoEntry: false });
-  if (!st) return null;
-  if (st.isSymbolicLink()) return Buffer.from(fs.readlinkSync(abs), 'utf8');
-  if (!st.isFile()) return null;
-  return fs.readFileSync(abs);
+  for (let attempt = 1; ; attempt++) {
+    const st = fs.lstatSync(abs, { throwIfNoEntry: false });
+    if (!st) return null;
+    if (st.isSymbolicLink()) return Buffer.from(fs.readlinkSync(abs), 'utf8');
+    if (!st.isFile()) return null;
+    // Opened without blocking or following a link: the file may have been swapped for a FIFO or a link since its lstat.
+    const read = readRegularSync(abs, { follow: false });
+    if (read || attempt === 3) return read?.bytes ?? null;
+  }
 }
 
 export async function baseContent(engine: Engine, base: CheckpointMeta, key: string): Promise<Buffer | null> {

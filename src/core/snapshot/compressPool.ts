@@ -15,6 +15,7 @@ import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import zlib from 'node:zlib';
 import { EARLY_SYNC_BYTES, MAX_PACK_BYTES, PACK_MAGIC, PACK_TEMP_PREFIX } from './packFile.js';
+import { READ_ATTEMPTS } from './scan/fsAccess.js';
 
 export const HEADER_RAW = 0x00;
 export const HEADER_DEFLATE = 0x01;
@@ -104,6 +105,9 @@ const sha256 = crypto.hash ? (b) => crypto.hash('sha256', b, 'hex') : (b) => cry
 // for a FIFO cannot block the open (fstat then refuses it).
 const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | (fs.constants.O_NONBLOCK || 0);
 let scratch = Buffer.allocUnsafeSlow(${FILE_SCRATCH_BYTES});
+/** A recently changed file's second read, compared with the first. */
+let verify = Buffer.allocUnsafeSlow(0);
+const pause = new Int32Array(new SharedArrayBuffer(4));
 /** The batch's output: bodies appended as they are produced (a raw body is a view of scratch). */
 let out = Buffer.allocUnsafeSlow(${BATCH_BYTES} * 2);
 let outAt = 0;
@@ -188,17 +192,41 @@ function readOne(job, quality, maxBytes, packDir) {
     return { id: job.id, code: err.code || 'EUNKNOWN', message: String(err.message || err) };
   }
   try {
-    const st = fs.fstatSync(fd);
+    let st = fs.fstatSync(fd);
     if (!st.isFile()) return { id: job.id, code: 'ENOTREG', message: 'no longer a regular file' };
-    const r = { id: job.id, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, exec: (st.mode & 0o111) !== 0 };
-    if (st.size > maxBytes) return Object.assign(r, { skipped: true });
-    const buf = st.size <= scratch.length ? scratch : Buffer.allocUnsafeSlow(st.size);
+    // Each read is checked by a second fstat: a write during it (ctime, mtime, size)
+    // means the bytes may mix two versions, so it is read again (see sameVersion in scan/fsAccess.ts).
     let got = 0;
-    while (got < st.size) {
-      const n = fs.readSync(fd, buf, got, st.size - got, got);
-      if (n === 0) break;
-      got += n;
+    let buf = scratch;
+    for (let attempt = 1; ; attempt++) {
+      if (st.size > maxBytes) return { id: job.id, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, exec: (st.mode & 0o111) !== 0, skipped: true };
+      buf = st.size <= scratch.length ? scratch : Buffer.allocUnsafeSlow(st.size);
+      got = 0;
+      while (got < st.size) {
+        const n = fs.readSync(fd, buf, got, st.size - got, got);
+        if (n === 0) break;
+        got += n;
+      }
+      const after = fs.fstatSync(fd);
+      if (got === st.size && after.ctimeMs === st.ctimeMs && after.mtimeMs === st.mtimeMs && after.size === st.size) {
+        // Recently changed: a write under way since before the first fstat shows only to a second read (see recentlyChanged in scan/fsAccess.ts).
+        if (Date.now() - after.ctimeMs >= (after.ctimeMs % 1000 === 0 ? 3000 : 1000)) break;
+        if (verify.length < got) verify = Buffer.allocUnsafeSlow(got);
+        // A moment later (blocking only this worker), so a writer descheduled mid-copy gets to go on.
+        Atomics.wait(pause, 0, 0, 2);
+        let again = 0;
+        while (again < got) {
+          const n = fs.readSync(fd, verify, again, got - again, again);
+          if (n === 0) break;
+          again += n;
+        }
+        const last = fs.fstatSync(fd);
+        if (again === got && last.ctimeMs === st.ctimeMs && last.mtimeMs === st.mtimeMs && last.size === st.size && verify.subarray(0, got).equals(buf.subarray(0, got))) break;
+      }
+      if (attempt === ${READ_ATTEMPTS}) return { id: job.id, code: 'ECHANGING', message: 'was changing while it was read (${READ_ATTEMPTS} attempts): not captured' };
+      st = fs.fstatSync(fd); // the version the next read is checked against
     }
+    const r = { id: job.id, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, exec: (st.mode & 0o111) !== 0 };
     const bytes = buf.subarray(0, got);
     const hash = sha256(bytes);
     if (packDir) {

@@ -7,6 +7,7 @@
 import fss from 'node:fs';
 import path from 'node:path';
 import ignore, { type Ignore } from 'ignore';
+import { readRegularSync } from './noBlockRead.js';
 
 export interface RuleLevel {
   /** Directory of the rules relative to the root, '' or ending in '/'. */
@@ -81,7 +82,8 @@ function readTextAt(file: string, st: fss.Stats | undefined): string | null {
     // Most directories have no such file: a stat that returns undefined is far cheaper
     // than the ENOENT exception readFileSync would build (a stack trace each).
     if (!st) return null;
-    return fss.readFileSync(file, 'utf8');
+    // Not readFileSync: an ignore file that is (or turns into) a FIFO or a device must not block the scan.
+    return readRegularSync(file)?.bytes.toString('utf8') ?? null;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'EACCES') return null;

@@ -10,7 +10,7 @@ import type { ManifestEntry } from '../manifest.js';
 import { ByteBudget, Limiter } from './backpressure.js';
 import type { DirContext } from './dirContext.js';
 import { assertInside } from './dirContext.js';
-import { O_FILE, PROC_FD, READ_ERRORS, errCode, errInfo, notRegular, readAllAsync, readSyncInto, type StatLike } from './fsAccess.js';
+import { O_FILE, PROC_FD, READ_ATTEMPTS, READ_ERRORS, changingWhileRead, errCode, errInfo, notRegular, readAllAsync, readSyncInto, recentlyChanged, sameVersion, type StatLike } from './fsAccess.js';
 import type { ScanRecord } from './scanRecord.js';
 import type { ScanWorkers } from './scanWorkers.js';
 import { TRANSIENT, retryTransient } from './transientRetry.js';
@@ -20,6 +20,10 @@ const SYNC_READ_BELOW = 64 * 1024;
 /** Read-but-not-yet-stored bytes the walk may run ahead by (memory bound). */
 const MAX_INFLIGHT_BYTES = 8 * 1024 * 1024;
 
+/** The pause before a recently changed file's second read (see readSmall). */
+const SETTLE_MS = 2;
+const settle = () => new Promise<void>((r) => setTimeout(r, SETTLE_MS));
+
 export class FileReads {
   /** Bounds large files open or being read at once. */
   private readonly io: Limiter;
@@ -27,6 +31,8 @@ export class FileReads {
   private readonly inflight = new ByteBudget(MAX_INFLIGHT_BYTES);
   /** Where small files are read (see read). */
   private readonly scratch = Buffer.allocUnsafeSlow(SYNC_READ_BELOW);
+  /** Where a recently changed small file is read a second time, to compare (see readSmall). */
+  private readonly verify = Buffer.allocUnsafeSlow(SYNC_READ_BELOW);
 
   constructor(
     private readonly rec: ScanRecord,
@@ -145,18 +151,23 @@ export class FileReads {
       }
     }
     if (!large) {
-      let bytes: Buffer;
+      let read: { bytes: Buffer | null; at: Stats };
       try {
         // Small files go through one reused buffer: the store copies or consumes them
         // before put returns its promise (no allocation per file).
-        bytes = readSyncInto(fd, fst.size, fst.size <= this.scratch.length ? this.scratch : Buffer.allocUnsafe(fst.size));
+        read = await this.readSmall(fd, fst, key.slice(dir.prefix.length));
       } catch (err) {
         this.readFailed(err, key, io, abs);
         return;
       } finally {
         fss.closeSync(fd);
       }
-      rec.work.track(this.store(key, st, fst, bytes, bytes.buffer === this.scratch.buffer));
+      const { bytes, at } = read;
+      if (!bytes) {
+        rec.recordSkipped(key, at.size, at.mtimeMs); // grew past the limit while it was read
+        return;
+      }
+      rec.work.track(this.store(key, st, at, bytes, bytes.buffer === this.scratch.buffer));
       await this.inflight.room();
       return;
     }
@@ -164,8 +175,21 @@ export class FileReads {
     rec.work.track(
       (async () => {
         let bytes: Buffer;
+        let at = fst;
         try {
-          bytes = await readAllAsync(fd, fst.size);
+          // Checked like readSmall: a version that changed during the read is read again.
+          for (let attempt = 1; ; attempt++) {
+            bytes = await readAllAsync(fd, at.size);
+            const after = fss.fstatSync(fd);
+            if (bytes.length === at.size && sameVersion(at, after)) {
+              if (!recentlyChanged(after)) break;
+              await settle();
+              const again = await readAllAsync(fd, at.size);
+              if (sameVersion(at, fss.fstatSync(fd)) && again.equals(bytes)) break;
+            }
+            if (attempt === READ_ATTEMPTS) throw changingWhileRead(key.slice(dir.prefix.length));
+            at = fss.fstatSync(fd); // the version the next read is checked against
+          }
         } catch (err) {
           this.readFailed(err, key, io, abs);
           return;
@@ -173,9 +197,39 @@ export class FileReads {
           fss.closeSync(fd);
           this.io.release();
         }
-        await this.store(key, st, fst, bytes);
+        await this.store(key, st, at, bytes);
       })(),
     );
+  }
+
+  /**
+   * Reads a small file whole from `fd` and checks, by a second fstat, that no write
+   * came between the fstat it was read by and the end of the read (a torn mix of two
+   * versions is never stored); read again if one did, up to READ_ATTEMPTS times. A
+   * file changed within the last second is read a second time, a moment later, and
+   * both reads must agree (see recentlyChanged). Returns the bytes with the fstat they are the content of (bytes null: the file
+   * grew past the size limit meanwhile).
+   */
+  private async readSmall(fd: number, fst: Stats, rel: string): Promise<{ bytes: Buffer | null; at: Stats }> {
+    let at = fst;
+    for (let attempt = 1; ; attempt++) {
+      let bytes = readSyncInto(fd, at.size, at.size <= this.scratch.length ? this.scratch : Buffer.allocUnsafe(at.size));
+      const after = fss.fstatSync(fd);
+      if (bytes.length === at.size && sameVersion(at, after)) {
+        if (!recentlyChanged(after)) return { bytes, at };
+        // Out of the shared buffer before waiting: a worker's fallback read may use it meanwhile.
+        if (bytes.buffer === this.scratch.buffer) bytes = Buffer.from(bytes);
+        // A write may have been under way since before the first fstat: a second read, a
+        // moment later (a writer descheduled mid-copy gets to go on), must agree.
+        await settle();
+        const again = readSyncInto(fd, at.size, at.size <= this.verify.length ? this.verify : Buffer.allocUnsafe(at.size));
+        const last = fss.fstatSync(fd);
+        if (sameVersion(at, last) && again.equals(bytes)) return { bytes, at };
+      }
+      if (attempt === READ_ATTEMPTS) throw changingWhileRead(rel);
+      at = fss.fstatSync(fd); // the version the next read is checked against
+      if (at.size > this.rec.maxFileBytes) return { bytes: null, at };
+    }
   }
 
   /** A failed open or read: recorded as not captured when the workspace can cause it (READ_ERRORS), else thrown (the scan fails). */

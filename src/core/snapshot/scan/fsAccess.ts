@@ -15,10 +15,11 @@ import { RESERVED_DIRS } from '../paths.js';
  */
 export const PROC_FD = process.platform === 'linux' && fss.existsSync('/proc/self/fd') ? '/proc/self/fd' : null;
 export const O_DIR = fss.constants.O_RDONLY | (fss.constants.O_DIRECTORY ?? 0) | (fss.constants.O_NOFOLLOW ?? 0);
-export const O_FILE = fss.constants.O_RDONLY | (fss.constants.O_NOFOLLOW ?? 0);
+/** O_NONBLOCK: a file swapped for a FIFO after its lstat must not block the open (its fstat then refuses it); no effect on a regular file's reads. */
+export const O_FILE = fss.constants.O_RDONLY | (fss.constants.O_NOFOLLOW ?? 0) | (fss.constants.O_NONBLOCK ?? 0);
 
 /** Read failures recorded as not captured (or, for GONE, as absent); any other error fails the scan. */
-export const READ_ERRORS = new Set(['EACCES', 'EPERM', 'ENOENT', 'EISDIR', 'ENOTDIR', 'EBUSY', 'ELOOP', 'ESYMLINK', 'ENOTREG', 'EMFILE', 'ENFILE', 'EAGAIN']);
+export const READ_ERRORS = new Set(['EACCES', 'EPERM', 'ENOENT', 'EISDIR', 'ENOTDIR', 'EBUSY', 'ELOOP', 'ESYMLINK', 'ENOTREG', 'ENXIO', 'ECHANGING', 'EMFILE', 'ENFILE', 'EAGAIN']);
 /** Gone since it was listed: absent is the truth, so nothing is recorded for it. */
 export const GONE = new Set(['ENOENT', 'ENOTDIR']);
 
@@ -36,6 +37,82 @@ export function errInfo(err: unknown, io?: string, abs?: string): { code: string
 
 export function notRegular(rel: string): Error {
   return Object.assign(new Error(`${rel} is no longer a regular file`), { code: 'ENOTREG' });
+}
+
+/** Reads of one file, each checked by an fstat after it, before the file counts as changing while read (see stableRead). */
+export const READ_ATTEMPTS = 4;
+
+/**
+ * Whether two fstats of one descriptor describe the same version of the file: a write
+ * between them moves its ctime (and mtime, and maybe size). Linux since 6.13 stamps a
+ * change made after a stat finer than the clock tick, so even a write in the same
+ * tick shows; coarser kernels can miss one made within the tick of the last.
+ */
+export function sameVersion(a: StatLike, b: StatLike): boolean {
+  return a.ctimeMs === b.ctimeMs && a.mtimeMs === b.mtimeMs && a.size === b.size;
+}
+
+/**
+ * Whether a file's last change (`st.ctimeMs`) is recent enough that a write could
+ * still be copying its data: a write stamps the file when it starts, so one already
+ * under way at the fstat before a read leaves both fstats equal while the read sees
+ * half of it. Such a file is read a second time and must read the same (see
+ * FileReads.readSmall). A whole-second ctime suggests a coarse file system: a wider window.
+ */
+export function recentlyChanged(st: StatLike, nowMs = Date.now()): boolean {
+  return nowMs - st.ctimeMs < (st.ctimeMs % 1000 === 0 ? 3000 : 1000);
+}
+
+/** A file rewritten during each of READ_ATTEMPTS reads: recorded as not captured, never stored torn. */
+export function changingWhileRead(rel: string): Error {
+  return Object.assign(new Error(`${rel} was changing while it was read (${READ_ATTEMPTS} attempts): not captured`), { code: 'ECHANGING' });
+}
+
+/**
+ * A file name's bytes as text, exactly: valid UTF-8 sequences as they are, every other
+ * byte as `\xNN` (a name that is not UTF-8 has no string of its own: Node decodes
+ * those bytes to U+FFFD, which names no file and can stand for many).
+ */
+export function showNameBytes(raw: Buffer): string {
+  let out = '';
+  for (let i = 0; i < raw.length; ) {
+    const b = raw[i]!;
+    const n = b < 0x80 ? 1 : b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+    const seq = n > 0 && i + n <= raw.length ? raw.subarray(i, i + n) : null;
+    // The decoder is the judge of a sequence (overlong forms, surrogates): valid when it round-trips.
+    if (seq && Buffer.from(seq.toString('utf8'), 'utf8').equals(seq)) {
+      out += seq.toString('utf8');
+      i += n;
+    } else {
+      out += `\\x${b.toString(16).toUpperCase().padStart(2, '0')}`;
+      i++;
+    }
+  }
+  return out;
+}
+
+/**
+ * The entries of the directory reached by `io` whose names are not valid UTF-8, by the
+ * name Node's listing gave them (with U+FFFD in it), each with the byte-exact names
+ * (showNameBytes) it stands for. Listed again as bytes: only for a directory whose
+ * listing has a U+FFFD in a name, which is rare.
+ */
+export function namesNotUtf8(io: string): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  let raw: Buffer[];
+  try {
+    raw = fss.readdirSync(io, { encoding: 'buffer' });
+  } catch {
+    return out; // gone since it was listed: its entries are gone with it
+  }
+  for (const r of raw) {
+    const lossy = r.toString('utf8');
+    if (Buffer.from(lossy, 'utf8').equals(r)) continue;
+    const shown = out.get(lossy);
+    if (shown) shown.push(showNameBytes(r));
+    else out.set(lossy, [showNameBytes(r)]);
+  }
+  return out;
 }
 
 export function isReserved(name: string): boolean {

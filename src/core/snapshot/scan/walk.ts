@@ -24,7 +24,7 @@ import { childKeyProblem } from '../paths.js';
 import { PREV_FIELDS, STAT_FIELDS, type StatCheck } from '../statPool.js';
 import { DirContext, assertInside } from './dirContext.js';
 import type { FileReads } from './fileReads.js';
-import { PROC_FD, PooledStat, errInfo, isReserved, isReservedVariant, type StatLike } from './fsAccess.js';
+import { PROC_FD, PooledStat, errInfo, isReserved, isReservedVariant, namesNotUtf8, type StatLike } from './fsAccess.js';
 import { prevNumbers, type DirEntry, type DirPlan, type FileBatch } from './listingCache.js';
 import type { ScanRecord } from './scanRecord.js';
 import type { StatRescan } from './statRescan.js';
@@ -126,6 +126,8 @@ export class Walk {
     }
     /** Whether every entry went to the stat workers or is a subdirectory: then a plan can be kept. */
     let plannable = listed !== undefined;
+    /** Names that are not UTF-8 (see namesNotUtf8), listed as bytes when the first U+FFFD is met. */
+    let notUtf8: Map<string, string[]> | undefined;
     // With stat workers: files are collected and lstat'ed as one batch, subdirectories walked meanwhile.
     // Parallel arrays, not an object per entry: a rescan's garbage is mostly per-entry objects.
     const deferred: string[] | null = rescan ? [] : null;
@@ -140,6 +142,19 @@ export class Walk {
       const rel = rels ? rels[di]! : relBase + name;
       const isDir = d.isDirectory();
       if (rules.ignores(rel, isDir)) continue;
+      if (name.includes('\uFFFD')) {
+        // Possibly not UTF-8: such a name cannot be opened by the string Node gives it, and would vanish as "gone".
+        notUtf8 ??= namesNotUtf8(dir.ensureOpen().io);
+        const shown = notUtf8.get(name);
+        if (shown !== undefined) {
+          plannable = false;
+          // One decoded name stands for every raw name that decodes to it: each is reported once.
+          notUtf8.set(name, []);
+          const below = isDir ? '; nothing under it is captured' : '';
+          for (const s of shown) rec.leftOut(prefix + relBase + s, 'EUNSAFEPATH', `not captured: its name is not valid UTF-8 (bytes shown as \\xNN)${below}`);
+          continue;
+        }
+      }
       if (reserved) {
         // `.GIT`, `.Waypoint`: never entered or recorded (on a case-insensitive file system they are the real ones), but not in silence.
         plannable = false;
