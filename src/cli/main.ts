@@ -662,7 +662,7 @@ function helpText(): string {
     '',
     PLAN_FORMAT,
     '',
-    'The engine’s own log lines are shown with --verbose (or WAYPOINT_LOG=debug|info|warn|error); otherwise only errors.',
+    'stderr carries errors and the warnings you need; --verbose (or WAYPOINT_LOG=debug|info|warn|error) adds the engine’s log.',
     '',
     'Exit codes: 0 ok, 1 refused (reason on stderr), 2 usage.',
   ].join('\n');

@@ -208,7 +208,7 @@ describe('cli: footguns', function () {
     const t = start();
     ok(['step', 'start', '--task', t, '--step', 'read']);
     ok(['step', 'fail', '--task', t, '--step', 'read', '--error', 'flaky', '--recoverable']);
-    ok(['step', 'start', '--task', t, '--step', 'read']);
+    ok(['step', 'start', '--task', t, '--step', 'read', '--wait']);
     ok(['effect', 'begin', '--task', t, '--key', 'pub', '--kind', 'shell', '--description', 'npm publish', '--step', 'read']);
     ok(['effect', 'end', '--task', t, '--key', 'pub', '--ok']);
     ok(['step', 'complete', '--task', t, '--step', 'read']);
