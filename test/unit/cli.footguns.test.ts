@@ -117,6 +117,24 @@ describe('cli: footguns', function () {
     assert.equal(json<unknown[]>(['tasks']).length, tasksBefore + 1);
   });
 
+  it('at a terminal, rollback --undo asks y/N: "n" changes nothing, "y" applies it', function () {
+    if (spawnSync('script', ['--version']).status !== 0) this.skip();
+    const t = start();
+    const base = json<{ task: { baseCheckpointId: string } }>(['show', '--task', t]).task.baseCheckpointId;
+    fs.writeFileSync(path.join(ws, 'a.txt'), 'two\n');
+    ok(['rollback', '--task', t, '--to', base, '--yes']);
+    // `script` gives the CLI a pseudo-terminal for stdin and stdout; the answer is typed once the question can be asked.
+    const atTerminal = (answer: string) =>
+      spawnSync('sh', ['-c', `(sleep 3; printf '${answer}\\n') | script -qec "$0 $1 rollback --task $2 --undo --workspace $3" /dev/null`, process.execPath, CLI, t, ws], { encoding: 'utf8', timeout: 60_000, env });
+    const no = atTerminal('n');
+    assert.match(no.stdout, /Undoing the last rollback[\s\S]*Apply it\? \[y\/N\]/);
+    assert.match(no.stdout, /Nothing changed/);
+    assert.equal(read('a.txt'), 'one\n');
+    const yes = atTerminal('y');
+    assert.match(yes.stdout, /Undid the last rollback/, yes.stdout);
+    assert.equal(read('a.txt'), 'two\n');
+  });
+
   it('the undo tells a way back that works, and does not claim a second --undo undoes it', () => {
     const t = start();
     const base = json<{ task: { baseCheckpointId: string } }>(['show', '--task', t]).task.baseCheckpointId;
