@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { didYouMean } from './suggest';
 
 /**
  * Argument parsing for `waypoint`, on Node's own util.parseArgs. A usage error is
@@ -22,6 +23,8 @@ export const COMMON_OPTIONS: OptionSpec = {
   'max-file-size-mb': { type: 'string' },
   /** The team store (postgresql://…); WAYPOINT_STORE when absent. */
   store: { type: 'string' },
+  /** The engine's log lines on stderr (WAYPOINT_LOG=debug|info|warn|error sets the level). */
+  verbose: { type: 'boolean' },
 };
 
 export function parse(argv: string[], options: OptionSpec): Record<string, string | boolean | undefined> {
@@ -31,8 +34,19 @@ export function parse(argv: string[], options: OptionSpec): Record<string, strin
     return values as Record<string, string | boolean | undefined>;
   } catch (e) {
     if (e instanceof UsageError) throw e;
-    throw new UsageError((e as Error).message);
+    throw new UsageError(unknownOption(e, { ...COMMON_OPTIONS, ...options }) ?? (e as Error).message);
   }
+}
+
+/** parseArgs' own words for an unknown option name a `--` workaround no one wants: say what is meant. */
+function unknownOption(e: unknown, options: OptionSpec): string | undefined {
+  if ((e as { code?: string }).code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return undefined;
+  const m = /Unknown option '(-{1,2}[^']*)'/.exec((e as Error).message);
+  if (!m) return undefined;
+  const given = m[1];
+  const name = given.replace(/^-+/, '').split('=')[0];
+  const valid = Object.keys(options).filter((o) => o !== 'help');
+  return `unknown option ${given}${didYouMean(name, valid, (o) => `--${o}`)} (valid here: ${valid.map((o) => `--${o}`).join(', ')})`;
 }
 
 export function required(values: Record<string, unknown>, name: string): string {

@@ -1,12 +1,11 @@
 import * as fs from 'node:fs';
 import type { z } from 'zod';
 import * as path from 'node:path';
-import { isNoSpace, notCapturedLine, type Engine, type NotCapturedReport } from '../core/engine/engine';
+import { isNoSpace, notCapturedLine, type Engine, type NotCapturedReport, type RollbackResult } from '../core/engine/engine';
 import { DEFAULT_RPC_TIMEOUT_MS, RpcTransportError, localApi, remoteApi, type EngineApi } from '../core/engine/api';
 import { resolveStore } from '../ownership/resolve';
 import { findWorkspace, storeDirOf } from '../ownership/storeDirOf';
 import { describeOwner } from '../core/store/ownerLock';
-import { Logger } from '../core/log';
 import { startWhenAllowed } from '../core/engine/retryPolicy';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import { Plan } from '../core/model/schema';
@@ -22,6 +21,12 @@ import { teamStoreOf } from './teamStore';
 import { checkpointsTable, isWorkspaceIdArg, notOnThisMachine, teamCheckpoints, teamDiff } from './teamReview';
 import { plural } from '../core/model/plural';
 import { displayText } from '../core/model/displayText';
+import { stateOption, stepIdCheck, unknownCommand, workspacePath } from './suggest';
+import { confirmChange } from './confirm';
+import { cliLogger } from './logLevel';
+import { TIMELINE_COMMAND } from './timeline';
+import { teamStoreHint } from './teamHint';
+import { PLAN_FORMAT } from './planFormat';
 
 /**
  * `waypoint` — the command line over the engine. Every subcommand takes
@@ -123,7 +128,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   'task start': {
     summary: 'start a task (takes its base checkpoint)',
-    usage: 'waypoint task start --goal G [--title T] [--plan FILE] [--agent NAME] [--key K] [--lease-ttl SECONDS] [--max-attempts N] [--backoff-ms MS]',
+    usage: `waypoint task start --goal G [--title T] [--plan FILE] [--agent NAME] [--key K] [--lease-ttl SECONDS] [--max-attempts N] [--backoff-ms MS]\n\n${PLAN_FORMAT}`,
     options: { goal: s('g'), title: s(), plan: s(), agent: s(), key: s(), 'lease-ttl': s(), 'max-attempts': s(), 'backoff-ms': s() },
     async run(c) {
       const goal = required(c.values, 'goal');
@@ -149,7 +154,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   'task plan': {
     summary: 'add steps to a task’s plan',
-    usage: 'waypoint task plan --task ID --plan FILE [--key K]',
+    usage: `waypoint task plan --task ID --plan FILE [--key K]\n\n${PLAN_FORMAT}`,
     options: { task: s('t'), plan: s(), key: s() },
     async run(c) {
       const plan = readPlanFile(required(c.values, 'plan'));
@@ -237,12 +242,13 @@ export const COMMANDS: Record<string, Command> = {
     readOnly: true,
     options: { state: s(), limit: s(), all: b },
     async run(c) {
-      const states = optional(c.values, 'state')?.split(',').filter(Boolean);
+      const states = stateOption(optional(c.values, 'state'));
       if (c.values.all === true) return listAllTasks(c, states, intOption(c.values, 'limit'));
       const tasks = await (await c.engine()).tasks({ states: states as never, limit: intOption(c.values, 'limit') });
       const p = (t: (typeof tasks)[number]) => (t.progress.total ? `${t.progress.done}/${t.progress.total}` : '-');
+      const hint = tasks.length === 0 ? teamStoreHint(c.workspace, c.teamStore) : null;
       c.out(
-        tasksTable(tasks, p as never),
+        hint ? `${tasksTable(tasks, p as never)}\n${hint}` : tasksTable(tasks, p as never),
         tasks.map((t) => ({ ...t, progress: p(t) })),
       );
     },
@@ -257,12 +263,19 @@ export const COMMANDS: Record<string, Command> = {
       c.out(taskDetail(d), d);
     },
   },
+  timeline: TIMELINE_COMMAND,
   'step start': {
     summary: 'start a plan step (or an ad hoc one); takes a step_start checkpoint',
-    usage: 'waypoint step start --task ID [--step ID] [--title T] [--inputs JSON] [--depends-on A,B] [--key K] [--wait]',
-    options: { task: s('t'), step: s(), title: s(), inputs: s(), 'depends-on': s(), key: s(), wait: b },
+    usage: 'waypoint step start --task ID [--step ID [--ad-hoc]] [--title T] [--inputs JSON] [--depends-on A,B] [--key K] [--wait]\n  --step names a step of the task; a step not in it is refused unless --ad-hoc (no --step: a new ad hoc step).',
+    options: { task: s('t'), step: s(), 'ad-hoc': b, title: s(), inputs: s(), 'depends-on': s(), key: s(), wait: b },
     async run(c) {
       const e = await c.engine();
+      const stepId = optional(c.values, 'step');
+      if (stepId !== undefined && c.values['ad-hoc'] !== true) {
+        const taskId = required(c.values, 'task');
+        const refused = stepIdCheck(taskId, stepId, (await e.taskDetail(taskId)).steps);
+        if (refused) throw refused;
+      }
       const args = {
         taskId: required(c.values, 'task'),
         stepId: optional(c.values, 'step'),
@@ -298,8 +311,8 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   'step fail': {
-    summary: 'fail a step (recoverable keeps it retryable; otherwise the task fails)',
-    usage: 'waypoint step fail --task ID --step ID --error MSG [--recoverable] [--key K]',
+    summary: 'fail a step; without --recoverable THE WHOLE TASK FAILS (--recoverable keeps the step retryable)',
+    usage: 'waypoint step fail --task ID --step ID --error MSG [--recoverable] [--key K]\n  Without --recoverable the task fails with the step (a failed task can be resumed, or forked). With it, the step may be retried.',
     options: { task: s('t'), step: s(), error: s(), recoverable: b, key: s() },
     async run(c) {
       const r = await (await c.engine()).failStep({
@@ -314,7 +327,9 @@ export const COMMANDS: Record<string, Command> = {
         ? `Step ${r.stepId} failed; the task waits for a person: ${r.hold.reason}.`
         : r.retry
           ? `Step ${r.stepId} failed; it may retry as attempt ${r.retry.attempt} of ${r.retry.maxAttempts} at ${new Date(r.retry.retryAt).toLocaleTimeString()} (in ${Math.ceil(r.retry.backoffMs / 1000)} s)`
-          : `Step ${r.stepId} failed; task is ${r.state}`;
+          : r.state === 'failed'
+            ? `Step ${r.stepId} failed, and the task failed with it (a step failed without --recoverable ends its task). Next time, use --recoverable to keep it retryable.`
+            : `Step ${r.stepId} failed; task is ${r.state}`;
       c.out(human, r);
     },
   },
@@ -351,7 +366,7 @@ export const COMMANDS: Record<string, Command> = {
       const r = await (await c.engine()).checkpoint({
         taskId: required(c.values, 'task'),
         label: optional(c.values, 'label'),
-        dirty: optional(c.values, 'dirty')?.split(',').filter(Boolean),
+        dirty: optional(c.values, 'dirty')?.split(',').filter(Boolean).map((p) => workspacePath(c.workspace, p, '--dirty')),
         idempotencyKey: optional(c.values, 'key'),
       });
       c.out(`Checkpoint ${r.checkpointId} (${plural(r.filesChanged, 'file')} changed)`, r);
@@ -372,7 +387,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   diff: {
     summary: 'what changed between two checkpoints, or from a checkpoint to the workspace now (--workspace ID: a task on another machine, from the team store)',
-    usage: 'waypoint diff --from CP [--to CP]  |  waypoint diff --workspace WORKSPACE_ID --task ID [--from CP] [--to CP] [--path P] [--patch]',
+    usage: 'waypoint diff (--from CP | --task ID) [--to CP] [--path P]  |  waypoint diff --workspace WORKSPACE_ID --task ID [--from CP] [--to CP] [--path P] [--patch]\n  --task alone: from the task’s base checkpoint; no --to: to the workspace now.',
     readOnly: true,
     options: { from: s(), to: s(), task: s('t'), path: s(), patch: b },
     readsTeamStore: true,
@@ -381,8 +396,15 @@ export const COMMANDS: Record<string, Command> = {
         // Default from the task's base to its latest checkpoint: the whole of its changes.
         return teamDiff(c, { taskId: required(c.values, 'task'), from: optional(c.values, 'from'), to: optional(c.values, 'to'), path: optional(c.values, 'path'), patch: c.values.patch === true });
       }
-      for (const o of ['task', 'path', 'patch']) if (c.values[o] !== undefined) throw new UsageError(`--${o} reads a task from the team store: give it with --workspace WORKSPACE_ID (and --store or WAYPOINT_STORE).`);
-      const r = await (await c.engine()).diff({ from: required(c.values, 'from'), to: optional(c.values, 'to') });
+      if (c.values.patch !== undefined) throw new UsageError('--patch is read from the team store (with --workspace WORKSPACE_ID); here, `waypoint diff` lists the changed files with their line counts.');
+      const e = await c.engine();
+      const taskId = optional(c.values, 'task');
+      // --task alone: the task's whole change, from its base checkpoint to the workspace now.
+      const from = optional(c.values, 'from') ?? (taskId !== undefined ? ((await e.taskDetail(taskId)).task.baseCheckpointId ?? undefined) : undefined);
+      if (from === undefined) throw new UsageError(taskId !== undefined ? `Task ${taskId} has no base checkpoint; give --from CP.` : 'Missing --from (or --task ID: from its base checkpoint).');
+      const onlyPath = optional(c.values, 'path');
+      const all = await e.diff({ from, to: optional(c.values, 'to') });
+      const r = onlyPath === undefined ? all : { ...all, changes: all.changes.filter((x) => x.path === onlyPath || x.path.startsWith(`${onlyPath.replace(/\/+$/, '')}/`)) };
       const human = r.changes.length
         ? r.changes.map((x) => `${x.status.padEnd(12)} ${x.path}${!x.lines ? '' : x.lines.binary ? '  (binary)' : `  +${x.lines.added} -${x.lines.removed}`}`).join('\n')
         : `No changes from ${r.from} to ${r.to}.`;
@@ -390,38 +412,43 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   rollback: {
-    summary: 'roll the workspace back to a checkpoint (preview first; --undo reverses the last rollback)',
-    usage: 'waypoint rollback --task ID (--to CP [--paths P,…] [--agent-only] [--preview] [--yes] | --undo)',
+    summary: 'roll the workspace back to a checkpoint, or undo the last rollback (--undo); shows what would change and applies only with --yes (or a "y" at a terminal)',
+    usage: 'waypoint rollback --task ID (--to CP [--paths P,…] [--agent-only] | --undo) [--preview] [--yes]',
     options: { task: s('t'), to: s(), paths: s(), 'agent-only': b, preview: b, yes: b, undo: b, key: s() },
     async run(c) {
       const e = await c.engine();
       const taskId = required(c.values, 'task');
+      const fileList = (r: RollbackResult) =>
+        [
+          ...r.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}${x.createdOutsideTask ? '  (not created by a step of this task: made by you or another tool; undo brings it back)' : ''}${x.agentHunksOnly ? '  (only the agent’s changes; yours in it are kept)' : ''}`),
+          ...r.kept.map((k) => `  keep    ${k.path}  (${k.reason})`),
+        ].join('\n') || '  (nothing)';
       if (c.values.undo) {
         if (c.values.to) throw new UsageError('Give either --to CP or --undo, not both.');
+        const preview = await e.undoRollback({ taskId, preview: true });
+        const head = `Undoing the last rollback (back to ${preview.targetCheckpointId}) would change ${plural(preview.changes.length, 'file')}${preview.restoredSteps.length ? ` and give steps ${preview.restoredSteps.join(', ')} their status back` : ''}:\n${fileList(preview)}`;
+        if (c.values.preview) return c.out(head, preview);
+        await confirmChange(c, head);
         const r = await e.undoRollback({ taskId, idempotencyKey: optional(c.values, 'key') });
-        c.out(`Undid the last rollback: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed (this undo is itself undoable).${leftForYou(r)}`, r);
+        // An undo is not itself undone by --undo (that finds the rollback before it): going back is a rollback to the checkpoint the undo took first.
+        c.out(
+          `Undid the last rollback: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed.${leftForYou(r)}` +
+            (r.preRollbackCheckpointId ? `\nTo go back to how the files were before this undo: waypoint rollback --task ${r.taskId} --to ${r.preRollbackCheckpointId}` : ''),
+          r,
+        );
         return;
       }
       const args = {
         taskId,
         checkpointId: required(c.values, 'to'),
-        paths: optional(c.values, 'paths')?.split(',').filter(Boolean),
+        paths: optional(c.values, 'paths')?.split(',').filter(Boolean).map((p) => workspacePath(c.workspace, p, '--paths')),
         mode: c.values['agent-only'] ? ('agent-only' as const) : ('all' as const),
         idempotencyKey: optional(c.values, 'key'),
       };
       const preview = await e.rollback({ ...args, preview: true });
-      const list = [
-        ...preview.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}${x.createdOutsideTask ? '  (not created by a step of this task: made by you or another tool; undo brings it back)' : ''}${x.agentHunksOnly ? '  (only the agent’s changes; yours in it are kept)' : ''}`),
-        ...preview.kept.map((k) => `  keep    ${k.path}  (${k.reason})`),
-      ].join('\n');
-      if (c.values.preview || !c.values.yes) {
-        const head = `Rolling back to ${args.checkpointId} would change ${plural(preview.changes.length, 'file')}${preview.abandonedSteps.length ? ` and abandon ${preview.abandonedSteps.length === 1 ? 'step' : 'steps'} ${preview.abandonedSteps.join(', ')}` : ''}:`;
-        if (!c.values.preview && !c.values.yes) {
-          throw new WaypointError('invalid_input', `${head}\n${list || '  (nothing)'}\nRun again with --yes to apply it (or --preview to only look).`);
-        }
-        c.out(`${head}\n${list || '  (nothing)'}`, preview);
-        return;
-      }
+      const head = `Rolling back to ${args.checkpointId} would change ${plural(preview.changes.length, 'file')}${preview.abandonedSteps.length ? ` and abandon ${preview.abandonedSteps.length === 1 ? 'step' : 'steps'} ${preview.abandonedSteps.join(', ')}` : ''}:\n${fileList(preview)}`;
+      if (c.values.preview) return c.out(head, preview);
+      await confirmChange(c, head);
       const r = await e.rollback(args);
       c.out(
         `Rolled back to ${r.targetCheckpointId}: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed.` +
@@ -433,13 +460,14 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   fork: {
-    summary: 'start a new task from a checkpoint of another (the workspace goes to it, undoably; the original stays as it was)',
-    usage: 'waypoint fork --checkpoint CP [--goal G] [--title T] [--plan FILE] [--agent NAME] [--key K] [--lease-ttl SECONDS] [--preview]',
-    options: { checkpoint: s('c'), goal: s('g'), title: s(), plan: s(), agent: s(), key: s(), 'lease-ttl': s(), preview: b },
+    summary: 'start a new task from a checkpoint of another (the workspace goes to it, undoably; the original stays as it was); shows what would change and applies only with --yes (or a "y" at a terminal)',
+    usage: 'waypoint fork --checkpoint CP [--goal G] [--title T] [--plan FILE] [--agent NAME] [--key K] [--lease-ttl SECONDS] [--preview] [--yes]',
+    options: { checkpoint: s('c'), goal: s('g'), title: s(), plan: s(), agent: s(), key: s(), 'lease-ttl': s(), preview: b, yes: b },
     async run(c) {
       const planFile = optional(c.values, 'plan');
       const ttl = intOption(c.values, 'lease-ttl');
-      const r = await (await c.engine()).forkTask({
+      const e = await c.engine();
+      const args = {
         checkpointId: required(c.values, 'checkpoint'),
         goal: optional(c.values, 'goal'),
         title: optional(c.values, 'title'),
@@ -448,16 +476,24 @@ export const COMMANDS: Record<string, Command> = {
         idempotencyKey: optional(c.values, 'key'),
         leaseTtlMs: ttl === undefined ? undefined : ttl * 1000,
         owner: owner(c.values),
-        preview: c.values.preview === true,
-      });
-      const list = [...r.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}`), ...r.kept.map((k) => `  keep    ${k.path}  (${k.reason})`)].join('\n') || '  (no file changes)';
+      };
       const lines = (ids: string[]) => (ids.length ? ids.join(', ') : 'none');
-      const head = r.preview
-        ? `Forking from ${r.forkedFrom.checkpointId} (task ${r.forkedFrom.taskId}) would change ${plural(r.changes.length, 'file')}:`
-        : `Started task ${r.taskId}, forked from task ${r.forkedFrom.taskId} at ${r.forkedFrom.checkpointId} (base checkpoint ${r.baseCheckpointId}): ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed:`;
-      const tail = [`Inherits: ${lines(r.inherited)}`, `Left behind: ${lines(r.leftBehind)}`, `Plan: ${lines(r.plan)}`];
-      if (!r.preview) tail.push(`Undo the workspace change with: waypoint rollback --task ${r.taskId} --undo`);
-      c.out([head, list, ...tail].join('\n'), r);
+      const describe = (r: Awaited<ReturnType<EngineApi['forkTask']>>) => {
+        const list = [...r.changes.map((x) => `  ${x.action.padEnd(7)} ${x.path}`), ...r.kept.map((k) => `  keep    ${k.path}  (${k.reason})`)].join('\n') || '  (no file changes)';
+        const head = r.preview
+          ? `Forking from ${r.forkedFrom.checkpointId} (task ${r.forkedFrom.taskId}) would change ${plural(r.changes.length, 'file')}:`
+          : `Started task ${r.taskId}, forked from task ${r.forkedFrom.taskId} at ${r.forkedFrom.checkpointId} (base checkpoint ${r.baseCheckpointId}): ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed:`;
+        const tail = [`Inherits: ${lines(r.inherited)}`, `Left behind: ${lines(r.leftBehind)}`, `Plan: ${lines(r.plan)}`];
+        if (!r.preview) tail.push(`Undo the workspace change with: waypoint rollback --task ${r.taskId} --undo`);
+        return [head, list, ...tail].join('\n');
+      };
+      if (c.values.preview || c.values.yes !== true) {
+        const preview = await e.forkTask({ ...args, preview: true });
+        if (c.values.preview) return c.out(describe(preview), preview);
+        await confirmChange(c, describe(preview));
+      }
+      const r = await e.forkTask(args);
+      c.out(describe(r), r);
     },
   },
   stats: {
@@ -630,6 +666,14 @@ function helpText(): string {
     "'waypoint checkpoints' and 'waypoint diff' take --workspace WORKSPACE_ID (from 'tasks --all --json') to review a task of",
     'a workspace on another machine from the team store; its files are restored only on the machine that holds them.',
     '',
+    'Commands that change the workspace’s files (rollback, rollback --undo, fork) show what they would change and apply',
+    'only with --yes, or on a "y" at a terminal. step fail without --recoverable fails the whole task.',
+    "step start --step ID refuses an id the task does not have unless --ad-hoc. 'waypoint <command> --help' shows its options.",
+    '',
+    PLAN_FORMAT,
+    '',
+    'stderr carries errors and the warnings you need; --verbose (or WAYPOINT_LOG=debug|info|warn|error) adds the engine’s log.',
+    '',
     'Exit codes: 0 ok, 1 refused (reason on stderr), 2 usage.',
   ].join('\n');
 }
@@ -702,8 +746,10 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
   const found = resolveCommand(argv);
   let engine: Engine | undefined;
   let api: EngineApi | undefined;
+  /** Where the command ran, once known (for the team store hint on an unknown task). */
+  let teamAt: { workspace: string; teamStore: string | undefined } | undefined;
   try {
-    if (!found) throw new UsageError(`Unknown command '${commandWords(argv).map((i) => argv[i]).join(' ')}'. Run 'waypoint --help'.`);
+    if (!found) throw new UsageError(unknownCommand(commandWords(argv).map((i) => argv[i]), Object.keys(COMMANDS)));
     const cmd = commandNamed(found.name)!;
     const values = parse(found.rest, cmd.options);
     if (values.help) {
@@ -721,11 +767,10 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     if (!fs.existsSync(workspace) || !fs.statSync(workspace).isDirectory()) {
       throw new WaypointError('invalid_input', `Workspace ${workspace} is not a directory.`);
     }
+    teamAt = { workspace, teamStore };
     const lockWait = intOption(values, 'lock-wait');
     const maxFileBytes = maxFileSizeOption(values);
-    const log = new Logger((level, line) => {
-      if (level === 'warn' || level === 'error') io.stderr.write(`waypoint: ${displayText(line, { multiline: true })}\n`);
-    });
+    const log = cliLogger(values.verbose === true, (line) => io.stderr.write(`waypoint: ${displayText(line, { multiline: true })}\n`));
     const ctx: Ctx = {
       values,
       json: values.json === true,
@@ -774,7 +819,9 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     const usage = e instanceof UsageError;
     const code = usage ? 'usage' : isWaypointError(e) ? e.code : 'internal';
     // A full disk met outside the engine's own wording still says where.
-    const message = !isWaypointError(e) && isNoSpace(e) ? `No space left on the disk holding ${workspaceOf(argv)}: ${errorMessage(e)}. Free some space and try again.` : errorMessage(e);
+    let message = !isWaypointError(e) && isNoSpace(e) ? `No space left on the disk holding ${workspaceOf(argv)}: ${errorMessage(e)}. Free some space and try again.` : errorMessage(e);
+    const hint = isWaypointError(e) && e.code === 'not_found' && /^Unknown task\b/.test(message) && teamAt ? teamStoreHint(teamAt.workspace, teamAt.teamStore) : null;
+    if (hint) message = `${message} ${hint}`;
     io.stderr.write(`waypoint: ${displayText(message, { multiline: true })}\n`);
     if (usage && found) io.stderr.write(`usage: ${commandNamed(found.name)!.usage}\n`);
     // A refusal an agent acts on (when to retry, what the person must decide) carries its details.

@@ -106,7 +106,7 @@ describe('engine: a full disk (tmpfs)', function () {
     assert.deepEqual(tempsIn(ws), [], 'no temp file left in the workspace');
 
     fs.rmSync(filler);
-    const undo = cli(ws, ['rollback', '--task', taskId, '--undo']);
+    const undo = cli(ws, ['rollback', '--task', taskId, '--undo', '--yes']);
     assert.equal(undo.status, 0, undo.stderr);
     for (const [n, text] of Object.entries(before)) assert.equal(fs.readFileSync(path.join(ws, n), 'utf8'), text, n);
     assert.deepEqual(tempsIn(ws), []);

@@ -303,7 +303,7 @@ describe('cli: waypoint fork', function () {
       assert.match(preview.stdout, /would change 1 file:\n {2}modify {2}a\.txt/);
       assert.equal(fs.readFileSync(path.join(t.dir, 'a.txt'), 'utf8'), 'three\n');
 
-      const r = await cli(['fork', '--checkpoint', cp, '--goal', 'try again', '--json', '--workspace', t.dir]);
+      const r = await cli(['fork', '--checkpoint', cp, '--goal', 'try again', '--yes', '--json', '--workspace', t.dir]);
       assert.equal(r.code, 0, r.stderr);
       const doc = JSON.parse(r.stdout) as { taskId: string; forkedFrom: { taskId: string; checkpointId: string; stepId: string }; inherited: string[]; plan: string[] };
       assert.deepEqual(doc.forkedFrom, { taskId, checkpointId: cp, stepId: 's1' });
@@ -314,7 +314,7 @@ describe('cli: waypoint fork', function () {
       const show = await cli(['show', '--task', doc.taskId, '--workspace', t.dir]);
       assert.match(show.stdout, new RegExp(`forked from task ${taskId} at checkpoint ${cp} \\(step s1\\)`));
 
-      const human = await cli(['fork', '--checkpoint', cp, '--workspace', t.dir]);
+      const human = await cli(['fork', '--checkpoint', cp, '--yes', '--workspace', t.dir]);
       assert.equal(human.code, 0, human.stderr);
       assert.match(human.stdout, /^Started task t_\S+, forked from task/);
       assert.match(human.stdout, /Undo the workspace change with: waypoint rollback --task t_\S+ --undo/);

@@ -265,7 +265,7 @@ describe('retry policy on the CLI', function () {
       const started = run(t.dir, 'task', 'start', '--goal', 'flaky fetch', '--max-attempts', '2', '--backoff-ms', '16000', '--json');
       assert.equal(started.status, 0, started.stderr);
       const taskId = (JSON.parse(started.stdout) as { taskId: string }).taskId;
-      assert.equal(run(t.dir, 'step', 'start', '--task', taskId, '--step', 'fetch').status, 0);
+      assert.equal(run(t.dir, 'step', 'start', '--task', taskId, '--step', 'fetch', '--ad-hoc').status, 0);
       const f1 = run(t.dir, 'step', 'fail', '--task', taskId, '--step', 'fetch', '--error', 'timeout', '--recoverable');
       assert.equal(f1.status, 0, f1.stderr);
       assert.match(f1.stdout, /may retry as attempt 2 of 2 at/);

@@ -41,7 +41,7 @@ import { forkInheritance, type ForkInheritance } from './forkInheritance';
 import { computeStats, type Stats, type StatsFilter } from './stats';
 import { Queries } from './queries';
 import { assertMayStart, backoffFor, exhaustedReason, failureExhausts, heldError, resolvePolicy, startWhenAllowed, type RetryPolicyInput } from './retryPolicy';
-import { buildResumeContext, type DriftInfo, type ResumeContext } from './resumeContext';
+import { buildResumeContext, renderMarkdown, type DriftInfo, type ResumeContext } from './resumeContext';
 import { MAX_NOT_CAPTURED_LISTED, metadataOnlySnapshotter, type NotCaptured, type Snapshotter } from './snapshotter';
 import { WorkspaceSnapshots } from './workspaceSnapshots';
 import type { WorkspaceEdit } from './reviewEdits';
@@ -573,7 +573,10 @@ export class Engine {
         };
       });
     }
-    return this.resumeContext(input.taskId);
+    const ctx = await this.resumeContext(input.taskId);
+    // The context is read after the resume, when the task runs: it says what the task was before it.
+    const resumed = { ...ctx, resumedFrom: current.state };
+    return { ...resumed, markdown: renderMarkdown(resumed) };
   }
 
   /** Renews the caller's lease on a task (see Leases.heartbeat). */

@@ -28,6 +28,9 @@ export type StartTaskInput = z.input<typeof StartTaskInput>;
 
 export const TaskRef = z.strictObject({ taskId: TaskId, idempotencyKey: Key, owner: LeaseOwner.optional() });
 
+/** `undoRollback`: `preview` lists what undoing the task's last rollback would change, and changes nothing. */
+export const UndoRollbackInput = TaskRef.extend({ preview: z.boolean().optional() });
+
 export const RequestReviewInput = TaskRef.extend({ summary: text(10_000).optional() });
 export const CompleteTaskInput = TaskRef.extend({ summary: text(10_000).optional(), commit: z.string().regex(/^[0-9a-f]{7,64}$/, 'is not a commit hash').optional() });
 /** Undoing a review's commit: the task completed by `commit` waits for review again. */

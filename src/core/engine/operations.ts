@@ -25,6 +25,7 @@ import {
   SuspendTaskInput,
   TaskId,
   TaskRef,
+  UndoRollbackInput,
   VerifyInput,
   ReviewTaskInput,
   ReviewFileInput,
@@ -110,7 +111,7 @@ export const OPERATIONS = {
   /** The days of workspace history and what they hold (checkpoints, bytes). */
   history: query('none', None, (e) => e.history.footprint()),
   rollback: mutation('rollback', RollbackInput, (e, a) => e.rollback(a)),
-  undoRollback: mutation('undo rollback', TaskRef, (e, a) => e.undoRollback(a)),
+  undoRollback: mutation('undo rollback', UndoRollbackInput, (e, a) => e.undoRollback(a)),
   gc: mutation('retention policy', RetentionInput.optional(), (e, a) => e.gc(a ?? {})),
   rebuild: mutation('rebuild', None, (e) => e.rebuild()),
   diff: query('diff', DiffInput, (e, a) => e.diff(a)),

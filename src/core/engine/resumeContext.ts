@@ -17,6 +17,8 @@ export interface DriftInfo {
 
 export interface ResumeContext {
   schemaVersion: number;
+  /** Set by `task resume`: the state the task was in before this resume (the task itself is running by then). */
+  resumedFrom?: Task['state'];
   task: {
     id: string;
     title: string;
@@ -189,7 +191,8 @@ export function renderMarkdown(c: Omit<ResumeContext, 'markdown'>): string {
     out = [];
   };
   out.push(`# Resume task: ${c.task.title}`, '');
-  out.push(`You are resuming a task that was ${c.task.state === 'running' ? 'running' : c.task.state}. Continue from where it stopped; do not redo completed steps.`, '');
+  const was = c.resumedFrom ?? c.task.state;
+  out.push(`You are resuming a task that was ${was.replace(/_/g, ' ')}. Continue from where it stopped; do not redo completed steps.`, '');
   out.push(`**Goal:** ${c.task.goal}`, '');
   out.push(`Task \`${c.task.id}\` · attempt ${c.task.attempt}${c.task.agent ? ` · agent ${c.task.agent}` : ''}`);
   if (c.task.interruption) out.push(`Stopped because: ${c.task.interruption.reason} (${c.task.interruption.class.replace('_', ' ')}).`);

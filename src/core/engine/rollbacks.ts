@@ -20,7 +20,7 @@ import { newId } from './ids';
 import { plural } from '../model/plural';
 import { endsAgentInterval, trailingIsAgent } from './attribution';
 import { ownWritesByKey } from './ownWrites';
-import { RollbackInput, TaskRef } from './inputs';
+import { RollbackInput, UndoRollbackInput } from './inputs';
 import { isNoSpace } from './noSpace';
 import type { Queries } from './queries';
 
@@ -242,15 +242,16 @@ export class Rollbacks {
 
   /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */
   async undoRollback(raw: unknown): Promise<RollbackResult> {
-    const input = parseInput(TaskRef, raw, 'undo rollback');
+    const input = parseInput(UndoRollbackInput, raw, 'undo rollback');
     this.core.requireTask(input.taskId);
     const last = this.core.queries.lastUndoableRollback(input.taskId);
     if (!last) throw new WaypointError('not_found', `Task ${input.taskId} has no rollback to undo.`);
     const rollback = parseInput(
       RollbackInput,
-      { taskId: input.taskId, checkpointId: last.preRollbackCheckpointId, paths: last.paths ?? undefined, reason: `undo of rollback ${last.id}`, idempotencyKey: input.idempotencyKey },
+      { taskId: input.taskId, checkpointId: last.preRollbackCheckpointId, paths: last.paths ?? undefined, reason: `undo of rollback ${last.id}`, idempotencyKey: input.idempotencyKey, preview: input.preview },
       'undo rollback',
     );
+    if (input.preview) return this.rollbackNow(rollback, last.id, new Set(last.conflicts));
     // Files and record together: the steps the rollback abandoned get their earlier status back in the undo's own batch.
     return this.core.needingSpace('a rollback', () => this.rollbackNow(rollback, last.id, new Set(last.conflicts)));
   }

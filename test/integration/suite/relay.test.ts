@@ -81,7 +81,7 @@ describe('second window: relays to the owner, takes over when it goes away', fun
 
   it('alerts in this relaying window too: a step that used its attempts on the owner raises Grant More Attempts here', async () => {
     const t = (await run('task', 'start', '--goal', 'Held on the owner', '--max-attempts', '1')) as { taskId: string };
-    await run('step', 'start', '--task', t.taskId, '--step', 'fetch');
+    await run('step', 'start', '--task', t.taskId, '--step', 'fetch', '--ad-hoc');
     await run('step', 'fail', '--task', t.taskId, '--step', 'fetch', '--error', 'HTTP 503', '--recoverable');
     const alerts = api as RelayApi & { checkAlerts(now?: number): Promise<string[]>; shownAlerts(): string[] };
     await eventually(async () => {
