@@ -96,7 +96,16 @@ describe('store conformance: PostgreSQL (real cluster)', function () {
       const fs = await import('node:fs');
       fs.mkdirSync(`${b.dir}/.waypoint`, { recursive: true, mode: 0o700 });
       fs.copyFileSync(`${a.dir}/.waypoint/workspace-id.json`, `${b.dir}/.waypoint/workspace-id.json`);
-      const e2 = await Engine.open({ workspace: b.dir, teamStore: cluster.url() });
+      // Another machine by name: the same id used from another folder of this machine would be a copy, given its own id.
+      const machine = process.env.WAYPOINT_MACHINE;
+      process.env.WAYPOINT_MACHINE = 'the-second-machine';
+      let e2: Engine;
+      try {
+        e2 = await Engine.open({ workspace: b.dir, teamStore: cluster.url() });
+      } finally {
+        if (machine === undefined) delete process.env.WAYPOINT_MACHINE;
+        else process.env.WAYPOINT_MACHINE = machine;
+      }
       try {
         assert.equal(e2.queries.task(taskId).state, 'running', 'the new writer folded the history');
         const before = (await e2.events()).length;

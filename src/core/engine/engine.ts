@@ -790,6 +790,11 @@ export class Engine {
       }
       const stepId = input.stepId !== undefined ? input.stepId : (this.queries.steps(task.id).find((s) => s.status === 'in_progress')?.id ?? null);
       const { event, checkpoint, report } = await this.captureCheckpoint(task, input.kind ?? 'manual', stepId, input.label ?? null, input.dirty);
+      // A scan for what others changed (no step's work) that found nothing is not a checkpoint
+      // worth a row: nothing is recorded, and the answer names the checkpoint that still holds.
+      if (input.stepId === null && checkpoint.filesChanged === 0 && checkpoint.parentId && !report.notCaptured) {
+        return { events: [], result: { taskId: task.id, checkpointId: checkpoint.parentId, filesChanged: 0 } };
+      }
       return { events: [event], result: { taskId: task.id, checkpointId: checkpoint.id, filesChanged: checkpoint.filesChanged, ...report } };
     });
   }
