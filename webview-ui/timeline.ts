@@ -145,11 +145,11 @@ function render(): void {
 
 function header(m: TimelineModel): HTMLElement {
   const t = m.task;
-  const el = h('header', {}, h('h1', {}, t.title));
+  // Ids are for a tooltip (and Copy Id), not the page: a person reads the title.
+  const el = h('header', {}, h('h1', { title: `Task id ${t.id} · correlation id ${t.correlationId}` }, t.title));
   const meta = h('p', { class: 'meta' });
   meta.append(h('span', { class: `badge st-${t.state}` }, human(t.state)), ` ${t.agent ? `${t.agent} · ` : ''}task attempt ${t.attempt} · ${m.events} events · started ${DATE_TIME.format(t.createdAt)} · ${dur(m.range.end - m.range.start)}`);
   el.append(meta);
-  el.append(h('p', { class: 'meta' }, 'Correlation id ', h('code', { class: 'corr', 'aria-label': `Correlation id ${t.correlationId}` }, t.correlationId)));
   if (t.interruption) el.append(h('p', { class: 'warn', role: 'note' }, t.interruption));
   const omitted = Object.entries(m.omitted).filter(([, n]) => n > 0);
   if (omitted.length) el.append(h('p', { class: 'dim' }, `Too long to show whole: left out ${omitted.map(([k, n]) => `${n} ${k}`).join(', ')} (the oldest). Show Events lists everything.`));
@@ -455,9 +455,9 @@ function checkpointRow(c: TimelineCheckpoint): HTMLLIElement {
     'data-cp': c.id,
     tabindex: '-1',
     'aria-haspopup': 'menu',
-    'aria-label': `Checkpoint ${name}, ${clock(c.at)}, ${c.filesChanged} files changed${c.restorable ? '' : ', no intact snapshot'}`,
+    'aria-label': `Checkpoint ${name}, ${clock(c.at)}, ${c.changes}${c.restorable ? '' : ', no intact snapshot'}`,
   });
-  li.append(swatch(c.restorable ? 'cp' : 'cp dead', 'mark'), h('span', { class: 'title' }, name), h('span', { class: 'dim' }, `${human(c.kind)} · ${clock(c.at)} · ${c.filesChanged} file${c.filesChanged === 1 ? '' : 's'} changed${c.restorable ? '' : ' · no intact snapshot'}`));
+  li.append(swatch(c.restorable ? 'cp' : 'cp dead', 'mark'), h('span', { class: 'title' }, name), h('span', { class: 'dim' }, `${human(c.kind)} · ${clock(c.at)} · ${c.changes}${c.restorable ? '' : ' · no intact snapshot'}`));
   li.addEventListener('click', () => openMenu(c.id));
   return li;
 }

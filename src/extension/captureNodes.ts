@@ -6,6 +6,7 @@ import type { EngineHost } from './engineHost';
 import { localTime } from './resume/words';
 import { CheckpointNode, type StepNode, type TaskNode } from './tasksTreeNodes';
 import { taskDetail } from './storeReads';
+import { isShownCheckpoint } from './labelText';
 
 /**
  * Tree rows for what Waypoint captures without an agent's help (issue 17): a task's
@@ -79,7 +80,7 @@ export async function captureChildren(host: EngineHost, node: CaptureNode): Prom
   if (node instanceof HistoryDayNode) {
     const d = await taskDetail(host, node.day.taskId);
     // Newest first: the change a person wants to undo is usually the last one.
-    return [...d.checkpoints].reverse().map((c) => new CheckpointNode(node, c, d.checkpoints, d.steps));
+    return d.checkpoints.filter(isShownCheckpoint).reverse().map((c) => new CheckpointNode(node, c, d.checkpoints, d.steps));
   }
   if (node instanceof CommandNode) {
     const c = node.command;

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { EngineApi } from '../core/engine/api';
 import { notCapturedLine } from '../core/engine/engine';
 import type { ResumeContext } from '../core/engine/resumeContext';
-import { WaypointError } from '../core/model/errors';
+import { errorMessage, WaypointError } from '../core/model/errors';
 import type { SideEffect, Step, Task, TaskState } from '../core/model/schema';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
@@ -26,6 +26,7 @@ import type { TeamStoreConnection } from './teamStore/teamStoreConnection';
 import type { TeamTreeProvider } from './teamStore/teamTree';
 import { displayText } from '../core/model/displayText';
 import { StepActions } from './stepActions';
+import { checkpointWithStep } from './labelText';
 
 /**
  * Every command, registered through one place that turns failures into readable
@@ -130,7 +131,9 @@ export class Commands extends Disposable {
     try {
       return await fn();
     } catch (e) {
-      reportFailure(this.log, "commands", id, e);
+      // Engine errors name tasks, steps and checkpoints by id (the CLI's --json wants that); a toast names them by title.
+      const names = await idNames(this.host, errorMessage(e)).catch(() => undefined);
+      reportFailure(this.log, "commands", id, e, names);
       return undefined;
     }
   }
@@ -275,11 +278,11 @@ export class Commands extends Disposable {
       engine.checkpoint({ taskId: task.id, label: label || undefined }),
       vscode.ProgressLocation.Window,
     );
-    void vscode.window.setStatusBarMessage(`$(git-commit) Waypoint checkpoint ${r.checkpointId}: ${plural(r.filesChanged, 'file')} changed`, 4000);
+    void vscode.window.setStatusBarMessage(`$(git-commit) Waypoint checkpoint taken: ${plural(r.filesChanged, 'file')} changed`, 4000);
     if (r.notCapturedCount) {
       // The paths are in the log (the engine writes them there); the notice only says how many and where to look.
       this.log.warn(notCapturedLine(r.checkpointId, r));
-      void vscode.window.showWarningMessage(`Waypoint: checkpoint ${r.checkpointId} did not capture ${plural(r.notCapturedCount, 'path')} (unreadable, over the size limit, or with names it cannot record). No rollback to it deletes or changes them; the paths are in the Waypoint log.`);
+      void vscode.window.showWarningMessage(`Waypoint: the checkpoint did not capture ${plural(r.notCapturedCount, 'path')} (unreadable, over the size limit, or with names it cannot record). No rollback to it deletes or changes them; the paths are in the Waypoint log.`);
     }
     return r.checkpointId;
   }
@@ -359,7 +362,7 @@ export class Commands extends Disposable {
     stepId ??= d.task.hold?.stepId ?? undefined;
     if (!stepId) {
       const pick = await vscode.window.showQuickPick(
-        d.steps.filter((s) => s.status === 'failed' || s.status === 'pending').map((s) => ({ label: s.title, description: `${s.id} · attempt ${s.attempts} of ${s.maxAttempts}`, step: s })),
+        d.steps.filter((s) => s.status === 'failed' || s.status === 'pending').map((s) => ({ label: s.title, description: `attempt ${s.attempts} of ${s.maxAttempts}`, step: s })),
         { placeHolder: 'Choose the step to grant more attempts' },
       );
       stepId = pick?.step.id;
@@ -368,14 +371,14 @@ export class Commands extends Disposable {
     if (!step) return undefined;
     const answer = await vscode.window.showInputBox({
       title: `Waypoint: Grant More Attempts — ${step.title}`,
-      prompt: `${step.id} used ${step.attempts} of ${plural(step.maxAttempts, 'attempt')}${step.error ? `; last error: ${step.error.message.slice(0, 200)}` : ''}. How many more may it try?`,
+      prompt: `“${displayText(step.title)}” used ${step.attempts} of ${plural(step.maxAttempts, 'attempt')}${step.error ? `; last error: ${step.error.message.slice(0, 200)}` : ''}. How many more may it try?`,
       value: '1',
       validateInput: (v) => (/^\d+$/.test(v.trim()) && Number(v) >= 1 && Number(v) <= 100 ? undefined : 'A whole number from 1 to 100'),
       ignoreFocusOut: true,
     });
     if (answer === undefined) return undefined;
     const r = await (await this.engine()).grantAttempts({ taskId, stepId: step.id, attempts: Number(answer.trim()), reason: 'granted in VS Code', owner: this.leaseOwner() });
-    void vscode.window.showInformationMessage(`Waypoint: ${step.id} may try ${plural(r.attempts, 'more time', 'more times')} (${r.maxAttempts} in all); the task is ${r.state.replace('_', ' ')}. Tell the agent to continue.`);
+    void vscode.window.showInformationMessage(`Waypoint: “${displayText(step.title)}” may try ${plural(r.attempts, 'more time', 'more times')} (${r.maxAttempts} in all); the task is ${r.state.replace('_', ' ')}. Tell the agent to continue.`);
     return r.maxAttempts;
   }
 
@@ -386,4 +389,17 @@ export class Commands extends Disposable {
     const node = new TaskNode(d.task, d.steps);
     await this.view.reveal(node, { select: true, focus: false, expand: true });
   }
+}
+
+/** Names for the engine ids an error message mentions: each task's title, its steps' titles and its checkpoints' names. */
+async function idNames(host: EngineHost, message: string): Promise<Map<string, string>> {
+  const names = new Map<string, string>();
+  for (const taskId of new Set(message.match(/\bt_[0-9a-z]{15}\b/g) ?? [])) {
+    const d = await taskDetail(host, taskId).catch(() => undefined);
+    if (!d) continue;
+    names.set(taskId, d.task.title);
+    for (const s of d.steps) names.set(s.id, s.title);
+    for (const c of d.checkpoints) names.set(c.id, checkpointWithStep(c, d.checkpoints, d.steps));
+  }
+  return names;
 }

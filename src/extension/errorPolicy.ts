@@ -1,6 +1,7 @@
 import * as vscode from 'vscode';
 import { errorMessage, isWaypointError } from '../core/model/errors';
 import { displayText } from '../core/model/displayText';
+import { withoutIds } from './labelText';
 
 /**
  * The one error policy of the extension's surfaces. A refusal — a WaypointError with
@@ -13,10 +14,12 @@ export function isRefusal(e: unknown): boolean {
 }
 
 /** Logs the failure (`[area] what failed: …`) and tells the person per the policy above. */
-export function reportFailure(log: vscode.LogOutputChannel, area: string, what: string, e: unknown): void {
-  // A refusal may quote recorded text (a hold's reason, a title): shown escaped.
-  const msg = displayText(errorMessage(e));
-  log.error(`[${area}] ${what} failed: ${msg}`);
+export function reportFailure(log: vscode.LogOutputChannel, area: string, what: string, e: unknown, names?: ReadonlyMap<string, string>): void {
+  // A refusal may quote recorded text (a hold's reason, a title): shown escaped. The log keeps
+  // the ids (to look things up); the toast names tasks, steps and checkpoints by title.
+  const logged = displayText(errorMessage(e));
+  log.error(`[${area}] ${what} failed: ${logged}`);
+  const msg = displayText(withoutIds(errorMessage(e), names));
   if (isWaypointError(e) && e.code === 'store_unavailable') {
     // The team store went away mid-operation and its log gave up retrying: it refuses writes
     // until reopened. Retry reopens it (nothing acknowledged is lost: it is all in the store).

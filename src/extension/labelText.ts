@@ -62,10 +62,48 @@ export function stepDescription(s: Step, task: Pick<Task, 'state'>, steps: reado
   return parts.filter(Boolean).join(' · ');
 }
 
-/** An auto checkpoint's stored label counts the editor's dirty files ("1 file change"), which can disagree with what it captured. */
+/** An auto or history checkpoint's stored label counts the editor's dirty files ("1 file change"), which can disagree with what it captured. */
 const DIRTY_COUNT_LABEL = /^\d+ file changes?$/;
 /** The engine names a pre-rollback checkpoint by its target's id; a person gets the target's label and local time. */
 const PRE_ROLLBACK_LABEL = /^before rolling back to (\S+)$/;
+/** An undo's pre-rollback checkpoint is named by the rollback it undoes, which has no name of its own. */
+const UNDO_LABEL = /^undo of rollback \S+$/;
+
+/** Ids the engine makes (`t_`, `c_`, `r_`, `s_`, `a_` and 15 base-36 characters; see core/engine/ids.ts). */
+const ENGINE_ID = /\b[tcrsa]_[0-9a-z]{15}\b/g;
+const NAMED_ID = /\b(Task|task|Step|step|Checkpoint|checkpoint|Rollback|rollback) '?([tcrsa]_[0-9a-z]{15})'?/g;
+const ID_NOUN: Record<string, string> = { t: 'a task', c: 'a checkpoint', r: 'a rollback', s: 'a step', a: 'an attempt' };
+
+/**
+ * Engine text for a person (an error in a toast, a reason the engine wrote): each id
+ * becomes the name `names` gives it, in quotes, or else words ("the task", "a
+ * checkpoint"). Ids stay in tooltips, Copy Id and `--json`; a person reads titles.
+ */
+export function withoutIds(text: string, names: ReadonlyMap<string, string> = new Map()): string {
+  return text
+    .replace(NAMED_ID, (_m, word: string, id: string) => {
+      const name = names.get(id);
+      return name ? `${word} “${name}”` : word;
+    })
+    .replace(ENGINE_ID, (id) => (names.get(id) ? `“${names.get(id)}”` : ID_NOUN[id[0]!]!));
+}
+
+/**
+ * An auto checkpoint that captured no change is noise (the watcher saw Waypoint's own
+ * rollback or undo writes, or an edit put back): the tree and the timeline leave it out.
+ */
+export function isShownCheckpoint(c: Pick<CheckpointMeta, 'kind' | 'filesChanged' | 'damaged'>): boolean {
+  return !(c.kind === 'auto' && c.filesChanged === 0 && !c.damaged);
+}
+
+/**
+ * What a checkpoint holds, one definition everywhere: a base checkpoint changed
+ * nothing, it holds N files; the others changed N files since the one before.
+ */
+export function checkpointChanges(c: Pick<CheckpointMeta, 'kind' | 'files' | 'filesChanged'>): string {
+  if (c.kind === 'task_base') return plural(c.files, 'file');
+  return c.filesChanged === 0 ? 'no changes' : `${plural(c.filesChanged, 'file')} changed`;
+}
 
 /**
  * A checkpoint's name for a person: its own label unless that label is an internal
@@ -78,7 +116,8 @@ export function checkpointName(c: CheckpointMeta, checkpoints: readonly Checkpoi
     const target = checkpoints.find((x) => x.id === m[1]);
     return target ? `Before rolling back to ${checkpointWithStep(target, checkpoints, steps)} (${new Date(target.createdAt).toLocaleTimeString()})` : CHECKPOINT_LABEL.pre_rollback;
   }
-  if (!c.label || (c.kind === 'auto' && DIRTY_COUNT_LABEL.test(c.label))) return CHECKPOINT_LABEL[c.kind];
+  if (c.kind === 'pre_rollback' && c.label && UNDO_LABEL.test(c.label)) return 'Before undoing a rollback';
+  if (!c.label || DIRTY_COUNT_LABEL.test(c.label)) return CHECKPOINT_LABEL[c.kind];
   // A recorded label, shown in rows, pickers and titles: escaped (see displayText).
   return displayText(c.label);
 }
@@ -94,8 +133,7 @@ export function checkpointWithStep(c: CheckpointMeta, checkpoints: readonly Chec
  * files it holds; the others say how many files changed since the one before.
  */
 export function checkpointDescription(c: CheckpointMeta): string {
-  const counts = c.kind === 'task_base' ? plural(c.files, 'file') : c.filesChanged === 0 ? 'no changes' : `${plural(c.filesChanged, 'file')} changed`;
-  return `${c.damaged ? 'damaged · ' : ''}${new Date(c.createdAt).toLocaleTimeString()} · ${counts}`;
+  return `${c.damaged ? 'damaged · ' : ''}${new Date(c.createdAt).toLocaleTimeString()} · ${checkpointChanges(c)}`;
 }
 
 export function checkpointTooltipText(c: CheckpointMeta, checkpoints: readonly CheckpointMeta[], steps: readonly Step[]): string {
@@ -135,7 +173,8 @@ export function eventSentence(ev: WaypointEvent, ctx: { steps: readonly Step[]; 
     return c ? checkpointWithStep(c, ctx.checkpoints, ctx.steps) : 'a pruned checkpoint';
   };
   const effect = (key: unknown) => ctx.sideEffects.find((e) => e.key === key)?.description ?? String(key);
-  const why = (r: unknown) => (typeof r === 'string' && r ? `: ${clip(r, 200)}` : '');
+  // A reason the engine wrote names a rollback or a checkpoint by id: said in words.
+  const why = (r: unknown) => (typeof r === 'string' && r ? `: ${clip(withoutIds(r), 200)}` : '');
   const by = ev.by ? ` by ${ev.by}` : '';
   switch (ev.type) {
     case 'task.started':

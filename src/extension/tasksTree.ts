@@ -9,6 +9,7 @@ import { isOpen } from '../core/model/taskStates';
 import { STEP_ACTION_FROM } from './stepActions';
 import { captureChildren, captureTreeItem, commandsOf, CommandNode, historyRoot, isCaptureNode } from './captureNodes';
 import { safeTooltip } from './treeNode';
+import { isShownCheckpoint } from './labelText';
 
 // The nodes live in tasksTreeNodes.ts; re-exported so commands and panels import the view from one place.
 export { CheckpointNode, EffectNode, StepNode, TaskNode, taskContextValue, type TreeNode } from './tasksTreeNodes';
@@ -81,9 +82,9 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     }
     if (node instanceof TaskNode) {
       const [d, commands] = await Promise.all([taskDetail(this.host, node.task.id), commandsOf(this.host, node.task.id)]);
-      const own = d.checkpoints.filter((c) => c.stepId === null);
+      const own = d.checkpoints.filter((c) => c.stepId === null && isShownCheckpoint(c));
       const stepIds = new Set(d.steps.map((s) => s.id));
-      const withChildren = new Set([...d.checkpoints.map((c) => c.stepId), ...d.sideEffects.map((e) => e.stepId), ...commands.map((c) => c.stepId)]);
+      const withChildren = new Set([...d.checkpoints.filter(isShownCheckpoint).map((c) => c.stepId), ...d.sideEffects.map((e) => e.stepId), ...commands.map((c) => c.stepId)]);
       const cp = (c: CheckpointMeta) => new CheckpointNode(node, c, d.checkpoints, d.steps);
       return [
         ...own.filter((c) => c.kind === 'task_base').map(cp),
@@ -97,7 +98,7 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
     if (node instanceof StepNode) {
       const [d, commands] = await Promise.all([taskDetail(this.host, node.step.taskId), commandsOf(this.host, node.step.taskId)]);
       return [
-        ...d.checkpoints.filter((c) => c.stepId === node.step.id).map((c) => new CheckpointNode(node, c, d.checkpoints, d.steps)),
+        ...d.checkpoints.filter((c) => c.stepId === node.step.id && isShownCheckpoint(c)).map((c) => new CheckpointNode(node, c, d.checkpoints, d.steps)),
         ...d.sideEffects.filter((e) => e.stepId === node.step.id).map((e) => new EffectNode(node, e)),
         ...commands.filter((c) => c.stepId === node.step.id).map((c) => new CommandNode(node, c)),
       ];

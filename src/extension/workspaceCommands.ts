@@ -5,7 +5,7 @@ import type { ForkResult, RollbackResult } from '../core/engine/engine';
 import type { CheckpointMeta, Step, Task } from '../core/model/schema';
 import { checkpointUri, EMPTY_SIDE, objectUri } from './checkpointFs';
 import { keyUri } from './windowFolders';
-import { CHECKPOINT_LABEL, ago } from './presentation';
+import { ago } from './presentation';
 import { ChangesPreview, chooseFiles, type PreviewFile } from './rollbackPreview';
 import { localTime } from './resume/words';
 import { settings } from './settings';
@@ -15,6 +15,7 @@ import { taskDetail, type TaskDetail } from './storeReads';
 import { CheckpointNode, TaskNode } from './tasksTree';
 import { plural } from '../core/model/plural';
 import { displayText } from '../core/model/displayText';
+import { checkpointChanges, checkpointWithStep, isShownCheckpoint } from './labelText';
 
 /** Programmatic arguments to Roll Back to Checkpoint. */
 const RollbackArgs = z.object({ taskId: z.string().min(1), checkpointId: z.string().min(1), paths: z.array(z.string().min(1)).min(1).optional(), mode: z.enum(['all', 'agent-only']).optional(), confirmed: z.boolean().optional() });
@@ -39,9 +40,9 @@ export interface WorkspaceCommandDeps {
 }
 
 
-export function checkpointTitle(steps: readonly Step[], c: CheckpointMeta): string {
-  const step = c.stepId ? steps.find((s) => s.id === c.stepId) : undefined;
-  return `${c.label ?? CHECKPOINT_LABEL[c.kind]}${step ? `: ${step.title}` : ''}`;
+export function checkpointTitle(steps: readonly Step[], c: CheckpointMeta, checkpoints: readonly CheckpointMeta[] = []): string {
+  // The tree's name (a count or an id in the stored label gives way to words).
+  return checkpointWithStep(c, checkpoints, steps);
 }
 
 export class WorkspaceCommands {
@@ -59,7 +60,7 @@ export class WorkspaceCommands {
   private async pickCheckpoint(detail: TaskDetail, placeHolder = `Roll “${detail.task.title}” back to which checkpoint?`): Promise<CheckpointMeta | undefined> {
     const task = detail.task;
     const cps = detail.checkpoints
-      .filter((c) => c.manifestRef && !c.damaged)
+      .filter((c) => c.manifestRef && !c.damaged && isShownCheckpoint(c))
       .reverse();
     if (!cps.length) {
       void vscode.window.showInformationMessage(`Waypoint: “${displayText(task.title)}” has no checkpoint with file contents.`);
@@ -67,9 +68,8 @@ export class WorkspaceCommands {
     }
     const pick = await vscode.window.showQuickPick(
       cps.map((c) => ({
-        label: `$(${c.kind === 'pre_rollback' ? 'history' : 'git-commit'}) ${checkpointTitle(detail.steps, c)}`,
-        description: `${new Date(c.createdAt).toLocaleTimeString()} · ${ago(c.createdAt)} · ${c.filesChanged} file${c.filesChanged === 1 ? '' : 's'} changed`,
-        detail: c.id,
+        label: `$(${c.kind === 'pre_rollback' ? 'history' : 'git-commit'}) ${checkpointTitle(detail.steps, c, detail.checkpoints)}`,
+        description: `${new Date(c.createdAt).toLocaleTimeString()} · ${ago(c.createdAt)} · ${checkpointChanges(c)}`,
         c,
       })),
       { placeHolder, matchOnDescription: true },

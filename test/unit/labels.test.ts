@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import type { CheckpointMeta, SideEffect, Step, Task } from '../../src/core/model/schema';
 import type { Engine } from '../../src/core/engine/engine';
 import {
+  checkpointChanges,
   checkpointDescription,
   checkpointName,
   checkpointTooltipText,
@@ -17,6 +18,8 @@ import {
   stepDescription,
   stepShownStatus,
   stepsProgress,
+  isShownCheckpoint,
+  withoutIds,
 } from '../../src/extension/labelText';
 import { FakeClock, openEngine, tmpDir } from '../support/tmp';
 
@@ -98,6 +101,47 @@ describe('labels: the words of rows, tooltips and the events document', () => {
     // A reason the person gave is kept as it is.
     assert.equal(checkpointName(cp('c_p2', { kind: 'pre_rollback', label: 'the tests went red' })), 'the tests went red');
     assert.equal(checkpointWithStep(target, [target], [s1]), 'After step: One');
+  });
+
+  it('a history checkpoint counting dirty files, and an undo, are named in words, never by a count or an id', () => {
+    assert.equal(checkpointName(cp('c_h', { kind: 'auto', taskId: 't_h', label: '2 file changes' })), 'Auto checkpoint');
+    assert.equal(checkpointName(cp('c_h2', { kind: 'manual', label: '2 file changes', filesChanged: 0 })), 'Checkpoint');
+    const undo = cp('c_u', { kind: 'pre_rollback', label: 'undo of rollback r_0mx4zi9abcdefgh' });
+    assert.equal(checkpointName(undo, [undo], []), 'Before undoing a rollback');
+    // With its step, as pickers and the timeline show it: still no count that contradicts "no changes".
+    const s1 = step('s1', { title: 'Add a maxLength check' });
+    assert.equal(checkpointWithStep(cp('c_a', { kind: 'auto', stepId: 's1', label: '2 file changes', filesChanged: 0 }), [], [s1]), 'Auto checkpoint: Add a maxLength check');
+  });
+
+  it('files changed, one definition: a base holds N files, the others changed N; empty auto checkpoints are not shown', () => {
+    assert.equal(checkpointChanges(cp('c_b', { kind: 'task_base', files: 2806, filesChanged: 2806 })), '2806 files');
+    assert.equal(checkpointChanges(cp('c_1', { filesChanged: 1 })), '1 file changed');
+    assert.equal(checkpointChanges(cp('c_0', { filesChanged: 0 })), 'no changes');
+    assert.equal(isShownCheckpoint(cp('c_e', { kind: 'auto', filesChanged: 0 })), false);
+    assert.equal(isShownCheckpoint(cp('c_e2', { kind: 'auto', filesChanged: 0, damaged: 'lost' })), true, 'a damaged one is news');
+    assert.equal(isShownCheckpoint(cp('c_f', { kind: 'auto', filesChanged: 3 })), true);
+    assert.equal(isShownCheckpoint(cp('c_s', { kind: 'step_end', filesChanged: 0 })), true, 'a step boundary is shown even when nothing changed');
+  });
+
+  it('engine text for a toast names tasks, steps and checkpoints by title, or in words, never by id', () => {
+    const names = new Map([
+      ['t_0mx4zi9abcdefgh', 'Add a maxLength check'],
+      ['s_0mx4zi9hijklmno', 'Write the test'],
+    ]);
+    assert.equal(withoutIds('Task t_0mx4zi9abcdefgh is completed; cannot start a step: completed is final.', names), 'Task “Add a maxLength check” is completed; cannot start a step: completed is final.');
+    assert.equal(withoutIds("Task t_0mx4zi9abcdefgh has no step 's_0mx4zi9hijklmno'.", names), 'Task “Add a maxLength check” has no step “Write the test”.');
+    assert.equal(withoutIds("Unknown checkpoint 'c_0mx4zi9opqrstuv'."), 'Unknown checkpoint.');
+    assert.equal(withoutIds('undo of rollback r_0mx4zi9vwxyzabc'), 'undo of rollback');
+    assert.equal(withoutIds('before rolling back to c_0mx4zi9opqrstuv'), 'before rolling back to a checkpoint');
+    // Text without engine ids is left alone (a step the agent called "s1", a path).
+    assert.equal(withoutIds("Step 's1' depends on src/t_x.ts"), "Step 's1' depends on src/t_x.ts");
+  });
+
+  it('a step restored by an undo reads without the rollback id', () => {
+    const s1 = step('s1', { title: 'One' });
+    const ev = { seq: 1, ts: T0, type: 'step.restored', taskId: 't_1', corr: null, key: 'k', by: null, data: { stepId: 's1', status: 'in_progress', rollbackId: 'r_0mx4zi9vwxyzabc', reason: 'undo of rollback r_0mx4zi9vwxyzabc' } };
+    const line = eventSentence(ev as never, { steps: [s1], checkpoints: [], sideEffects: [] });
+    assert.equal(line, 'Step “One” restored to in progress: undo of rollback');
   });
 
   it("a completed side effect's result is shown; the row says its outcome in words", () => {

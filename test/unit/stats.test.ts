@@ -194,3 +194,27 @@ describe('stats: a constructed history', function () {
     }
   });
 });
+
+describe('stats: files changed, one definition', () => {
+  it('a base checkpoint changes nothing: a task that only started records no file change, whatever its workspace holds', async () => {
+    const ws = tmpDir('wp-stats-base-');
+    for (let i = 0; i < 6; i++) fs.writeFileSync(path.join(ws.dir, `f${i}.txt`), `${i}\n`);
+    const engine = await openEngine(ws.dir);
+    try {
+      const { taskId } = await engine.startTask({ goal: 'Just looking' });
+      const base = engine.queries.checkpoints(taskId).find((c) => c.kind === 'task_base')!;
+      assert.ok(base.files >= 6, 'the base holds the workspace');
+      let s = await engine.stats();
+      assert.equal(s.filesChanged, 0);
+      assert.match(metricsMarkdown(s), /· 0 file changes recorded \|/);
+      // A real change after the base counts once.
+      fs.writeFileSync(path.join(ws.dir, 'f0.txt'), 'changed\n');
+      await engine.checkpoint({ taskId, label: 'after the edit' });
+      s = await engine.stats();
+      assert.equal(s.filesChanged, 1);
+    } finally {
+      await engine.close();
+      ws.cleanup();
+    }
+  });
+});

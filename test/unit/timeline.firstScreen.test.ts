@@ -25,7 +25,7 @@ function big(steps: number): Model {
     m.steps.push({ id, title: `Step ${i}`, status: 'completed', dependsOn: i >= 20 ? [`s${i - 20}`] : [], layer: Math.floor(i / 20), row: i % 20, adhoc: false, error: null });
     m.attempts.push({ id: `${id}#1`, stepId: id, n: 1, taskAttempt: 1, start: i * 2, end: i * 2 + 1, outcome: 'failed', by: 'a', error: 'x', failureClass: 'recoverable' });
     m.attempts.push({ id: `${id}#2`, stepId: id, n: 2, taskAttempt: 1, start: i * 2 + 1, end: i * 2 + 2, outcome: 'completed', by: 'a', error: null, failureClass: null });
-    m.checkpoints.push({ id: `cp${i}`, kind: 'step_end', label: null, title: `End of ${id}`, stepId: id, at: i * 2 + 2, filesChanged: 0, restorable: true });
+    m.checkpoints.push({ id: `cp${i}`, kind: 'step_end', label: null, title: `End of ${id}`, stepId: id, at: i * 2 + 2, filesChanged: 0, changes: 'no changes', restorable: true });
     m.effects.push({ key: `k${i}`, kind: 'shell', description: 'npm test', status: 'done', stepId: id, at: i * 2 + 1, endedAt: i * 2 + 2, attempts: 1, error: null, resolvedBy: null, shell: true });
   }
   return m;

@@ -141,6 +141,42 @@ describe('timeline model', () => {
     assert.ok(m.marks.some((k) => k.type === 'task.resumed'));
   });
 
+  it('after a rollback and its undo: no id in any title or mark, no empty auto checkpoint, a base that holds files, the restored step running again', async () => {
+    const owner = { id: 'agent' };
+    const { taskId, baseCheckpointId } = await engine.startTask({ goal: 'Add a check', plan: [{ id: 'edit', title: 'Edit the file' }], owner, leaseTtlMs: 3_600_000 });
+    clock.advance(1_000);
+    await engine.startStep({ taskId, stepId: 'edit', owner });
+    fs.writeFileSync(path.join(ws, 'a.txt'), 'edited\n');
+    clock.advance(1_000);
+    // As the editor's watcher labels them: by the dirty files it saw, one that captured a change and one that did not.
+    await engine.checkpoint({ taskId, kind: 'auto', label: '2 file changes', owner });
+    clock.advance(1_000);
+    await engine.checkpoint({ taskId, kind: 'auto', label: '1 file change', owner });
+    clock.advance(1_000);
+    await engine.rollback({ taskId, checkpointId: baseCheckpointId });
+    clock.advance(1_000);
+    await engine.undoRollback({ taskId });
+    assert.equal(engine.taskDetail(taskId).steps[0]!.status, 'in_progress');
+
+    const m = await timelineOf(engine, taskId, clock.t);
+    TimelineModel.parse(m);
+    const ENGINE_ID = /\b[tcrsa]_[0-9a-z]{15}\b/;
+    for (const c of m.checkpoints) assert.doesNotMatch(c.title, ENGINE_ID, c.title);
+    for (const k of m.marks) assert.doesNotMatch(k.text, ENGINE_ID, k.text);
+    assert.ok(m.checkpoints.some((c) => c.title === 'Before undoing a rollback'), m.checkpoints.map((c) => c.title).join(' | '));
+    assert.ok(m.checkpoints.some((c) => c.title.startsWith('Before rolling back to Start of task')));
+    // The auto checkpoint that captured the edit is named by its kind and step, and says what it changed; the empty one is left out.
+    const autos = m.checkpoints.filter((c) => c.kind === 'auto');
+    assert.deepEqual(autos.map((c) => [c.title, c.changes]), [['Auto checkpoint: Edit the file', '1 file changed']]);
+    const base = m.checkpoints.find((c) => c.kind === 'task_base')!;
+    assert.match(base.changes, /^\d+ files?$/);
+    assert.ok(m.marks.some((k) => k.text.includes('abandoned Edit the file')), m.marks.map((k) => k.text).join(' | '));
+    // The undo gave the step back: its last bar runs (blue in the legend), not grey as abandoned.
+    const bars = m.attempts.filter((a) => a.stepId === 'edit');
+    assert.equal(bars.at(-1)!.outcome, 'running');
+    assert.equal(bars.at(-1)!.end, null);
+  });
+
   it('a live update is a diff: applying it to the old model gives the rebuilt model', async () => {
     const owner = { id: 'agent' };
     const { taskId } = await engine.startTask({ goal: 'Diff me', plan: [{ id: 'a', title: 'A' }, { id: 'b', title: 'B', dependsOn: ['a'] }], owner, leaseTtlMs: 3_600_000 });

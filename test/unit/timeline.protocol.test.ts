@@ -17,7 +17,7 @@ const model = (): Record<string, unknown> => ({
   range: { start: 1, end: 2 },
   steps: [{ id: 'a', title: 'A', status: 'pending', dependsOn: [], layer: 0, row: 0, adhoc: false, error: null }],
   attempts: [{ id: 'a#1', stepId: 'a', n: 1, taskAttempt: 1, start: 1, end: null, outcome: 'running', by: 'me', error: null, failureClass: null }],
-  checkpoints: [{ id: 'cp_1', kind: 'task_base', label: null, title: 'Start of task', stepId: null, at: 1, filesChanged: 0, restorable: true }],
+  checkpoints: [{ id: 'cp_1', kind: 'task_base', label: null, title: 'Start of task', stepId: null, at: 1, filesChanged: 0, changes: '3 files', restorable: true }],
   effects: [{ key: 'k', kind: 'shell', description: 'ls', status: 'in_doubt', stepId: null, at: 1, endedAt: null, attempts: 1, error: null, resolvedBy: null, shell: true }],
   marks: [{ id: '1', at: 1, type: 'task.started', text: 'Started' }],
   omitted: { steps: 0, attempts: 0, checkpoints: 0, effects: 0, marks: 0 },

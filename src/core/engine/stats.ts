@@ -63,7 +63,10 @@ export interface Stats {
     /** The steps retried most, at most 10. */
     mostRetried: { taskId: string; stepId: string; title: string; attempts: number; status: Step['status'] }[];
   };
-  /** Sum over the checkpoints of the files each changed since the one before (a file changed in two steps counts twice). */
+  /**
+   * Sum over the checkpoints of the files each changed since the one before (a file changed in two
+   * steps counts twice). A base checkpoint changed nothing (it holds the files the task started from): not counted.
+   */
   filesChanged: number;
   checkpoints: { total: number; byKind: Partial<Record<CheckpointMeta['kind'], number>>; bytes: number; damaged: number };
   /** Bytes of the blob store on disk (the whole store, shared by every task; null without snapshots). */
@@ -274,7 +277,7 @@ export function computeStats(src: StatsSource, filter: StatsFilter = {}): Stats 
         .slice(0, 10)
         .map((s) => ({ taskId: s.taskId, stepId: s.id, title: s.title, attempts: s.attempts, status: s.status })),
     },
-    filesChanged: checkpoints.reduce((n, c) => n + c.filesChanged, 0),
+    filesChanged: checkpoints.reduce((n, c) => n + (c.kind === 'task_base' ? 0 : c.filesChanged), 0),
     checkpoints: { total: checkpoints.length, byKind, bytes: checkpoints.reduce((n, c) => n + c.bytes, 0), damaged: checkpoints.filter((c) => c.damaged).length },
     storeBytes: src.storeBytes,
     sideEffects: { total: effects.length, byOutcome, resolvedByPerson: effects.filter((s) => s.resolvedBy === 'person').length },

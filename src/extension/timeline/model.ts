@@ -7,7 +7,7 @@
  */
 import type { CheckpointMeta, SideEffect, Step, Task, WaypointEvent } from '../../core/model/schema';
 import { isLive } from '../../core/model/taskStates';
-import { CHECKPOINT_LABEL } from '../checkpointLabels';
+import { checkpointChanges, checkpointWithStep, isShownCheckpoint } from '../labelText';
 import {
   MAX_ATTEMPTS,
   MAX_CHECKPOINTS,
@@ -41,8 +41,10 @@ export function buildTimeline(input: TimelineInput): TimelineModel {
   const steps = input.steps.slice(0, MAX_STEPS);
   const stepTitles = new Map(input.steps.map((s) => [s.id, clip(s.title, 500)]));
   const attempts = readAttempts(input.events);
-  const marks = readMarks(input.events);
-  const checkpoints = input.checkpoints.slice(-MAX_CHECKPOINTS);
+  const marks = readMarks(input.events, stepTitles);
+  // Empty auto checkpoints are noise (the tree leaves them out too).
+  const shownCheckpoints = input.checkpoints.filter(isShownCheckpoint);
+  const checkpoints = shownCheckpoints.slice(-MAX_CHECKPOINTS);
   const effects = input.sideEffects.slice(0, MAX_EFFECTS);
   const keptAttempts = attempts.slice(-MAX_ATTEMPTS);
   const keptMarks = marks.slice(-MAX_MARKS);
@@ -75,10 +77,12 @@ export function buildTimeline(input: TimelineInput): TimelineModel {
       id: c.id,
       kind: c.kind,
       label: clipN(c.label, 500),
-      title: clip(`${c.label ?? CHECKPOINT_LABEL[c.kind]}${c.stepId && stepTitles.has(c.stepId) ? `: ${stepTitles.get(c.stepId)}` : ''}`, 1_100),
+      // Named as the tree names it: a count or an id in the stored label gives way to words.
+      title: clip(checkpointWithStep(c, input.checkpoints, input.steps), 1_100),
       stepId: c.stepId,
       at: c.createdAt,
       filesChanged: c.filesChanged,
+      changes: checkpointChanges(c),
       restorable: !!c.manifestRef && !c.damaged,
     })),
     effects: effects.map((e) => ({
@@ -98,7 +102,7 @@ export function buildTimeline(input: TimelineInput): TimelineModel {
     omitted: {
       steps: input.steps.length - steps.length,
       attempts: attempts.length - keptAttempts.length,
-      checkpoints: input.checkpoints.length - checkpoints.length,
+      checkpoints: shownCheckpoints.length - checkpoints.length,
       effects: input.sideEffects.length - effects.length,
       marks: marks.length - keptMarks.length,
     },
@@ -207,6 +211,19 @@ export function readAttempts(events: readonly WaypointEvent[]): TimelineAttempt[
         }
         break;
       }
+      case 'step.restored': {
+        // Undoing a rollback gives an abandoned step back its state: one left in progress runs again,
+        // as a new bar from the undo (the time between was not spent on it).
+        const d = (ev as WaypointEvent<'step.restored'>).data;
+        const prev = last.get(d.stepId);
+        if (d.status !== 'in_progress' || !prev || open(d.stepId)) break;
+        const k = (bars.get(`${d.stepId}#${prev.n}`) ?? 0) + 1;
+        bars.set(`${d.stepId}#${prev.n}`, k);
+        const a: TimelineAttempt = { ...prev, id: clip(`${d.stepId}#${prev.n}.${k}`, 300), start: ev.ts, end: null, outcome: 'running', error: null, failureClass: null };
+        all.push(a);
+        last.set(d.stepId, a);
+        break;
+      }
       case 'task.interrupted':
         closeAll(ev.ts, 'interrupted', (ev as WaypointEvent<'task.interrupted'>).data.reason);
         break;
@@ -230,7 +247,7 @@ export function readAttempts(events: readonly WaypointEvent[]): TimelineAttempt[
 }
 
 /** The task-level moments worth a mark on the axis. */
-export function readMarks(events: readonly WaypointEvent[]): TimelineMark[] {
+export function readMarks(events: readonly WaypointEvent[], stepTitles: ReadonlyMap<string, string> = new Map()): TimelineMark[] {
   const out: TimelineMark[] = [];
   const push = (ev: WaypointEvent, text: string) => out.push({ id: String(ev.seq), at: ev.ts, type: ev.type, text: clip(text, 2_000) });
   for (const ev of events) {
@@ -270,7 +287,7 @@ export function readMarks(events: readonly WaypointEvent[]): TimelineMark[] {
         break;
       case 'rollback.done': {
         const d = (ev as WaypointEvent<'rollback.done'>).data;
-        push(ev, `Rollback ${d.outcome}: ${d.filesWritten} written, ${d.filesRemoved} removed${d.abandonedSteps.length ? `; abandoned ${d.abandonedSteps.join(', ')}` : ''}`);
+        push(ev, `Rollback ${d.outcome}: ${d.filesWritten} written, ${d.filesRemoved} removed${d.abandonedSteps.length ? `; abandoned ${d.abandonedSteps.map((id) => stepTitles.get(id) ?? 'a removed step').join(', ')}` : ''}`);
         break;
       }
       case 'review.apply_done': {

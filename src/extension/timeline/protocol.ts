@@ -75,6 +75,8 @@ export const TimelineCheckpoint = z.strictObject({
   stepId: z.nullable(Id),
   at: Time,
   filesChanged: int(0),
+  /** What it holds in words, one definition with the tree's (labelText checkpointChanges): a base holds N files, the others changed N. */
+  changes: Text(100),
   /** It has a manifest and is not damaged: it can be compared, rolled back to and forked from. */
   restorable: z.boolean(),
 });
