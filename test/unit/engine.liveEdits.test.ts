@@ -163,7 +163,8 @@ describe('live edits during a rollback are never lost', function () {
     const human = await cli(['rollback', '--task', taskId, '--to', before, '--yes', '--workspace', ws.dir]);
     assert.equal(human.code, 0, human.stderr);
     assert.match(human.stdout, /Left as you have it \(not rolled back\):\n {2}d\/zz\.txt {2}\(changed on disk since it was scanned; kept\)/);
-    await cli(['rollback', '--task', taskId, '--undo', '--workspace', ws.dir]);
+    const undo = await cli(['rollback', '--task', taskId, '--undo', '--yes', '--workspace', ws.dir]);
+    assert.equal(undo.code, 0, undo.stderr);
     assert.equal(read(ws.dir, 'd/zz.txt'), 'the person saved this\n');
     onReach('d/f0007.txt', 'check', () => write(ws.dir, 'd/f0007.txt', 'again\n'));
     const json = await cli(['rollback', '--task', taskId, '--to', before, '--yes', '--json', '--workspace', ws.dir]);
