@@ -454,7 +454,7 @@ export const COMMANDS: Record<string, Command> = {
         `Rolled back to ${r.targetCheckpointId}: ${plural(r.filesWritten, 'file')} written, ${r.filesRemoved} removed.` +
           (r.merged?.length ? `\nOnly the agent’s changes were undone in: ${r.merged.join(', ')} (yours kept)` : '') +
           leftForYou(r) +
-          `\nUndo with: waypoint rollback --task ${r.taskId} --undo`,
+          `\nUndo with: waypoint rollback --task ${r.taskId} --undo --yes`,
         r,
       );
     },
