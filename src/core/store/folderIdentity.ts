@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { fsyncDirSync, tempPathFor } from './fsutil';
+import { writeFileAtomicSync } from './fsutil';
 
 /**
  * `.waypoint/identity.json`: which folder a store belongs to. A store is copied with its
@@ -157,20 +157,8 @@ export function parseClaimHeader(v: string): StoreClaim | null {
 }
 
 function writeIdentity(storeDir: string, ident: FolderIdentity): void {
-  const file = path.join(storeDir, IDENTITY_FILE);
-  const tmp = tempPathFor(file);
-  const fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | (fs.constants.O_NOFOLLOW ?? 0), 0o600);
-  try {
-    fs.writeSync(fd, JSON.stringify({ version: 1, ...ident }, null, 2) + '\n');
-    fs.fsyncSync(fd);
-  } catch (e) {
-    fs.closeSync(fd);
-    fs.rmSync(tmp, { force: true });
-    throw e;
-  }
-  fs.closeSync(fd);
-  fs.renameSync(tmp, file);
-  fsyncDirSync(storeDir);
+  // Whole or not at all: a temp created new (O_EXCL never follows a link), fsynced, renamed over.
+  writeFileAtomicSync(path.join(storeDir, IDENTITY_FILE), JSON.stringify({ version: 1, ...ident }, null, 2) + '\n', 0o600);
 }
 
 function sleepSync(ms: number): void {
