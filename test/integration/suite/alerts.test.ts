@@ -52,7 +52,7 @@ describe('retry hold and alerts', function () {
     const step = (await api.treeRows(`task:${taskId}`)).find((r) => r.id === `step:${taskId}:fetch`);
     assert.ok(step, 'the step row');
     assert.match(step.description, /attempt 2 of 2 · attempts used up/);
-    assert.match(step.contextValue, /^step:failed:exhausted$/);
+    assert.match(step.contextValue, /^step:failed:exhausted:open$/, 'a held task is open: its step offers Grant and Retry');
     await eventually(() => /waits for you/.test(api.statusText()), 'the status bar to show the hold');
 
     const key = await alertFor(api, `${taskId}:retries_exhausted:fetch:`);
