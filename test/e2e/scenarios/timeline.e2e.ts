@@ -95,7 +95,9 @@ describe('task timeline', () => {
     const detail = cli(folder, 'show', '--task', taskId) as { checkpoints: { id: string }[]; task: { correlationId: string } };
     await view.getByRole('heading', { name: `Checkpoints (${detail.checkpoints.length})` }).waitFor();
     assert.ok(detail.checkpoints.length >= 5);
-    await view.getByText(detail.task.correlationId).waitFor();
+    // Ids are for tooltips: the correlation id is in the title's tooltip, not in the page's text.
+    await view.locator(`h1[title*="${detail.task.correlationId}"]`).waitFor();
+    assert.equal(await view.getByText(detail.task.correlationId).count(), 0);
     await view.getByRole('listitem', { name: /^Shell command npm test, done/ }).waitFor();
 
     await setTheme(page, folder, 'Default Light Modern');
