@@ -12,9 +12,13 @@ export const ROOT = path.resolve(__dirname, '..', '..');
 export const CLI = path.join(ROOT, 'dist', 'cli.js');
 
 let built = false;
-/** Builds dist/cli.js once per test process, so the tests run the code as shipped. */
+/**
+ * Builds dist/cli.js once per test process, so the tests run the code as shipped. Under
+ * the unit suite's global setup (test/support/globalSetup.ts) the main process has built
+ * it before any worker starts, and a worker must not rebuild it under another's feet.
+ */
 export function buildCli(): void {
-  if (built) return;
+  if (built || process.env.WAYPOINT_TEST_CLI_BUILT === '1') return;
   execFileSync(process.execPath, ['esbuild.js'], { cwd: ROOT, stdio: 'pipe' });
   built = true;
 }

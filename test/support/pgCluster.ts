@@ -55,9 +55,13 @@ export class PgCluster {
   private constructor(
     readonly dir: string,
     readonly bin: string,
-    readonly port: number,
+    private _port: number,
     readonly password: string,
   ) {}
+
+  get port(): number {
+    return this._port;
+  }
 
   get dataDir(): string {
     return path.join(this.dir, 'data');
@@ -96,7 +100,7 @@ export class PgCluster {
         ...(opts.conf ?? {}),
       };
       fs.appendFileSync(path.join(cluster.dataDir, 'postgresql.conf'), '\n' + Object.entries(conf).map(([k, v]) => `${k} = ${v}`).join('\n') + '\n');
-      await cluster.start();
+      await cluster.startOnFreePort(opts.conf?.port === undefined);
       cluster.asPostgres('createdb', ['-h', cluster.socketDir, '-p', String(cluster.port), '-U', 'postgres', 'waypoint']);
       return cluster;
     } catch (e) {
@@ -109,6 +113,25 @@ export class PgCluster {
     const r = spawnSync('runuser', ['-u', 'postgres', '--', path.join(this.bin, tool), ...args], { encoding: 'utf8', timeout: 60_000 });
     if (r.status !== 0) throw new Error(`${tool} ${args.join(' ')} failed (${r.status ?? r.signal}): ${r.stderr || r.stdout}`);
     return r.stdout;
+  }
+
+  /**
+   * The first start. A port found free can be taken before the server binds it: by
+   * another test worker's cluster or server (mocha --parallel), or any other process.
+   * Then the server says so in its log, and it is started again on another free port
+   * (a later `port` line in postgresql.conf wins over an earlier one).
+   */
+  private async startOnFreePort(mayMove: boolean): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.start();
+        return;
+      } catch (e) {
+        if (!mayMove || attempt >= 3 || !/could not bind|Address already in use|could not create any TCP\/IP sockets/i.test(this.serverLog())) throw e;
+        this._port = await freePort();
+        fs.appendFileSync(path.join(this.dataDir, 'postgresql.conf'), `port = ${this._port}\n`);
+      }
+    }
   }
 
   async start(): Promise<void> {
