@@ -104,18 +104,18 @@ export class ResumeFlow {
     this.lastOffered = options.map(deliveryLabel);
     if (preset) return preset;
     if (configured !== 'ask') this.d.log.info(`[resume] the configured delivery '${configured}' is not available here; asking`);
-    // The state goes in the placeholder, a line of its own above the choices: a separator's label would be drawn
+    // The state goes in the title, a line of its own above the choices: a separator's label would be drawn
     // beside the first item, where it reads as that item's description.
     const stop = describeStop(task, Date.now()) ?? `${driverName(task)} is not running it`;
     type Item = vscode.QuickPickItem & { delivery?: Delivery };
     const items = options.map((o): Item => {
       if (o.how === 'chat') return { label: `$(comment-discussion) ${deliveryLabel(o)}`, detail: 'Start a chat that continues the task from the resume prompt', delivery: o };
       if (o.how === 'cli') return { label: `$(terminal) ${deliveryLabel(o)}`, description: o.path, detail: `Run ${o.cli.bin} in a new terminal with the resume prompt as its first message`, delivery: o };
-      return { label: `$(copy) ${deliveryLabel(o)}`, detail: 'Paste the resume prompt into any agent; the task resumes when that agent first reports', delivery: o };
+      return { label: `$(copy) ${deliveryLabel(o)}`, detail: 'Paste the prompt into any agent; the task resumes when it first reports', delivery: o };
     });
     const pick = await vscode.window.showQuickPick(items, {
-      title: `Resume “${displayText(task.title)}”`,
-      placeHolder: `${stop}. How should the next agent get the context?`,
+      title: `Resume “${displayText(task.title)}” · ${stop}`,
+      placeHolder: 'How should the next agent get the context?',
       matchOnDetail: true,
     });
     return pick?.delivery;
