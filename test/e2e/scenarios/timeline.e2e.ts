@@ -79,7 +79,7 @@ describe('task timeline', () => {
     // Steps with their attempts: the failed first try and the passing second one.
     const fix = view.getByRole('listitem', { name: /^Step Fix the bug, completed, 2 attempts/ });
     await fix.waitFor();
-    assert.match((await fix.getAttribute('aria-label')) ?? '', / by cli/, 'who ran it');
+    assert.match((await fix.getAttribute('aria-label')) ?? '', / by the waypoint command line/, 'who ran it, in words');
     await view.getByRole('listitem', { name: /^Step Update the docs, in progress, 1 attempt/ }).waitFor();
     await view.getByRole('listitem', { name: /^Step Run the tests, pending, 0 attempts/ }).waitFor();
     await fix.focus();
