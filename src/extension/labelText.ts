@@ -310,3 +310,22 @@ export function ownerWords(id: string, here?: string): string {
   if (kind && isHookAgent(kind)) return HOOK_AGENTS[kind].label;
   return displayText(id);
 }
+
+// The engine's own interruption reasons (engine.ts sweep and resumeTask): exact and in UTC for the record.
+const LEASE_EXPIRED = /^lease of (.+?) expired at \S+ \(no call for (\d+) s\)$/;
+const PROCESS_EXITED = /^owner process \d+ \((.+)\) exited$/;
+const TAKEN_OVER = /^taken over by (.+)$/;
+
+/**
+ * An interruption reason as a person reads it: the engine's own reasons name the
+ * lease owner by id and the time in UTC ("lease of cli expired at 2026-…Z (no call
+ * for 6 s)"); they read "the waypoint command line stopped reporting (no call for 6
+ * s)". An agent's own reason is its text, kept as given.
+ */
+export function reasonWords(reason: string, who: (ownerId: string) => string = (id) => ownerWords(id)): string {
+  let m: RegExpExecArray | null;
+  if ((m = LEASE_EXPIRED.exec(reason))) return `${who(m[1]!)} stopped reporting (no call for ${m[2]} s)`;
+  if ((m = PROCESS_EXITED.exec(reason))) return `${who(m[1]!)} went away (its process ended)`;
+  if ((m = TAKEN_OVER.exec(reason))) return `taken over by ${who(m[1]!)}`;
+  return reason;
+}

@@ -2,7 +2,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Engine } from '../../src/core/engine/engine';
-import { ownerWords, withoutIds } from '../../src/extension/labelText';
+import { ownerWords, reasonWords, withoutIds } from '../../src/extension/labelText';
 import { buildTimeline } from '../../src/extension/timeline/model';
 import { FakeClock, openEngine, tmpDir } from '../support/tmp';
 
@@ -27,16 +27,25 @@ describe('labels: who and which, in words rather than ids', () => {
     assert.equal(ownerWords('nightly-bot'), 'nightly-bot');
   });
 
+  it("the engine's interruption reasons name who in words and no UTC stamp; an agent's own reason is kept", () => {
+    assert.equal(reasonWords('lease of cli expired at 2026-12-04T20:56:50.338Z (no call for 6 s)'), 'the waypoint command line stopped reporting (no call for 6 s)');
+    assert.equal(reasonWords('owner process 4242 (claude-code:7d1e) exited'), 'Claude Code went away (its process ended)');
+    assert.equal(reasonWords('taken over by vscode:w1', (id) => ownerWords(id, 'vscode:w1')), 'taken over by this window');
+    assert.equal(reasonWords('rate limited by the provider'), 'rate limited by the provider');
+  });
+
   describe('from a real engine', () => {
     let sandbox: ReturnType<typeof tmpDir>;
     let engine: Engine;
+    let clock: FakeClock;
     let taskId: string;
     const here = 'vscode:window-1';
 
     beforeEach(async () => {
       sandbox = tmpDir('wp-ids-');
       fs.writeFileSync(path.join(sandbox.dir, 'a.txt'), 'a\n');
-      engine = await openEngine(sandbox.dir, { clock: new FakeClock() });
+      clock = new FakeClock();
+      engine = await openEngine(sandbox.dir, { clock });
       taskId = (
         await engine.startTask({
           goal: 'Make app.js return 2',
@@ -66,6 +75,17 @@ describe('labels: who and which, in words rather than ids', () => {
       assert.equal(m.attempts[0]!.by, 'this window');
       const shown = JSON.stringify({ marks: texts, by: m.attempts.map((a) => a.by) });
       assert.doesNotMatch(shown, /vscode:window-1|7d1e2c3b/);
+    });
+
+    it('a lapsed lease reads in words in the timeline header and on the bar it closed', async () => {
+      await engine.startStep({ taskId, stepId: 'edit', owner: { id: here } });
+      clock.advance(10 * 60 * 60_000);
+      await engine.sweep();
+      assert.match(engine.taskDetail(taskId).task.interruption!.reason, /^lease of vscode:window-1 expired at \d{4}-/, 'the record stays exact');
+      const m = buildTimeline({ ...engine.taskDetail(taskId), events: await engine.events({ taskId }), now: clock.now(), here });
+      assert.match(m.task.interruption!, /^this window stopped reporting \(no call for \d+ s\)/);
+      assert.match(m.attempts[0]!.error ?? '', /^this window stopped reporting/);
+      assert.doesNotMatch(JSON.stringify([m.task.interruption, m.attempts, m.marks]), /vscode:window-1|\d{4}-\d\d-\d\dT/);
     });
 
     it('a refusal shown in a toast names the steps by title and no id (the agent still gets the ids)', async () => {

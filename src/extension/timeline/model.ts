@@ -7,7 +7,7 @@
  */
 import type { CheckpointMeta, SideEffect, Step, Task, WaypointEvent } from '../../core/model/schema';
 import { isLive } from '../../core/model/taskStates';
-import { checkpointChanges, checkpointWithStep, isShownCheckpoint, ownerWords } from '../labelText';
+import { checkpointChanges, checkpointWithStep, isShownCheckpoint, ownerWords, reasonWords } from '../labelText';
 import {
   MAX_ATTEMPTS,
   MAX_CHECKPOINTS,
@@ -70,7 +70,7 @@ export function buildTimeline(input: TimelineInput): TimelineModel {
       createdAt: task.createdAt,
       updatedAt: task.updatedAt,
       attempt: task.attempt,
-      interruption: task.interruption ? clip(`${task.interruption.reason}${task.interruption.error ? `: ${task.interruption.error}` : ''} (${task.interruption.class.replace(/_/g, ' ')})`, 2_000) : null,
+      interruption: task.interruption ? clip(`${reasonWords(task.interruption.reason, who)}${task.interruption.error ? `: ${task.interruption.error}` : ''} (${task.interruption.class.replace(/_/g, ' ')})`, 2_000) : null,
     },
     events: input.events.length,
     lastSeq: lastEvent?.seq ?? 0,
@@ -229,7 +229,7 @@ export function readAttempts(events: readonly WaypointEvent[], who: (ownerId: st
         break;
       }
       case 'task.interrupted':
-        closeAll(ev.ts, 'interrupted', (ev as WaypointEvent<'task.interrupted'>).data.reason);
+        closeAll(ev.ts, 'interrupted', reasonWords((ev as WaypointEvent<'task.interrupted'>).data.reason, who));
         break;
       case 'task.suspended':
         closeAll(ev.ts, 'interrupted', (ev as WaypointEvent<'task.suspended'>).data.reason ?? 'suspended');
@@ -264,7 +264,7 @@ export function readMarks(events: readonly WaypointEvent[], stepTitles: Readonly
         break;
       case 'task.interrupted': {
         const d = (ev as WaypointEvent<'task.interrupted'>).data;
-        push(ev, `Interrupted (${d.class.replace(/_/g, ' ')}): ${d.reason}`);
+        push(ev, `Interrupted (${d.class.replace(/_/g, ' ')}): ${reasonWords(d.reason, who)}`);
         break;
       }
       case 'task.suspended':
