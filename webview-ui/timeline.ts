@@ -408,7 +408,8 @@ function attemptList(m: TimelineModel, st: TimelineStep, attempts: TimelineAttem
   return ol;
 }
 
-const STEP_ACTION_LABEL: Record<StepAction, string> = { complete: 'Complete step', skip: 'Skip step', fail: 'Fail step', retry: 'Retry step' };
+// The same words as the Tasks view's menus (package.json), so the README names one action one way.
+const STEP_ACTION_LABEL: Record<StepAction, string> = { complete: 'Complete Step', skip: 'Skip Step', fail: 'Fail Step', retry: 'Retry Step' };
 
 /** What a person may do to a step by hand (the Tasks view offers the same), while its task is not final. */
 function stepActions(m: TimelineModel, st: TimelineStep): StepAction[] {
@@ -463,9 +464,10 @@ function checkpointRow(c: TimelineCheckpoint): HTMLLIElement {
 }
 
 const ACTIONS: { action: CheckpointAction; label: string }[] = [
-  { action: 'compare', label: 'Compare with workspace' },
-  { action: 'rollback', label: 'Roll back here' },
-  { action: 'fork', label: 'Fork here' },
+  // The commands' own titles (the checkpoint's menu in the Tasks view says the same).
+  { action: 'compare', label: 'Compare with Workspace' },
+  { action: 'rollback', label: 'Roll Back to Checkpoint' },
+  { action: 'fork', label: 'Fork Task from Checkpoint' },
 ];
 
 /** The checkpoint's actions, as a menu under its row: arrows move, Enter runs, Esc closes. */

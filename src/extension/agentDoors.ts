@@ -12,6 +12,8 @@ import type { EngineHost } from './engineHost';
 import { settings } from './settings';
 import { ChangesPreview, type PreviewFile } from './rollbackPreview';
 import { plural } from '../core/model/plural';
+import { displayText } from '../core/model/displayText';
+import { ownerWords } from './labelText';
 
 /**
  * The extension's doors for agents. While this window owns the store it serves
@@ -132,8 +134,8 @@ export class AgentDoors extends Disposable {
       if (req.policy === 'ask') {
         const preview = await engine.rollback({ taskId: req.taskId, checkpointId: req.checkpointId, preview: true });
         const answer = await vscode.window.showWarningMessage(
-          `An agent asks to roll back “${engine.task(req.taskId).title}” (${plural(preview.changes.length, 'file')}).`,
-          { modal: true, detail: `Reason: ${req.reason}\nAgent: ${req.owner.id}\n\nThe current state is saved as a checkpoint first, so this can be undone.` },
+          `An agent asks to roll back “${displayText(engine.task(req.taskId).title)}” (${plural(preview.changes.length, 'file')}).`,
+          { modal: true, detail: `Reason: ${displayText(req.reason, { multiline: true })}\nAgent: ${ownerWords(req.owner.id)}\n\nThe current state is saved as a checkpoint first, so this can be undone.` },
           'Roll Back',
         );
         if (answer !== 'Roll Back') return { rolledBack: false, message: 'The person declined the rollback.' };

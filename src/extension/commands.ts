@@ -176,6 +176,8 @@ export class Commands extends Disposable {
       void vscode.window.showInformationMessage(`Waypoint: no task to choose from (${placeHolder.toLowerCase()}).`);
       return undefined;
     }
+    // One candidate is the answer: a picker of one only adds a keypress (the next prompt or message names the task).
+    if (candidates.length === 1) return candidates[0];
     return this.pickTask(stepsByTask, candidates, placeHolder);
   }
 
@@ -271,7 +273,7 @@ export class Commands extends Disposable {
   private async createCheckpoint(arg: unknown): Promise<string | undefined> {
     const task = await this.resolveTask(arg, isOpen, 'Checkpoint which task?');
     if (!task) return undefined;
-    const label = await vscode.window.showInputBox({ title: 'Waypoint: Create Checkpoint', prompt: 'Optional label', ignoreFocusOut: true });
+    const label = await vscode.window.showInputBox({ title: `Waypoint: Create Checkpoint of “${displayText(task.title)}”`, prompt: 'Optional label', ignoreFocusOut: true });
     if (label === undefined) return undefined;
     const engine = await this.engine();
     const r = await this.operations.run('checkpoint', () =>

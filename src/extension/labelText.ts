@@ -2,6 +2,7 @@ import type { CheckpointMeta, SideEffect, Step, Task, WaypointEvent } from '../c
 import { CHECKPOINT_LABEL } from './checkpointLabels';
 import { plural } from '../core/model/plural';
 import { displayText } from '../core/model/displayText';
+import { HOOK_AGENTS, isHookAgent } from '../hooks/agents';
 
 /**
  * The words of Waypoint's rows, tooltips and documents, as plain functions (no `vscode`
@@ -72,6 +73,8 @@ const UNDO_LABEL = /^undo of rollback \S+$/;
 /** Ids the engine makes (`t_`, `c_`, `r_`, `s_`, `a_` and 15 base-36 characters; see core/engine/ids.ts). */
 const ENGINE_ID = /\b[tcrsa]_[0-9a-z]{15}\b/g;
 const NAMED_ID = /\b(Task|task|Step|step|Checkpoint|checkpoint|Rollback|rollback) '?([tcrsa]_[0-9a-z]{15})'?/g;
+/** A step id after its quoted title, as the engine's step names put it (see engine.ts stepName). */
+const TITLED_ID = /” \([^()\s]{1,128}\)/g;
 const ID_NOUN: Record<string, string> = { t: 'a task', c: 'a checkpoint', r: 'a rollback', s: 'a step', a: 'an attempt' };
 
 /**
@@ -85,7 +88,9 @@ export function withoutIds(text: string, names: ReadonlyMap<string, string> = ne
       const name = names.get(id);
       return name ? `${word} “${name}”` : word;
     })
-    .replace(ENGINE_ID, (id) => (names.get(id) ? `“${names.get(id)}”` : ID_NOUN[id[0]!]!));
+    .replace(ENGINE_ID, (id) => (names.get(id) ? `“${names.get(id)}”` : ID_NOUN[id[0]!]!))
+    // The engine names a step “Its title” (its-id) for the agent reading the same text; a person reads the title.
+    .replace(TITLED_ID, '”');
 }
 
 /**
@@ -285,4 +290,42 @@ export function eventsMarkdown(input: { task: Task; steps: readonly Step[]; chec
   if (!events.length) out.push('', 'No events recorded yet.');
   // Titles and step names above are recorded text too.
   return displayText(out.join('\n'), { multiline: true }) + '\n';
+}
+
+/**
+ * Who drove a task or a step, in words, from the lease owner id its events carry
+ * (`vscode:<session>`, `claude-code:<session>`, `waypoint-serve:<uuid>`, `mcp:<uuid>`,
+ * `cli`): "this window", "Claude Code", "waypoint serve"… The id itself stays in the
+ * events document and `--json`. `here` is this window's owner id; an id of no known
+ * kind (one an agent chose) is shown as given.
+ */
+export function ownerWords(id: string, here?: string): string {
+  if (id === here) return 'this window';
+  if (id === 'person') return 'you';
+  if (id === 'cli' || id.startsWith('cli:')) return 'the waypoint command line';
+  const kind = /^([a-z-]+):/.exec(id)?.[1];
+  if (kind === 'vscode') return 'VS Code';
+  if (kind === 'waypoint-serve') return 'waypoint serve';
+  if (kind === 'mcp') return 'an agent over MCP';
+  if (kind && isHookAgent(kind)) return HOOK_AGENTS[kind].label;
+  return displayText(id);
+}
+
+// The engine's own interruption reasons (engine.ts sweep and resumeTask): exact and in UTC for the record.
+const LEASE_EXPIRED = /^lease of (.+?) expired at \S+ \(no call for (\d+) s\)$/;
+const PROCESS_EXITED = /^owner process \d+ \((.+)\) exited$/;
+const TAKEN_OVER = /^taken over by (.+)$/;
+
+/**
+ * An interruption reason as a person reads it: the engine's own reasons name the
+ * lease owner by id and the time in UTC ("lease of cli expired at 2026-…Z (no call
+ * for 6 s)"); they read "the waypoint command line stopped reporting (no call for 6
+ * s)". An agent's own reason is its text, kept as given.
+ */
+export function reasonWords(reason: string, who: (ownerId: string) => string = (id) => ownerWords(id)): string {
+  let m: RegExpExecArray | null;
+  if ((m = LEASE_EXPIRED.exec(reason))) return `${who(m[1]!)} stopped reporting (no call for ${m[2]} s)`;
+  if ((m = PROCESS_EXITED.exec(reason))) return `${who(m[1]!)} went away (its process ended)`;
+  if ((m = TAKEN_OVER.exec(reason))) return `taken over by ${who(m[1]!)}`;
+  return reason;
 }

@@ -56,7 +56,8 @@ export function metricsMarkdown(s: Stats): string {
   }
   if (s.steps.mostRetried.length) {
     out.push('## Most retried steps', '', '| task | step | attempts | status |', '| --- | --- | ---: | --- |');
-    for (const r of s.steps.mostRetried) out.push(`| \`${r.taskId}\` | ${esc(r.title)} (\`${r.stepId}\`) | ${r.attempts} | ${r.status.replace('_', ' ')} |`);
+    // Titles, as the Tasks view names them: ids stay in `waypoint stats --json`.
+    for (const r of s.steps.mostRetried) out.push(`| ${esc(r.taskTitle)} | ${esc(r.title)} | ${r.attempts} | ${r.status.replace('_', ' ')} |`);
     out.push('');
   }
   out.push('## Per agent', '', ...totalsTable('agent', s.byAgent.map((a) => ({ name: a.agent, t: a }))), '');

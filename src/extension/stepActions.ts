@@ -108,7 +108,7 @@ export class StepActions {
     }
     if (candidates.length === 1) return candidates[0];
     const pick = await vscode.window.showQuickPick(
-      candidates.map((c) => ({ label: c.step.title, description: `${c.step.status.replace('_', ' ')} · ${c.step.id}`, detail: `${c.task.title} — ${STATE_LABEL[c.task.state]}`, c })),
+      candidates.map((c) => ({ label: c.step.title, description: c.step.status.replace('_', ' '), detail: `${c.task.title} — ${STATE_LABEL[c.task.state]}`, c })),
       { placeHolder: VERB[action].pick, matchOnDescription: true, matchOnDetail: true },
     );
     return pick?.c;

@@ -5,7 +5,8 @@ import type { EngineApi } from '../core/engine/operations';
 import { Logger, silentLogger } from '../core/log';
 import { WaypointError, isWaypointError } from '../core/model/errors';
 import type { LeaseOwner, Step, Task } from '../core/model/schema';
-import { isActive, isOpen } from '../core/model/taskStates';
+import { isActive, isOpen, isResumable } from '../core/model/taskStates';
+import { resumePromptTaskId } from '../core/engine/resumeContext';
 import type { HookEnvelope, PlanItemChange, TodoItem, ToolCall } from './events';
 import { SessionFile, remember, zeroCounts, type SessionState } from './sessionState';
 import { bound, lastAssistantMessage } from './transcript';
@@ -169,6 +170,21 @@ class Recording {
     return t && isActive(t) ? t : null;
   }
 
+  /**
+   * A session with no open task whose prompt is a pasted resume prompt continues the
+   * task it names: copying the prompt resumed nothing, so this first call does.
+   */
+  private async adoptPastedResume(prompt: string): Promise<void> {
+    const current = await this.findTask(this.state.taskId);
+    if (current && isOpen(current)) return;
+    const id = resumePromptTaskId(prompt);
+    const pasted = id ? await this.findTask(id) : null;
+    if (!pasted || !isResumable(pasted)) return;
+    this.state = { ...this.state, taskId: pasted.id };
+    this.save();
+    this.actions.push(`continues ${pasted.id} from a pasted resume prompt`);
+  }
+
   /** The session's task, started or brought back to running as needed. */
   private async ensureTask(goal: string): Promise<Task> {
     const task = await this.findTask(this.state.taskId);
@@ -213,6 +229,7 @@ class Recording {
   private async onPrompt(prompt: string): Promise<void> {
     const digest = this.env.digest ?? sha(`${this.state.turns}\n${prompt}`).slice(0, 32);
     if (this.state.seenPrompts.includes(digest)) return;
+    await this.adoptPastedResume(prompt);
     const task = await this.ensureTask(prompt.trim() || this.fallbackGoal());
     // A prompt with no Stop before it (the person interrupted the agent): the earlier turn ends here.
     if (this.state.turn) await this.endTurn(task, undefined);

@@ -95,14 +95,14 @@ export function interruptedTaskFixture(folder: string): { taskId: string; stepSt
   fs.writeFileSync(path.join(folder, 'src', 'app.js'), 'module.exports = 1;\n');
   const plan = path.join(folder, '.waypoint', 'plan.json');
   fs.writeFileSync(plan, JSON.stringify([{ id: 'edit', title: 'Edit app.js' }, { id: 'test', title: 'Run the tests', dependsOn: ['edit'] }]));
-  const { taskId } = cli(folder, 'task', 'start', '--goal', 'Make app.js return 2', '--plan', plan, '--agent', 'e2e-agent', '--lease-ttl', '6') as { taskId: string };
+  const { taskId } = cli(folder, 'task', 'start', '--goal', 'Make app.js return 2', '--plan', plan, '--agent', 'e2e-agent', '--lease-ttl', '12') as { taskId: string };
   const { checkpointId } = cli(folder, 'step', 'start', '--task', taskId, '--step', 'edit') as { checkpointId: string };
   fs.writeFileSync(path.join(folder, 'src', 'app.js'), 'module.exports = 2; // edited by the agent\n');
   cli(folder, 'step', 'complete', '--task', taskId, '--step', 'edit', '--summary', 'app.js returns 2');
   cli(folder, 'step', 'start', '--task', taskId, '--step', 'test');
-  // Then silence: once the 6 s lease lapses, the next opener (the extension) marks the task interrupted.
-  // (6 s, not 1: on a busy machine the agent's own CLI calls can be a second apart.)
-  const lapse = Date.now() + 6_500;
+  // Then silence: once the 12 s lease lapses, the next opener (the extension) marks the task interrupted.
+  // (12 s, not 1: on a machine shared by several builds the agent's own CLI calls were seen over 6 s apart.)
+  const lapse = Date.now() + 12_500;
   while (Date.now() < lapse) spawnSync('sleep', ['0.5']);
   return { taskId, stepStartCheckpoint: checkpointId };
 }

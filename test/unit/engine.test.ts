@@ -97,7 +97,7 @@ describe('engine', () => {
   describe('steps', () => {
     it('refuses to start a step whose dependencies are not completed, naming them', async () => {
       const { taskId } = await engine.startTask({ goal: 'g', plan: PLAN4 });
-      await assert.rejects(engine.startStep({ taskId, stepId: 'b' }), /depends on a, which is not completed/);
+      await assert.rejects(engine.startStep({ taskId, stepId: 'b' }), /depends on “Read the code” \(a\), which is not completed/);
     });
 
     it('refuses unknown tasks and steps with not_found', async () => {
@@ -295,7 +295,7 @@ describe('engine', () => {
     it('complete → waiting_review (refused while a step is open) → approve → completed', async () => {
       const { taskId } = await engine.startTask({ goal: 'g', plan: PLAN4 });
       await engine.startStep({ taskId, stepId: 'a' });
-      await assert.rejects(engine.requestReview({ taskId }), /still has step\(s\) in progress: a/);
+      await assert.rejects(engine.requestReview({ taskId }), /still has a step in progress: “Read the code” \(a\). Complete or fail it first/);
       await engine.completeStep({ taskId, stepId: 'a' });
       assert.equal((await engine.requestReview({ taskId, summary: 'done' })).state, 'waiting_review');
       assert.equal((await engine.completeTask({ taskId, commit: 'abc1234' })).state, 'completed');

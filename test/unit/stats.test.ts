@@ -159,6 +159,11 @@ describe('stats: a constructed history', function () {
     assert.match(md, /\| alpha \| 1 \| 4 \| 2 \| 2 \| 1 \| 3\.5 s \| 6\.0 s \|/);
     assert.match(md, /\| 2026-11-30 \| 1 \| 4 \| 2 \| 2 \| 1 \| 3\.5 s \| 6\.0 s \| 0 \|/);
     assert.match(md, /\| step m failed: schema drift \| 1 \|/);
+    // Most retried names the task and the step by title; ids stay in `waypoint stats --json`.
+    const retried = md.slice(md.indexOf('## Most retried steps'));
+    assert.match(retried, /\| task \| step \| attempts \| status \|/);
+    assert.match(retried, /^\| A \| one \| 3 \| completed \|$/m);
+    assert.doesNotMatch(retried.split('\n## ')[0]!, /\bt_[0-9a-z]{15}\b|`s1`/);
     const hostile = metricsMarkdown({ ...(await engine.stats()), interruptions: { total: 1, byClass: {}, failedTasks: 0, byReason: [{ reason: 'a | b [x](javascript:alert(1)) <img>', count: 1 }] } });
     assert.match(hostile, /\| a \\\| b \\\[x\\\]\\\(javascript:alert\\\(1\\\)\\\) \\<img\\> \| 1 \|/);
     const empty = metricsMarkdown((await engine.stats({ since: Date.UTC(2030, 0, 1) })));

@@ -155,6 +155,15 @@ const ENGINE_RETRY_WAIT_MS = 60_000;
  * (validate → capture → apply), are idempotent by key, and return only once their
  * events are durable.
  */
+/**
+ * A step as an error message names it: its title (what a person sees in the tree),
+ * with the agent-chosen id after it where they differ, which the agent reading the
+ * same message needs to call again. The extension's toasts show the title part.
+ */
+function stepName(s: Pick<Step, 'id' | 'title'>): string {
+  return s.title && s.title !== s.id ? `“${s.title}” (${s.id})` : `'${s.id}'`;
+}
+
 export class Engine {
   readonly queries: Queries;
   private readonly listeners = new Set<(e: ChangeEvent) => void>();
@@ -467,7 +476,7 @@ export class Engine {
       assertTaskTransition(task.id, task.state, 'waiting_review', 'complete it');
       const open = this.queries.steps(task.id).filter((s) => s.status === 'in_progress');
       if (open.length) {
-        throw new WaypointError('illegal_transition', `Task ${task.id} still has step(s) in progress: ${open.map((s) => s.id).join(', ')}. Complete or fail them first.`);
+        throw new WaypointError('illegal_transition', `Task ${task.id} still has ${open.length === 1 ? 'a step' : 'steps'} in progress: ${open.map(stepName).join(', ')}. Complete or fail ${open.length === 1 ? 'it' : 'them'} first.`, { stepIds: open.map((s) => s.id) });
       }
       return {
         events: [this.ev('task.review_requested', task, this.ownerOf(input.owner).id, { summary: input.summary ?? null }, key)],
@@ -628,7 +637,8 @@ export class Engine {
           return !dep || (dep.status !== 'completed' && dep.status !== 'skipped');
         });
         if (blocked.length) {
-          throw new WaypointError('illegal_transition', `Step ${step.id} of task ${task.id} depends on ${blocked.join(', ')}, which ${blocked.length > 1 ? 'are' : 'is'} not completed.`, {
+          const names = blocked.map((d) => stepName(steps.find((x) => x.id === d) ?? { id: d, title: d }));
+          throw new WaypointError('illegal_transition', `Step ${stepName(step)} of task ${task.id} depends on ${names.join(', ')}, which ${blocked.length > 1 ? 'are' : 'is'} not completed.`, {
             blocked,
           });
         }
@@ -752,7 +762,7 @@ export class Engine {
       const answersHold = task.hold?.cause === 'retries_exhausted' && task.hold.stepId === step.id;
       if (!answersHold) this.requireActive(task, `grant step ${step.id} more attempts`);
       if (step.status === 'completed' || step.status === 'skipped') {
-        throw new WaypointError('illegal_transition', `Step ${step.id} of task ${task.id} is ${step.status}; it needs no more attempts.`, { taskId: task.id, stepId: step.id, status: step.status });
+        throw new WaypointError('illegal_transition', `Step ${stepName(step)} of task ${task.id} is ${step.status}; it needs no more attempts.`, { taskId: task.id, stepId: step.id, status: step.status });
       }
       const attempts = input.attempts ?? 1;
       // Counted from what the step used, so a grant after the limit gives exactly `attempts` more runs.

@@ -3,6 +3,7 @@ import { SCHEMA_VERSION, type CheckpointMeta, type SideEffect, type Step, type T
 import type { ForkInheritance } from './forkInheritance';
 import { holdChoices, retryAt } from './retryPolicy';
 import { displayText } from '../model/displayText';
+import { isResumable } from '../model/taskStates';
 
 /**
  * The resume context: everything an agent needs to continue a task without
@@ -183,6 +184,16 @@ export const MAX_RESUME_MARKDOWN_CHARS = 64_000;
 /** A run of lines kept whole, or (with `what`) a list whose items are dropped from its end when the Markdown would be too long. */
 type Part = { lines: string[] } | { items: string[][]; what: string };
 
+/**
+ * The task a pasted resume prompt names, so a hook-driven agent's new session
+ * continues it instead of starting another; null when the text is not one.
+ */
+export function resumePromptTaskId(text: string): string | null {
+  if (!/^# Resume task: /m.test(text)) return null;
+  const m = /^Task `(t_[0-9a-z]{9,40})` · attempt \d+/m.exec(text);
+  return m ? m[1] : null;
+}
+
 export function renderMarkdown(c: Omit<ResumeContext, 'markdown'>): string {
   const parts: Part[] = [];
   let out: string[] = [];
@@ -195,6 +206,10 @@ export function renderMarkdown(c: Omit<ResumeContext, 'markdown'>): string {
   out.push(`You are resuming a task that was ${was.replace(/_/g, ' ')}. Continue from where it stopped; do not redo completed steps.`, '');
   out.push(`**Goal:** ${c.task.goal}`, '');
   out.push(`Task \`${c.task.id}\` · attempt ${c.task.attempt}${c.task.agent ? ` · agent ${c.task.agent}` : ''}`);
+  // A copied prompt is handed over without resuming the task (nobody drives it yet): the agent's first call does.
+  if (!c.resumedFrom && isResumable(c.task)) {
+    out.push(`This task is not resumed yet: before anything else call \`waypoint_task_resume\` with taskId \`${c.task.id}\` (or run \`waypoint task resume --task ${c.task.id}\`).`);
+  }
   if (c.task.interruption) out.push(`Stopped because: ${c.task.interruption.reason} (${c.task.interruption.class.replace('_', ' ')}).`);
   if (c.forkedFrom) renderFork(() => out, c.forkedFrom, list);
   if (c.task.hold) {

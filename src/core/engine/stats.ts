@@ -61,7 +61,7 @@ export interface Stats {
     retried: number;
     maxAttempts: number;
     /** The steps retried most, at most 10. */
-    mostRetried: { taskId: string; stepId: string; title: string; attempts: number; status: Step['status'] }[];
+    mostRetried: { taskId: string; taskTitle: string; stepId: string; title: string; attempts: number; status: Step['status'] }[];
   };
   /**
    * Sum over the checkpoints of the files each changed since the one before (a file changed in two
@@ -275,7 +275,7 @@ export function computeStats(src: StatsSource, filter: StatsFilter = {}): Stats 
       mostRetried: [...retried]
         .sort((a, b) => b.attempts - a.attempts || (a.taskId + a.id < b.taskId + b.id ? -1 : 1))
         .slice(0, 10)
-        .map((s) => ({ taskId: s.taskId, stepId: s.id, title: s.title, attempts: s.attempts, status: s.status })),
+        .map((s) => ({ taskId: s.taskId, taskTitle: byId.get(s.taskId)!.title, stepId: s.id, title: s.title, attempts: s.attempts, status: s.status })),
     },
     filesChanged: checkpoints.reduce((n, c) => n + (c.kind === 'task_base' ? 0 : c.filesChanged), 0),
     checkpoints: { total: checkpoints.length, byKind, bytes: checkpoints.reduce((n, c) => n + c.bytes, 0), damaged: checkpoints.filter((c) => c.damaged).length },

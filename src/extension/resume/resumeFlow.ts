@@ -8,6 +8,7 @@ import type { EngineHost } from '../engineHost';
 import { installedAgentClis } from './agentClis';
 import { CHAT_COMMAND, deliveryLabel, offeredDeliveries, type Delivery } from './deliveries';
 import { describeStop, driverName } from './words';
+import { handOver } from './handOver';
 import { displayText } from '../../core/model/displayText';
 
 /**
@@ -58,7 +59,7 @@ export class ResumeFlow {
         engine.rollback({ taskId: task.id, checkpointId: drift.since, paths: drift.paths, reason: 'drift rolled back before resuming' }),
       );
     }
-    const ctx = await engine.resumeTask({ taskId: task.id, owner: this.d.owner() });
+    const ctx = await handOver(engine, task.id, delivery, this.d.owner());
     await this.deliver(ctx, delivery);
     return ctx;
   }
@@ -103,18 +104,17 @@ export class ResumeFlow {
     this.lastOffered = options.map(deliveryLabel);
     if (preset) return preset;
     if (configured !== 'ask') this.d.log.info(`[resume] the configured delivery '${configured}' is not available here; asking`);
+    // The state goes in the title, a line of its own above the choices: a separator's label would be drawn
+    // beside the first item, where it reads as that item's description.
     const stop = describeStop(task, Date.now()) ?? `${driverName(task)} is not running it`;
     type Item = vscode.QuickPickItem & { delivery?: Delivery };
-    const items: Item[] = [
-      { label: stop, kind: vscode.QuickPickItemKind.Separator },
-      ...options.map((o): Item => {
-        if (o.how === 'chat') return { label: `$(comment-discussion) ${deliveryLabel(o)}`, detail: 'Start a chat that continues the task from the resume prompt', delivery: o };
-        if (o.how === 'cli') return { label: `$(terminal) ${deliveryLabel(o)}`, description: o.path, detail: `Run ${o.cli.bin} in a new terminal with the resume prompt as its first message`, delivery: o };
-        return { label: `$(copy) ${deliveryLabel(o)}`, detail: 'Paste the resume prompt into any agent', delivery: o };
-      }),
-    ];
+    const items = options.map((o): Item => {
+      if (o.how === 'chat') return { label: `$(comment-discussion) ${deliveryLabel(o)}`, detail: 'Start a chat that continues the task from the resume prompt', delivery: o };
+      if (o.how === 'cli') return { label: `$(terminal) ${deliveryLabel(o)}`, description: o.path, detail: `Run ${o.cli.bin} in a new terminal with the resume prompt as its first message`, delivery: o };
+      return { label: `$(copy) ${deliveryLabel(o)}`, detail: 'Paste the prompt into any agent; the task resumes when it first reports', delivery: o };
+    });
     const pick = await vscode.window.showQuickPick(items, {
-      title: `Resume “${task.title}”`,
+      title: `Resume “${displayText(task.title)}” · ${stop}`,
       placeHolder: 'How should the next agent get the context?',
       matchOnDetail: true,
     });
@@ -145,6 +145,7 @@ export class ResumeFlow {
       return;
     }
     await vscode.env.clipboard.writeText(ctx.markdown);
-    void vscode.window.showInformationMessage(`Waypoint: the resume prompt of “${displayText(ctx.task.title)}” is copied; paste it into your agent.`);
+    // Copying resumed nothing (see handOver): say so, so an unchanged "interrupted" in the tree is expected.
+    void vscode.window.showInformationMessage(`Waypoint: the resume prompt of “${displayText(ctx.task.title)}” is copied; paste it into your agent. The task stays ${ctx.task.state} until the agent picks it up.`);
   }
 }

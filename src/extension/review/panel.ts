@@ -260,7 +260,7 @@ export class ReviewPanel extends Disposable {
       })),
       files: listed,
       counts: { task: listed.filter((f) => !f.drift).length, drift: listed.filter((f) => f.drift).length },
-      message: commitMessage(task, steps).slice(0, 20_000),
+      message: commitMessage(task, listed.filter((f) => !f.drift)).slice(0, 20_000),
       git,
       planDone: steps.every((st) => st.status === 'completed' || st.status === 'skipped'),
       committed: await this.committedState(this.workspace(), task),
@@ -357,11 +357,31 @@ export class ReviewPanel extends Disposable {
    * `finish`. A refusal changes nothing and comes back as a notification with the
    * way out and a "Commit Again" that reuses these very decisions.
    */
+  /**
+   * The proposed message lists the task's files; the person may approve fewer. Left as
+   * proposed, it is made again from the files this commit takes, so its list is true;
+   * a message the person edited is theirs and goes as written.
+   */
+  private messageForCommit(message: string, decisions: readonly FileDecisionMsg[]): string {
+    const data = this.data;
+    if (!data) return message;
+    const proposed = commitMessage(data.task, inPageOrder(data.files).slice(0, 20_000).filter((f) => !f.drift)).slice(0, 20_000);
+    if (message.trim() !== proposed.trim()) return message;
+    const status = new Map(data.files.map((f) => [f.path, f.status]));
+    const taken = decisions.filter((d) => d.action === 'approve' || (d.action === 'hunks' && d.approved.length > 0));
+    const files = taken.flatMap((d) => {
+      const st = status.get(d.path);
+      return st ? [{ path: d.path, status: st }] : [];
+    });
+    return files.length ? commitMessage(data.task, files) : message;
+  }
+
   async apply(message: string, decisions: readonly FileDecisionMsg[], finish: boolean | 'if_plan_done' = 'if_plan_done'): Promise<ApplyReviewResult | undefined> {
     if (this.busy) return undefined;
     this.busy = true;
     this.post({ type: 'busy', busy: true, label: 'Committing…' });
     let r: ApplyReviewResult;
+    message = this.messageForCommit(message, decisions);
     try {
       const api = await this.deps.host.api();
       const folder = this.deps.host.workspaceFolder;

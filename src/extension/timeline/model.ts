@@ -7,7 +7,7 @@
  */
 import type { CheckpointMeta, SideEffect, Step, Task, WaypointEvent } from '../../core/model/schema';
 import { isLive } from '../../core/model/taskStates';
-import { checkpointChanges, checkpointWithStep, isShownCheckpoint } from '../labelText';
+import { checkpointChanges, checkpointWithStep, isShownCheckpoint, ownerWords, reasonWords } from '../labelText';
 import {
   MAX_ATTEMPTS,
   MAX_CHECKPOINTS,
@@ -31,6 +31,8 @@ export interface TimelineInput {
   events: readonly WaypointEvent[];
   /** "Now", for the end of the axis while something still runs. */
   now: number;
+  /** This window's lease owner id, so its own work reads "by this window". */
+  here?: string;
 }
 
 const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
@@ -40,8 +42,10 @@ export function buildTimeline(input: TimelineInput): TimelineModel {
   const { task } = input;
   const steps = input.steps.slice(0, MAX_STEPS);
   const stepTitles = new Map(input.steps.map((s) => [s.id, clip(s.title, 500)]));
-  const attempts = readAttempts(input.events);
-  const marks = readMarks(input.events, stepTitles);
+  // Who ran what, in words ("this window", "Claude Code"): owner ids stay in the events document.
+  const who = (id: string) => ownerWords(id, input.here);
+  const attempts = readAttempts(input.events, who);
+  const marks = readMarks(input.events, stepTitles, who);
   // Empty auto checkpoints are noise (the tree leaves them out too).
   const shownCheckpoints = input.checkpoints.filter(isShownCheckpoint);
   const checkpoints = shownCheckpoints.slice(-MAX_CHECKPOINTS);
@@ -66,7 +70,7 @@ export function buildTimeline(input: TimelineInput): TimelineModel {
       createdAt: task.createdAt,
       updatedAt: task.updatedAt,
       attempt: task.attempt,
-      interruption: task.interruption ? clip(`${task.interruption.reason}${task.interruption.error ? `: ${task.interruption.error}` : ''} (${task.interruption.class.replace(/_/g, ' ')})`, 2_000) : null,
+      interruption: task.interruption ? clip(`${reasonWords(task.interruption.reason, who)}${task.interruption.error ? `: ${task.interruption.error}` : ''} (${task.interruption.class.replace(/_/g, ' ')})`, 2_000) : null,
     },
     events: input.events.length,
     lastSeq: lastEvent?.seq ?? 0,
@@ -150,7 +154,7 @@ export function layoutSteps(steps: readonly Step[]): TimelineStep[] {
 }
 
 /** Every attempt of every step, in the order they started. */
-export function readAttempts(events: readonly WaypointEvent[]): TimelineAttempt[] {
+export function readAttempts(events: readonly WaypointEvent[], who: (ownerId: string) => string = (id) => id): TimelineAttempt[] {
   const all: TimelineAttempt[] = [];
   /** The step's latest bar, open or not. */
   const last = new Map<string, TimelineAttempt>();
@@ -186,7 +190,7 @@ export function readAttempts(events: readonly WaypointEvent[]): TimelineAttempt[
           start: ev.ts,
           end: null,
           outcome: 'running',
-          by: clipN(ev.by, 200),
+          by: clipN(ev.by === null ? null : who(ev.by), 200),
           error: null,
           failureClass: null,
         };
@@ -225,7 +229,7 @@ export function readAttempts(events: readonly WaypointEvent[]): TimelineAttempt[
         break;
       }
       case 'task.interrupted':
-        closeAll(ev.ts, 'interrupted', (ev as WaypointEvent<'task.interrupted'>).data.reason);
+        closeAll(ev.ts, 'interrupted', reasonWords((ev as WaypointEvent<'task.interrupted'>).data.reason, who));
         break;
       case 'task.suspended':
         closeAll(ev.ts, 'interrupted', (ev as WaypointEvent<'task.suspended'>).data.reason ?? 'suspended');
@@ -247,20 +251,20 @@ export function readAttempts(events: readonly WaypointEvent[]): TimelineAttempt[
 }
 
 /** The task-level moments worth a mark on the axis. */
-export function readMarks(events: readonly WaypointEvent[], stepTitles: ReadonlyMap<string, string> = new Map()): TimelineMark[] {
+export function readMarks(events: readonly WaypointEvent[], stepTitles: ReadonlyMap<string, string> = new Map(), who: (ownerId: string) => string = (id) => id): TimelineMark[] {
   const out: TimelineMark[] = [];
   const push = (ev: WaypointEvent, text: string) => out.push({ id: String(ev.seq), at: ev.ts, type: ev.type, text: clip(text, 2_000) });
   for (const ev of events) {
     switch (ev.type) {
       case 'task.started':
-        push(ev, `Started${ev.by ? ` by ${ev.by}` : ''}`);
+        push(ev, `Started${ev.by ? ` by ${who(ev.by)}` : ''}`);
         break;
       case 'task.plan_updated':
         push(ev, `Plan extended by ${plural((ev as WaypointEvent<'task.plan_updated'>).data.added.length, 'step')}`);
         break;
       case 'task.interrupted': {
         const d = (ev as WaypointEvent<'task.interrupted'>).data;
-        push(ev, `Interrupted (${d.class.replace(/_/g, ' ')}): ${d.reason}`);
+        push(ev, `Interrupted (${d.class.replace(/_/g, ' ')}): ${reasonWords(d.reason, who)}`);
         break;
       }
       case 'task.suspended':
@@ -268,7 +272,7 @@ export function readMarks(events: readonly WaypointEvent[], stepTitles: Readonly
         break;
       case 'task.resumed': {
         const d = (ev as WaypointEvent<'task.resumed'>).data;
-        push(ev, `Resumed (task attempt ${d.attempt}) by ${d.owner.id}`);
+        push(ev, `Resumed (task attempt ${d.attempt}) by ${who(d.owner.id)}`);
         break;
       }
       case 'task.review_requested':

@@ -36,7 +36,7 @@ export class TimelineReader {
       if (c && !fresh.length && !LIVE.has(c.model.task.state)) return this.touch(taskId, c).model;
       const events = c ? (fresh.length ? c.events.concat(fresh) : c.events) : fresh;
       const detail = c && !fresh.length ? c.detail : await taskDetail(this.host, taskId);
-      const model = buildTimeline({ ...detail, events, now: Date.now() });
+      const model = buildTimeline({ ...detail, events, now: Date.now(), here: this.host.ownerId });
       this.touch(taskId, { events, lastSeq: events.at(-1)?.seq ?? 0, detail, model });
       return model;
     } catch (e) {

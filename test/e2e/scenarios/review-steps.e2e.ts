@@ -88,7 +88,12 @@ describe('review and steps', () => {
     const sha = git(folder, 'rev-parse', 'HEAD').trim();
     assert.equal(git(folder, 'rev-parse', 'HEAD~1').trim(), headBefore, 'exactly one new commit');
     assert.deepEqual(git(folder, 'show', 'HEAD', '--name-only', '--format=').trim().split('\n').sort(), ['src/slugify.js', 'test/slugify.test.js']);
-    assert.match(git(folder, 'log', '-1', '--format=%B'), new RegExp(`Waypoint-Task: ${taskId}`));
+    const body = git(folder, 'log', '-1', '--format=%B');
+    assert.match(body, new RegExp(`Waypoint-Task: ${taskId}`));
+    // The default message is about the change (the files it commits), not the agent's notes to itself.
+    assert.match(body, /^2 files changed: .*\n\n(?:Added|Modified):\n- (?:src\/slugify\.js|test\/slugify\.test\.js)$/m);
+    assert.doesNotMatch(body, /no length limit yet/);
+    assert.equal(body.split('\n').filter((l) => l.includes(taskId)).length, 1, 'the task id only in the trailer');
     const after = detail(folder, taskId);
     assert.deepEqual(after.steps, before.steps, "the task's steps are untouched");
     assert.equal(after.task.state, 'interrupted', 'the task stays as it was');
@@ -193,16 +198,16 @@ describe('review and steps', () => {
     await view.getByRole('listitem', { name: /^Step Run the tests, completed/ }).waitFor({ timeout: 60_000 });
     await view.getByRole('listitem', { name: /^Step Run the linter, in progress/ }).click();
     const lint = view.getByRole('group', { name: 'Actions for step Run the linter' });
-    assert.deepEqual(await lint.getByRole('button').allInnerTexts(), ['Complete step', 'Fail step']);
+    assert.deepEqual(await lint.getByRole('button').allInnerTexts(), ['Complete Step', 'Fail Step']);
     await page.screenshot({ path: screenshotPath('task timeline step actions') });
-    await lint.getByRole('button', { name: 'Fail step Run the linter' }).click();
+    await lint.getByRole('button', { name: 'Fail Step Run the linter' }).click();
     const reason = page.locator('.quick-input-widget', { hasText: 'Why did it fail?' });
     await reason.waitFor({ timeout: 30_000 });
     await page.locator('.quick-input-widget input').fill('the linter is not set up here');
     await page.keyboard.press('Enter');
     await view.getByRole('listitem', { name: /^Step Run the linter, failed/ }).waitFor({ timeout: 30_000 });
     await view.getByRole('listitem', { name: /^Step Write the docs, pending/ }).click();
-    await view.getByRole('group', { name: 'Actions for step Write the docs' }).getByRole('button', { name: 'Skip step Write the docs' }).click();
+    await view.getByRole('group', { name: 'Actions for step Write the docs' }).getByRole('button', { name: 'Skip Step Write the docs' }).click();
     await view.getByRole('listitem', { name: /^Step Write the docs, skipped/ }).waitFor({ timeout: 30_000 });
 
     const d = detail(folder, taskId);

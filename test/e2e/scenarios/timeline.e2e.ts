@@ -79,7 +79,7 @@ describe('task timeline', () => {
     // Steps with their attempts: the failed first try and the passing second one.
     const fix = view.getByRole('listitem', { name: /^Step Fix the bug, completed, 2 attempts/ });
     await fix.waitFor();
-    assert.match((await fix.getAttribute('aria-label')) ?? '', / by cli/, 'who ran it');
+    assert.match((await fix.getAttribute('aria-label')) ?? '', / by the waypoint command line/, 'who ran it, in words');
     await view.getByRole('listitem', { name: /^Step Update the docs, in progress, 1 attempt/ }).waitFor();
     await view.getByRole('listitem', { name: /^Step Run the tests, pending, 0 attempts/ }).waitFor();
     await fix.focus();
@@ -117,7 +117,7 @@ describe('task timeline', () => {
     await base.click();
     const menu = view.getByRole('menu');
     await menu.waitFor();
-    assert.deepEqual(await menu.getByRole('menuitem').allInnerTexts(), ['Compare with workspace', 'Roll back here', 'Fork here']);
+    assert.deepEqual(await menu.getByRole('menuitem').allInnerTexts(), ['Compare with Workspace', 'Roll Back to Checkpoint', 'Fork Task from Checkpoint']);
     await page.keyboard.press('Escape');
     await menu.waitFor({ state: 'detached' });
     await page.keyboard.press('ArrowUp');
@@ -134,7 +134,7 @@ describe('task timeline', () => {
     cli(folder, 'step', 'complete', '--task', taskId, '--step', 'docs');
     await view.getByRole('listitem', { name: /^Step Update the docs, completed, 1 attempt/ }).waitFor({ timeout: 30_000 });
 
-    // Fork here: the fork command shows what the workspace becomes and asks for the new
+    // Fork Task from Checkpoint: the fork command shows what the workspace becomes and asks for the new
     // task's goal (prefilled from the original's); Enter starts a task linked to this one.
     await page.locator('.tabs-container .tab', { hasText: 'Timeline:' }).first().click();
     await base.click();
@@ -154,7 +154,7 @@ describe('task timeline', () => {
       const tasks = cli(folder, 'tasks') as unknown as { forkedFrom?: { taskId: string; checkpointId: string } | null }[];
       fork = tasks.find((t) => t.forkedFrom);
       if (tasks.length > tasksBefore && fork) break;
-      if (Date.now() > deadline) throw new Error(`Fork here started no linked task (${tasks.length} tasks, ${tasksBefore} before)`);
+      if (Date.now() > deadline) throw new Error(`Fork Task from Checkpoint started no linked task (${tasks.length} tasks, ${tasksBefore} before)`);
       await page.waitForTimeout(250);
     }
     assert.equal(fork.forkedFrom!.taskId, taskId, 'the fork links to the task the timeline shows');
