@@ -119,6 +119,14 @@ describe(`Codex ${versionOf('codex')} (real binary, scripted model)`, function (
     assert.equal(stepOf('after Bash: echo more >> b.txt'), 'Generate the files', 'the command belongs to the item in progress');
   });
 
+  it('leaves the task for review once the turn ended, and Codex warned of nothing in Waypoint’s hooks', () => {
+    const [task] = waypoint(ws, ['tasks']) as Json[];
+    assert.equal(task.state, 'waiting_review', JSON.stringify(task));
+    // Codex reports a hook config it had to correct (a SessionEnd timeout over its 3 s cap…) as an error item.
+    const warnings = [...first.events, ...second.events].filter((e) => e.item?.type === 'error' && !/dangerously-bypass-hook-trust/.test(String(e.item.message)));
+    assert.deepEqual(warnings.map((e) => e.item?.message), []);
+  });
+
   it('credits the person’s file to the person and the agent’s files to the agent; agent-only rollback is exact', () => {
     const [task] = waypoint(ws, ['tasks']) as Json[];
     const r = cli(['rollback', '--task', task.id, '--to', task.baseCheckpointId, '--agent-only', '--yes', '--workspace', ws]);
