@@ -38,7 +38,7 @@ export function sharedHookCommand(agent: HookAgent, projectVar?: string): string
 const ours = (agent: HookAgent) => (h: unknown) => isObject(h) && typeof h.command === 'string' && h.command.includes(` hook ${agent}`);
 
 /** Claude-shaped `{hooks: {Event: [{matcher?, hooks: [{type, command}]}]}}` (Codex, Gemini CLI). */
-function mergeGroups(file: string, before: Json, agent: HookAgent, events: readonly string[], toolEvents: ReadonlySet<string>, matcher: string, extra: Json = {}): Json {
+function mergeGroups(file: string, before: Json, agent: HookAgent, events: readonly string[], toolEvents: ReadonlySet<string>, matcher: string, extra: Json | ((event: string) => Json) = {}): Json {
   const hooks = objectField(file, before, 'hooks');
   const next: Json = { ...hooks };
   for (const event of events) {
@@ -51,18 +51,22 @@ function mergeGroups(file: string, before: Json, agent: HookAgent, events: reado
         return rest.length === g.hooks.length ? g : rest.length ? { ...g, hooks: rest } : null;
       })
       .filter((g) => g !== null);
-    next[event] = [...kept, { ...(toolEvents.has(event) ? { matcher } : {}), hooks: [{ type: 'command', command: run(agent), ...extra }] }];
+    next[event] = [...kept, { ...(toolEvents.has(event) ? { matcher } : {}), hooks: [{ type: 'command', command: run(agent), ...(typeof extra === 'function' ? extra(event) : extra) }] }];
   }
   return { ...before, hooks: next };
 }
 
-export const CODEX_HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PreCompact', 'Stop'] as const;
-/** `.codex/hooks.json` (Codex also reads `[hooks]` in config.toml; the project file is the one Waypoint may write). */
+export const CODEX_HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PreCompact', 'Stop', 'SessionEnd'] as const;
+/**
+ * `.codex/hooks.json` (Codex also reads `[hooks]` in config.toml; the project file is the one Waypoint may write).
+ * Codex caps a SessionEnd hook at 3 seconds and says so on every run when asked for more.
+ */
 export function mergeCodexHooks(ws: string): FileChange {
   const file = path.join(ws, '.codex', 'hooks.json');
   const before = readJsonObject(file);
   const matcher = [...CODEX_TOOLS.edit, ...CODEX_TOOLS.shell, ...CODEX_TOOLS.todo].join('|');
-  return change(file, before, mergeGroups(file, before, 'codex', CODEX_HOOK_EVENTS, new Set(['PreToolUse', 'PostToolUse']), matcher, { timeout: 30 }), false);
+  const timeout = (event: string) => ({ timeout: event === 'SessionEnd' ? 3 : 30 });
+  return change(file, before, mergeGroups(file, before, 'codex', CODEX_HOOK_EVENTS, new Set(['PreToolUse', 'PostToolUse']), matcher, timeout), false);
 }
 
 export const GEMINI_HOOK_EVENTS = ['SessionStart', 'BeforeAgent', 'BeforeTool', 'AfterTool', 'AfterAgent', 'PreCompress', 'SessionEnd'] as const;

@@ -12,7 +12,7 @@ export const agentsDir = typeof __dirname === 'string' && path.isAbsolute(__dirn
 export const repoRoot = path.resolve(agentsDir, '..', '..');
 export const cacheRoot = path.join(repoRoot, '.agents-cache');
 
-export type AgentName = 'claude-code';
+export type AgentName = 'claude-code' | 'codex';
 interface Pin {
   package: string;
   version: string;
@@ -38,6 +38,12 @@ export function binaryIn(agent: AgentName, dir: string): string {
       const arch = process.arch === 'arm64' ? 'arm64' : 'x64';
       const native = path.join(dir, 'node_modules', '@anthropic-ai', `claude-code-${process.platform}-${arch}`, process.platform === 'win32' ? 'claude.exe' : 'claude');
       return fs.existsSync(native) ? native : path.join(dir, 'node_modules', '.bin', 'claude');
+    }
+    case 'codex': {
+      // The npm wrapper only finds and runs the native binary its platform package holds.
+      const triple = `${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-${process.platform === 'darwin' ? 'apple-darwin' : 'unknown-linux-musl'}`;
+      const native = path.join(dir, 'node_modules', '@openai', `codex-${process.platform}-${process.arch}`, 'vendor', triple, 'bin', 'codex');
+      return fs.existsSync(native) ? native : path.join(dir, 'node_modules', '.bin', 'codex');
     }
   }
 }

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { RecordedRequest } from './anthropicServer';
+import type { RecordedRequest } from './scriptedServer';
 import { repoRoot } from './install';
 
 /**

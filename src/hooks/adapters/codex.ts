@@ -11,6 +11,12 @@ import { errorText } from './claudeCode';
  * `tool_use_id`, `tool_response`; Stop carries `last_assistant_message`. Exit 2 blocks,
  * so `waypoint hook` exits 0. Edits arrive as `apply_patch` (the patch names its files),
  * the plan as `update_plan` (`plan: [{step, status}]`).
+ *
+ * What the real binary sends (0.171, test/fixtures/hooks-real/codex): its `exec_command`
+ * tool reaches hooks named `Bash` with `{command}`; apply_patch's input is
+ * `{command: <patch>}` with paths relative to `cwd`; `tool_response` is a string; every
+ * `codex exec` ends with SessionEnd (`reason: "other"`). It runs a project's hooks only
+ * once they are trusted.
  */
 export const CODEX_TOOLS = { edit: ['apply_patch', 'Edit', 'Write'], shell: ['Bash', 'shell', 'local_shell', 'shell_command', 'exec_command'], todo: ['update_plan'] } as const;
 
