@@ -190,9 +190,7 @@ export class Engine {
     this.projection = backend.projection;
     this.clock = opts.store?.clock ?? Date.now;
     this.log = (opts.log ?? silentLogger).child('engine');
-    // The one place the engine touches the database: its projection reader.
-    // eslint-disable-next-line no-restricted-syntax
-    this.queries = new Queries(() => this.projection.db);
+    this.queries = Queries.of(this.projection);
     this.reader = backend.reader ?? new EmbeddedProjectionReader(this.queries, this.eventLog);
     this.runner = new OperationRunner(this.eventLog, this.projection, this.queries);
     this.defaultOwner = opts.owner ?? { id: 'cli' };
