@@ -22,6 +22,7 @@ import { endsAgentInterval, trailingIsAgent } from './attribution';
 import { ownWritesByKey } from './ownWrites';
 import { RollbackInput, UndoRollbackInput } from './inputs';
 import { isNoSpace } from './noSpace';
+import { finishInterruptedPlans, type InterruptedPlan } from './interruptedPlans';
 import type { Queries } from './queries';
 
 export interface RollbackResult extends NotCapturedReport {
@@ -454,63 +455,39 @@ export class Rollbacks {
    * rollback for the person.
    */
   async recoverRollbacks(): Promise<string[]> {
-    if (!this.core.workspaceSnapshots) return [];
-    const ws = this.core.workspaceSnapshots;
-    const open = this.core.queries.startedRollbacks().map((r) => ({ id: r.id, task_id: r.taskId, plan_ref: r.planRef, target_checkpoint_id: r.targetCheckpointId }));
-    const notes: string[] = [];
-    for (const r of open) {
-      await this.core.exclusive(async () => {
-        const task = this.core.queries.findTask(r.task_id);
+    const plans: InterruptedPlan[] = this.core.queries.startedRollbacks().map((r) => ({
+      taskId: r.taskId,
+      planRef: r.planRef!,
+      outcome: async (replay, task) => {
         // Read from the task's events (the export may have moved them to the segments): recovery is rare.
         const startKey =
-          (await this.core.eventLog.read({ taskId: r.task_id })).find((e) => e.type === 'rollback.started' && (e.data as EventDataOf<'rollback.started'>).rollbackId === r.id)?.key ?? `rollback:${r.id}#start`;
+          (await this.core.eventLog.read({ taskId: r.taskId })).find((e) => e.type === 'rollback.started' && (e.data as EventDataOf<'rollback.started'>).rollbackId === r.id)?.key ?? `rollback:${r.id}#start`;
         const key = startKey.replace(/#start$/, '');
-        let outcome: 'applied' | 'failed' = 'applied';
-        let note: string;
-        let written = 0;
-        let removed = 0;
-        let conflicts: string[] = [];
-        let plan: Awaited<ReturnType<typeof ws.loadPlan>> | null = null;
-        try {
-          plan = await ws.loadPlan(r.plan_ref!);
-          const applied = await ws.apply(plan);
-          written = applied.written.length;
-          removed = applied.removed.length;
-          conflicts = applied.conflicts.map((c) => c.path);
-          const kept = conflicts.length ? ` ${plural(conflicts.length, 'file')} changed since it was planned ${conflicts.length === 1 ? 'was' : 'were'} left as ${conflicts.length === 1 ? 'it was' : 'they were'}: ${conflicts.slice(0, 5).join(', ')}${conflicts.length > 5 ? ', …' : ''}.` : '';
-          note = `A rollback to ${r.target_checkpoint_id} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).${kept}`;
-        } catch (e) {
-          // No temp of the plan's may outlive this: the next scan would record it as the person's.
-          if (plan) await ws.sweepTemps(plan);
-          outcome = 'failed';
-          if (plan) await ws.sweepTemps(plan).catch(() => undefined); // no temp outlives it; the pre-rollback checkpoint holds the before state
-          note = `A rollback to ${r.target_checkpoint_id} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly rolled back. Undo it (Undo Last Rollback, or waypoint rollback --undo) to return to the before state.`;
-        }
-        const target = this.core.queries.checkpoint(r.target_checkpoint_id);
-        const toAbandon =
-          task && target && outcome === 'applied'
-            ? stepsToAbandon(this.core.queries, task.id, target)
-            : [];
+        const conflicts = replay.ok ? replay.conflicts : [];
+        const kept = conflicts.length ? ` ${plural(conflicts.length, 'file')} changed since it was planned ${conflicts.length === 1 ? 'was' : 'were'} left as ${conflicts.length === 1 ? 'it was' : 'they were'}: ${conflicts.slice(0, 5).join(', ')}${conflicts.length > 5 ? ', …' : ''}.` : '';
+        const note = replay.ok
+          ? `A rollback to ${r.targetCheckpointId} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).${kept}`
+          : `A rollback to ${r.targetCheckpointId} was interrupted and could not be finished (${replay.error}); the workspace may be partly rolled back. Undo it (Undo Last Rollback, or waypoint rollback --undo) to return to the before state.`;
+        const target = this.core.queries.checkpoint(r.targetCheckpointId);
+        const toAbandon = task && target && replay.ok ? stepsToAbandon(this.core.queries, task.id, target) : [];
         const ev: NewEvent = {
           type: 'rollback.done',
-          taskId: r.task_id,
+          taskId: r.taskId,
           corr: task?.correlationId ?? null,
           by: null,
           key: this.core.queries.idempotent(key) ? `${key}#recovered` : key,
-          data: { rollbackId: r.id, outcome, filesWritten: written, filesRemoved: removed, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts, note },
+          data: { rollbackId: r.id, outcome: replay.ok ? 'applied' : 'failed', filesWritten: replay.ok ? replay.written : 0, filesRemoved: replay.ok ? replay.removed : 0, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts, note },
         };
-        const batch: NewEvent[] = [ev, ...toAbandon.map((s, i) => ({ ...this.core.ev('step.abandoned', task!, null, { stepId: s.id, reason: `rolled back to ${r.target_checkpoint_id}` }, `${key}#abandon${i}`) }))];
+        const events: NewEvent[] = [ev, ...toAbandon.map((s, i) => ({ ...this.core.ev('step.abandoned', task!, null, { stepId: s.id, reason: `rolled back to ${r.targetCheckpointId}` }, `${key}#abandon${i}`) }))];
         // A fork stopped before its base was taken: its base is the workspace the finished restore left.
-        if (task?.forkedFrom && !task.baseCheckpointId && outcome === 'applied') {
-          const { event } = await this.core.captureCheckpoint({ ...task, lastCheckpointId: r.target_checkpoint_id }, 'task_base', null, `forked from ${r.target_checkpoint_id}`);
-          batch.push({ ...event, key: `${key}#base` });
+        if (task?.forkedFrom && !task.baseCheckpointId && replay.ok) {
+          const { event } = await this.core.captureCheckpoint({ ...task, lastCheckpointId: r.targetCheckpointId }, 'task_base', null, `forked from ${r.targetCheckpointId}`);
+          events.push({ ...event, key: `${key}#base` });
         }
-        await this.core.record(batch);
-        notes.push(note);
-        this.core.log.warn(note, task?.correlationId);
-      });
-    }
-    return notes;
+        return { events, note };
+      },
+    }));
+    return finishInterruptedPlans(this.core, plans);
   }
 }
 
