@@ -72,7 +72,7 @@ export class ReviewApplies {
   ): Promise<ReviewApplyResult<C>> {
     const ws = this.core.snapshots();
     const key = input.idempotencyKey ?? `review.apply:${randomUUID()}`;
-    return this.core.once<ReviewApplyResult<C>>('review.apply', key, async () => {
+    return this.core.run<ReviewApplyResult<C>>('review.apply', key, async () => {
       const task = this.core.requireTask(input.taskId);
       const steps = this.core.queries.steps(task.id);
       const planDone = steps.every((s) => s.status === 'completed' || s.status === 'skipped');
@@ -150,7 +150,7 @@ export class ReviewApplies {
       );
       // The outcome comes back to the runner, which records it under the call's key.
       return { result, events };
-    });
+    }, { space: false });
   }
 
   /**

@@ -14,7 +14,7 @@ import { diffManifests, type Manifest } from '../snapshot';
 import type { FileEntry, ManifestEntry } from '../snapshot/manifest';
 import type { PlannedWrite } from '../snapshot/restore';
 import { asMergeableText, revertAgentHunks, type AgentInterval } from '../snapshot/revertHunks';
-import type { NotCapturedReport } from './engine';
+import type { NotCapturedReport } from './checkpointCapture';
 import type { EngineCore } from './engineCore';
 import { newId } from './ids';
 import { plural } from '../model/plural';
@@ -86,7 +86,7 @@ export class Rollbacks {
   async rollback(raw: RollbackInput): Promise<RollbackResult> {
     const input = parseInput(RollbackInput, raw, 'rollback');
     // A preview writes no event (its scan may store new content, as any diff does).
-    return input.preview ? this.rollbackNow(input) : this.core.needingSpace('a rollback', () => this.rollbackNow(input));
+    return this.rollbackNow(input);
   }
 
   /**
@@ -96,7 +96,7 @@ export class Rollbacks {
   async rollbackNow(input: RollbackInput, undoOf?: string, leaveAlone?: ReadonlySet<string>): Promise<RollbackResult> {
     const ws = this.core.snapshots();
     const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
-    return this.core.once<RollbackResult>('rollback', key, async () => {
+    return this.core.run<RollbackResult>('rollback', key, async () => {
       const task = this.core.requireTask(input.taskId);
       const target = this.core.requireCheckpoint(input.checkpointId);
       if (target.taskId !== task.id) {
@@ -238,7 +238,7 @@ export class Rollbacks {
       this.core.log.info(`rolled back task ${task.id} to ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, task.correlationId);
       // The outcome comes back to the runner, which records it under the call's key.
       return { result, events };
-    });
+    }, { space: input.preview ? false : 'a rollback' });
   }
 
   /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */
@@ -254,7 +254,7 @@ export class Rollbacks {
     );
     if (input.preview) return this.rollbackNow(rollback, last.id, new Set(last.conflicts));
     // Files and record together: the steps the rollback abandoned get their earlier status back in the undo's own batch.
-    return this.core.needingSpace('a rollback', () => this.rollbackNow(rollback, last.id, new Set(last.conflicts)));
+    return this.rollbackNow(rollback, last.id, new Set(last.conflicts));
   }
 
   /** For `agent-only`: paths changed inside step windows since the target, minus those the person touched too. */
