@@ -1,5 +1,5 @@
 /**
- * Always-on workspace history (issue 17, item 6): file activity while no task runs is
+ * Always-on workspace history: file activity while no task runs is
  * checkpointed into one record per day, so the work of an agent that reports nothing
  * can still be rolled back. A day's record is a task of kind `history` the engine
  * owns (id `history-YYYY-MM-DD`, local date): rollback, undo, diff and the storage

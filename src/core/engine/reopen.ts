@@ -1,5 +1,5 @@
 /**
- * Reopening a task whose review commit was undone (issue 18): the person took back
+ * Reopening a task whose review commit was undone: the person took back
  * the commit that completed the task, so the record goes back with it — the task
  * waits for review again, its steps, side effects and checkpoints untouched, and a
  * new review can commit it once more. Its own module (over EngineCore, like

@@ -1,5 +1,5 @@
 /**
- * Review apply, split out of engine.ts (issue #16): applying a person's review whole
+ * Review apply: applying a person's review whole
  * or not at all (the reviewed commit first, then the rejected changes reverted), and
  * finishing on open an apply a crash cut short. It runs over the engine's serialized
  * runner and helpers (EngineCore) and holds no state of its own.

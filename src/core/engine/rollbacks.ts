@@ -1,5 +1,5 @@
 /**
- * Rollback, split out of engine.ts (issue #16): rolling the workspace back to a
+ * Rollback: rolling the workspace back to a
  * checkpoint (all of it, some paths, or only the agent's changes), undoing the last
  * rollback, who changed what since a checkpoint (agent or person), and finishing on
  * open a rollback a crash interrupted. It runs over the engine's serialized runner

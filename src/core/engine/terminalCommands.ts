@@ -1,5 +1,5 @@
 /**
- * Terminal commands under a task (issue 17, item 2): each command a person or an
+ * Terminal commands under a task: each command a person or an
  * agent runs in a VS Code terminal while a task is active is bracketed by two
  * checkpoints, `command_start` when it begins and `command_end` when it ends, both
  * taken with the watcher's dirty set so they cost O(changes). The files that differ
