@@ -23,8 +23,9 @@ export default tseslint.config(
   { ignores: ['dist/**', 'out/**', '.vscode-test/**', 'node_modules/**', 'test-output/**', '**/*.js', '**/*.cjs', '**/*.mjs'] },
   ...tseslint.configs.recommended,
   {
-    // Directives for core rules this config does not enable (no-control-regex) stay as documentation.
-    linterOptions: { reportUnusedDisableDirectives: 'off' },
+    // A disable comment that disables nothing is an error: one left behind by a moved line
+    // would otherwise silence the rule for whatever code lands under it next.
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
     rules: {
       // Tests and narrow casts at boundaries use these deliberately; the compiler checks the rest.
       '@typescript-eslint/no-explicit-any': 'off',
@@ -40,12 +41,16 @@ export default tseslint.config(
   {
     // All SQL sits behind the projection readers (src/core/engine/queries.ts) and the store:
     // nothing else reaches into the sql.js database, so another store backend has one seam.
-    files: ['src/**/*.ts'],
+    // Any member `.db` counts, however it is reached (`engine.projection.db`, `p.db`,
+    // `x['db']`, a destructured `{ db }`): matching one spelling would let the others through.
+    files: ['src/**/*.ts', 'webview-ui/**/*.ts'],
     ignores: ['src/core/store/**', 'src/core/engine/queries.ts'],
     rules: {
       'no-restricted-syntax': [
         'error',
-        { selector: "MemberExpression[property.name='db'][object.property.name='store']", message: 'read projections through engine.queries (src/core/engine/queries.ts), not store.db' },
+        { selector: "MemberExpression[property.name='db']", message: 'read projections through engine.queries (src/core/engine/queries.ts) or the store, not a .db reach-in' },
+        { selector: "MemberExpression[computed=true][property.value='db']", message: 'read projections through engine.queries (src/core/engine/queries.ts) or the store, not a .db reach-in' },
+        { selector: "ObjectPattern > Property[key.name='db']", message: 'read projections through engine.queries (src/core/engine/queries.ts) or the store, not a destructured db' },
       ],
     },
   },

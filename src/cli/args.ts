@@ -1,16 +1,10 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { didYouMean } from './suggest';
 
-/**
- * Argument parsing for `waypoint`, on Node's own util.parseArgs. A usage error is
- * its own class so the CLI can exit 2 for it and 1 for refusals.
- */
-export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'UsageError';
-  }
-}
+import { UsageError } from './usageError';
+
+/** Argument parsing for `waypoint`, on Node's own util.parseArgs. */
+export { UsageError };
 
 export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
 

@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import { TASK_STATES, type TaskState } from '../core/model/schema';
 import { WaypointError } from '../core/model/errors';
-import { UsageError } from './args';
+import { UsageError } from './usageError';
 
 /**
  * "Did you mean" for the command line: a mistyped option, command, step id or state is

@@ -3,7 +3,7 @@ import { isFinal } from '../core/model/taskStates';
 import type { AlertSettings } from './settings';
 
 /**
- * What deserves a person's attention now (issue #19 item 4), decided without VS Code
+ * What deserves a person's attention now, decided without VS Code
  * so it is tested in plain Node: the tasks and their in-doubt side effects, the clock,
  * the thresholds and what was already shown go in; the alerts to raise come out.
  *

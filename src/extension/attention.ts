@@ -10,7 +10,7 @@ import { tasksOnly } from './storeReads';
 const SHOWN_KEY = 'waypoint.alerts.shown';
 
 /**
- * Alerts that reach a person (issue #19 item 4): a task interrupted too long, a
+ * Alerts that reach a person: a task interrupted too long, a
  * failed task, a side effect in doubt too long, a review waiting too long, a step
  * that used its attempts. What to raise is decided by alertRules.ts; this class
  * reads the store (the in-process engine, or the owner's API while this window

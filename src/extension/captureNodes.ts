@@ -1,66 +1,21 @@
 import * as vscode from 'vscode';
-import type { HistoryDay, HistoryFootprint } from '../core/engine/history';
 import type { CheckpointMeta, TerminalCommand } from '../core/model/schema';
 import { checkpointUri, EMPTY_SIDE } from './checkpointFs';
 import type { EngineHost } from './engineHost';
 import { localTime } from './resume/words';
-import { CheckpointNode, type StepNode, type TaskNode } from './tasksTreeNodes';
+import { CheckpointNode, CommandFileNode, CommandNode, HistoryDayNode, HistoryNode, type CaptureNode } from './tasksTreeNodes';
+
+export { CommandFileNode, CommandNode, HistoryDayNode, HistoryNode, isCaptureNode, type CaptureNode } from './tasksTreeNodes';
 import { taskDetail } from './storeReads';
 import { isShownCheckpoint } from './labelText';
 
 /**
- * Tree rows for what Waypoint captures without an agent's help (issue 17): a task's
+ * Tree rows for what Waypoint captures without an agent's help: a task's
  * terminal commands ("command → files changed", with the exit code), and the
  * Workspace history (one row per day, its checkpoints under it, the footprint in the
- * row's description). Kept beside tasksTree.ts, which only routes these nodes here.
+ * row's description). Kept beside tasksTree.ts, which only routes these nodes here; the
+ * nodes themselves are with every other tree node, in tasksTreeNodes.ts.
  */
-export type CaptureNode = CommandNode | CommandFileNode | HistoryNode | HistoryDayNode;
-
-export class CommandNode {
-  readonly kind = 'command';
-  constructor(
-    readonly parent: TaskNode | StepNode,
-    readonly command: TerminalCommand,
-  ) {}
-  get id(): string {
-    return `command:${this.command.taskId}:${this.command.id}`;
-  }
-}
-
-export class CommandFileNode {
-  readonly kind = 'commandFile';
-  constructor(
-    readonly parent: CommandNode,
-    readonly path: string,
-    readonly action: 'changed' | 'created' | 'deleted',
-  ) {}
-  get id(): string {
-    return `${this.parent.id}:file:${this.path}`;
-  }
-}
-
-export class HistoryNode {
-  readonly kind = 'history';
-  readonly parent = undefined;
-  readonly id = 'history';
-  constructor(readonly footprint: HistoryFootprint) {}
-}
-
-export class HistoryDayNode {
-  readonly kind = 'historyDay';
-  constructor(
-    readonly parent: HistoryNode,
-    readonly day: HistoryDay,
-  ) {}
-  get id(): string {
-    return `history:${this.day.taskId}`;
-  }
-}
-
-export function isCaptureNode(n: unknown): n is CaptureNode {
-  return n instanceof CommandNode || n instanceof CommandFileNode || n instanceof HistoryNode || n instanceof HistoryDayNode;
-}
-
 /** A task's terminal commands, in either mode (the engine in-process, or the owner's API). */
 export async function commandsOf(host: EngineHost, taskId: string): Promise<TerminalCommand[]> {
   const engine = host.current;

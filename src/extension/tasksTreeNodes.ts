@@ -5,7 +5,8 @@ import { retryState } from '../core/engine/retryPolicy';
 import { checkpointDescription, checkpointName, checkpointTooltipText, effectDescription, resultText, stepDescription, stepShownStatus, stepsProgress, STEP_STATUS_WORD } from './labelText';
 import { checkpointIcon, effectIcon, forkedFromText, holdText, STATE_LABEL, stepIconOf, stepRetryText, taskIconOf } from './presentation';
 import { WaypointTreeNode, type TreeRow } from './treeNode';
-import type { CaptureNode, HistoryDayNode } from './captureNodes';
+import type { HistoryDay, HistoryFootprint } from '../core/engine/history';
+import type { TerminalCommand } from '../core/model/schema';
 
 /**
  * The Tasks view's nodes: a task, its steps (plan order), the checkpoints taken in
@@ -153,4 +154,52 @@ export class EffectNode extends WaypointTreeNode {
     if (e.error) md.appendText(`Error: ${e.error}`);
     return { label: e.description, description: effectDescription(e), tooltip: md, icon: effectIcon(e.status), contextValue: `effect:${e.status}` };
   }
+}
+
+/** Rows of what Waypoint captures without an agent (terminal commands, the workspace history); captureNodes.ts lists and labels them. */
+export type CaptureNode = CommandNode | CommandFileNode | HistoryNode | HistoryDayNode;
+
+export class CommandNode {
+  readonly kind = 'command';
+  constructor(
+    readonly parent: TaskNode | StepNode,
+    readonly command: TerminalCommand,
+  ) {}
+  get id(): string {
+    return `command:${this.command.taskId}:${this.command.id}`;
+  }
+}
+
+export class CommandFileNode {
+  readonly kind = 'commandFile';
+  constructor(
+    readonly parent: CommandNode,
+    readonly path: string,
+    readonly action: 'changed' | 'created' | 'deleted',
+  ) {}
+  get id(): string {
+    return `${this.parent.id}:file:${this.path}`;
+  }
+}
+
+export class HistoryNode {
+  readonly kind = 'history';
+  readonly parent = undefined;
+  readonly id = 'history';
+  constructor(readonly footprint: HistoryFootprint) {}
+}
+
+export class HistoryDayNode {
+  readonly kind = 'historyDay';
+  constructor(
+    readonly parent: HistoryNode,
+    readonly day: HistoryDay,
+  ) {}
+  get id(): string {
+    return `history:${this.day.taskId}`;
+  }
+}
+
+export function isCaptureNode(n: unknown): n is CaptureNode {
+  return n instanceof CommandNode || n instanceof CommandFileNode || n instanceof HistoryNode || n instanceof HistoryDayNode;
 }

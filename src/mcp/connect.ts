@@ -8,6 +8,8 @@ import { ensurePrivateStoreDir } from '../core/store/storeDir';
 import { WorkspaceDirs } from '../core/snapshot/workspaceDirs';
 import { recordOwnWrites } from '../core/engine/ownWrites';
 import { CLAUDE_PLAN_EVENTS, CLAUDE_TOOLS } from '../hooks/adapters/claudeCode';
+import { LAUNCHER_REL, change, isObject, linkRefused, objectField, readJsonObject, readText, refuseLinkedConfig, type FileChange, type Json } from './configFiles';
+export { change, isObject, objectField, readJsonObject, readText, refuseLinkedConfig, type FileChange, type Json } from './configFiles';
 import { CLINE_HOOKS, clineHookFiles, githubHooksFile, mergeCodexHooks, mergeCursorHooks, mergeGeminiSettings } from './connectHooks';
 
 /**
@@ -39,7 +41,7 @@ export const EXTENSION_ID = 'waypoint-dev.waypoint';
  * teammate who clones the project gets a working server once their own Waypoint
  * writes their own launcher.
  */
-export const LAUNCHER_REL = '.waypoint/bin/waypoint.cjs';
+export { LAUNCHER_REL };
 
 export interface Launch {
   /** Absolute path of the dist/cli.js this launcher falls back to (and prefers in a development checkout). */
@@ -47,16 +49,6 @@ export interface Launch {
   workspace: string;
 }
 
-export interface FileChange {
-  file: string;
-  /** The content after the merge. */
-  content: string;
-  changed: boolean;
-  /** Machine-local: not for committing (git ignores it, or the agent's convention keeps it local). */
-  local: boolean;
-  /** Written executable (Cline runs hook files as programs). */
-  executable?: boolean;
-}
 
 export function launchFor(workspace: string, cli?: string): Launch {
   const script = cli ?? (process.argv[1] ? fs.realpathSync(process.argv[1]) : '');
@@ -157,96 +149,6 @@ const TOOL_EVENTS = new Set<string>(['PreToolUse', 'PostToolUse', 'PostToolUseFa
 // Only the tools the recorder acts on: every matched call costs the agent a hook process.
 export const HOOK_MATCHER = [...CLAUDE_TOOLS.edit, ...CLAUDE_TOOLS.shell, ...CLAUDE_TOOLS.todo].join('|');
 
-export type Json = Record<string, unknown>;
-
-const O_READ_NOFOLLOW = fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0) | (fs.constants.O_NONBLOCK ?? 0);
-
-/**
- * A config file's text, or null where there is none. Never through a symbolic link and
- * only a regular file (a FIFO would block, a link may lead to the user's global config):
- * either is refused, naming it.
- */
-function readConfig(file: string): string | null {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, O_READ_NOFOLLOW);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return null;
-    if (code === 'ELOOP' || fs.lstatSync(file, { throwIfNoEntry: false })?.isSymbolicLink()) throw linkRefused(file);
-    throw new WaypointError('io', `Cannot read ${file}: ${errorMessage(e)}`);
-  }
-  try {
-    if (!fs.fstatSync(fd).isFile()) throw new WaypointError('unsafe_path', `${file} is not a regular file; Waypoint left it untouched.`, { path: file });
-    return fs.readFileSync(fd, 'utf8');
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-function linkRefused(at: string, target?: string): WaypointError {
-  let to = target;
-  try {
-    to ??= fs.readlinkSync(at);
-  } catch {
-    // Gone since: the message names the path alone.
-  }
-  return new WaypointError(
-    'unsafe_path',
-    `${at} is a symbolic link${to ? ` (to ${to})` : ''}. Waypoint writes agent configuration only into real folders of the workspace, never through a link (a cloned repository could point one at your home folder's global config). Replace the link with a folder, or add Waypoint to that configuration by hand. Nothing was written.`,
-    { path: at, target: to ?? null },
-  );
-}
-
-/**
- * Refuses a config path with a symbolic link anywhere between the workspace and the file
- * (the file included): `.cursor -> ~/.cursor` would merge into the user's global config.
- */
-export function refuseLinkedConfig(workspace: string, file: string): void {
-  const rel = path.relative(workspace, file);
-  if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) throw new WaypointError('unsafe_path', `${file} is outside the workspace ${workspace}; nothing was written.`, { path: file });
-  let at = workspace;
-  for (const part of rel.split(path.sep)) {
-    at = path.join(at, part);
-    const st = fs.lstatSync(at, { throwIfNoEntry: false });
-    if (!st) return;
-    if (st.isSymbolicLink()) throw linkRefused(at);
-  }
-}
-
-export function readJsonObject(file: string): Json {
-  const text = readConfig(file);
-  if (text === null || !text.trim()) return {};
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (e) {
-    throw new WaypointError('invalid_input', `${file} is not valid JSON (${errorMessage(e)}). Fix or remove it; Waypoint left it untouched.`);
-  }
-  if (!isObject(value)) throw new WaypointError('invalid_input', `${file} does not hold a JSON object. Fix or remove it; Waypoint left it untouched.`);
-  return value;
-}
-
-export function isObject(v: unknown): v is Json {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-export function objectField(file: string, obj: Json, key: string): Json {
-  const v = obj[key];
-  if (v === undefined) return {};
-  if (!isObject(v)) throw new WaypointError('invalid_input', `${file}: "${key}" is not an object. Fix it; Waypoint left the file untouched.`);
-  return v;
-}
-
-export function readText(file: string): string | null {
-  return readConfig(file);
-}
-
-export function change(file: string, before: Json, after: Json, local: boolean): FileChange {
-  const content = JSON.stringify(after, null, 2) + '\n';
-  const old = readText(file);
-  return { file, content, changed: old === null || JSON.stringify(before) !== JSON.stringify(after), local };
-}
 
 /**
  * `.mcp.json` / `.cursor/mcp.json`: set mcpServers.waypoint, keep every other server.

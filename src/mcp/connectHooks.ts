@@ -3,7 +3,7 @@ import { WaypointError } from '../core/model/errors';
 import { CODEX_TOOLS } from '../hooks/adapters/codex';
 import { GEMINI_TOOLS } from '../hooks/adapters/gemini';
 import { HOOK_AGENTS, type HookAgent } from '../hooks/agents';
-import { LAUNCHER_REL, change, isObject, objectField, readJsonObject, readText, type FileChange, type Json } from './connect';
+import { LAUNCHER_REL, change, isObject, objectField, readJsonObject, readText, type FileChange, type Json } from './configFiles';
 
 /**
  * The hook configurations `waypoint connect <agent>` writes for the agents other than

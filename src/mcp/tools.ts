@@ -11,7 +11,8 @@ import { plural } from '../core/model/plural';
 /**
  * Waypoint's MCP tools as plain data: a name, a description that teaches an agent
  * *when* to call it, zod input/output schemas, and a handler over `EngineLike`.
- * The tool names and argument names are a stable contract (issue 5); the server
+ * The tool names and argument names are a stable contract (agents' configurations
+ * and prompts name them, and outlive a release); the server
  * module only registers these, so the same definitions serve stdio, HTTP and a relay.
  */
 

@@ -13,7 +13,7 @@ describe('engine runner: once', () => {
   async function setup(): Promise<{ log: MemoryLog; projection: SqlProjection; runner: OperationRunner; queries: Queries }> {
     const log = new MemoryLog({ id: 'w', machine: 'm', path: '/nowhere' });
     const projection = await SqlProjection.empty();
-    const queries = new Queries(() => projection.db);
+    const queries = Queries.of(projection);
     return { log, projection, runner: new OperationRunner(log, projection, queries), queries };
   }
 

@@ -51,7 +51,6 @@ function loadHtml(): typeof import('../../src/extension/review/html') {
   try {
     // A fresh copy bound to this file's `vscode` (another test may have loaded html.ts with its own).
     delete require.cache[require.resolve('../../src/extension/review/html')];
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     return require('../../src/extension/review/html');
   } finally {
     M._load = original;

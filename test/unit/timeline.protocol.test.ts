@@ -130,7 +130,6 @@ describe('timeline webview: the page shell', () => {
   const M = Module as unknown as { _load: Loader };
   const original = M._load;
   M._load = (request, parent, isMain) => (request === 'vscode' ? { Uri } : original(request, parent, isMain));
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { timelineHtml } = require('../../src/extension/timeline/html') as typeof import('../../src/extension/timeline/html');
   M._load = original;
   const ext = Uri.file('/ext');

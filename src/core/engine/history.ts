@@ -1,5 +1,5 @@
 /**
- * Always-on workspace history (issue 17, item 6): file activity while no task runs is
+ * Always-on workspace history: file activity while no task runs is
  * checkpointed into one record per day, so the work of an agent that reports nothing
  * can still be rolled back. A day's record is a task of kind `history` the engine
  * owns (id `history-YYYY-MM-DD`, local date): rollback, undo, diff and the storage
@@ -78,8 +78,7 @@ export class WorkspaceHistory {
     const input = parseInput(RecordHistoryInput, raw, 'history record');
     this.core.snapshots();
     const key = input.idempotencyKey ?? `history.record:${this.core.now()}:${Math.random().toString(36).slice(2)}`;
-    return this.core.needingSpace('workspace history', () =>
-      this.core.mutate<HistoryRecordResult>('history.record', key, async () => {
+    return this.core.run<HistoryRecordResult>('history.record', key, async () => {
         const day = historyDay(this.core.now());
         const taskId = historyTaskId(day);
         const existing = this.core.queries.findTask(taskId);
@@ -117,8 +116,7 @@ export class WorkspaceHistory {
         if (existing && cp.checkpoint.filesChanged === 0) return { events: [], result: { taskId, checkpointId: null, filesChanged: 0, newDay: false } };
         events.push({ ...cp.event, key: `${key}#auto` });
         return { events, result: { taskId, checkpointId: cp.checkpoint.id, filesChanged: cp.checkpoint.filesChanged, newDay: !existing } };
-      }),
-    );
+      }, { space: 'workspace history' });
   }
 
   /** A day's base: the newest checkpoint's manifest again, under the day's record (no scan, no new content). */
@@ -181,7 +179,7 @@ export class WorkspaceHistory {
       else if (policy.maxBytes !== undefined && bytes > policy.maxBytes) reason = `workspace history over ${policy.maxBytes} bytes`;
       if (!reason) continue;
       const why = reason;
-      await this.core.mutate('history.prune', `history.prune:${d.taskId}:${d.lastAt}`, () => {
+      await this.core.run('history.prune', `history.prune:${d.taskId}:${d.lastAt}`, () => {
         const task = this.core.queries.findTask(d.taskId);
         if (!task || task.kind !== 'history') return { events: [], result: null };
         return { events: [this.core.ev('task.deleted', task, null, {}, '')], result: { taskId: task.id, reason: why } };

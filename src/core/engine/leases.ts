@@ -22,7 +22,7 @@ export class Leases {
     const owner = this.core.ownerOf(input.owner);
     // Nobody repeats a heartbeat: it is not kept in the idempotency table (one row per beat would grow it without end).
     const beat = `heartbeat:${randomUUID()}`;
-    await this.core.mutate(
+    await this.core.run(
       'heartbeat',
       beat,
       () => {
@@ -56,7 +56,7 @@ export class Leases {
         reason = `lease of ${lease.owner} expired at ${new Date(lease.expiresAt).toISOString()} (no call for ${Math.round(lease.ttlMs / 1000)} s)`;
       if (!reason) continue;
       const why = reason;
-      await this.core.mutate('task.interrupt', `task.interrupt:${t.id}:${t.attempt}`, () => {
+      await this.core.run('task.interrupt', `task.interrupt:${t.id}:${t.attempt}`, () => {
         const task = this.core.requireTask(t.id);
         if (!ACTIVE_TASK_STATES.includes(task.state)) return { events: [], result: null };
         return {

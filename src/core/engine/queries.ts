@@ -1,4 +1,5 @@
 import type { Db } from '../store/db';
+import type { Projection } from '../store/eventLog';
 import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskHold, TaskState, TerminalCommand, Turn } from '../model/schema';
 import { notFound } from '../model/errors';
 import { DEFAULT_RETRY_POLICY } from './retryPolicy';
@@ -151,6 +152,11 @@ const FEW_ROWS = 8;
 
 export class Queries {
   constructor(private readonly db: () => Db) {}
+
+  /** The reader over a projection's database: the one place outside the store that holds it (the lint rule against `.db` exempts this file). */
+  static of(projection: Projection): Queries {
+    return new Queries(() => projection.db);
+  }
 
   findTask(id: string): Task | null {
     const r = this.db().get(`SELECT *, ${IN_DOUBT} FROM tasks WHERE id = ?`, [id]);

@@ -1,5 +1,5 @@
 /**
- * Reopening a task whose review commit was undone (issue 18): the person took back
+ * Reopening a task whose review commit was undone: the person took back
  * the commit that completed the task, so the record goes back with it — the task
  * waits for review again, its steps, side effects and checkpoints untouched, and a
  * new review can commit it once more. Its own module (over EngineCore, like
@@ -28,7 +28,7 @@ export async function reopenTask(core: EngineCore, raw: unknown): Promise<Reopen
   // Keyed by the completion it takes back (its time), so a later completion by the same commit can be reopened again.
   const pre = core.queries.findTask(input.taskId);
   const key = input.idempotencyKey ?? `task.reopen:${input.taskId}:${input.commit}:${pre?.updatedAt ?? 0}`;
-  return core.mutate('task.reopen', key, () => {
+  return core.run('task.reopen', key, () => {
     const task = core.requireTask(input.taskId);
     const result: ReopenResult = { taskId: task.id, state: REOPEN_TRANSITION.to, commit: input.commit };
     if (task.state === REOPEN_TRANSITION.to && task.reopened?.commit === input.commit) return { result };

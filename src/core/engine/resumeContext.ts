@@ -7,7 +7,7 @@ import { isResumable } from '../model/taskStates';
 
 /**
  * The resume context: everything an agent needs to continue a task without
- * guessing what already happened (seed 003's "precise resume context"). The JSON
+ * guessing what already happened (precise enough that nothing done is redone). The JSON
  * is the contract; the Markdown is rendered from it and can be handed to an agent
  * as is.
  */

@@ -4,7 +4,7 @@ import { WaypointError } from '../model/errors';
 import { DEFAULT_RETRY_POLICY, type Step, type Task, type TaskHold } from '../model/schema';
 
 /**
- * The retry policy, enforced (issue #19): how many times a step may be attempted and
+ * The retry policy, enforced: how many times a step may be attempted and
  * how long a recoverable failure makes its next start wait. The engine asks this
  * module before it starts or fails a step; everything here is a pure function of the
  * recorded task and step, so a replay and a repeat of the same call decide the same.

@@ -1,5 +1,5 @@
 /**
- * Review apply, split out of engine.ts (issue #16): applying a person's review whole
+ * Review apply: applying a person's review whole
  * or not at all (the reviewed commit first, then the rejected changes reverted), and
  * finishing on open an apply a crash cut short. It runs over the engine's serialized
  * runner and helpers (EngineCore) and holds no state of its own.
@@ -8,8 +8,9 @@ import { randomUUID } from 'node:crypto';
 import { WaypointError } from '../model/errors';
 import type { EventDataOf } from '../model/schema';
 import { assertTaskTransition, FINAL_TASK_STATES } from '../model/stateMachine';
-import type { RestorePlan } from '../snapshot';
 import type { EngineCore } from './engineCore';
+import type { NewEvent } from '../store/eventLog';
+import { finishInterruptedPlans, type InterruptedPlan } from './interruptedPlans';
 import { newId } from './ids';
 import { plural } from '../model/plural';
 import { displayText } from '../model/displayText';
@@ -71,7 +72,7 @@ export class ReviewApplies {
   ): Promise<ReviewApplyResult<C>> {
     const ws = this.core.snapshots();
     const key = input.idempotencyKey ?? `review.apply:${randomUUID()}`;
-    return this.core.once<ReviewApplyResult<C>>('review.apply', key, async () => {
+    return this.core.run<ReviewApplyResult<C>>('review.apply', key, async () => {
       const task = this.core.requireTask(input.taskId);
       const steps = this.core.queries.steps(task.id);
       const planDone = steps.every((s) => s.status === 'completed' || s.status === 'skipped');
@@ -149,7 +150,7 @@ export class ReviewApplies {
       );
       // The outcome comes back to the runner, which records it under the call's key.
       return { result, events };
-    });
+    }, { space: false });
   }
 
   /**
@@ -169,44 +170,29 @@ export class ReviewApplies {
    * the task stays waiting for review, and the note says so.
    */
   async recoverReviewApplies(): Promise<string[]> {
-    if (!this.core.workspaceSnapshots) return [];
-    const ws = this.core.workspaceSnapshots;
-    const notes: string[] = [];
-    for (const r of this.unfinishedReviewApplies()) {
-      const started = r.data;
-      await this.core.exclusive(async () => {
-        const task = this.core.queries.findTask(r.taskId);
-        let outcome: 'applied' | 'failed' = 'applied';
-        let note: string;
-        let written = 0;
-        let removed = 0;
-        let plan: RestorePlan | null = null;
-        try {
-          plan = await ws.loadPlan(started.planRef);
-          const applied = await ws.apply(plan);
-          written = applied.written.length;
-          removed = applied.removed.length;
-          const kept = keptNote(applied.conflicts);
-          note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted; it was finished on open, so the workspace holds your decisions (rejected changes reverted), but no commit was recorded: check git, and apply the review again to commit. Roll back to checkpoint ${started.preApplyCheckpointId} to undo it.${kept ? ` ${kept}` : ''}`;
-        } catch (e) {
-          if (plan) await ws.sweepTemps(plan);
-          outcome = 'failed';
-          note = `A review apply${task ? ` of “${task.title}”` : ''} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly reverted. Roll back to checkpoint ${started.preApplyCheckpointId} to return to the state before it.`;
-        }
-        await this.core.record([
+    const plans: InterruptedPlan[] = this.unfinishedReviewApplies().map((r) => ({
+      taskId: r.taskId,
+      planRef: r.data.planRef,
+      outcome: async (replay, task) => {
+        const started = r.data;
+        const what = `A review apply${task ? ` of “${task.title}”` : ''}`;
+        const kept = replay.ok ? keptNote(replay.conflicts.map((path) => ({ path }))) : null;
+        const note = replay.ok
+          ? `${what} was interrupted; it was finished on open, so the workspace holds your decisions (rejected changes reverted), but no commit was recorded: check git, and apply the review again to commit. Roll back to checkpoint ${started.preApplyCheckpointId} to undo it.${kept ? ` ${kept}` : ''}`
+          : `${what} was interrupted and could not be finished (${replay.error}); the workspace may be partly reverted. Roll back to checkpoint ${started.preApplyCheckpointId} to return to the state before it.`;
+        const events: NewEvent[] = [
           {
             type: 'review.apply_done',
             taskId: r.taskId,
             corr: task?.correlationId ?? null,
             by: null,
             key: `${r.key.replace(/#start$/, '')}#recovered`,
-            data: { applyId: started.applyId, outcome, filesWritten: written, filesRemoved: removed, recovered: true, commit: null, note },
+            data: { applyId: started.applyId, outcome: replay.ok ? 'applied' : 'failed', filesWritten: replay.ok ? replay.written : 0, filesRemoved: replay.ok ? replay.removed : 0, recovered: true, commit: null, note },
           },
-        ]);
-        notes.push(note);
-        this.core.log.warn(note, task?.correlationId);
-      });
-    }
-    return notes;
+        ];
+        return { events, note };
+      },
+    }));
+    return finishInterruptedPlans(this.core, plans);
   }
 }

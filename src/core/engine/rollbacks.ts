@@ -1,5 +1,5 @@
 /**
- * Rollback, split out of engine.ts (issue #16): rolling the workspace back to a
+ * Rollback: rolling the workspace back to a
  * checkpoint (all of it, some paths, or only the agent's changes), undoing the last
  * rollback, who changed what since a checkpoint (agent or person), and finishing on
  * open a rollback a crash interrupted. It runs over the engine's serialized runner
@@ -14,7 +14,7 @@ import { diffManifests, type Manifest } from '../snapshot';
 import type { FileEntry, ManifestEntry } from '../snapshot/manifest';
 import type { PlannedWrite } from '../snapshot/restore';
 import { asMergeableText, revertAgentHunks, type AgentInterval } from '../snapshot/revertHunks';
-import type { NotCapturedReport } from './engine';
+import type { NotCapturedReport } from './checkpointCapture';
 import type { EngineCore } from './engineCore';
 import { newId } from './ids';
 import { plural } from '../model/plural';
@@ -22,6 +22,7 @@ import { endsAgentInterval, trailingIsAgent } from './attribution';
 import { ownWritesByKey } from './ownWrites';
 import { RollbackInput, UndoRollbackInput } from './inputs';
 import { isNoSpace } from './noSpace';
+import { finishInterruptedPlans, type InterruptedPlan } from './interruptedPlans';
 import type { Queries } from './queries';
 
 export interface RollbackResult extends NotCapturedReport {
@@ -85,7 +86,7 @@ export class Rollbacks {
   async rollback(raw: RollbackInput): Promise<RollbackResult> {
     const input = parseInput(RollbackInput, raw, 'rollback');
     // A preview writes no event (its scan may store new content, as any diff does).
-    return input.preview ? this.rollbackNow(input) : this.core.needingSpace('a rollback', () => this.rollbackNow(input));
+    return this.rollbackNow(input);
   }
 
   /**
@@ -95,7 +96,7 @@ export class Rollbacks {
   async rollbackNow(input: RollbackInput, undoOf?: string, leaveAlone?: ReadonlySet<string>): Promise<RollbackResult> {
     const ws = this.core.snapshots();
     const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
-    return this.core.once<RollbackResult>('rollback', key, async () => {
+    return this.core.run<RollbackResult>('rollback', key, async () => {
       const task = this.core.requireTask(input.taskId);
       const target = this.core.requireCheckpoint(input.checkpointId);
       if (target.taskId !== task.id) {
@@ -237,7 +238,7 @@ export class Rollbacks {
       this.core.log.info(`rolled back task ${task.id} to ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, task.correlationId);
       // The outcome comes back to the runner, which records it under the call's key.
       return { result, events };
-    });
+    }, { space: input.preview ? false : 'a rollback' });
   }
 
   /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */
@@ -253,7 +254,7 @@ export class Rollbacks {
     );
     if (input.preview) return this.rollbackNow(rollback, last.id, new Set(last.conflicts));
     // Files and record together: the steps the rollback abandoned get their earlier status back in the undo's own batch.
-    return this.core.needingSpace('a rollback', () => this.rollbackNow(rollback, last.id, new Set(last.conflicts)));
+    return this.rollbackNow(rollback, last.id, new Set(last.conflicts));
   }
 
   /** For `agent-only`: paths changed inside step windows since the target, minus those the person touched too. */
@@ -454,63 +455,39 @@ export class Rollbacks {
    * rollback for the person.
    */
   async recoverRollbacks(): Promise<string[]> {
-    if (!this.core.workspaceSnapshots) return [];
-    const ws = this.core.workspaceSnapshots;
-    const open = this.core.queries.startedRollbacks().map((r) => ({ id: r.id, task_id: r.taskId, plan_ref: r.planRef, target_checkpoint_id: r.targetCheckpointId }));
-    const notes: string[] = [];
-    for (const r of open) {
-      await this.core.exclusive(async () => {
-        const task = this.core.queries.findTask(r.task_id);
+    const plans: InterruptedPlan[] = this.core.queries.startedRollbacks().map((r) => ({
+      taskId: r.taskId,
+      planRef: r.planRef!,
+      outcome: async (replay, task) => {
         // Read from the task's events (the export may have moved them to the segments): recovery is rare.
         const startKey =
-          (await this.core.eventLog.read({ taskId: r.task_id })).find((e) => e.type === 'rollback.started' && (e.data as EventDataOf<'rollback.started'>).rollbackId === r.id)?.key ?? `rollback:${r.id}#start`;
+          (await this.core.eventLog.read({ taskId: r.taskId })).find((e) => e.type === 'rollback.started' && (e.data as EventDataOf<'rollback.started'>).rollbackId === r.id)?.key ?? `rollback:${r.id}#start`;
         const key = startKey.replace(/#start$/, '');
-        let outcome: 'applied' | 'failed' = 'applied';
-        let note: string;
-        let written = 0;
-        let removed = 0;
-        let conflicts: string[] = [];
-        let plan: Awaited<ReturnType<typeof ws.loadPlan>> | null = null;
-        try {
-          plan = await ws.loadPlan(r.plan_ref!);
-          const applied = await ws.apply(plan);
-          written = applied.written.length;
-          removed = applied.removed.length;
-          conflicts = applied.conflicts.map((c) => c.path);
-          const kept = conflicts.length ? ` ${plural(conflicts.length, 'file')} changed since it was planned ${conflicts.length === 1 ? 'was' : 'were'} left as ${conflicts.length === 1 ? 'it was' : 'they were'}: ${conflicts.slice(0, 5).join(', ')}${conflicts.length > 5 ? ', …' : ''}.` : '';
-          note = `A rollback to ${r.target_checkpoint_id} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).${kept}`;
-        } catch (e) {
-          // No temp of the plan's may outlive this: the next scan would record it as the person's.
-          if (plan) await ws.sweepTemps(plan);
-          outcome = 'failed';
-          if (plan) await ws.sweepTemps(plan).catch(() => undefined); // no temp outlives it; the pre-rollback checkpoint holds the before state
-          note = `A rollback to ${r.target_checkpoint_id} was interrupted and could not be finished (${(e as Error).message}); the workspace may be partly rolled back. Undo it (Undo Last Rollback, or waypoint rollback --undo) to return to the before state.`;
-        }
-        const target = this.core.queries.checkpoint(r.target_checkpoint_id);
-        const toAbandon =
-          task && target && outcome === 'applied'
-            ? stepsToAbandon(this.core.queries, task.id, target)
-            : [];
+        const conflicts = replay.ok ? replay.conflicts : [];
+        const kept = conflicts.length ? ` ${plural(conflicts.length, 'file')} changed since it was planned ${conflicts.length === 1 ? 'was' : 'were'} left as ${conflicts.length === 1 ? 'it was' : 'they were'}: ${conflicts.slice(0, 5).join(', ')}${conflicts.length > 5 ? ', …' : ''}.` : '';
+        const note = replay.ok
+          ? `A rollback to ${r.targetCheckpointId} was interrupted; it was finished on open, so the workspace is in the rolled-back state (undo it with the task's Undo Last Rollback).${kept}`
+          : `A rollback to ${r.targetCheckpointId} was interrupted and could not be finished (${replay.error}); the workspace may be partly rolled back. Undo it (Undo Last Rollback, or waypoint rollback --undo) to return to the before state.`;
+        const target = this.core.queries.checkpoint(r.targetCheckpointId);
+        const toAbandon = task && target && replay.ok ? stepsToAbandon(this.core.queries, task.id, target) : [];
         const ev: NewEvent = {
           type: 'rollback.done',
-          taskId: r.task_id,
+          taskId: r.taskId,
           corr: task?.correlationId ?? null,
           by: null,
           key: this.core.queries.idempotent(key) ? `${key}#recovered` : key,
-          data: { rollbackId: r.id, outcome, filesWritten: written, filesRemoved: removed, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts, note },
+          data: { rollbackId: r.id, outcome: replay.ok ? 'applied' : 'failed', filesWritten: replay.ok ? replay.written : 0, filesRemoved: replay.ok ? replay.removed : 0, recovered: true, abandonedSteps: toAbandon.map((s) => s.id), conflicts, note },
         };
-        const batch: NewEvent[] = [ev, ...toAbandon.map((s, i) => ({ ...this.core.ev('step.abandoned', task!, null, { stepId: s.id, reason: `rolled back to ${r.target_checkpoint_id}` }, `${key}#abandon${i}`) }))];
+        const events: NewEvent[] = [ev, ...toAbandon.map((s, i) => ({ ...this.core.ev('step.abandoned', task!, null, { stepId: s.id, reason: `rolled back to ${r.targetCheckpointId}` }, `${key}#abandon${i}`) }))];
         // A fork stopped before its base was taken: its base is the workspace the finished restore left.
-        if (task?.forkedFrom && !task.baseCheckpointId && outcome === 'applied') {
-          const { event } = await this.core.captureCheckpoint({ ...task, lastCheckpointId: r.target_checkpoint_id }, 'task_base', null, `forked from ${r.target_checkpoint_id}`);
-          batch.push({ ...event, key: `${key}#base` });
+        if (task?.forkedFrom && !task.baseCheckpointId && replay.ok) {
+          const { event } = await this.core.captureCheckpoint({ ...task, lastCheckpointId: r.targetCheckpointId }, 'task_base', null, `forked from ${r.targetCheckpointId}`);
+          events.push({ ...event, key: `${key}#base` });
         }
-        await this.core.record(batch);
-        notes.push(note);
-        this.core.log.warn(note, task?.correlationId);
-      });
-    }
-    return notes;
+        return { events, note };
+      },
+    }));
+    return finishInterruptedPlans(this.core, plans);
   }
 }
 

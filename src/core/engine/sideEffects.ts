@@ -1,9 +1,11 @@
 import { WaypointError, notFound } from '../model/errors';
 import type { SideEffect } from '../model/schema';
 import { boundedJson, parseInput } from '../model/validate';
-import type { NotCapturedReport, SideEffectDecision } from './engine';
+import type { NotCapturedReport } from './checkpointCapture';
 import type { EngineCore } from './engineCore';
 import { BeginSideEffectInput, EndSideEffectInput } from './inputs';
+
+export type SideEffectDecision = 'proceed' | 'already_done' | 'in_doubt';
 
 /**
  * Side effects: write-ahead intents under the agent's keys. An intent is durable
@@ -26,7 +28,7 @@ export class SideEffects {
     type Begun = { taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport;
     // Not keyed by the idempotency table: the ledger itself is the record of this key, and
     // answers a repeat (done, or in doubt) even on a store opened read-only.
-    return this.core.once<Begun>(
+    return this.core.run<Begun>(
       'effect.begin',
       `effect.begin:${input.taskId}:${input.key}`,
       async () => {
@@ -48,6 +50,8 @@ export class SideEffects {
       },
       {
         keyed: false,
+        // Answered from the ledger even on a store opened read-only.
+        space: false,
         repeat: () => {
           const task = this.core.requireTask(input.taskId);
           const existing = this.core.queries.sideEffect(task.id, input.key);
@@ -68,7 +72,7 @@ export class SideEffects {
     const owner = this.core.ownerOf(input.owner);
     const pre = this.core.queries.sideEffect(input.taskId, input.key);
     const key = input.idempotencyKey ?? `effect.end:${input.taskId}:${input.key}:${pre?.attempts ?? 0}`;
-    return this.core.mutate('effect.end', key, () => {
+    return this.core.run('effect.end', key, () => {
       const task = this.core.requireTask(input.taskId);
       const effect = this.core.queries.sideEffect(task.id, input.key);
       if (!effect) throw new WaypointError('not_found', `Task ${task.id} has no side effect '${input.key}'; begin it first.`);

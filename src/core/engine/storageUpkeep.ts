@@ -1,5 +1,5 @@
 /**
- * The engine's storage upkeep, split out of engine.ts (issue #16): the storage report
+ * The engine's storage upkeep: the storage report
  * (bytes per task, unique and shared), retention and garbage collection, and verify
  * (projections equal a rebuild, every live checkpoint's objects present and whole),
  * with repair. It runs over the engine's serialized runner and projection reader
@@ -10,7 +10,8 @@ import type { Logger } from '../log';
 import type { CheckpointMeta } from '../model/schema';
 import { parseInput } from '../model/validate';
 import type { EventLog, NewEvent, Projection, ProjectionCheck } from '../store/eventLog';
-import type { OnceOptions, Outcome } from './runner';
+import type { Outcome } from './runner';
+import type { RunOptions } from './engineCore';
 import { RetentionInput, VerifyInput } from './inputs';
 import type { Queries } from './queries';
 import type { WorkspaceSnapshots } from './workspaceSnapshots';
@@ -66,14 +67,16 @@ export interface UpkeepCore {
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
   /** The workspace snapshots, or a clear error for a metadata-only store. */
   snapshots(): WorkspaceSnapshots;
-  /** The engine's one runner (see EngineCore.once). */
-  once<R>(op: string, key: string, body: () => Promise<Outcome<R>> | Outcome<R>, opts?: OnceOptions<R>): Promise<R>;
-  /** Plans of review applies a crash cut short: garbage collection keeps their objects. */
-  reviewApplyPlanRefs(): string[];
+  /** The engine's one runner (see EngineCore.run); upkeep runs unguarded: a verify that repairs nothing writes nothing. */
+  run<R>(op: string, key: string, body: () => Promise<Outcome<R>> | Outcome<R>, opts?: RunOptions<R>): Promise<R>;
 }
 
 export class StorageUpkeep {
-  constructor(private readonly core: UpkeepCore) {}
+  constructor(
+    private readonly core: UpkeepCore,
+    /** Plans of review applies a crash cut short: garbage collection keeps their objects. */
+    private readonly reviewApplyPlanRefs: () => string[],
+  ) {}
 
   /** Bytes per task (unique to it, and shared with others) and in total, deduplicated. */
   async storage(): Promise<StorageReport> {
@@ -134,7 +137,7 @@ export class StorageUpkeep {
       if (!ids.length) return;
       const key = `prune:${randomUUID()}`;
       // Upkeep nobody repeats by key: not kept in the idempotency table.
-      await this.core.once('gc.prune', key, () => ({ result: null, events: [{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key, data: { checkpointIds: ids, reason } }] }), { keyed: false });
+      await this.core.run('gc.prune', key, () => ({ result: null, events: [{ type: 'checkpoint.pruned', taskId: null, corr: null, by: null, key, data: { checkpointIds: ids, reason } }] }), { keyed: false, space: false });
       pruned.push(...ids);
     };
     const keep = protectedIds();
@@ -188,7 +191,7 @@ export class StorageUpkeep {
         }
       }
       for (const r of this.core.queries.startedRollbacks()) if (r.planRef) live.add(r.planRef);
-      for (const ref of this.core.reviewApplyPlanRefs()) live.add(ref);
+      for (const ref of this.reviewApplyPlanRefs()) live.add(ref);
       let deleted = 0;
       let bytes = 0;
       const doomed: string[] = [];
@@ -219,7 +222,7 @@ export class StorageUpkeep {
     let objects: VerifyReport['objects'] = null;
     if (ws) {
       const key = `verify.repair:${randomUUID()}`;
-      objects = await this.core.once('verify', key, async () => {
+      objects = await this.core.run('verify', key, async () => {
         const cps = this.core.queries.checkpoints();
         let check = await ws.checkObjects(cps);
         let restored: string[] = [];
@@ -241,7 +244,7 @@ export class StorageUpkeep {
           .filter((c) => check.damaged.has(c.id) || c.damaged)
           .map((c) => ({ checkpointId: c.id, taskId: c.taskId, reason: check.damaged.get(c.id) ?? c.damaged!, marked: !!c.damaged || markedNow.includes(c.id) }));
         return { result: { checkpoints: check.checkpoints, blobs: check.blobs, damaged, restored: restored.length, markedNow }, events: marking };
-      }, { keyed: false });
+      }, { keyed: false, space: false });
     }
     // After any marking: the new event must fold to the same projections as a rebuild.
     const proj = await this.core.projection.verify(await this.core.eventLog.read());

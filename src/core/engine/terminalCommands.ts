@@ -1,5 +1,5 @@
 /**
- * Terminal commands under a task (issue 17, item 2): each command a person or an
+ * Terminal commands under a task: each command a person or an
  * agent runs in a VS Code terminal while a task is active is bracketed by two
  * checkpoints, `command_start` when it begins and `command_end` when it ends, both
  * taken with the watcher's dirty set so they cost O(changes). The files that differ
@@ -37,8 +37,7 @@ export class TerminalCommands {
   async begin(raw: BeginCommandInput): Promise<{ taskId: string; commandId: string; checkpointId: string | null; owner: TerminalCommand['owner'] }> {
     const input = parseInput(BeginCommandInput, raw, 'command start');
     const key = input.idempotencyKey ?? `command.start:${input.taskId}:${input.commandId}`;
-    return this.core.needingSpace('a command checkpoint', () =>
-      this.core.mutate('command.start', key, async () => {
+    return this.core.run('command.start', key, async () => {
         const task = this.core.requireTask(input.taskId);
         if (!ACTIVE_TASK_STATES.includes(task.state)) {
           throw new WaypointError('illegal_transition', `Task ${task.id} is ${task.state}; a terminal command is recorded only under a running task.`, { taskId: task.id, state: task.state });
@@ -59,15 +58,13 @@ export class TerminalCommands {
           `${key}#started`,
         );
         return { events: [started, ...(cp ? [cp.event] : [])], result: { taskId: task.id, commandId: input.commandId, checkpointId: cp?.checkpoint.id ?? null, owner } };
-      }),
-    );
+      }, { space: 'a command checkpoint' });
   }
 
   async end(raw: EndCommandInput): Promise<CommandEnd> {
     const input = parseInput(EndCommandInput, raw, 'command end');
     const key = input.idempotencyKey ?? `command.end:${input.taskId}:${input.commandId}`;
-    return this.core.needingSpace('a command checkpoint', () =>
-      this.core.mutate('command.end', key, async () => {
+    return this.core.run('command.end', key, async () => {
         const task = this.core.requireTask(input.taskId);
         const command = this.core.queries.command(task.id, input.commandId);
         if (!command) throw new WaypointError('not_found', `Task ${task.id} has no command '${input.commandId}'; start it first.`, { taskId: task.id, commandId: input.commandId });
@@ -99,7 +96,6 @@ export class TerminalCommands {
         );
         // The checkpoint first: the command's record names a checkpoint the projection already holds.
         return { events: [...(cp ? [cp.event] : []), ended], result };
-      }),
-    );
+      }, { space: 'a command checkpoint' });
   }
 }

@@ -42,7 +42,7 @@ export async function recordTurn(core: EngineCore, raw: unknown): Promise<{ task
   // The key names the digest, so a hook delivered twice appends nothing and a corrected digest appends once.
   const digest = createHash('sha256').update(JSON.stringify(data)).digest('hex').slice(0, 16);
   const key = `turn:${input.taskId}:${data.sessionId}:${data.turn}:${digest}`.slice(0, 256);
-  return core.mutate<{ taskId: string; turn: number; recorded: boolean }>('turn.record', key, () => {
+  return core.run<{ taskId: string; turn: number; recorded: boolean }>('turn.record', key, () => {
     const task = core.requireTask(input.taskId);
     if (!isActive(task)) throw new WaypointError('illegal_transition', `Task ${task.id} is ${task.state}; a turn is recorded while the task runs.`, { taskId: task.id, state: task.state });
     if (data.stepId && !core.queries.step(task.id, data.stepId)) throw new WaypointError('not_found', `Task ${task.id} has no step '${data.stepId}'.`);

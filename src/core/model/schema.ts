@@ -126,7 +126,7 @@ export interface Task {
   lease: Lease | null;
   /** Set when the task was forked from another task's checkpoint: where it came from. */
   forkedFrom: ForkOrigin | null;
-  /** The retry policy the task was started with (issue #19): attempts per step, backoff. */
+  /** The retry policy the task was started with (recorded, so a replay decides retries as the call did): attempts per step, backoff. */
   retry: { maxAttempts: number; backoffMs: number; maxBackoffMs: number };
   /** Set while the task waits for a person's decision; null otherwise. */
   hold: TaskHold | null;

@@ -59,7 +59,6 @@ export function looksLikeRestoreTemp(name: string): boolean {
 }
 
 // C0 controls, DEL and C1 controls. NUL is checked separately for a clearer message.
-// eslint-disable-next-line no-control-regex
 const CONTROL_CHARS = /[\u0001-\u001f\u007f-\u009f]/;
 
 /**
@@ -106,7 +105,6 @@ function segmentsProblem(key: string, ascii: boolean): string | null {
   return null;
 }
 
-// eslint-disable-next-line no-control-regex
 const ASCII = /^[\u0000-\u007f]*$/;
 const RESERVED_LENGTHS: ReadonlySet<number> = new Set([...RESERVED_DIRS].map((d) => d.length));
 

@@ -1,7 +1,8 @@
 import { diff3Merge } from 'node-diff3';
 
 /**
- * Reverting only the agent's hunks of a file the person edited too (issue 17, item 3).
+ * Reverting only the agent's hunks of a file the person edited too, so an agent-only
+ * rollback keeps the person's edits in a file both changed.
  *
  * Each agent step that changed the file is one interval: the file's content when the
  * step began (`before`) and when its checkpoint was taken (`after`). Undoing a step

@@ -4,10 +4,10 @@ import type { Db } from './db';
 import type { BlobStore } from '../snapshot/blobStore';
 
 /**
- * The store seam (issue 16): what the engine needs of a backend, so the embedded
+ * The store seam: what the engine needs of a backend, so the embedded
  * sql.js store and a shared PostgreSQL database can stand behind the same engine.
  *
- * Two halves, as in seed 004's "snapshot + deltas":
+ * Two halves, a snapshot and the deltas since it:
  *
  * - An EventLog is the durable truth: an append-only, per-workspace sequence of
  *   events, appended only by the writer holding the workspace's current fencing

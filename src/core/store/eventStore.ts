@@ -44,7 +44,7 @@ import { plural } from '../model/plural';
  * nothing; older ones move to `archive/`.
  *
  * The events table holds only the events since the last export: an export drops
- * the rest, which are durable in the segments (seed 004's snapshot + deltas: the
+ * the rest, which are durable in the segments (a snapshot and its deltas: the
  * database is the snapshot, the journal the deltas). So the database, which sql.js
  * keeps whole in memory and reads whole on open, grows with the projections and
  * not with the history, and opening reads only the projections and the journal
