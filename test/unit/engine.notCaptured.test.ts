@@ -55,7 +55,7 @@ describe('engine: what a checkpoint could not capture (CLI)', function () {
 
       const start = run(ws, ['task', 'start', '--goal', 'g', '--max-file-size-mb', '1']);
       assert.equal(start.status, 0, start.stderr);
-      assert.match(start.stderr, /did not capture 2 path\(s\)/);
+      assert.match(start.stderr, /did not capture 2 paths/);
       assert.match(start.stderr, /"src\/sub" \(EACCES\)/);
       assert.match(start.stderr, /"big\.bin" \(too_large\)/);
       const listed = (start.json.notCaptured as { path: string; reason: string; code: string }[]).map((n) => [n.path, n.reason, n.code]);
@@ -105,7 +105,7 @@ describe('engine: what a checkpoint could not capture (CLI)', function () {
       if (asRoot) assert.equal(spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, ws]).status, 0);
       const start = run(ws, ['task', 'start', '--goal', 'g']);
       assert.equal(start.status, 0, start.stderr);
-      assert.match(start.stderr, /did not capture 1 path\(s\): "caf\\\\xE9\.txt" \(unsafe_name\)/);
+      assert.match(start.stderr, /did not capture 1 path: "caf\\\\xE9\.txt" \(unsafe_name\)/);
       assert.deepEqual((start.json.notCaptured as { path: string; reason: string }[]).map((n) => [n.path, n.reason]), [['caf\\xE9.txt', 'unsafe_name']]);
       const taskId = start.json.taskId as string;
       const base = start.json.baseCheckpointId as string;
@@ -116,7 +116,7 @@ describe('engine: what a checkpoint could not capture (CLI)', function () {
       assert.equal(fs.readFileSync(path.join(ws, 'a.txt'), 'utf8'), 'a\n');
       // Not rolled back, and not in silence: the rollback's own result and stderr name it.
       assert.equal(fs.readFileSync(odd, 'utf8'), 'after\n');
-      assert.match(rb.stderr, /did not capture 1 path\(s\): "caf\\\\xE9\.txt" \(unsafe_name\)/);
+      assert.match(rb.stderr, /did not capture 1 path: "caf\\\\xE9\.txt" \(unsafe_name\)/);
       assert.equal(rb.json.notCapturedCount, 1);
     } finally {
       t.cleanup();
@@ -131,7 +131,7 @@ describe('engine: what a checkpoint could not capture (CLI)', function () {
     const r = await runTool(spec, ctx, { taskId: 't1' });
     assert.equal(r.isError, undefined);
     const text = (r.content as { type: string; text: string }[]).map((c) => c.text).join('\n');
-    assert.match(text, /did not capture 1 path\(s\): "src\/sub" \(EACCES\)/);
+    assert.match(text, /did not capture 1 path: "src\/sub" \(EACCES\)/);
     assert.deepEqual((r.structuredContent as { notCaptured: unknown }).notCaptured, notCaptured);
   });
 });

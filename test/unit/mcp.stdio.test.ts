@@ -80,7 +80,7 @@ describe('mcp over stdio (waypoint mcp, real SDK client)', function () {
     const taskId = start.taskId;
 
     // Dependencies are enforced through the tool.
-    assert.match(errorText(await call('waypoint_step_start', { taskId, stepId: 'test' })), /depends on write/);
+    assert.match(errorText(await call('waypoint_step_start', { taskId, stepId: 'test' })), /depends on “Write greet.ts” \(write\), which is not completed/);
 
     const s1 = sc<Json>(await call('waypoint_step_start', { taskId, stepId: 'write', inputs: { file: 'greet.ts' } }));
     assert.deepEqual([s1.stepId, s1.attempt], ['write', 1]);

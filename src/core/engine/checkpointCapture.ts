@@ -7,6 +7,7 @@
  */
 import type { CheckpointKind, CheckpointMeta, Task } from '../model/schema';
 import { WaypointError } from '../model/errors';
+import { plural } from '../model/plural';
 import type { Logger } from '../log';
 import type { NewEvent } from '../store/eventLog';
 import { newId } from './ids';
@@ -27,7 +28,7 @@ export function notCapturedLine(checkpointId: string, r: NotCapturedReport): str
   const n = r.notCapturedCount ?? list.length;
   const shown = list.slice(0, 10).map((x) => `${JSON.stringify(x.path)} (${x.reason === 'unreadable' ? x.code : x.reason})`);
   const more = n > shown.length ? ` and ${n - shown.length} more` : '';
-  return `warning: checkpoint ${checkpointId} did not capture ${n} path(s): ${shown.join(', ')}${more}. No rollback to it deletes or changes them; make them readable (or raise the size or open-file limit) and take a new checkpoint to capture them.`;
+  return `warning: checkpoint ${checkpointId} did not capture ${plural(n, 'path')}: ${shown.join(', ')}${more}. No rollback to it deletes or changes them; make them readable (or raise the size or open-file limit) and take a new checkpoint to capture them.`;
 }
 
 export class CheckpointCapture {

@@ -14,6 +14,7 @@ import type { NotCapturedReport } from './checkpointCapture';
 import type { EngineCore } from './engineCore';
 import { CheckpointInput, CompleteStepInput, FailStepInput, GrantAttemptsInput, SkipStepInput, StartStepInput } from './inputs';
 import { stepName } from './stepName';
+import { plural } from '../model/plural';
 import { assertMayStart, backoffFor, exhaustedReason, failureExhausts, heldError, startWhenAllowed } from './retryPolicy';
 
 /** How long a `wait: true` start waits in the engine: under the RPC timeout, so a relayed call still answers. */
@@ -202,7 +203,7 @@ export class Steps {
       const owner = this.core.ownerOf(input.owner);
       const events = [this.core.ev('step.attempts_granted', task, owner.id, { stepId: step.id, attempts, maxAttempts, reason: input.reason ?? null }, '')];
       if (answersHold) events.push(await this.release(task, owner));
-      this.core.log.info(`step ${step.id} of task ${task.id} granted ${attempts} more attempt(s) (${maxAttempts} in all)`, task.correlationId);
+      this.core.log.info(`step ${step.id} of task ${task.id} granted ${plural(attempts, 'more attempt', 'more attempts')} (${maxAttempts} in all)`, task.correlationId);
       return { events, result: { taskId: task.id, stepId: step.id, attempts, maxAttempts, state: (answersHold ? 'running' : task.state) as TaskState } };
     });
   }
