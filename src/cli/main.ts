@@ -16,6 +16,8 @@ import { statsText } from './statsFormat';
 import type { Command, Ctx } from './command';
 import { MCP_COMMANDS, usePrereadHookInput } from './mcpCommands';
 import { UNLOCK_COMMANDS } from './unlock';
+import { BACKGROUND_COMMANDS } from './backgroundCommands';
+import { startBackgroundOwner } from '../ownership/backgroundStart';
 import { listAllTasks } from './tasksAll';
 import { teamStoreOf } from './teamStore';
 import { checkpointsTable, isWorkspaceIdArg, notOnThisMachine, teamCheckpoints, teamDiff } from './teamReview';
@@ -646,6 +648,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   ...MCP_COMMANDS,
   ...UNLOCK_COMMANDS,
+  ...BACKGROUND_COMMANDS,
 };
 
 function helpText(): string {
@@ -787,6 +790,10 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
             waitMs: lockWait ?? 5000,
             maxFileBytes,
             teamStore,
+            // Nobody owns the store: start a background owner and relay to it (the shipped
+            // CLI only: dist/cli.js is what it runs as). Not for a team store (its URL may
+            // hold a password, which a detached process must not inherit from one call).
+            ...(teamStore === undefined ? { startOwner: () => startBackgroundOwner({ workspace, storeDir: storeDirOf(workspace), cliPath: path.join(__dirname, 'cli.js'), log }) } : {}),
             serving: async (d, lock, claim) => {
               if (maxFileBytes !== undefined) io.stderr.write(`waypoint: note: --max-file-size-mb applies when this command owns the store; the store's owner (${d.url}) applies its own limit.\n`);
               // Ask a cheap question first, with a short timeout: a stopped, dying or dead owner

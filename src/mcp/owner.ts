@@ -28,6 +28,10 @@ export interface OwnerEndpointOptions {
   maxBodyBytes?: number;
   /** Connection and session limits of the HTTP server (tests lower them). */
   limits?: Partial<HttpLimits>;
+  /** More routes (a background owner's status and hand-over); not counted by `onCall`. */
+  routes?: Record<string, (body: unknown) => Promise<unknown>>;
+  /** Told when a relayed call (an RPC or a hook) starts and ends: a background owner's idleness. */
+  onCall?: (phase: 'start' | 'end') => void;
 }
 
 export interface OwnerEndpoint {
@@ -45,6 +49,16 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
   const hookLog = log.child('hooks');
   const storeDir = engine.storeDir;
   const served = servedStoreOf(storeDir);
+  const counted =
+    (fn: (body: unknown) => Promise<unknown>) =>
+    async (body: unknown): Promise<unknown> => {
+      opts.onCall?.('start');
+      try {
+        return await fn(body);
+      } finally {
+        opts.onCall?.('end');
+      }
+    };
   const http = await startHttpServer({
     log,
     checkStoreClaim: (header) => {
@@ -78,12 +92,12 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
     // A hook's refusal is an answer, not a transport failure: the relaying hook logs it and exits 0.
     routes: {
       // The CLI (and any other process) calls the owner's engine here instead of opening the store.
-      [RPC_PATH]: (body) => serveRpc(engine, body),
+      [RPC_PATH]: counted((body) => serveRpc(engine, body)),
       // One route per agent: the fast hook path posts the agent's raw payload to its own.
       ...Object.fromEntries(
         HOOK_AGENT_NAMES.map((agent) => [
           HOOK_ROUTES[agent],
-          async (body: unknown) => {
+          counted(async (body: unknown) => {
             try {
               engine.eventLog.assertOwned();
               return { ok: true, ...(await handleHook(engine, agent, body, { log: hookLog })) };
@@ -91,9 +105,10 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
               hookLog.warn(`not recorded: ${errorMessage(e)}`);
               return { ok: false, error: errorMessage(e) };
             }
-          },
+          }),
         ]),
       ),
+      ...opts.routes,
     },
   });
   let discoveryFile: string;

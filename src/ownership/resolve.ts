@@ -32,6 +32,11 @@ export interface ResolveOptions<T> {
   maxFileBytes?: number;
   /** The team store URL (postgresql://…) the engine records into when this process owns the workspace. */
   teamStore?: string;
+  /**
+   * Asked once, when nobody owns the store: start a background owner (backgroundStart.ts)
+   * and say whether to look again; false opens the store here, as before.
+   */
+  startOwner?: () => Promise<boolean>;
 }
 
 export { storeDirOf };
@@ -69,11 +74,12 @@ export function storeLocationOf(workspace: string): StoreLocation {
 export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
   const dir = storeDirOf(o.workspace);
   const log = o.log.child('mcp');
-  const deadline = Date.now() + o.waitMs;
+  let deadline = Date.now() + o.waitMs;
   // The team store an agent's MCP server or hook inherits from its environment (the CLI passes its --store).
   const envStore = process.env.WAYPOINT_STORE;
   const teamStore = o.teamStore ?? (isPostgresUrl(envStore) ? envStore.trim() : undefined);
   let lastProblem = '';
+  let startOwner = o.startOwner;
   for (;;) {
     const s = findOwner(dir, o.log);
     if (s.kind === 'serving') {
@@ -86,6 +92,13 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
         if (problem !== lastProblem) log.warn(problem);
         lastProblem = problem;
       }
+    } else if (s.kind === 'none' && startOwner) {
+      const start = startOwner;
+      startOwner = undefined;
+      await start();
+      // The wait for a busy store starts now: the new owner had to open it first.
+      deadline = Date.now() + o.waitMs;
+      continue;
     } else if (s.kind === 'none') {
       let engine: Engine | undefined;
       const at = storeLocationOf(o.workspace);

@@ -47,5 +47,5 @@ module.exports = {
   parallel: true,
   jobs: Number(process.env.WAYPOINT_TEST_JOBS) || Math.max(2, cores + 1),
   // Builds dist/ once, in the main process, before any worker starts (see the file).
-  require: ['test/support/globalSetup.ts'],
+  require: ['test/support/noBackgroundOwner.cjs', 'test/support/globalSetup.ts'],
 };

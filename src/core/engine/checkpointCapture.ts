@@ -13,6 +13,7 @@ import type { NewEvent } from '../store/eventLog';
 import { newId } from './ids';
 import type { Queries } from './queries';
 import { MAX_NOT_CAPTURED_LISTED, type NotCaptured, type Snapshotter } from './snapshotter';
+import type { ChangeFeed } from './changeFeed';
 
 
 /** Added to a result whose checkpoint did not capture everything (see NotCaptured); absent otherwise. */
@@ -37,6 +38,7 @@ export class CheckpointCapture {
     private readonly snapshotter: Snapshotter,
     private readonly log: Logger,
     private readonly now: () => number,
+    private readonly feed?: ChangeFeed,
   ) {}
 
   /**
@@ -56,9 +58,13 @@ export class CheckpointCapture {
     // (gone, or naming content that is gone) is no base for the new one: that is stored whole.
     const base = parent?.damaged ? { ...parent, manifestRef: null } : parent;
     let cap: Awaited<ReturnType<Snapshotter['capture']>>;
+    // Asked without a dirty list: a watcher that has followed the tree since `previous` names what changed.
+    const ticket = dirty === undefined && this.feed ? this.feed.begin(previous) : null;
     try {
-      cap = await this.snapshotter.capture({ taskId: task?.id ?? null, kind, parent: base, previous, dirty });
+      cap = await this.snapshotter.capture({ taskId: task?.id ?? null, kind, parent: base, previous, dirty: dirty ?? ticket?.dirty ?? undefined });
+      ticket?.done(cap);
     } catch (e) {
+      ticket?.done(null);
       if (e instanceof WaypointError && e.code === 'corrupt' && /manifest .* is corrupt or hostile/.test(e.message)) {
         throw new WaypointError(
           'corrupt',

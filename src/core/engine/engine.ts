@@ -119,7 +119,7 @@ export class Engine {
       projection: this.projection,
       queries: this.queries,
       runner: new OperationRunner(this.eventLog, this.projection, this.queries),
-      checkpoints: new CheckpointCapture(this.queries, this.snapshotter, this.log, clock),
+      checkpoints: new CheckpointCapture(this.queries, this.snapshotter, this.log, clock, opts.changeFeed),
       log: this.log,
       workspace,
       storeDir,

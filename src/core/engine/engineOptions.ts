@@ -7,6 +7,7 @@ import type { StoreOptions } from '../store/eventStore';
 import type { DriftInfo } from './resumeContext';
 import type { RetryPolicyInput } from './retryPolicy';
 import type { Snapshotter } from './snapshotter';
+import type { ChangeFeed } from './changeFeed';
 
 export interface EngineOptions {
   /** The workspace root; the store lives in `<workspace>/.waypoint` unless storeDir says otherwise. */
@@ -36,6 +37,8 @@ export interface EngineOptions {
    * Ignored with `backend`. Without either, the embedded store, exactly as before.
    */
   teamStore?: string;
+  /** A file watcher's account of what changed (a long-lived owner's): checkpoints asked for without a dirty list scan only that. */
+  changeFeed?: ChangeFeed;
   /** Run the lease sweep on a timer (long-lived owners: the extension, `waypoint serve`). */
   sweepIntervalMs?: number;
   /** The retry policy of tasks started without one of their own (the `waypoint.retry.*` settings). */

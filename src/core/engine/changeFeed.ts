@@ -1,0 +1,23 @@
+import type { CheckpointMeta } from '../model/schema';
+import type { Capture } from './snapshotter';
+
+/**
+ * Where a long-lived owner's file watcher tells the engine what changed, so that a
+ * checkpoint asked for without a dirty list (a hook's, the CLI's, a step's end) scans
+ * only those paths instead of the whole tree. The feed vouches for a list only when it
+ * has watched since the scan `previous` was made from: otherwise it answers null and
+ * the checkpoint scans everything, exactly as without a feed.
+ */
+export interface ChangeFeed {
+  /**
+   * The paths changed since `previous` was captured, or null (scan everything). The
+   * capture then calls `done` once: with its result when it succeeded, with null when
+   * it failed (the feed keeps those paths for the next one).
+   */
+  begin(previous: CheckpointMeta | null): ChangeFeedTicket;
+}
+
+export interface ChangeFeedTicket {
+  dirty: readonly string[] | null;
+  done(result: Capture | null): void;
+}
