@@ -6,7 +6,7 @@ import { displayText } from '../core/model/displayText';
 import { errorMessage } from '../core/model/errors';
 import { describeOwner } from '../core/store/ownerLock';
 import { BackgroundStatus, DEFAULT_BACKGROUND_MAX_RSS_BYTES, STATUS_PATH, runBackgroundOwner } from '../mcp/backgroundOwner';
-import { BACKGROUND_OWNER_ENV, BACKGROUND_OWNER_KIND, backgroundOwnerWanted } from '../ownership/backgroundStart';
+import { BACKGROUND_OWNER_ENV, backgroundOwnerWanted, isBackgroundOwner } from '../ownership/backgroundStart';
 import { findOwner } from '../ownership/discovery';
 import { storeClaimHeaders, storeDirOf } from '../ownership/resolve';
 import { UsageError } from './args';
@@ -37,7 +37,7 @@ export const BACKGROUND_COMMANDS: Record<string, Command> = {
         c.out(`Nobody owns the store in ${storeDir}; ${bg}.`, { owner: null, store: storeDir, background });
         return;
       }
-      const isBackground = s.lock.ownerId.startsWith(`${BACKGROUND_OWNER_KIND}:`);
+      const isBackground = isBackgroundOwner(s.lock);
       if (s.kind !== 'serving' || !isBackground) {
         const how = s.kind === 'serving' ? `serving ${s.discovery.url}` : s.kind === 'busy' ? 'serving no endpoint (a command mid-run, or an owner starting or stopping)' : 'for another folder';
         c.out(`The store in ${storeDir} is owned by ${describeOwner(s.lock)}, ${how}.`, { owner: { pid: s.lock.pid, ownerId: s.lock.ownerId, kind: s.kind, background: isBackground }, store: storeDir, background });

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { EngineApi } from '../core/engine/api';
@@ -8,6 +9,7 @@ import { WaypointError, errorMessage } from '../core/model/errors';
 import type { LockInfo } from '../core/store/ownerLock';
 import { StoreLink, type LinkMode } from '../ownership/storeLink';
 import { writeStoreRoots } from '../ownership/storeRoots';
+import { writeBackgroundSettings } from '../ownership/backgroundStart';
 import type { SnapshotRoot } from '../core/snapshot';
 import { sameRoots, windowRoots } from './windowFolders';
 import { Disposable } from './disposable';
@@ -134,9 +136,21 @@ export class EngineHost extends Disposable {
     this.rootsNow = roots;
     for (const k of skipped) this.log.info(`[host] folder ${k.dir} is not a root of its own: ${k.reason}`);
     this.linkFolders(storeDir, roots);
+    // What a CLI or hook call started outside this window reads to decide on a background owner
+    // (now if the store exists, else once this window has opened it).
+    const recordSettings = () => {
+      try {
+        if (fs.existsSync(storeDir)) writeBackgroundSettings(storeDir, { enabled: s.backgroundOwner.enabled, idleMinutes: s.backgroundOwner.idleMinutes });
+      } catch (e) {
+        this.log.warn(`[host] could not record the background owner settings in ${storeDir}: ${errorMessage(e)}`);
+      }
+    };
+    recordSettings();
     const link = new StoreLink({
       storeDir,
       log: sink,
+      // A background owner started by an agent's call before this window opened gives the store to the window.
+      takeFromBackground: true,
       openEngine: async () => {
         const t0 = performance.now();
         // Read at every open (a takeover, a reopen after Connect): the password lives only in memory.
@@ -158,6 +172,7 @@ export class EngineHost extends Disposable {
           store: { lock: { waitMs: 250, ownerId: `${WINDOW_OWNER_PREFIX}${this.ownerId}:${randomUUID()}` } },
         });
         this.teamNow = team;
+        recordSettings();
         this.log.info(`[host] engine open for ${roots.map((r) => r.dir).join(', ')} on ${team ? `the team store ${team.url}` : 'the embedded store'} in ${(performance.now() - t0).toFixed(0)} ms`);
         for (const w of [...engine.eventLog.warnings, ...engine.recoveryNotes]) void vscode.window.showWarningMessage(`Waypoint: ${w}`);
         return engine;

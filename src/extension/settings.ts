@@ -18,6 +18,8 @@ export interface Settings {
   history: { enabled: boolean; quietPeriodMs: number; maxMB: number; maxAgeDays: number };
   /** Terminal-name prefix → agent: commands in those terminals are the agent's. */
   agentTerminals: Record<string, string>;
+  /** The background owner a CLI or hook call starts where no window owns the store (recorded in the store for them). */
+  backgroundOwner: { enabled: boolean; idleMinutes: number };
 }
 
 /** When an alert fires (see alertRules.ts); 0 turns a timed one off. */
@@ -43,6 +45,7 @@ const DEFAULTS: Settings = {
   alerts: { interruptedMinutes: 10, failed: true, inDoubtMinutes: 30, reviewHours: 24, retriesExhausted: true },
   history: { enabled: true, quietPeriodMs: 5000, maxMB: 500, maxAgeDays: 14 },
   agentTerminals: { Copilot: 'copilot', 'Claude Code': 'claude-code', Codex: 'codex', Cline: 'cline' },
+  backgroundOwner: { enabled: true, idleMinutes: 5 },
 };
 
 /** A number setting as the engine can take it: a hand-edited value out of range or of the wrong type falls back or is clamped. */
@@ -94,6 +97,10 @@ export function settings(scope?: vscode.ConfigurationScope): Settings {
       maxAgeDays: num(c.get('history.maxAgeDays'), DEFAULTS.history.maxAgeDays, 0, 36_500),
     },
     agentTerminals: agentTerminals(c.get('terminal.agentTerminals')),
+    backgroundOwner: {
+      enabled: c.get<boolean>('backgroundOwner.enabled', DEFAULTS.backgroundOwner.enabled) !== false,
+      idleMinutes: num(c.get('backgroundOwner.idleMinutes'), DEFAULTS.backgroundOwner.idleMinutes, 0.05, 1440),
+    },
   };
 }
 

@@ -6,7 +6,7 @@ import { Engine } from '../core/engine/engine';
 import type { Logger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
 import { TreeWatcher, type WatchState } from '../core/snapshot/treeWatcher';
-import { BACKGROUND_OWNER_KIND, START_FILE, YIELDED_FILE } from '../ownership/backgroundStart';
+import { BACKGROUND_OWNER_KIND, HANDOVER_PATH, START_FILE, STATUS_PATH, YIELDED_FILE } from '../ownership/backgroundStart';
 import { storeLocationOf } from '../ownership/resolve';
 import { removeDiscovery } from '../ownership/discovery';
 import { headlessRollback } from './headlessRollback';
@@ -22,8 +22,7 @@ import { startOwnerEndpoint } from './owner';
  * the way any owner does (calls in flight answered, the store closed and its lock
  * released), so whoever comes next replays everything it acknowledged.
  */
-export const STATUS_PATH = '/owner/status';
-export const HANDOVER_PATH = '/owner/handover';
+export { STATUS_PATH, HANDOVER_PATH };
 
 export const BackgroundStatus = z.object({
   pid: z.number().int(),

@@ -23,6 +23,13 @@ import { findOwner } from './discovery';
 export const BACKGROUND_OWNER_KIND = 'waypoint-background';
 /** Set in the spawned owner's environment: the command refuses to run without it (it is not for people). */
 export const BACKGROUND_OWNER_ENV = 'WAYPOINT_BACKGROUND_OWNER';
+/** The background owner's own routes on its endpoint: how it is (`waypoint status`) and "give the store up" (a window that opened). */
+export const STATUS_PATH = '/owner/status';
+export const HANDOVER_PATH = '/owner/handover';
+
+export function isBackgroundOwner(lock: { ownerId: string }): boolean {
+  return lock.ownerId.startsWith(`${BACKGROUND_OWNER_KIND}:`);
+}
 export const DEFAULT_BACKGROUND_IDLE_MS = 5 * 60_000;
 /** How long a caller waits for the owner it started to serve before it does the work itself. */
 const START_WAIT_MS = 15_000;

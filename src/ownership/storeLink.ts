@@ -6,6 +6,8 @@ import type { WaypointEvent } from '../core/model/schema';
 import { describeOwner, type LockInfo } from '../core/store/ownerLock';
 import { findOwner, type Discovery } from './discovery';
 import { storeClaimHeaders } from './resolve';
+import { HANDOVER_PATH, isBackgroundOwner } from './backgroundStart';
+import { postLoopback } from '../core/engine/loopback';
 
 /**
  * A long-lived process's link to a workspace's store (the extension host of one
@@ -43,6 +45,11 @@ export interface StoreLinkOptions {
   openEngine(): Promise<Engine>;
   /** How often a relay checks its owner and fetches new events. */
   pollMs?: number;
+  /**
+   * Ask a background owner (one a CLI or hook call started, see backgroundStart.ts) for the
+   * store instead of relaying to it: a window is the better owner while it is open.
+   */
+  takeFromBackground?: boolean;
 }
 
 export const DEFAULT_RELAY_POLL_MS = 1_000;
@@ -56,6 +63,8 @@ export class StoreLink {
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private lastSeq = 0;
+  /** Until then, look every 50 ms: a background owner is handing the store over. */
+  private handoverUntil = 0;
   private ownerApi: EngineApi | undefined;
   private engineSub: { dispose(): void } | undefined;
   private readonly modeListeners = new Set<Listener<LinkMode>>();
@@ -162,6 +171,7 @@ export class StoreLink {
       this.setMode({ kind: 'waiting', reason: `it is held by ${describeOwner(s.lock)}, an owner that does not say which folder it serves (an older Waypoint?), so this window does not relay to it` });
       return;
     }
+    if (this.opts.takeFromBackground && isBackgroundOwner(s.lock) && (await this.askForStore(s.discovery))) return;
     if (m.kind === 'relay' && m.discovery.token === s.discovery.token && m.owner.ownerId === s.lock.ownerId) return this.pull(m);
     // A new owner (or our first): follow it from its current event count.
     const endpoint = { url: s.discovery.url, token: s.discovery.token };
@@ -180,6 +190,39 @@ export class StoreLink {
     this.log.info(`relaying to ${describeOwner(s.lock)} at ${s.discovery.url}`);
     this.setMode({ kind: 'relay', owner: s.lock, discovery: s.discovery, api, poll });
     this.emitChange(undefined);
+  }
+
+  /**
+   * Asks the background owner to give the store up. It finishes the calls in flight,
+   * closes the store and releases the lock; this link waits meanwhile (its calls wait in
+   * `ready`) and takes the store over as from any owner that left: by replaying the
+   * journal, so nothing the background owner acknowledged is lost.
+   */
+  private async askForStore(d: Discovery): Promise<boolean> {
+    try {
+      const res = await postLoopback(new URL(HANDOVER_PATH, d.url), { authorization: `Bearer ${d.token}`, 'content-type': 'application/json', ...storeClaimHeaders(this.opts.storeDir) }, '{}', { timeoutMs: 5_000, connectTimeoutMs: 2_000 });
+      if (res.status !== 200) throw new Error(`it answered ${res.status}`);
+    } catch (e) {
+      this.log.debug(`the background owner at ${d.url} did not hand the store over: ${errorMessage(e)}`);
+      return false;
+    }
+    const first = this.handoverUntil < Date.now();
+    this.handoverUntil = Date.now() + 10_000;
+    this.setMode({ kind: 'waiting', reason: 'a background owner is handing the store over to this window' });
+    if (first) {
+      this.log.info(`asked the background owner at ${d.url} for the store`);
+      this.lookSoon();
+    }
+    return true;
+  }
+
+  private lookSoon(): void {
+    if (Date.now() > this.handoverUntil) return;
+    const t = setTimeout(() => {
+      if (this.modeNow.kind === 'owner' || this.modeNow.kind === 'closed') return;
+      void this.tick().then(() => this.lookSoon());
+    }, 50);
+    t.unref();
   }
 
   private async pull(m: Extract<LinkMode, { kind: 'relay' }>): Promise<void> {
