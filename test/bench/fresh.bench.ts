@@ -18,35 +18,35 @@ const ROOT = path.resolve(__dirname, '..', '..');
 const CLI = path.join(ROOT, 'dist', 'cli.js');
 /** The tree: FILES files in directories of PER_DIR, two levels deep, like a monorepo's sources. */
 const FILES = 51_000;
-const PER_DIR = 17;
+export const PER_DIR = 17;
 const CHANGED = 10;
 
-interface Timed {
+export interface Timed {
   ms: number;
   rssMb: number;
   out: string;
 }
 
 /** Runs a command under /usr/bin/time: its wall time and peak RSS (of the process, the larger of parent and children for git's two). */
-function run(cmd: string, args: string[], cwd: string): Timed {
+export function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = {}): Timed {
   const t0 = performance.now();
-  const r = spawnSync('/usr/bin/time', ['-f', 'MAXRSS_KB %M', cmd, ...args], { cwd, encoding: 'utf8', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1' } });
+  const r = spawnSync('/usr/bin/time', ['-f', 'MAXRSS_KB %M', cmd, ...args], { cwd, encoding: 'utf8', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', ...env } });
   const ms = performance.now() - t0;
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.status}: ${r.stderr.slice(-2000)}`);
   const kb = Number(/MAXRSS_KB (\d+)/.exec(r.stderr)?.[1] ?? NaN);
   return { ms, rssMb: kb / 1024, out: r.stdout };
 }
 
-const GIT = ['-c', 'user.name=bench', '-c', 'user.email=bench@example.invalid', '-c', 'core.hooksPath=/dev/null', '-c', 'gc.auto=0', '-c', 'commit.gpgSign=false'];
+export const GIT = ['-c', 'user.name=bench', '-c', 'user.email=bench@example.invalid', '-c', 'core.hooksPath=/dev/null', '-c', 'gc.auto=0', '-c', 'commit.gpgSign=false'];
 
-function content(i: number, round: number): string {
+export function content(i: number, round: number): string {
   // ~1.5 KB of source-like text, distinct per file (no free dedup for either side).
   const lines = [`// module ${i}${round ? ` edit ${round}` : ''}`];
   for (let k = 0; k < 40; k++) lines.push(`export const v${k}_${i} = ${(i * 31 + k) % 997}; // ${createHash('sha1').update(`${i}:${k}`).digest('hex').slice(0, 8)}`);
   return lines.join('\n') + '\n';
 }
 
-function relOf(i: number): string {
+export function relOf(i: number): string {
   const d = Math.floor(i / PER_DIR);
   return `pkg${Math.floor(d / 60)}/dir${d % 60}/m${i}.ts`;
 }

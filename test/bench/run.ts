@@ -25,12 +25,18 @@ const BENCHES: Bench[] = [
   { name: 'mcp', load: async () => require('./mcp.bench') },
   { name: 'hooks', load: async () => require('./hooks.bench') },
   { name: 'fresh', load: async () => require('./fresh.bench') },
+  // The same tree with the background owner a first call starts: first call, later calls, git.
+  { name: 'background', load: async () => require('./background.bench') },
   { name: 'vscode', load: async () => require('./vscode.bench') },
   // Needs PostgreSQL installed (it starts a throwaway cluster): `npm run bench -- --only=postgres`.
   { name: 'postgres', optIn: true, load: async () => require('./postgres.bench') },
   // The checkpoint with and without the team store's object upload (PostgreSQL too): `--only=pg-upload`.
   { name: 'pg-upload', optIn: true, load: async () => require('./pgUpload.bench') },
 ];
+
+// Every bench measures the CLI as it was asked to (an owner it starts itself, or none);
+// only the background bench lets a call start a background owner, and says so.
+process.env.WAYPOINT_NO_DAEMON ??= '1';
 
 async function run(): Promise<void> {
   const quick = process.argv.includes('--quick');

@@ -117,7 +117,8 @@ describe('background owner (real processes)', function () {
     // A first checkpoint makes the base the watcher vouches for.
     await json(cli(['checkpoint', '--task', task.taskId, '--json', '-w', ws]));
     for (let round = 0; round < 2; round++) {
-      fs.appendFileSync(path.join(ws, 'd1', 'f1.txt'), `round ${round}\n`);
+      // Several files of one folder, of source-like size, written together (a hinted scan reads them in one go).
+      for (const f of ['f1', 'f3', 'f5', 'f7']) fs.writeFileSync(path.join(ws, 'd1', `${f}.txt`), `${f} round ${round}\n`.repeat(80));
       fs.mkdirSync(path.join(ws, `new${round}`, 'deep'), { recursive: true });
       fs.writeFileSync(path.join(ws, `new${round}`, 'deep', 'x.txt'), 'new\n');
       fs.rmSync(path.join(ws, 'd2', `f${round}.txt`));
@@ -126,10 +127,16 @@ describe('background owner (real processes)', function () {
       // fs.watch reports after the write returns: give it a moment, as any real agent's next call would.
       await new Promise((r) => setTimeout(r, 300));
       const cp = await json<{ checkpointId: string; filesChanged: number }>(cli(['checkpoint', '--task', task.taskId, '--json', '-w', ws]));
-      assert.equal(cp.filesChanged, 3, `round ${round}: ${JSON.stringify(cp)}`);
+      assert.equal(cp.filesChanged, 6, `round ${round}: ${JSON.stringify(cp)}`);
     }
     const st = await ownerPid(ws);
     assert.equal(st.status?.watch.kind, 'watching');
+    // What the watcher-led checkpoints recorded is what a full scan finds: a fresh process
+    // (no owner) sees nothing changed since the last of them.
+    process.kill(st.owner!.pid, 'SIGTERM');
+    await waitExit(st.owner!.pid);
+    const full = await json<{ filesChanged: number }>(cli(['checkpoint', '--task', task.taskId, '--json', '-w', ws], { WAYPOINT_NO_DAEMON: '1' }));
+    assert.equal(full.filesChanged, 0);
   });
 
   it('leaves after its idle period, releasing the store', async () => {

@@ -95,7 +95,7 @@ export class TreeWatcher implements ChangeFeed {
     this.pending = new Set();
     this.overflow = false;
     return {
-      dirty: vouched ? [...taken] : null,
+      dirty: vouched ? [...taken].sort() : null,
       done: (result: Capture | null) => {
         this.inFlight = false;
         if (result) {
