@@ -56,7 +56,8 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
   const at = storeLocationOf(o.workspace);
   const startFile = path.join(at.storeDir, START_FILE);
   const roots = at.roots ?? [{ name: path.basename(at.workspace) || 'workspace', dir: at.workspace }];
-  const watcher = new TreeWatcher({ roots, storeDir: at.storeDir, log: log.child('watch') });
+  // WAYPOINT_WATCH_HINTS=1: checkpoints scan only what the watcher saw change (see TreeWatcher's `hints`).
+  const watcher = new TreeWatcher({ roots, storeDir: at.storeDir, log: log.child('watch'), hints: process.env.WAYPOINT_WATCH_HINTS === '1' });
   let engine: Engine;
   try {
     engine = await Engine.open({

@@ -57,7 +57,7 @@ async function stopOwner(ws: string): Promise<void> {
 export async function main(o: { quick?: boolean } = {}): Promise<Row[]> {
   spawnSync(process.execPath, ['esbuild.js'], { cwd: ROOT, stdio: 'ignore' });
   const files = o.quick ? Number(process.env.WAYPOINT_BENCH_FILES) || 8_000 : FILES;
-  const rounds = o.quick ? 2 : 5;
+  const rounds = Number(process.env.WAYPOINT_BENCH_ROUNDS) || (o.quick ? 2 : 5);
   const later = 2;
   const { dir, cleanup } = benchDir('wp-bench-bg-');
   const log = (s: string) => process.stderr.write(`[background] ${s}\n`);

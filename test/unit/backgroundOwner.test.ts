@@ -109,10 +109,11 @@ describe('background owner (real processes)', function () {
     assert.equal(servingLines(ws), 1, 'one background owner was started');
   });
 
-  it('checkpoints taken through it record exactly what changed (new folders, removals, ignored files left out)', async () => {
+  for (const hints of ['0', '1'])
+  it(`checkpoints taken through it record exactly what changed${hints === '1' ? ' (with watcher hints)' : ''} (new folders, removals, ignored files left out)`, async () => {
     const ws = workspace();
     fs.writeFileSync(path.join(ws, '.gitignore'), 'build/\n');
-    const task = await json<{ taskId: string }>(cli(['task', 'start', '--goal', 'watch', '--json', '-w', ws]));
+    const task = await json<{ taskId: string }>(cli(['task', 'start', '--goal', 'watch', '--json', '-w', ws], { WAYPOINT_WATCH_HINTS: hints }));
     await ownerPid(ws);
     // A first checkpoint makes the base the watcher vouches for.
     await json(cli(['checkpoint', '--task', task.taskId, '--json', '-w', ws]));
@@ -230,7 +231,7 @@ describe('tree watcher', () => {
       tree(t.dir, 3, 3);
       const warnings: string[] = [];
       const log = new Logger((level, line) => level === 'warn' && warnings.push(line));
-      const w = new TreeWatcher({ roots: [{ name: 'w', dir: t.dir }], storeDir: path.join(t.dir, '.waypoint'), log });
+      const w = new TreeWatcher({ roots: [{ name: 'w', dir: t.dir }], storeDir: path.join(t.dir, '.waypoint'), log, hints: true });
       w.start();
       assert.deepEqual(w.state, { kind: 'watching', dirs: 4 });
       // No checkpoint made while watching yet: nothing is vouched for.

@@ -34,6 +34,13 @@ export interface TreeWatcherOptions {
   maxDirs?: number;
   /** Changed paths kept at most between two checkpoints; past it the next one scans everything. */
   maxPending?: number;
+  /**
+   * Whether checkpoints get the list (else they scan everything, and the watcher only
+   * counts). Off by default for now: a dirty-hint scan in a long-lived process has stored
+   * a just-written file's content under another file's name (seen on 51,000 files), and
+   * until that is found a full scan is the safe answer.
+   */
+  hints?: boolean;
 }
 
 export const DEFAULT_WATCH_MAX_DIRS = 20_000;
@@ -90,7 +97,7 @@ export class TreeWatcher implements ChangeFeed {
     // A capture already under way (the engine serializes them, but be safe): no claim on this one.
     if (this.stateNow.kind !== 'watching' || this.inFlight) return none;
     this.inFlight = true;
-    const vouched = this.lastRef !== undefined && !this.overflow && previous !== null && previous.manifestRef === this.lastRef;
+    const vouched = this.o.hints === true && this.lastRef !== undefined && !this.overflow && previous !== null && previous.manifestRef === this.lastRef;
     const taken = this.pending;
     this.pending = new Set();
     this.overflow = false;
