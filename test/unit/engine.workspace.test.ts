@@ -105,7 +105,7 @@ describe('engine: workspace checkpoints and rollback', () => {
     const { taskId, s1 } = await taskWithTwoSteps();
     const before = tree(ws.dir);
     const seq = engine.eventLog.lastSeq;
-    const p = await engine.rollback({ taskId, checkpointId: s1.checkpointId, preview: true });
+    const p = await engine.rollbackPreview({ taskId, checkpointId: s1.checkpointId });
     assert.deepEqual(p.changes, [
       { path: 'src/a.ts', action: 'modify' },
       { path: 'src/b.ts', action: 'create' },
@@ -160,9 +160,9 @@ describe('engine: workspace checkpoints and rollback', () => {
       await engine.checkpoint({ taskId });
       await agentStep(taskId, 'second', () => write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two' })));
       write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two', 39: 'person after' }));
-      const whole = await engine.rollback({ taskId, checkpointId: baseCheckpointId, preview: true });
+      const whole = await engine.rollbackPreview({ taskId, checkpointId: baseCheckpointId });
       assert.deepEqual(whole.personChanged, ['src/f.ts'], 'a whole rollback would take the person’s edits: the preview says whose files they are');
-      const preview = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only', preview: true });
+      const preview = await engine.rollbackPreview({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only' });
       const merged = preview.changes[0]?.mergedHash;
       assert.deepEqual(preview.changes, [{ path: 'src/f.ts', action: 'modify', agentHunksOnly: true, mergedHash: merged }]);
       // What the preview's diff shows on its right side: the merged content, by its hash, through the engine API.
@@ -337,7 +337,7 @@ describe('engine: workspace checkpoints and rollback', () => {
     assert.equal(r.pruned.length, 4);
     assert.equal((await engine.verify()).ok, true);
     // The head still restores (its delta chain survived GC).
-    await engine.rollback({ taskId, checkpointId: baseCheckpointId, preview: true });
+    await engine.rollbackPreview({ taskId, checkpointId: baseCheckpointId });
   });
 
   it('unknown checkpoints and checkpoints of other tasks are refused', async () => {
@@ -496,7 +496,7 @@ describe('engine: rollback preview names every file it deletes, and who made it'
         write(ws.dir, 'src/agent2.ts', 'by the agent again\n');
         await engine.completeStep({ taskId, stepId: 'two' });
         write(ws.dir, 'notes/later.md', 'the person, after the last checkpoint\n');
-        const preview = await engine.rollback({ taskId, checkpointId: baseCheckpointId, preview: true });
+        const preview = await engine.rollbackPreview({ taskId, checkpointId: baseCheckpointId });
         assert.deepEqual(preview.changes, [
           { path: 'notes/between.md', action: 'delete', createdOutsideTask: true },
           { path: 'notes/later.md', action: 'delete', createdOutsideTask: true },
