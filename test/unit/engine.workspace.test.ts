@@ -9,7 +9,8 @@ import { BlobStore, canonicalJson } from '../../src/core/snapshot';
 import { bundleScript } from '../support/bundle';
 import { tmpDir } from '../support/tmp';
 import { embeddedStore } from '../support/embedded';
-import { localApi } from '../../src/core/engine/api';
+import { localApi, serveRpc } from '../../src/core/engine/api';
+import type { RollbackResult } from '../../src/core/engine/engine';
 
 /** Every file under dir (but .waypoint and .git) with its bytes, for byte-identical comparisons. */
 function tree(dir: string): Record<string, string> {
@@ -114,6 +115,40 @@ describe('engine: workspace checkpoints and rollback', () => {
     assert.deepEqual(p.personChanged, [], 'only steps changed them: nothing to ask about');
     assert.deepEqual(tree(ws.dir), before);
     assert.equal(engine.eventLog.lastSeq, seq);
+  });
+
+  it('a preview is a query of its own: the old preview flag is refused at the door with the way to ask, and changes nothing', async () => {
+    const { taskId, s1 } = await taskWithTwoSteps();
+    const api = localApi(engine);
+    const before = tree(ws.dir);
+    const seq = engine.eventLog.lastSeq;
+    const refusedWith = (query: string) => (e: unknown) => e instanceof WaypointError && e.code === 'invalid_input' && e.message.includes(`preview: a preview is its own query now: call ${query}`);
+    await assert.rejects(api.rollback({ taskId, checkpointId: s1.checkpointId, preview: true } as never), refusedWith('rollbackPreview'));
+    await assert.rejects(api.undoRollback({ taskId, preview: true } as never), refusedWith('undoRollbackPreview'));
+    // Over the owner's /rpc, as another process (an older CLI) would send it: the same refusal, as data.
+    const rpc = await serveRpc(engine, { method: 'rollback', arg: { taskId, checkpointId: s1.checkpointId, preview: true } });
+    assert.equal(rpc.ok, false);
+    assert.match(!rpc.ok ? rpc.error.message : '', /^Invalid rollback: preview: a preview is its own query now: call rollbackPreview/);
+    assert.deepEqual(tree(ws.dir), before);
+    assert.equal(engine.eventLog.lastSeq, seq, 'nothing recorded');
+    // The query answers in and out of process, and records nothing either; it takes no idempotency key (nothing to repeat).
+    const viaRpc = await serveRpc(engine, { method: 'rollbackPreview', arg: { taskId, checkpointId: s1.checkpointId } });
+    assert.ok(viaRpc.ok);
+    assert.deepEqual((viaRpc.result as RollbackResult).changes.map((c) => c.path), ['src/a.ts', 'src/b.ts', 'src/new.ts']);
+    await assert.rejects(api.rollbackPreview({ taskId, checkpointId: s1.checkpointId, idempotencyKey: 'k' } as never), /Unrecognized key/);
+    assert.equal(engine.eventLog.lastSeq, seq);
+    // An explicit `preview: false` is what a rollback does anyway.
+    const r = await api.rollback({ taskId, checkpointId: s1.checkpointId, preview: false });
+    assert.equal(r.preview, false);
+    // Undo's preview names what the undo then does.
+    const undoPreview = await api.undoRollbackPreview(taskId);
+    assert.equal(undoPreview.preview, true);
+    assert.equal(undoPreview.targetCheckpointId, r.preRollbackCheckpointId);
+    const afterRollback = engine.eventLog.lastSeq;
+    const undone = await api.undoRollback({ taskId });
+    assert.ok(afterRollback < engine.eventLog.lastSeq);
+    assert.deepEqual(undone.changes, undoPreview.changes);
+    assert.deepEqual(undone.restoredSteps, undoPreview.restoredSteps);
   });
 
   it('restores chosen paths only', async () => {
