@@ -3,7 +3,6 @@ import { randomUUID } from 'node:crypto';
 import { WaypointError } from '../model/errors';
 import type { Task } from '../model/schema';
 import { ACTIVE_TASK_STATES } from '../model/stateMachine';
-import { parseInput } from '../model/validate';
 import type { NewEvent } from '../store/eventLog';
 import { isPidAlive } from '../store/fsutil';
 import type { EngineCore } from './engineCore';
@@ -17,8 +16,7 @@ import { TaskRef } from './inputs';
 export class Leases {
   constructor(private readonly core: EngineCore) {}
 
-  async heartbeat(raw: unknown): Promise<{ taskId: string; expiresAt: number | null }> {
-    const input = parseInput(TaskRef, raw, 'heartbeat');
+  async heartbeat(input: TaskRef): Promise<{ taskId: string; expiresAt: number | null }> {
     const owner = this.core.ownerOf(input.owner);
     // Nobody repeats a heartbeat: it is not kept in the idempotency table (one row per beat would grow it without end).
     const beat = `heartbeat:${randomUUID()}`;
