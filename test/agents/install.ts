@@ -12,7 +12,7 @@ export const agentsDir = typeof __dirname === 'string' && path.isAbsolute(__dirn
 export const repoRoot = path.resolve(agentsDir, '..', '..');
 export const cacheRoot = path.join(repoRoot, '.agents-cache');
 
-export type AgentName = 'claude-code' | 'codex';
+export type AgentName = 'claude-code' | 'codex' | 'gemini-cli' | 'copilot-cli';
 interface Pin {
   package: string;
   version: string;
@@ -44,6 +44,14 @@ export function binaryIn(agent: AgentName, dir: string): string {
       const triple = `${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-${process.platform === 'darwin' ? 'apple-darwin' : 'unknown-linux-musl'}`;
       const native = path.join(dir, 'node_modules', '@openai', `codex-${process.platform}-${process.arch}`, 'vendor', triple, 'bin', 'codex');
       return fs.existsSync(native) ? native : path.join(dir, 'node_modules', '.bin', 'codex');
+    }
+    case 'gemini-cli':
+      // One bundled ES module, run by the node on PATH (its shebang).
+      return path.join(dir, 'node_modules', '@google', 'gemini-cli', 'bundle', 'gemini.js');
+    case 'copilot-cli': {
+      // The npm loader only finds and runs the single-file native binary of its platform package.
+      const native = path.join(dir, 'node_modules', '@github', `copilot-${process.platform}-${process.arch}`, process.platform === 'win32' ? 'copilot.exe' : 'copilot');
+      return fs.existsSync(native) ? native : path.join(dir, 'node_modules', '.bin', 'copilot');
     }
   }
 }
