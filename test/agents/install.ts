@@ -79,3 +79,10 @@ if (require.main === module) {
   const only = process.argv.slice(2) as AgentName[];
   for (const agent of only.length ? only : (Object.keys(pins()) as AgentName[])) process.stdout.write(`${agent} ${versionOf(agent)}: ${ensureInstalled(agent)}\n`);
 }
+
+/**
+ * How long one agent run may take before it is killed. A scripted session is a minute on a
+ * quiet machine, but every hook is a process of its own and CI runs this suite beside the
+ * unit tests on two cores: at load 25 a Claude Code session took 86 s before its last hooks.
+ */
+export const AGENT_RUN_TIMEOUT_MS = 300_000;
