@@ -9,6 +9,7 @@ import { insertEvent, project } from '../projections';
 import { loadSqlJs } from '../sqlite';
 import { connectClient, createPool, isConnectionError, unavailable } from './connection';
 import { ensurePoolSchema } from './schema';
+import { sweepExpiredLeases, type SweepOptions, type SweepResult } from './leaseSweeper';
 import { toPgText } from './pgText';
 import { queryTaskListings } from './taskListing';
 import { EVENT_COLUMNS, NOTIFY_CHANNEL, parseNotification, rowToEvent, type StoreNotification } from './rows';
@@ -88,6 +89,15 @@ export class PgProjectionReader implements ProjectionReader {
       return new Queries(() => db).findTask(taskId);
     } finally {
       db.close();
+    }
+  }
+
+  /** One turn of the store-wide lease sweep, when one is due and it is this caller's turn (see leaseSweeper.ts). */
+  async sweepLeases(o: SweepOptions): Promise<SweepResult> {
+    try {
+      return await sweepExpiredLeases(this.pool, o);
+    } catch (e) {
+      throw isConnectionError(e) ? unavailable(e, this.url, 'sweep') : e;
     }
   }
 
