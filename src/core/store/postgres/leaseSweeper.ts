@@ -12,7 +12,7 @@ import { insertEvent, project } from '../projections';
 import { sequenceBatch } from '../sequence';
 import { loadSqlJs } from '../sqlite';
 import { listingEntryParts } from '../taskListingJson';
-import { isConnectionError } from './connection';
+import { isConnectionError, sharedPool } from './connection';
 import { fromPgText, toPgText } from './pgText';
 import { EVENT_COLUMNS, NOTIFY_CHANNEL, rowToEvent } from './rows';
 import { ALERT_CHANNEL, interruptedAlert } from './teamAlerts';
@@ -242,28 +242,29 @@ function newEvent<T extends EventType>(type: T, task: Task, by: string | null, d
 /**
  * The sweep every connected process offers (see the file comment): one per store URL
  * per process however many logs, views or readers it has open (reference-counted),
- * with a small pool of its own, on an unref'd timer so it never keeps a CLI alive.
+ * on the process's shared pool (connection.ts), on an unref'd timer so it never keeps a CLI alive.
  */
 export class StoreSweeper {
   private static readonly byUrl = new Map<string, { sweeper: StoreSweeper; refs: number }>();
   private timer: NodeJS.Timeout | undefined;
   private busy: Promise<void> | null = null;
   private readonly pool: Pool;
+  private readonly release: () => Promise<void>;
   private readonly log: Logger;
 
   private constructor(
+    url: string,
     private readonly o: SweepOptions & { everyMs: number },
-    createPool: () => Pool,
   ) {
-    this.pool = createPool();
+    ({ pool: this.pool, release: this.release } = sharedPool(url, { application: 'waypoint sweep' }));
     this.log = (o.log ?? silentLogger).child('sweep');
   }
 
   /** Starts (or shares) this process's sweeper of the store at `url`; dispose to stop sharing it. */
-  static acquire(url: string, o: SweepOptions, createPool: () => Pool): { dispose(): Promise<void> } {
+  static acquire(url: string, o: SweepOptions): { dispose(): Promise<void> } {
     let entry = StoreSweeper.byUrl.get(url);
     if (!entry) {
-      entry = { sweeper: new StoreSweeper({ ...o, everyMs: o.everyMs ?? SWEEP_EVERY_MS }, createPool), refs: 0 };
+      entry = { sweeper: new StoreSweeper(url, { ...o, everyMs: o.everyMs ?? SWEEP_EVERY_MS }), refs: 0 };
       StoreSweeper.byUrl.set(url, entry);
       entry.sweeper.start();
     }
@@ -308,6 +309,6 @@ export class StoreSweeper {
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.busy?.catch(() => undefined);
-    await this.pool.end().catch(() => undefined);
+    await this.release();
   }
 }

@@ -7,7 +7,7 @@ import type { Db } from '../db';
 import type { AppendResult, Disposable, EventLog, NewEventLike, ReadFilter, WorkspaceIdentity } from '../eventLog';
 import { SqlProjection } from '../projection';
 import { listingEntryParts } from '../taskListingJson';
-import { connectClient, createPool, isConnectionError, redactUrl, unavailable } from './connection';
+import { connectClient, isConnectionError, redactUrl, unavailable } from './connection';
 import { StoreSweeper, WRITER_BEAT_MS } from './leaseSweeper';
 import { ensureSchema } from './schema';
 import { toPgText, fromPgText } from './pgText';
@@ -307,7 +307,6 @@ export class PgEventLog implements EventLog {
     this.sweeper = StoreSweeper.acquire(
       this.opts.url,
       { by: `${this.opts.owner ?? 'waypoint'} on ${ws.machine} (pid ${process.pid})`, machine: ws.machine, log: this.opts.log },
-      () => createPool(this.opts.url, { max: 2, application: 'waypoint sweep' }),
     );
   }
 
