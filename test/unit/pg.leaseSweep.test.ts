@@ -3,7 +3,8 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 import { Client, Pool } from 'pg';
 import { Engine } from '../../src/core/engine';
-import { PgEventLog } from '../../src/core/store/postgres';
+import { PgEventLog, watchTeamAlerts } from '../../src/core/store/postgres';
+import { POOL_MAX, sharedPool } from '../../src/core/store/postgres/connection';
 import { hasExpiredLeases, sweepExpiredLeases } from '../../src/core/store/postgres/leaseSweeper';
 import { ALERT_CHANNEL, alertNotice, parseTeamAlert, type TeamAlert } from '../../src/core/store/postgres/teamAlerts';
 import { CLI, buildCli } from '../support/mcp';
@@ -217,6 +218,46 @@ describe('store-wide lease sweep (real cluster)', function () {
     } finally {
       await listener.end();
       for (const p of pools) await p.end();
+    }
+  });
+
+  it('a connected window that only listens (no CLI, nothing opening A) sweeps and is alerted of a killed agent', async () => {
+    const url = cluster.url();
+    const a = workspace();
+    const alerts: TeamAlert[] = [];
+    // What the editor's TeamAlerts does: listen on the store, which also offers this process's sweep.
+    const watch = await watchTeamAlerts(url, (x) => alerts.push(x), { sweeper: { by: 'a window on machine B', machine: 'machine-b' } });
+    try {
+      const { proc, taskId } = await startAgent(url, a, 5_000);
+      await new Promise((r) => setTimeout(r, 1_000));
+      proc.kill('SIGKILL');
+      const killedAt = Date.now();
+      while (!alerts.some((x) => x.task === taskId) && Date.now() - killedAt < BOUND_MS + 5_000) await new Promise((r) => setTimeout(r, 200));
+      const took = Date.now() - killedAt;
+      console.log(`      [sweep] alert received ${(took / 1000).toFixed(1)} s after the agent was killed`);
+      const alert = alerts.find((x) => x.task === taskId);
+      assert.ok(alert, 'alerted');
+      assert.ok(took <= BOUND_MS, `alerted after ${took} ms`);
+      assert.equal(alert.title, 'Billing migration');
+      assert.equal(alert.by, 'a window on machine B');
+      assert.match(alertNotice(alert, { ownWorkspaces: new Set(), shown: new Set(), muted: false })!.message, /^Task "Billing migration" on .+ was interrupted: its agent stopped answering\.$/);
+    } finally {
+      watch.dispose();
+    }
+  });
+
+  it("connections carry the fleet's limits: a bounded shared pool, statement_timeout, idle-in-transaction timeout", async () => {
+    const one = sharedPool(cluster.url());
+    const two = sharedPool(cluster.url());
+    try {
+      assert.equal(one.pool, two.pool, 'one pool per process and store');
+      assert.equal(one.pool.options.max, POOL_MAX);
+      const r = await one.pool.query(`SELECT current_setting('statement_timeout') AS st, current_setting('idle_in_transaction_session_timeout') AS it`);
+      assert.deepEqual(r.rows[0], { st: '30s', it: '1min' });
+      await assert.rejects(one.pool.query(`SET statement_timeout = 200; SELECT pg_sleep(2)`), /statement timeout/);
+    } finally {
+      await one.release();
+      await two.release();
     }
   });
 });
