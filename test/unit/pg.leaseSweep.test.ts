@@ -5,7 +5,8 @@ import { Client, Pool } from 'pg';
 import { Engine } from '../../src/core/engine';
 import { PgEventLog, watchTeamAlerts } from '../../src/core/store/postgres';
 import { POOL_MAX, sharedPool } from '../../src/core/store/postgres/connection';
-import { hasExpiredLeases, sweepExpiredLeases } from '../../src/core/store/postgres/leaseSweeper';
+import { sweepExpiredLeases } from '../../src/core/store/postgres/leaseSweeper';
+import { EXPIRED, FROM_EXPIRED } from '../../src/core/store/postgres/leaseDue';
 import { ALERT_CHANNEL, alertNotice, parseTeamAlert, type TeamAlert } from '../../src/core/store/postgres/teamAlerts';
 import { CLI, buildCli } from '../support/mcp';
 import { PgCluster } from '../support/pgCluster';
@@ -122,11 +123,15 @@ describe('store-wide lease sweep (real cluster)', function () {
     const pool = new Pool({ connectionString: url, max: 2 });
     try {
       const { taskId } = await engine.startTask({ goal: 'quiet', leaseTtlMs: 1_000, owner: { id: 'quiet-agent' } });
-      // The task's lease runs out; the writer beats every 3 s: with a staleness of 4 s it never reads as gone.
-      await new Promise((r) => setTimeout(r, 5_500));
-      assert.equal(await hasExpiredLeases(pool, 4_000), false);
-      const r = await sweepExpiredLeases(pool, { by: 'test', machine: 'test', everyMs: 0, writerStaleMs: 4_000 });
-      assert.deepEqual(r.swept, []);
+      // The task's lease runs out; the writer's signs of life are at most 4.5 s apart (a beat every 3 s unless a commit spoke within 1.5 s): with a staleness of 6 s it never reads as gone.
+      await new Promise((r) => setTimeout(r, 7_000));
+      // (Other tests' tasks in this store may be due; this one is not.)
+      const due = await pool.query(`SELECT t.id ${FROM_EXPIRED} WHERE ${EXPIRED} AND t.id = $2`, [6_000, taskId]);
+      assert.deepEqual(due.rows, []);
+      const expired = await pool.query(`SELECT t.id FROM waypoint.tasks t WHERE t.id = $1 AND t.lease_at + t.lease_ttl_ms * interval '1 millisecond' < now()`, [taskId]);
+      assert.equal(expired.rows.length, 1, 'its lease did run out by the server clock');
+      const r = await sweepExpiredLeases(pool, { by: 'test', machine: 'test', everyMs: 0, writerStaleMs: 6_000 });
+      assert.ok(!r.swept.some((x) => x.taskId === taskId));
       assert.equal(engine.task(taskId).state, 'running');
       // The writer still writes (it was not fenced).
       await engine.heartbeat({ taskId, owner: { id: 'quiet-agent' } });

@@ -311,7 +311,8 @@ export class PgEventLog implements EventLog {
   }
 
   private async beat(): Promise<void> {
-    if (this.closed || this.lost || this.poisoned || this.flushing || Date.now() - this.lastSignAt < WRITER_BEAT_MS - 100) return;
+    // Skipped when a commit spoke for the writer within half a period: signs of life stay at most 1.5 periods apart.
+    if (this.closed || this.lost || this.poisoned || this.flushing || Date.now() - this.lastSignAt < WRITER_BEAT_MS / 2) return;
     const ws = this.opts.workspace;
     try {
       const client = await this.writer();
