@@ -51,7 +51,7 @@ export class Leases {
       if (!lease) reason = 'no lease holder';
       else if (lease.pid && (lease.host === null || lease.host === host) && !isPidAlive(lease.pid)) reason = `owner process ${lease.pid} (${lease.owner}) exited`;
       else if (lease.expiresAt < now)
-        reason = `lease of ${lease.owner} expired at ${new Date(lease.expiresAt).toISOString()} (no call for ${Math.round(lease.ttlMs / 1000)} s)`;
+        reason = leaseExpiredReason(lease.owner, lease.expiresAt, lease.ttlMs);
       if (!reason) continue;
       const why = reason;
       await this.core.run('task.interrupt', `task.interrupt:${t.id}:${t.attempt}`, () => {
@@ -67,6 +67,15 @@ export class Leases {
     }
     return interrupted;
   }
+}
+
+/**
+ * Why a task whose lease ran out stopped, in the one wording the timeline and the resume
+ * picker read back (extension/labelText.ts): this engine's sweep and the team store's
+ * store-wide sweep (store/postgres/leaseSweeper.ts) both say it so.
+ */
+export function leaseExpiredReason(owner: string, expiresAt: number, ttlMs: number): string {
+  return `lease of ${owner} expired at ${new Date(expiresAt).toISOString()} (no call for ${Math.round(ttlMs / 1000)} s)`;
 }
 
 /**
