@@ -427,7 +427,7 @@ export const COMMANDS: Record<string, Command> = {
         ].join('\n') || '  (nothing)';
       if (c.values.undo) {
         if (c.values.to) throw new UsageError('Give either --to CP or --undo, not both.');
-        const preview = await e.undoRollback({ taskId, preview: true });
+        const preview = await e.undoRollbackPreview(taskId);
         const head = `Undoing the last rollback (back to ${preview.targetCheckpointId}) would change ${plural(preview.changes.length, 'file')}${preview.restoredSteps.length ? ` and give steps ${preview.restoredSteps.join(', ')} their status back` : ''}:\n${fileList(preview)}`;
         if (c.values.preview) return c.out(head, preview);
         await confirmChange(c, head);
@@ -440,14 +440,14 @@ export const COMMANDS: Record<string, Command> = {
         );
         return;
       }
-      const args = {
+      const asked = {
         taskId,
         checkpointId: required(c.values, 'to'),
         paths: optional(c.values, 'paths')?.split(',').filter(Boolean).map((p) => workspacePath(c.workspace, p, '--paths')),
         mode: c.values['agent-only'] ? ('agent-only' as const) : ('all' as const),
-        idempotencyKey: optional(c.values, 'key'),
       };
-      const preview = await e.rollback({ ...args, preview: true });
+      const args = { ...asked, idempotencyKey: optional(c.values, 'key') };
+      const preview = await e.rollbackPreview(asked);
       const head = `Rolling back to ${args.checkpointId} would change ${plural(preview.changes.length, 'file')}${preview.abandonedSteps.length ? ` and abandon ${preview.abandonedSteps.length === 1 ? 'step' : 'steps'} ${preview.abandonedSteps.join(', ')}` : ''}:\n${fileList(preview)}`;
       if (c.values.preview) return c.out(head, preview);
       await confirmChange(c, head);

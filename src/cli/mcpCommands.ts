@@ -11,6 +11,8 @@ import { HOOK_AGENTS, HOOK_AGENT_NAMES, type HookAgent } from '../mcp/hookRoutes
 import { applyConnect, connectPreview, launchFor, planConnect, type AgentKind } from '../mcp/connect';
 import { startOwnerEndpoint } from '../mcp/owner';
 import { resolveStore, storeLocationOf } from '../ownership/resolve';
+import { ownOrRelay } from '../ownership/ownOrRelay';
+import { describeOwner } from '../core/store/ownerLock';
 import { runStdio } from '../mcp/stdio';
 import { AgentRollbackPolicy } from '../mcp/tools';
 import { headlessRollback } from '../mcp/headlessRollback';
@@ -130,6 +132,11 @@ export const MCP_COMMANDS: Record<string, Command> = {
       const agentRollback = rollbackPolicy(c);
       // A folder of a multi-root window serves that window's store, with its folders (see storeRoots.ts).
       const at = storeLocationOf(c.workspace);
+      // The one switch (ownOrRelay.ts): `serve` only ever owns, so a store another process serves is refused with who and where.
+      const decision = ownOrRelay(at.storeDir, log);
+      if (decision.kind === 'relay') {
+        throw new WaypointError('locked', `The store in ${at.storeDir} is already served by ${describeOwner(decision.owner)} at ${decision.discovery.url}; agents and the CLI reach it there. Stop that process to serve it from here.`);
+      }
       const engine = await Engine.open({ workspace: at.workspace, storeDir: at.storeDir, ...(at.roots ? { snapshots: { roots: at.roots } } : {}), log, sweepIntervalMs: 5_000, ...(c.teamStore ? { teamStore: c.teamStore } : {}), store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
       try {
         const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, rollback: headlessRollback(engine), port: intOption(c.values, 'port') });

@@ -18,6 +18,8 @@ export async function listAllTasks(c: Ctx, states: string[] | undefined, limit: 
   if (c.teamStore) {
     const reader = await PgProjectionReader.open(c.teamStore);
     try {
+      // A connected client offers the store-wide sweep first, so the listing shows a dead agent's task as interrupted.
+      await reader.sweepLeases({ by: `waypoint tasks --all on ${machineName()} (pid ${process.pid})`, machine: machineName() });
       listings = await reader.listTasks({ allWorkspaces: true, states: states as TaskState[] | undefined, limit });
     } finally {
       await reader.close();

@@ -1,5 +1,6 @@
 import { connectClient, isPostgresUrl } from '../core/store/postgres/connection';
 import { PG_SCHEMA, PG_SCHEMA_VERSION } from '../core/store/postgres/schema';
+import { hasExpiredLeases } from '../core/store/postgres/leaseDue';
 import { queryTaskListings, queryTaskListingsJson } from '../core/store/postgres/taskListing';
 import { listingJson, listingTable } from './tasksAllFormat';
 
@@ -45,6 +46,8 @@ export async function fastTasksAll(argv: readonly string[]): Promise<FastListOut
     // Only a schema at this Waypoint's version is read here; creating one or refusing a newer one is the full CLI's.
     const v = await c.query<{ v: string | null }>(`SELECT (SELECT v FROM ${PG_SCHEMA}.meta WHERE k = 'schema_version') AS v`);
     if (Number(v.rows[0]?.v) !== PG_SCHEMA_VERSION) return { handled: false };
+    // A lease due for the store-wide sweep: the full CLI sweeps (it has the fold code) and then lists.
+    if (await hasExpiredLeases(c)) return { handled: false };
     const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
     const json = args.json ? await queryTaskListingsJson(rows, {}) : null;
     if (json !== null) return { handled: true, output: json + '\n' };

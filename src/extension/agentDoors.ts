@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { localApi } from '../core/engine/api';
 import type { Engine } from '../core/engine/engine';
 import { Logger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
@@ -128,11 +129,13 @@ export class AgentDoors extends Disposable {
 
   /** Under `ask` the person confirms in a modal; under `allow` the engine rolls back directly (undoable either way). */
   private rollbackHandler(engine: Engine): RollbackHandler {
+    // Through the operation table like every other call: validated once, and refused by a store this window no longer owns.
+    const api = localApi(engine);
     return async (req) => {
       const c = engine.queries.checkpoint(req.checkpointId);
       if (!c || c.taskId !== req.taskId) throw new Error(`Unknown checkpoint '${req.checkpointId}' for task ${req.taskId}.`);
       if (req.policy === 'ask') {
-        const preview = await engine.rollback({ taskId: req.taskId, checkpointId: req.checkpointId, preview: true });
+        const preview = await api.rollbackPreview({ taskId: req.taskId, checkpointId: req.checkpointId });
         const answer = await vscode.window.showWarningMessage(
           `An agent asks to roll back “${displayText(engine.task(req.taskId).title)}” (${plural(preview.changes.length, 'file')}).`,
           { modal: true, detail: `Reason: ${displayText(req.reason, { multiline: true })}\nAgent: ${ownerWords(req.owner.id)}\n\nThe current state is saved as a checkpoint first, so this can be undone.` },
@@ -140,7 +143,7 @@ export class AgentDoors extends Disposable {
         );
         if (answer !== 'Roll Back') return { rolledBack: false, message: 'The person declined the rollback.' };
       }
-      const r = await engine.rollback({ taskId: req.taskId, checkpointId: req.checkpointId, reason: `agent ${req.owner.id}: ${req.reason}`.slice(0, 2000) });
+      const r = await api.rollback({ taskId: req.taskId, checkpointId: req.checkpointId, reason: `agent ${req.owner.id}: ${req.reason}`.slice(0, 2000) });
       return { rolledBack: true, preRollbackCheckpointId: r.preRollbackCheckpointId ?? undefined, message: `Rolled back ${plural(r.filesWritten + r.filesRemoved, 'file')}.` };
     };
   }

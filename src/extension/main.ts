@@ -17,6 +17,7 @@ import { WorkspaceOperations } from './workspaceOperations';
 import { TeamStoreConnection } from './teamStore/teamStoreConnection';
 import { TeamStoreHealth } from './teamStore/teamStoreHealth';
 import { TeamTreeProvider, type TeamNode } from './teamStore/teamTree';
+import { TeamAlerts } from './teamStore/teamAlerts';
 
 /**
  * What other extensions get from `activate()`: only what an outside extension should
@@ -63,6 +64,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   const teamView = vscode.window.createTreeView<TeamNode>('waypoint.team', { treeDataProvider: teamTree, showCollapseAll: true });
   context.subscriptions.push(teamView);
   teamTree.bindView(teamView);
+  context.subscriptions.push(new TeamAlerts(teamStore, host, log));
   const statusBar = new TaskStatusBar(host);
   context.subscriptions.push(statusBar);
   context.subscriptions.push(new EventsDocumentProvider(host));

@@ -112,7 +112,7 @@ export class WorkspaceCommands {
     if (direct.success && direct.data.confirmed) return this.applyRollback(engine, task, checkpoint, title, direct.data.paths, direct.data.mode ?? 'all');
     const comparing = (mode: RollbackMode) =>
       vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: comparing the workspace with the checkpoint…' }, () =>
-        engine.rollback({ taskId: task.id, checkpointId: checkpoint.id, preview: true, mode }),
+        engine.rollbackPreview({ taskId: task.id, checkpointId: checkpoint.id, mode }),
       );
     let preview = await comparing('all');
     if (preview.changes.length === 0) {
@@ -303,7 +303,7 @@ export class WorkspaceCommands {
     }
     // A confirmed caller (the rollback notification's own Undo button, a test) applies at once.
     if (!ref.success) {
-      const preview = await engine.rollback({ taskId: task.id, checkpointId: last.preRollbackCheckpointId, paths: last.paths ?? undefined, preview: true });
+      const preview = await engine.undoRollbackPreview(task.id);
       const d = await taskDetail(this.d.host, task.id);
       const pre = d.checkpoints.find((c) => c.id === last.preRollbackCheckpointId);
       const when = pre ? localTime(pre.createdAt, Date.now()) : 'before the rollback';

@@ -30,6 +30,8 @@ export interface ToolCall {
   todos?: TodoItem[];
   /** Todo, one item at a time (Claude Code's TaskCreate/TaskUpdate): the item the call created or changed. */
   planItem?: PlanItemChange;
+  /** SQL the agent ran on its own todos table (Copilot CLI's `sql` tool): the plan is that table after it. */
+  todoSql?: string;
 }
 
 /** One item of a plan the agent keeps item by item, named by the agent's own id for it. */

@@ -10,6 +10,7 @@ import { resumePromptTaskId } from '../core/engine/resumeContext';
 import type { HookEnvelope, PlanItemChange, TodoItem, ToolCall } from './events';
 import { SessionFile, remember, zeroCounts, type SessionState } from './sessionState';
 import { bound, lastAssistantMessage } from './transcript';
+import { applyTodoSql } from './sqlTodos';
 
 /**
  * The one hook recorder: normalised hook events (events.ts) → the engine API.
@@ -341,6 +342,7 @@ class Recording {
       this.state.turn!.tools.todo += this.state.seenCalls.includes(`pre:${key}`) ? 0 : 1;
       if (e.ok && call.todos) await this.todoPlan(task, call.todos);
       if (e.ok && call.planItem) await this.planItem(task, call.planItem);
+      if (e.ok && call.todoSql) await this.sqlPlan(task, call.todoSql);
       this.save();
       return;
     }
@@ -440,6 +442,14 @@ class Recording {
       await this.api.startStep({ taskId: task.id, stepId: i.id, owner: this.owner });
       this.actions.push(`step ${i.id} started`);
     }
+  }
+
+  /** The agent's SQL on its todos table, run on the session's copy of the plan; SQL that does not run there changes nothing. */
+  private async sqlPlan(task: Task, query: string): Promise<void> {
+    const after = await applyTodoSql(this.state.planItems ?? [], query);
+    if (!after) return;
+    this.state.planItems = after;
+    await this.todoPlan(task, after);
   }
 
   /** A plan item reported by its own event (TaskCreated, TaskCompleted): as its tool call's after hook would. */

@@ -41,17 +41,26 @@ const ours = (agent: HookAgent) => (h: unknown) => isObject(h) && typeof h.comma
 function mergeGroups(file: string, before: Json, agent: HookAgent, events: readonly string[], toolEvents: ReadonlySet<string>, matcher: string, extra: Json | ((event: string) => Json) = {}): Json {
   const hooks = objectField(file, before, 'hooks');
   const next: Json = { ...hooks };
-  for (const event of events) {
-    const groups = hooks[event] === undefined ? [] : hooks[event];
-    if (!Array.isArray(groups)) throw new WaypointError('invalid_input', `${file}: hooks.${event} is not an array. Fix it; Waypoint left the file untouched.`);
-    const kept = groups
+  const others = (groups: unknown[]) =>
+    groups
       .map((g) => {
         if (!isObject(g) || !Array.isArray(g.hooks)) return g;
         const rest = g.hooks.filter((h) => !ours(agent)(h));
         return rest.length === g.hooks.length ? g : rest.length ? { ...g, hooks: rest } : null;
       })
       .filter((g) => g !== null);
-    next[event] = [...kept, { ...(toolEvents.has(event) ? { matcher } : {}), hooks: [{ type: 'command', command: run(agent), ...(typeof extra === 'function' ? extra(event) : extra) }] }];
+  for (const event of events) {
+    const groups = hooks[event] === undefined ? [] : hooks[event];
+    if (!Array.isArray(groups)) throw new WaypointError('invalid_input', `${file}: hooks.${event} is not an array. Fix it; Waypoint left the file untouched.`);
+    next[event] = [...others(groups), { ...(toolEvents.has(event) ? { matcher } : {}), hooks: [{ type: 'command', command: run(agent), ...(typeof extra === 'function' ? extra(event) : extra) }] }];
+  }
+  // An event Waypoint no longer registers (Gemini's PreCompress) loses an entry an older connect wrote there.
+  for (const [event, groups] of Object.entries(hooks)) {
+    if ((events as readonly string[]).includes(event) || !Array.isArray(groups)) continue;
+    const kept = others(groups);
+    if (kept.length === groups.length) continue;
+    if (kept.length) next[event] = kept;
+    else delete next[event];
   }
   return { ...before, hooks: next };
 }
@@ -69,7 +78,12 @@ export function mergeCodexHooks(ws: string): FileChange {
   return change(file, before, mergeGroups(file, before, 'codex', CODEX_HOOK_EVENTS, new Set(['PreToolUse', 'PostToolUse']), matcher, timeout), false);
 }
 
-export const GEMINI_HOOK_EVENTS = ['SessionStart', 'BeforeAgent', 'BeforeTool', 'AfterTool', 'AfterAgent', 'PreCompress', 'SessionEnd'] as const;
+/**
+ * No PreCompress: Gemini CLI 0.61 fires it before every model request (the compression
+ * threshold is checked after the hook), so a hook there would start a process per request
+ * to learn nothing; a manual `/compress` is rare enough to go uncounted.
+ */
+export const GEMINI_HOOK_EVENTS = ['SessionStart', 'BeforeAgent', 'BeforeTool', 'AfterTool', 'AfterAgent', 'SessionEnd'] as const;
 /** `.gemini/settings.json`: hooks beside whatever else the project sets (Gemini's timeout is in milliseconds). */
 export function mergeGeminiSettings(ws: string): FileChange {
   const file = path.join(ws, '.gemini', 'settings.json');

@@ -1,3 +1,4 @@
+import { localApi } from '../core/engine/api';
 import type { Engine } from '../core/engine/engine';
 import { WaypointError, notFound } from '../core/model/errors';
 import type { RollbackHandler } from './tools';
@@ -23,7 +24,8 @@ export function headlessRollback(engine: Engine): RollbackHandler {
           `Ask them to run: waypoint rollback --task ${req.taskId} --to ${req.checkpointId}`,
       };
     }
-    const r = await engine.rollback({ taskId: req.taskId, checkpointId: req.checkpointId, reason: `agent ${req.owner.id}: ${req.reason}`.slice(0, 2000) });
+    // Through the operation table: validated once, and refused by a store this process no longer owns.
+    const r = await localApi(engine).rollback({ taskId: req.taskId, checkpointId: req.checkpointId, reason: `agent ${req.owner.id}: ${req.reason}`.slice(0, 2000) });
     return {
       rolledBack: true,
       preRollbackCheckpointId: r.preRollbackCheckpointId ?? undefined,

@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { SERVER_INSTRUCTIONS, TOOLS, runTool, toolError, type ToolContext } from './tools';
@@ -32,6 +33,7 @@ export function localDispatch(ctx: ToolContext): Dispatch {
   return async (name, args) => {
     const spec = byName.get(name);
     if (!spec) return toolError(`Unknown tool '${name}'.`);
-    return runTool(spec, ctx, args);
+    // The SDK validated args against spec.input before dispatching (see createMcpServer).
+    return runTool(spec, ctx, args as z.infer<typeof spec.input>);
   };
 }

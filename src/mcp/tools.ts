@@ -441,15 +441,15 @@ export function toolError(message: string): CallToolResult {
 }
 
 /**
- * Runs one tool against the engine and shapes its MCP result. Engine refusals
- * (invalid input, unknown task, illegal transition…) become tool errors with the
- * engine's message; the engine changed nothing in that case.
+ * Runs one tool against the engine and shapes its MCP result. `args` are what the
+ * MCP SDK parsed against the tool's input schema: that is the door, and a malformed
+ * call never gets here (the SDK answers it with the schema's complaint). Engine
+ * refusals (unknown task, illegal transition…) become tool errors with the engine's
+ * message; the engine changed nothing in that case.
  */
-export async function runTool(spec: ToolSpec, ctx: ToolContext, args: unknown): Promise<CallToolResult> {
-  const parsed = spec.input.safeParse(args ?? {});
-  if (!parsed.success) return toolError(`Invalid arguments for ${spec.name}: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'value'}: ${i.message}`).join('; ')}`);
+export async function runTool(spec: ToolSpec, ctx: ToolContext, args: z.infer<ToolSpec['input']>): Promise<CallToolResult> {
   try {
-    const out = await spec.run(ctx, parsed.data);
+    const out = await spec.run(ctx, args);
     const content: CallToolResult['content'] = [{ type: 'text', text: out.summary }];
     if (out.detail) content.push({ type: 'text', text: out.detail });
     return { content, structuredContent: out.structured };

@@ -3,18 +3,18 @@ import { Engine } from '../core/engine/engine';
 import type { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import { describeOwner, type LockInfo } from '../core/store/ownerLock';
-import { findOwner, storeDirOf, type Discovery } from './discovery';
+import { storeDirOf, type Discovery } from './discovery';
+import { ownOrRelay, type StoreClaimHeader } from './ownOrRelay';
 import { storeRootsOf } from './storeRoots';
-import { STORE_CLAIM_HEADER, claimHeader, storeClaimOf } from '../core/store/folderIdentity';
 import type { SnapshotRoot } from '../core/snapshot';
 import * as path from 'node:path';
 import { isPostgresUrl } from '../core/store/postgres/connection';
 
 /**
- * One rule for every short- or long-lived surface outside the owner: if a live
- * process owns the store and serves MCP, talk to it; if nobody owns it, own it;
- * if it is held by a process without an endpoint (a CLI command mid-run, an owner
- * still starting), wait a little and look again, then give a clear error.
+ * The short-lived surfaces' way through the one switch (ownOrRelay.ts): relay to a
+ * serving owner, own a free store, and while the store is held by a process without
+ * an endpoint (a CLI command mid-run, an owner still starting), wait a little and
+ * look again, then give a clear error.
  */
 export interface ResolveOptions<T> {
   workspace: string;
@@ -40,17 +40,7 @@ export interface ResolveOptions<T> {
 }
 
 export { storeDirOf };
-
-/**
- * The header every relayed call carries (`x-waypoint-store`: this folder's store id, device
- * and inode): an owner that serves another store refuses the call before it runs it.
- */
-export type StoreClaimHeader = Record<string, string>;
-
-export function storeClaimHeaders(storeDir: string): StoreClaimHeader {
-  const c = storeClaimOf(storeDir);
-  return c ? { [STORE_CLAIM_HEADER]: claimHeader(c) } : {};
-}
+export { storeClaimHeaders, type StoreClaimHeader } from './ownOrRelay';
 
 /**
  * What opening a folder's store takes: the store (the folder's own, or the multi-root
@@ -81,25 +71,25 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
   let lastProblem = '';
   let startOwner = o.startOwner;
   for (;;) {
-    const s = findOwner(dir, o.log);
-    if (s.kind === 'serving') {
+    const s = ownOrRelay(dir, o.log);
+    if (s.kind === 'relay') {
       try {
-        return await o.serving(s.discovery, s.lock, storeClaimHeaders(dir));
+        return await o.serving(s.discovery, s.owner, s.headers);
       } catch (e) {
         // The owner may be shutting down, or dead (then the next look takes it over); look again.
-        const problem = `it is owned by ${describeOwner(s.lock)}, which serves ${s.discovery.url} but did not answer (${errorMessage(e)})`;
+        const problem = `it is owned by ${describeOwner(s.owner)}, which serves ${s.discovery.url} but did not answer (${errorMessage(e)})`;
         // Once per distinct problem: a retry loop must not flood stderr.
         if (problem !== lastProblem) log.warn(problem);
         lastProblem = problem;
       }
-    } else if (s.kind === 'none' && startOwner) {
+    } else if (s.kind === 'own' && startOwner) {
       const start = startOwner;
       startOwner = undefined;
       await start();
       // The wait for a busy store starts now: the new owner had to open it first.
       deadline = Date.now() + o.waitMs;
       continue;
-    } else if (s.kind === 'none') {
+    } else if (s.kind === 'own') {
       let engine: Engine | undefined;
       const at = storeLocationOf(o.workspace);
       const snapshots = { ...(o.maxFileBytes !== undefined ? { maxFileBytes: o.maxFileBytes } : {}), ...(at.roots ? { roots: at.roots } : {}) };
@@ -117,10 +107,8 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
           throw e;
         }
       }
-    } else if (s.kind === 'foreign') {
-      lastProblem = `it is held by ${describeOwner(s.lock)}, an owner that does not say which folder it serves (an older Waypoint?), so nothing is relayed to it; stop it, or update it`;
     } else {
-      lastProblem = `it is owned by ${describeOwner(s.lock)}, which serves no MCP endpoint (a CLI command still running?)`;
+      lastProblem = s.reason;
     }
     if (Date.now() >= deadline) {
       throw new WaypointError('locked', `Cannot reach the Waypoint store in ${dir}: ${lastProblem}. Try again when that process has finished, or stop it.`);

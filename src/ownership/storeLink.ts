@@ -4,7 +4,8 @@ import type { Logger } from '../core/log';
 import { WaypointError, errorMessage, isWaypointError } from '../core/model/errors';
 import type { WaypointEvent } from '../core/model/schema';
 import { describeOwner, type LockInfo } from '../core/store/ownerLock';
-import { findOwner, type Discovery } from './discovery';
+import type { Discovery } from './discovery';
+import { ownOrRelay, type StoreDecision } from './ownOrRelay';
 import { storeClaimHeaders } from './resolve';
 import { HANDOVER_PATH, isBackgroundOwner } from './backgroundStart';
 import { postLoopback } from '../core/engine/loopback';
@@ -150,9 +151,9 @@ export class StoreLink {
   private async look(): Promise<void> {
     const m = this.modeNow;
     if (m.kind === 'owner' || m.kind === 'closed') return;
-    let s: ReturnType<typeof findOwner>;
+    let s: StoreDecision;
     try {
-      s = findOwner(this.opts.storeDir, this.log);
+      s = ownOrRelay(this.opts.storeDir, this.log);
     } catch (e) {
       // A store that is (or holds) a symbolic link is refused; say so where the window shows it.
       if (isWaypointError(e) && e.code === 'unsafe_path') {
@@ -162,20 +163,16 @@ export class StoreLink {
       }
       throw e;
     }
-    if (s.kind === 'none') return this.takeOver();
-    if (s.kind === 'busy') {
-      this.setMode({ kind: 'waiting', reason: `it is held by ${describeOwner(s.lock)}, which serves no endpoint (a CLI command still running, or an owner starting or stopping)` });
+    if (s.kind === 'own') return this.takeOver();
+    if (s.kind === 'wait') {
+      this.setMode({ kind: 'waiting', reason: s.reason });
       return;
     }
-    if (s.kind === 'foreign') {
-      this.setMode({ kind: 'waiting', reason: `it is held by ${describeOwner(s.lock)}, an owner that does not say which folder it serves (an older Waypoint?), so this window does not relay to it` });
-      return;
-    }
-    if (this.opts.takeFromBackground && isBackgroundOwner(s.lock) && (await this.askForStore(s.discovery))) return;
-    if (m.kind === 'relay' && m.discovery.token === s.discovery.token && m.owner.ownerId === s.lock.ownerId) return this.pull(m);
+    if (this.opts.takeFromBackground && isBackgroundOwner(s.owner) && (await this.askForStore(s.discovery))) return;
+    if (m.kind === 'relay' && m.discovery.token === s.discovery.token && m.owner.ownerId === s.owner.ownerId) return this.pull(m);
     // A new owner (or our first): follow it from its current event count.
     const endpoint = { url: s.discovery.url, token: s.discovery.token };
-    const headers = storeClaimHeaders(this.opts.storeDir);
+    const headers = s.headers;
     const api = remoteApi(endpoint, { headers });
     const poll = remoteApi(endpoint, { timeoutMs: this.pollTimeoutMs, headers });
     let seq: number;
@@ -187,8 +184,8 @@ export class StoreLink {
     }
     if (this.modeNow.kind === 'closed') return;
     this.lastSeq = seq;
-    this.log.info(`relaying to ${describeOwner(s.lock)} at ${s.discovery.url}`);
-    this.setMode({ kind: 'relay', owner: s.lock, discovery: s.discovery, api, poll });
+    this.log.info(`relaying to ${describeOwner(s.owner)} at ${s.discovery.url}`);
+    this.setMode({ kind: 'relay', owner: s.owner, discovery: s.discovery, api, poll });
     this.emitChange(undefined);
   }
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // A hook for the real-agent suite: appends each payload the agent sends (one JSON line, with the
 // event's name) to the file named by WAYPOINT_AGENT_CAPTURE, and plays the person when told to:
-// on a PreToolUse of the tool named by WAYPOINT_PERSON_TOOL it waits until Waypoint has opened
-// the call (its session file names the call's id), then writes WAYPOINT_PERSON_FILE.
+// on a PreToolUse (Gemini CLI: BeforeTool) of the tool named by WAYPOINT_PERSON_TOOL it waits
+// until Waypoint has opened the call (its session file names the call's id, or, for an agent
+// that gives none, holds an open call), then writes WAYPOINT_PERSON_FILE. WAYPOINT_CAPTURE_STDOUT
+// is printed as the hook's answer (Gemini CLI parses it).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -10,6 +12,7 @@ const chunks = [];
 process.stdin.on('data', (d) => chunks.push(d));
 process.stdin.on('end', () => {
   const raw = Buffer.concat(chunks).toString('utf8');
+  if (process.env.WAYPOINT_CAPTURE_STDOUT) process.stdout.write(process.env.WAYPOINT_CAPTURE_STDOUT + '\n');
   const out = process.env.WAYPOINT_AGENT_CAPTURE;
   if (out) fs.appendFileSync(out, raw.replace(/\n/g, ' ') + '\n');
   let p = {};
@@ -20,12 +23,15 @@ process.stdin.on('end', () => {
   }
   const tool = process.env.WAYPOINT_PERSON_TOOL;
   const file = process.env.WAYPOINT_PERSON_FILE;
-  if (!tool || !file || p.hook_event_name !== 'PreToolUse' || p.tool_name !== tool || fs.existsSync(file)) return;
+  if (!tool || !file || !['PreToolUse', 'BeforeTool'].includes(p.hook_event_name) || p.tool_name !== tool || fs.existsSync(file)) return;
   const hooksDir = path.join(process.env.WAYPOINT_PERSON_WORKSPACE || p.cwd, '.waypoint', 'hooks');
   const until = Date.now() + 20000;
   const opened = () => {
     try {
-      return fs.readdirSync(hooksDir).some((f) => fs.readFileSync(path.join(hooksDir, f), 'utf8').includes(JSON.stringify(p.tool_use_id) + ':'));
+      return fs.readdirSync(hooksDir).some((f) => {
+        const text = fs.readFileSync(path.join(hooksDir, f), 'utf8');
+        return p.tool_use_id ? text.includes(JSON.stringify(p.tool_use_id) + ':') : /"open":\{"/.test(text);
+      });
     } catch {
       return false;
     }

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { agentBinary, agentsDir } from './install';
+import { AGENT_RUN_TIMEOUT_MS, agentBinary, agentsDir } from './install';
 
 /**
  * Runs the real Claude Code binary offline: its model API is the scripted server
@@ -43,7 +43,7 @@ export async function runClaude(opts: { cwd: string; home: string; baseUrl: stri
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
-  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? AGENT_RUN_TIMEOUT_MS);
   const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
   clearTimeout(timer);
   let result: ClaudeRun['result'] = null;

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { agentBinary, agentsDir } from './install';
+import { AGENT_RUN_TIMEOUT_MS, agentBinary, agentsDir } from './install';
 
 /**
  * Runs the real Codex binary offline: its model is a custom provider whose base_url is
@@ -74,7 +74,7 @@ export async function runCodex(opts: { cwd: string; home: string; codexHome: str
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
-  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? AGENT_RUN_TIMEOUT_MS);
   const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
   clearTimeout(timer);
   const events: CodexRun['events'] = [];

@@ -12,7 +12,7 @@ export const agentsDir = typeof __dirname === 'string' && path.isAbsolute(__dirn
 export const repoRoot = path.resolve(agentsDir, '..', '..');
 export const cacheRoot = path.join(repoRoot, '.agents-cache');
 
-export type AgentName = 'claude-code' | 'codex';
+export type AgentName = 'claude-code' | 'codex' | 'gemini-cli' | 'copilot-cli';
 interface Pin {
   package: string;
   version: string;
@@ -45,6 +45,14 @@ export function binaryIn(agent: AgentName, dir: string): string {
       const native = path.join(dir, 'node_modules', '@openai', `codex-${process.platform}-${process.arch}`, 'vendor', triple, 'bin', 'codex');
       return fs.existsSync(native) ? native : path.join(dir, 'node_modules', '.bin', 'codex');
     }
+    case 'gemini-cli':
+      // One bundled ES module, run by the node on PATH (its shebang).
+      return path.join(dir, 'node_modules', '@google', 'gemini-cli', 'bundle', 'gemini.js');
+    case 'copilot-cli': {
+      // The npm loader only finds and runs the single-file native binary of its platform package.
+      const native = path.join(dir, 'node_modules', '@github', `copilot-${process.platform}-${process.arch}`, process.platform === 'win32' ? 'copilot.exe' : 'copilot');
+      return fs.existsSync(native) ? native : path.join(dir, 'node_modules', '.bin', 'copilot');
+    }
   }
 }
 
@@ -71,3 +79,10 @@ if (require.main === module) {
   const only = process.argv.slice(2) as AgentName[];
   for (const agent of only.length ? only : (Object.keys(pins()) as AgentName[])) process.stdout.write(`${agent} ${versionOf(agent)}: ${ensureInstalled(agent)}\n`);
 }
+
+/**
+ * How long one agent run may take before it is killed. A scripted session is a minute on a
+ * quiet machine, but every hook is a process of its own and CI runs this suite beside the
+ * unit tests on two cores: at load 25 a Claude Code session took 86 s before its last hooks.
+ */
+export const AGENT_RUN_TIMEOUT_MS = 300_000;

@@ -157,11 +157,13 @@ describe('cli relay: an owner that drops, stalls or vanishes', function () {
       req.on('data', (d: Buffer) => (body += d.toString()));
       req.on('end', () => {
         calls.push(JSON.parse(body).method);
-        res.writeHead(200, { 'content-type': 'application/json', connection: 'close' }).end(JSON.stringify({ ok: true, result: { storeDir: dir, storeId: 'x', events: 0, pid: process.pid, relayed: true } }));
-        // Answered the probe, then the owner is gone: nothing listens, and its pid is dead.
+        // The owner is gone before its answer to the probe arrives: nothing listens, and its
+        // pid is dead. (Closing only after answering let a loaded machine's CLI connect in
+        // between, into a backlog the close then reset: a dropped call, not a refused one.)
         server.close();
         const lock = JSON.parse(fs.readFileSync(path.join(dir, 'owner.lock'), 'utf8'));
         fs.writeFileSync(path.join(dir, 'owner.lock'), JSON.stringify({ ...lock, pid: deadPid }));
+        res.writeHead(200, { 'content-type': 'application/json', connection: 'close' }).end(JSON.stringify({ ok: true, result: { storeDir: dir, storeId: 'x', events: 0, pid: process.pid, relayed: true } }));
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

@@ -2,6 +2,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Engine } from '../../src/core/engine/engine';
+import { localApi } from '../../src/core/engine/api';
 import { forkInheritance } from '../../src/core/engine/forkInheritance';
 import { main } from '../../src/cli/main';
 import { openEngine, tmpDir } from '../support/tmp';
@@ -183,10 +184,10 @@ describe('engine: fork a task from a checkpoint', function () {
     const files = tree(ws.dir);
     const n = seq();
     await assert.rejects(engine.forkTask({ checkpointId: 'c_nope' }), /Unknown checkpoint 'c_nope'/);
-    await assert.rejects(engine.forkTask({ checkpointId: '../etc' }), /Invalid task fork: checkpointId: is not a checkpoint id/);
-    await assert.rejects(engine.forkTask({ checkpointId: o.checkpointId, goal: '' }), /goal: must not be empty/);
+    await assert.rejects(localApi(engine).forkTask({ checkpointId: '../etc' }), /Invalid task fork: checkpointId: is not a checkpoint id/);
+    await assert.rejects(localApi(engine).forkTask({ checkpointId: o.checkpointId, goal: '' }), /goal: must not be empty/);
     await assert.rejects(engine.forkTask({ checkpointId: o.checkpointId, plan: [{ id: 'x', title: 'X', dependsOn: ['nope'] }] }), /depends on unknown step 'nope'/);
-    await assert.rejects(engine.forkTask({ checkpointId: o.checkpointId, extra: 1 } as never), /Unrecognized key/);
+    await assert.rejects(localApi(engine).forkTask({ checkpointId: o.checkpointId, extra: 1 } as never), /Unrecognized key/);
     assert.equal(seq(), n, 'nothing recorded');
     assert.deepEqual(tree(ws.dir), files, 'nothing written');
 

@@ -8,6 +8,7 @@ import { MAX_PLAN_STEPS } from '../../src/core/model/schema';
 import { MAX_RESUME_MARKDOWN_CHARS } from '../../src/core/engine/resumeContext';
 import { nested } from '../support/fuzz';
 import { openEngine, tmpDir } from '../support/tmp';
+import { localApi } from '../../src/core/engine/api';
 
 /**
  * Free-form JSON an agent sends (step inputs and outputs, side-effect arguments and
@@ -27,19 +28,21 @@ describe('engine: free-form JSON is bounded in depth at the door', function () {
       try {
         taskId = (await e.startTask({ goal: 'g', plan: [{ id: 's1', title: 'one' }] })).taskId;
         const before = e.eventLog.lastSeq;
+        // The schema's depth rule, checked at the door every caller passes.
+        const api = localApi(e);
         const deep = nested(4093);
         const refused = (what: string) => (err: unknown) => isWaypointError(err) && err.code === 'invalid_input' && err.message.includes(what) && /nests more than 64 levels/.test(err.message);
-        await assert.rejects(e.startStep({ taskId, stepId: 's1', inputs: deep }), refused('inputs'));
-        await assert.rejects(e.beginSideEffect({ taskId, key: 'deep', kind: 'shell', description: 'd', args: deep }), refused('args'));
-        await assert.rejects(e.beginSideEffect({ taskId, key: 'deep', kind: 'shell', description: 'd', args: nested(MAX_JSON_DEPTH + 1, 'object') }), refused('args'));
+        await assert.rejects(api.startStep({ taskId, stepId: 's1', inputs: deep }), refused('inputs'));
+        await assert.rejects(api.beginSideEffect({ taskId, key: 'deep', kind: 'shell', description: 'd', args: deep }), refused('args'));
+        await assert.rejects(api.beginSideEffect({ taskId, key: 'deep', kind: 'shell', description: 'd', args: nested(MAX_JSON_DEPTH + 1, 'object') }), refused('args'));
         assert.equal(e.eventLog.lastSeq, before, 'nothing recorded');
         await e.startStep({ taskId, stepId: 's1', inputs: nested(MAX_JSON_DEPTH) });
-        await assert.rejects(e.completeStep({ taskId, stepId: 's1', outputs: deep }), refused('outputs'));
+        await assert.rejects(api.completeStep({ taskId, stepId: 's1', outputs: deep }), refused('outputs'));
         await e.beginSideEffect({ taskId, key: 'ok', kind: 'shell', description: 'd', args: nested(MAX_JSON_DEPTH, 'object') });
-        await assert.rejects(e.endSideEffect({ taskId, key: 'ok', ok: true, result: deep }), refused('result'));
+        await assert.rejects(api.endSideEffect({ taskId, key: 'ok', ok: true, result: deep }), refused('result'));
         await e.endSideEffect({ taskId, key: 'ok', ok: true, result: nested(MAX_JSON_DEPTH) });
         // A 100,000-deep value is refused without overflowing the stack.
-        await assert.rejects(e.beginSideEffect({ taskId, key: 'deeper', kind: 'shell', description: 'd', args: nested(100_000) }), refused('args'));
+        await assert.rejects(api.beginSideEffect({ taskId, key: 'deeper', kind: 'shell', description: 'd', args: nested(100_000) }), refused('args'));
       } finally {
         await e.close();
       }

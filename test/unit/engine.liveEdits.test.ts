@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Engine } from '../../src/core/engine/engine';
 import { sha256Hex } from '../../src/core/snapshot/blobStore';
-import { restoreSeams } from '../../src/core/snapshot/restore';
+import { restoreSeams, type RestorePhase } from '../../src/core/snapshot/restore';
 import { main } from '../../src/cli/main';
 import { openEngine, tmpDir } from '../support/tmp';
 
@@ -46,7 +46,7 @@ async function cli(args: string[]): Promise<{ code: number; stdout: string; stde
 }
 
 /** Runs `edit` once, when the restore reaches `key` in `phase`. */
-function onReach(key: string, phase: 'check' | 'swap', edit: () => void): void {
+function onReach(key: string, phase: RestorePhase, edit: () => void): void {
   restoreSeams.beforeReplace = (k, p) => {
     if (k !== key || p !== phase) return;
     restoreSeams.beforeReplace = undefined;
@@ -121,6 +121,53 @@ describe('live edits during a rollback are never lost', function () {
     assert.equal(read(ws.dir, 'd/zz.txt'), 'saved mid-write\n');
     assertAll('v1', ['d/zz.txt']);
   });
+
+  // The last instant before the path is taken: a save here used to be overwritten
+  // (checked, then unlinked and renamed over). Both ways editors save: rewriting the
+  // file in place, and a temp renamed over it.
+  for (const how of ['in place', 'renamed over'] as const) {
+    const save = (rel: string, text: string) => {
+      if (how === 'in place') return write(ws.dir, rel, text);
+      const tmp = path.join(ws.dir, `${rel}.editor-save`);
+      fs.writeFileSync(tmp, text);
+      fs.renameSync(tmp, path.join(ws.dir, rel));
+    };
+
+    it(`a save (${how}) after the last look, just before the file is replaced, is kept; undo keeps it`, async () => {
+      const { taskId, before } = await agentRewroteAll();
+      onReach('d/zz.txt', 'replace', () => save('d/zz.txt', 'saved at the last instant\n'));
+      const r = await engine.rollback({ taskId, checkpointId: before });
+      assert.deepEqual(r.conflicts, ['d/zz.txt']);
+      assert.equal(read(ws.dir, 'd/zz.txt'), 'saved at the last instant\n');
+      assertAll('v0', ['d/zz.txt']);
+      assert.deepEqual(fs.readdirSync(path.join(ws.dir, 'd')).filter((n) => n.startsWith('.wp-') || n.includes('editor-save')), [], 'nothing left beside it');
+      await engine.undoRollback({ taskId });
+      assert.equal(read(ws.dir, 'd/zz.txt'), 'saved at the last instant\n');
+      assertAll('v1', ['d/zz.txt']);
+    });
+
+    it(`a save (${how}) on the path while the old file is aside is kept`, async () => {
+      const { taskId, before } = await agentRewroteAll();
+      onReach('d/zz.txt', 'placed', () => save('d/zz.txt', 'saved while it was aside\n'));
+      const r = await engine.rollback({ taskId, checkpointId: before });
+      assert.deepEqual(r.conflicts, ['d/zz.txt']);
+      assert.equal(read(ws.dir, 'd/zz.txt'), 'saved while it was aside\n');
+      assertAll('v0', ['d/zz.txt']);
+      assert.deepEqual(fs.readdirSync(path.join(ws.dir, 'd')).filter((n) => n.startsWith('.wp-')), [], 'no temp or moved file left behind');
+    });
+
+    it(`a save (${how}) to a file the rollback removes, just before it is removed, is kept`, async () => {
+      const { taskId } = await engine.startTask({ goal: 'add a file', plan: [{ id: 's', title: 'Add' }] });
+      const before = (await engine.startStep({ taskId, stepId: 's' })).checkpointId!;
+      write(ws.dir, 'd/added.txt', 'the agent added this\n');
+      await engine.completeStep({ taskId, stepId: 's', summary: 'added' });
+      onReach('d/added.txt', 'replace', () => save('d/added.txt', 'the person kept working on it\n'));
+      const r = await engine.rollback({ taskId, checkpointId: before });
+      assert.deepEqual(r.conflicts, ['d/added.txt']);
+      assert.equal(read(ws.dir, 'd/added.txt'), 'the person kept working on it\n');
+      assert.deepEqual(fs.readdirSync(path.join(ws.dir, 'd')).filter((n) => n.startsWith('.wp-')), []);
+    });
+  }
 
   it('a file created where the rollback recreates one is kept', async () => {
     const { taskId, before } = await agentRewroteAll();

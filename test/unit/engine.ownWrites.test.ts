@@ -41,7 +41,7 @@ describe('attribution: Waypoint’s own writes and another task’s edits are no
         assert.equal(byPath.get('.mcp.json')?.drift, true, 'Waypoint’s own write is not A’s');
         assert.equal(byPath.get('.claude/settings.local.json')?.drift, true);
 
-        const preview = await e.rollback({ taskId: a.taskId, checkpointId: a.baseCheckpointId, mode: 'agent-only', preview: true });
+        const preview = await e.rollbackPreview({ taskId: a.taskId, checkpointId: a.baseCheckpointId, mode: 'agent-only' });
         const touched = JSON.stringify(preview);
         assert.ok(touched.includes('a.txt'), touched);
         for (const p of ['b.txt', '.mcp.json', 'settings.local.json']) assert.ok(!touched.includes(p), `${p} is left alone: ${touched}`);

@@ -72,7 +72,7 @@ describe('engine: reopen a task by undoing its review commit', () => {
     await assert.rejects(engine.reopenTask({ taskId: withSha, commit: OTHER }), /completed by commit aaaaaaaaaa, not bbbbbbbbbb/);
     await assert.rejects(engine.reopenTask({ taskId: without, commit: SHA }), /completed without a commit.*completed is final/);
     await assert.rejects(engine.reopenTask({ taskId: open, commit: SHA }), (e: Error & { code?: string }) => e.code === 'illegal_transition' && /is running; only a completed task is reopened/.test(e.message));
-    await assert.rejects(engine.reopenTask({ taskId: withSha, commit: 'not-a-sha' }), /is not a commit hash/);
+    await assert.rejects(localApi(engine).reopenTask({ taskId: withSha, commit: 'not-a-sha' }), /is not a commit hash/);
     await assert.rejects(engine.reopenTask({ taskId: 't_nope', commit: SHA }), /t_nope/);
     assert.equal(engine.eventLog.lastSeq, seq);
     assert.equal(engine.task(withSha).state, 'completed');

@@ -1,6 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { Engine } from '../../src/core/engine/engine';
+import { localApi } from '../../src/core/engine/api';
 import { backoffFor, DEFAULT_RETRY_POLICY, resolvePolicy, startWhenAllowed } from '../../src/core/engine/retryPolicy';
 import { WaypointError } from '../../src/core/model/errors';
 import { dumpProjections } from '../../src/core/store/projections';
@@ -194,11 +195,11 @@ describe('retry policy (enforced)', () => {
   it('bad input to a grant is refused and changes nothing', async () => {
     const { taskId } = await engine.startTask({ goal: 'g', plan: PLAN2 });
     const seq = engine.eventLog.lastSeq;
-    await assert.rejects(engine.grantAttempts({ taskId, stepId: 'fetch', attempts: 0 }), isCode('invalid_input', /at least 1/));
-    await assert.rejects(engine.grantAttempts({ taskId, stepId: 'fetch', attempts: 1.5 }), isCode('invalid_input'));
+    await assert.rejects(localApi(engine).grantAttempts({ taskId, stepId: 'fetch', attempts: 0 }), isCode('invalid_input', /at least 1/));
+    await assert.rejects(localApi(engine).grantAttempts({ taskId, stepId: 'fetch', attempts: 1.5 }), isCode('invalid_input'));
     await assert.rejects(engine.grantAttempts({ taskId, stepId: 'nope' }), isCode('not_found'));
-    await assert.rejects(engine.startTask({ goal: 'g', retry: { maxAttempts: 0 } }), isCode('invalid_input'));
-    await assert.rejects(engine.startTask({ goal: 'g', plan: [{ id: 'x', title: 'X', maxAttempts: 1000 }] }), isCode('invalid_input'));
+    await assert.rejects(localApi(engine).startTask({ goal: 'g', retry: { maxAttempts: 0 } }), isCode('invalid_input'));
+    await assert.rejects(localApi(engine).startTask({ goal: 'g', plan: [{ id: 'x', title: 'X', maxAttempts: 1000 }] }), isCode('invalid_input'));
     assert.equal(engine.eventLog.lastSeq, seq);
     // A grant before the limit raises it for later: 3 + 2.
     const g = await engine.grantAttempts({ taskId, stepId: 'fetch', attempts: 2 });

@@ -9,7 +9,8 @@ import { BlobStore, canonicalJson } from '../../src/core/snapshot';
 import { bundleScript } from '../support/bundle';
 import { tmpDir } from '../support/tmp';
 import { embeddedStore } from '../support/embedded';
-import { localApi } from '../../src/core/engine/api';
+import { localApi, serveRpc } from '../../src/core/engine/api';
+import type { RollbackResult } from '../../src/core/engine/engine';
 
 /** Every file under dir (but .waypoint and .git) with its bytes, for byte-identical comparisons. */
 function tree(dir: string): Record<string, string> {
@@ -105,7 +106,7 @@ describe('engine: workspace checkpoints and rollback', () => {
     const { taskId, s1 } = await taskWithTwoSteps();
     const before = tree(ws.dir);
     const seq = engine.eventLog.lastSeq;
-    const p = await engine.rollback({ taskId, checkpointId: s1.checkpointId, preview: true });
+    const p = await engine.rollbackPreview({ taskId, checkpointId: s1.checkpointId });
     assert.deepEqual(p.changes, [
       { path: 'src/a.ts', action: 'modify' },
       { path: 'src/b.ts', action: 'create' },
@@ -114,6 +115,40 @@ describe('engine: workspace checkpoints and rollback', () => {
     assert.deepEqual(p.personChanged, [], 'only steps changed them: nothing to ask about');
     assert.deepEqual(tree(ws.dir), before);
     assert.equal(engine.eventLog.lastSeq, seq);
+  });
+
+  it('a preview is a query of its own: the old preview flag is refused at the door with the way to ask, and changes nothing', async () => {
+    const { taskId, s1 } = await taskWithTwoSteps();
+    const api = localApi(engine);
+    const before = tree(ws.dir);
+    const seq = engine.eventLog.lastSeq;
+    const refusedWith = (query: string) => (e: unknown) => e instanceof WaypointError && e.code === 'invalid_input' && e.message.includes(`preview: a preview is its own query now: call ${query}`);
+    await assert.rejects(api.rollback({ taskId, checkpointId: s1.checkpointId, preview: true } as never), refusedWith('rollbackPreview'));
+    await assert.rejects(api.undoRollback({ taskId, preview: true } as never), refusedWith('undoRollbackPreview'));
+    // Over the owner's /rpc, as another process (an older CLI) would send it: the same refusal, as data.
+    const rpc = await serveRpc(engine, { method: 'rollback', arg: { taskId, checkpointId: s1.checkpointId, preview: true } });
+    assert.equal(rpc.ok, false);
+    assert.match(!rpc.ok ? rpc.error.message : '', /^Invalid rollback: preview: a preview is its own query now: call rollbackPreview/);
+    assert.deepEqual(tree(ws.dir), before);
+    assert.equal(engine.eventLog.lastSeq, seq, 'nothing recorded');
+    // The query answers in and out of process, and records nothing either; it takes no idempotency key (nothing to repeat).
+    const viaRpc = await serveRpc(engine, { method: 'rollbackPreview', arg: { taskId, checkpointId: s1.checkpointId } });
+    assert.ok(viaRpc.ok);
+    assert.deepEqual((viaRpc.result as RollbackResult).changes.map((c) => c.path), ['src/a.ts', 'src/b.ts', 'src/new.ts']);
+    await assert.rejects(api.rollbackPreview({ taskId, checkpointId: s1.checkpointId, idempotencyKey: 'k' } as never), /Unrecognized key/);
+    assert.equal(engine.eventLog.lastSeq, seq);
+    // An explicit `preview: false` is what a rollback does anyway.
+    const r = await api.rollback({ taskId, checkpointId: s1.checkpointId, preview: false });
+    assert.equal(r.preview, false);
+    // Undo's preview names what the undo then does.
+    const undoPreview = await api.undoRollbackPreview(taskId);
+    assert.equal(undoPreview.preview, true);
+    assert.equal(undoPreview.targetCheckpointId, r.preRollbackCheckpointId);
+    const afterRollback = engine.eventLog.lastSeq;
+    const undone = await api.undoRollback({ taskId });
+    assert.ok(afterRollback < engine.eventLog.lastSeq);
+    assert.deepEqual(undone.changes, undoPreview.changes);
+    assert.deepEqual(undone.restoredSteps, undoPreview.restoredSteps);
   });
 
   it('restores chosen paths only', async () => {
@@ -160,9 +195,9 @@ describe('engine: workspace checkpoints and rollback', () => {
       await engine.checkpoint({ taskId });
       await agentStep(taskId, 'second', () => write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two' })));
       write(ws.dir, 'src/f.ts', lines(40, { 0: 'person before', 10: 'agent one again', 20: 'person between', 30: 'agent two', 39: 'person after' }));
-      const whole = await engine.rollback({ taskId, checkpointId: baseCheckpointId, preview: true });
+      const whole = await engine.rollbackPreview({ taskId, checkpointId: baseCheckpointId });
       assert.deepEqual(whole.personChanged, ['src/f.ts'], 'a whole rollback would take the person’s edits: the preview says whose files they are');
-      const preview = await engine.rollback({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only', preview: true });
+      const preview = await engine.rollbackPreview({ taskId, checkpointId: baseCheckpointId, mode: 'agent-only' });
       const merged = preview.changes[0]?.mergedHash;
       assert.deepEqual(preview.changes, [{ path: 'src/f.ts', action: 'modify', agentHunksOnly: true, mergedHash: merged }]);
       // What the preview's diff shows on its right side: the merged content, by its hash, through the engine API.
@@ -337,7 +372,7 @@ describe('engine: workspace checkpoints and rollback', () => {
     assert.equal(r.pruned.length, 4);
     assert.equal((await engine.verify()).ok, true);
     // The head still restores (its delta chain survived GC).
-    await engine.rollback({ taskId, checkpointId: baseCheckpointId, preview: true });
+    await engine.rollbackPreview({ taskId, checkpointId: baseCheckpointId });
   });
 
   it('unknown checkpoints and checkpoints of other tasks are refused', async () => {
@@ -496,7 +531,7 @@ describe('engine: rollback preview names every file it deletes, and who made it'
         write(ws.dir, 'src/agent2.ts', 'by the agent again\n');
         await engine.completeStep({ taskId, stepId: 'two' });
         write(ws.dir, 'notes/later.md', 'the person, after the last checkpoint\n');
-        const preview = await engine.rollback({ taskId, checkpointId: baseCheckpointId, preview: true });
+        const preview = await engine.rollbackPreview({ taskId, checkpointId: baseCheckpointId });
         assert.deepEqual(preview.changes, [
           { path: 'notes/between.md', action: 'delete', createdOutsideTask: true },
           { path: 'notes/later.md', action: 'delete', createdOutsideTask: true },

@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import fc from 'fast-check';
 import { Engine } from '../../src/core/engine/engine';
+import { localApi } from '../../src/core/engine/api';
 import { isWaypointError } from '../../src/core/model/errors';
 import { applyRestore, canonicalJson, pathKeyProblem, UnsafePathError, type ManifestEntry, type RestorePlan } from '../../src/core/snapshot/index';
 import { assertReadable, fuzzParams, listingOf, listingOutside } from '../support/fuzz';
@@ -84,7 +85,8 @@ describe('fuzz: manifest paths (manifests, rollback, restore)', function () {
       fc.asyncProperty(fc.array(hostileKey, { minLength: 1, maxLength: 3 }), async (paths) => {
         fc.pre(paths.some((p) => pathKeyProblem(p) !== null));
         const before = { files: workspaceListing(), seq: engine.eventLog.lastSeq };
-        await assert.rejects(engine.rollback({ taskId, checkpointId: goodCheckpoint, paths }), (e: Error) => {
+        // At the door every caller passes (the operation table), before the engine plans anything.
+        await assert.rejects(localApi(engine).rollback({ taskId, checkpointId: goodCheckpoint, paths }), (e: Error) => {
           assert.ok(isWaypointError(e) && e.code === 'invalid_input', `${e.stack}`);
           assertReadable(e.message, 'rollback paths refusal');
           return true;

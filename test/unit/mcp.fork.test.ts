@@ -3,6 +3,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { localApi } from '../../src/core/engine/api';
 import type { Engine } from '../../src/core/engine/engine';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { createMcpServer, localDispatch } from '../../src/mcp/server';
 import { runTool, TOOLS, type AgentRollbackPolicy, type ToolContext } from '../../src/mcp/tools';
 import { openEngine, tmpDir } from '../support/tmp';
 
@@ -57,10 +60,23 @@ describe('mcp: waypoint_fork', function () {
     assert.equal(engine.task(s.taskId).lease?.owner, 'mcp-test', 'the calling session drives the fork');
   });
 
-  it('refuses bad arguments before the engine sees them', async () => {
-    const r = await runTool(tool, ctx('allow'), { checkpointId: '', goal: 'x' });
-    assert.equal(r.isError, true);
-    assert.match(text(r), /Invalid arguments for waypoint_fork: checkpointId/);
+  it('refuses bad arguments at the door (the SDK, against the tool schema) before the engine sees them', async () => {
+    // Through a real MCP client and server: the schema check happens once, where the call enters.
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    const server = createMcpServer(localDispatch(ctx('allow')));
+    await server.connect(serverSide);
+    const client = new Client({ name: 'waypoint-fork-test', version: '1.0.0' });
+    await client.connect(clientSide);
+    const n = engine.eventLog.lastSeq;
+    try {
+      const r = (await client.callTool({ name: 'waypoint_fork', arguments: { checkpointId: '', goal: 'x' } })) as Awaited<ReturnType<typeof runTool>>;
+      assert.equal(r.isError, true);
+      assert.match(text(r), /Invalid arguments for tool waypoint_fork[\s\S]*checkpointId/);
+    } finally {
+      await client.close();
+      await server.close();
+    }
+    assert.equal(engine.eventLog.lastSeq, n);
     const unknown = await runTool(tool, ctx('allow'), { checkpointId: 'c_nope' });
     assert.match(text(unknown), /Unknown checkpoint 'c_nope'/);
   });

@@ -200,7 +200,7 @@ describe('relay: waypoint mcp (stdio) with waypoint serve running', function () 
     try {
       const r = cli(['mcp', '--workspace', ws.dir, '--wait', '1']);
       assert.equal(r.status, 1);
-      assert.match(r.stderr, /serves no MCP endpoint/);
+      assert.match(r.stderr, /serves no endpoint/);
       assert.equal(r.stdout, '', 'nothing but MCP frames on stdout');
     } finally {
       await engine.close();

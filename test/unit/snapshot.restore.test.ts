@@ -3,7 +3,7 @@ import fss from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import fc from 'fast-check';
-import { RESTORE_TEMP_SUFFIX, UnsafePathError, applyRestore, planRestore, restoreTempName, sameContent, scan, sweepRestoreTemps, type BlobStore, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
+import { RESTORE_TEMP_SUFFIX, UnsafePathError, applyRestore, planRestore, restoreAsideName, restoreTempName, sameContent, scan, sweepRestoreTemps, type BlobStore, type Manifest, type ManifestEntry } from '../../src/core/snapshot/index.js';
 import { TempDirs, newStore, readTree, writeTree } from './snapshot.helpers.js';
 
 describe('snapshot restore', () => {
@@ -112,6 +112,41 @@ describe('snapshot restore', () => {
     assert.equal(await sweepRestoreTemps({ ...plan, tempTag: undefined, legacyTemps: true }, roots), 1);
     wanted.delete(`d1/f1.txt${RESTORE_TEMP_SUFFIX}`);
     assert.deepEqual(await readTree(ws), wanted);
+  });
+
+  it('a crash with a file moved aside: the re-run gives a free path its file back, drops what the undo point holds, and puts a save back', async function () {
+    if (process.platform === 'win32') this.skip(); // no aside step there
+    const { ws, blobs, roots } = await workspace();
+    await writeTree(ws, { 'a.txt': 'a v1', 'b.txt': 'b v1', 'c.txt': 'c v1', 'gone.txt': 'gone v1' });
+    const target = (await scan({ roots, blobs })).manifest;
+    await writeTree(ws, { 'a.txt': 'a v2', 'b.txt': 'b v2', 'c.txt': 'c v2', 'new.txt': 'new' });
+    await fs.rm(path.join(ws, 'gone.txt'));
+    const current = (await scan({ roots, blobs })).manifest;
+    const plan = { ...planRestore(current, target, { isHeld: () => true }), tempTag: 'fedcba9876543210' };
+    const w = (p: string) => plan.writes.findIndex((x) => x.path === p);
+    const aside = (kind: 'w' | 'r', i: number) => path.join(ws, restoreAsideName(plan.tempTag, kind, i));
+    // a.txt: crashed after the move, before the new file went in (the path is free).
+    await fs.rename(path.join(ws, 'a.txt'), aside('w', w('a.txt')));
+    // b.txt: crashed after the new file went in, the moved old one (as planned) still aside.
+    await fs.writeFile(aside('w', w('b.txt')), 'b v2');
+    await fs.writeFile(path.join(ws, 'b.txt'), 'b v1');
+    // c.txt: the moved file was a person's save, and the new file is already in place.
+    await fs.writeFile(aside('w', w('c.txt')), 'c saved by the person');
+    await fs.writeFile(path.join(ws, 'c.txt'), 'c v1');
+    // new.txt: a removal crashed after its move.
+    await fs.rename(path.join(ws, 'new.txt'), aside('r', plan.removes.findIndex((x) => x.path === 'new.txt')));
+    const res = await applyRestore(plan, roots, blobs);
+    assert.deepEqual(res.conflicts.map((c) => c.path), ['c.txt']);
+    const tree = await readTree(ws);
+    assert.deepEqual([...tree.keys()].sort(), ['a.txt', 'b.txt', 'c.txt', 'gone.txt'], 'no moved file left, new.txt removed');
+    assert.equal(await fs.readFile(path.join(ws, 'a.txt'), 'utf8'), 'a v1');
+    assert.equal(await fs.readFile(path.join(ws, 'b.txt'), 'utf8'), 'b v1');
+    assert.equal(await fs.readFile(path.join(ws, 'c.txt'), 'utf8'), 'c saved by the person');
+    // A sweep (recovery when the re-run fails) puts a moved file back on its free path.
+    await fs.rename(path.join(ws, 'a.txt'), aside('w', w('a.txt')));
+    await sweepRestoreTemps(plan, roots);
+    assert.equal(await fs.readFile(path.join(ws, 'a.txt'), 'utf8'), 'a v1');
+    assert.deepEqual((await fs.readdir(ws)).filter((n) => n.startsWith('.wp-')), []);
   });
 
   it('does not overwrite an untracked file in the way, nor delete a file edited since the scan', async () => {

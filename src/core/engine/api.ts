@@ -41,7 +41,7 @@ export function localApi(engine: Engine, relayed = false): EngineApi {
 
 export const RpcRequest = z.strictObject({
   method: z.enum(RPC_METHODS),
-  /** One argument, as the engine method takes it (validated by the engine itself). */
+  /** One argument, validated below (localApi) against the operation's schema: the door the engine's typed methods rely on. */
   arg: z.unknown().optional(),
 });
 

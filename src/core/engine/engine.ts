@@ -15,7 +15,7 @@ import { OperationRunner } from './runner';
 import { openEmbeddedBackend } from '../store/embedded';
 import { openPostgresBackend } from '../store/postgres/backend';
 import { noteFolderIdentity } from '../store/folderIdentity';
-import type { BeginCommandInput, EndCommandInput, ForkTaskInput, RetentionInput, RollbackInput, StartTaskInput } from './inputs';
+import type { AbandonTaskInput, BeginCommandInput, BeginSideEffectInput, CheckpointInput, CompleteStepInput, CompleteTaskInput, DiffInput, EndCommandInput, EndSideEffectInput, ExtendPlanInput, FailStepInput, ForkTaskInput, GrantAttemptsInput, ReopenTaskInput, RequestReviewInput, ResumeTaskInput, RetentionInput, RollbackInput, RollbackPreviewInput, SkipStepInput, StartStepInput, StartTaskInput, SuspendTaskInput, TaskRef, UndoRollbackInput, VerifyInput } from './inputs';
 import { Queries } from './queries';
 import type { DriftInfo } from './resumeContext';
 import { metadataOnlySnapshotter, type Snapshotter } from './snapshotter';
@@ -29,7 +29,7 @@ import { SideEffects } from './sideEffects';
 import { EngineCore } from './engineCore';
 import { CheckpointCapture } from './checkpointCapture';
 import { reopenTask } from './reopen';
-import { recordTurn } from './turns';
+import { recordTurn, type RecordTurnInput } from './turns';
 import { TerminalCommands } from './terminalCommands';
 import { WorkspaceHistory } from './history';
 import { StorageUpkeep } from './storageUpkeep';
@@ -213,53 +213,56 @@ export class Engine {
 
   // The API, by concern. Types of inputs and results are the concerns' own.
 
-  startTask(raw: StartTaskInput) { return this.tasksOf.start(raw); }
-  extendPlan(raw: unknown) { return this.tasksOf.extendPlan(raw); }
+  startTask(input: StartTaskInput) { return this.tasksOf.start(input); }
+  extendPlan(input: ExtendPlanInput) { return this.tasksOf.extendPlan(input); }
   /** The agent says it is done: the task waits for the person's review. */
-  requestReview(raw: unknown) { return this.tasksOf.requestReview(raw); }
+  requestReview(input: RequestReviewInput) { return this.tasksOf.requestReview(input); }
   /** The person accepts the task (after review, optionally with the commit that holds it). */
-  completeTask(raw: unknown) { return this.tasksOf.complete(raw); }
-  abandonTask(raw: unknown) { return this.tasksOf.abandon(raw); }
-  suspendTask(raw: unknown) { return this.tasksOf.suspend(raw); }
+  completeTask(input: CompleteTaskInput) { return this.tasksOf.complete(input); }
+  abandonTask(input: AbandonTaskInput) { return this.tasksOf.abandon(input); }
+  suspendTask(input: SuspendTaskInput) { return this.tasksOf.suspend(input); }
   /** Marks a live task interrupted (its driver went away: a terminal closed, an editor quit). */
-  interruptTask(raw: unknown) { return this.tasksOf.interrupt(raw); }
+  interruptTask(input: AbandonTaskInput) { return this.tasksOf.interrupt(input); }
   /** Deletes a task's projections (its events stay in the log); its checkpoints' unique blobs become garbage. */
-  deleteTask(raw: unknown) { return this.tasksOf.delete(raw); }
+  deleteTask(input: TaskRef) { return this.tasksOf.delete(input); }
   /** Resumes a task under the caller: a new attempt, a fresh lease, and the resume context to continue from. */
-  resumeTask(raw: unknown) { return this.tasksOf.resume(raw); }
+  resumeTask(input: ResumeTaskInput) { return this.tasksOf.resume(input); }
   /** Undoing the review commit that completed a task reopens it for review (see reopen.ts). */
-  reopenTask(raw: unknown) { return reopenTask(this.core, raw); }
+  reopenTask(input: ReopenTaskInput) { return reopenTask(this.core, input); }
   /** A new task from a checkpoint of another; the workspace goes to the checkpoint (see fork.ts). */
-  forkTask(raw: ForkTaskInput) { return this.forks.fork(raw); }
+  forkTask(input: ForkTaskInput) { return this.forks.fork(input); }
   /** Renews the caller's lease on a task (see Leases.heartbeat). */
-  heartbeat(raw: unknown) { return this.leases.heartbeat(raw); }
+  heartbeat(input: TaskRef) { return this.leases.heartbeat(input); }
   /** Interrupts running tasks whose lease expired or whose owner process is gone (see Leases.sweep). */
   sweep(): Promise<string[]> { return this.leases.sweep(); }
 
-  startStep(raw: unknown) { return this.steps.start(raw); }
-  completeStep(raw: unknown) { return this.steps.complete(raw); }
+  startStep(input: StartStepInput) { return this.steps.start(input); }
+  completeStep(input: CompleteStepInput) { return this.steps.complete(input); }
   /** A recoverable failure keeps the step retryable; an unrecoverable one fails the task. */
-  failStep(raw: unknown) { return this.steps.fail(raw); }
-  skipStep(raw: unknown) { return this.steps.skip(raw); }
+  failStep(input: FailStepInput) { return this.steps.fail(input); }
+  skipStep(input: SkipStepInput) { return this.steps.skip(input); }
   /** A person lets a step try more times (see Steps.grantAttempts). */
-  grantAttempts(raw: unknown) { return this.steps.grantAttempts(raw); }
-  checkpoint(raw: unknown) { return this.steps.checkpoint(raw); }
+  grantAttempts(input: GrantAttemptsInput) { return this.steps.grantAttempts(input); }
+  checkpoint(input: CheckpointInput) { return this.steps.checkpoint(input); }
   /** The workspace's newest checkpoint with a manifest: the next scan's stat cache and a new task's delta base. */
   latestCheckpoint() { return this.core.latestCheckpoint(); }
 
   /** `proceed` once the intent is durable; `already_done` or `in_doubt` from the ledger (see SideEffects.begin). */
-  beginSideEffect(raw: unknown) { return this.sideEffects.begin(raw); }
-  endSideEffect(raw: unknown) { return this.sideEffects.end(raw); }
+  beginSideEffect(input: BeginSideEffectInput) { return this.sideEffects.begin(input); }
+  endSideEffect(input: EndSideEffectInput) { return this.sideEffects.end(input); }
   /** Records a hook-recorded agent's turn digest (see turns.ts). */
-  recordTurn(raw: unknown) { return recordTurn(this.core, raw); }
+  recordTurn(input: RecordTurnInput) { return recordTurn(this.core, input); }
   /** A terminal command starts under a running task (see terminalCommands.ts). */
-  beginCommand(raw: BeginCommandInput) { return this.terminalCommands.begin(raw); }
-  endCommand(raw: EndCommandInput) { return this.terminalCommands.end(raw); }
+  beginCommand(input: BeginCommandInput) { return this.terminalCommands.begin(input); }
+  endCommand(input: EndCommandInput) { return this.terminalCommands.end(input); }
 
   /** Rolls the workspace back to a checkpoint (see Rollbacks.rollback). */
-  rollback(raw: RollbackInput) { return this.rollbacks.rollback(raw); }
+  rollback(input: RollbackInput) { return this.rollbacks.rollback(input); }
+  /** What that rollback would change, recording nothing. */
+  rollbackPreview(input: RollbackPreviewInput) { return this.rollbacks.preview(input); }
   /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */
-  undoRollback(raw: unknown) { return this.rollbacks.undoRollback(raw); }
+  undoRollback(input: UndoRollbackInput) { return this.rollbacks.undoRollback(input); }
+  undoRollbackPreview(taskId: string) { return this.rollbacks.undoPreview(taskId); }
   /** The paths changed since checkpoint `fromId`, split by who changed them (see Rollbacks.changesByOwner). */
   changesByOwner(taskId: string, fromId: string, current?: Manifest) { return this.rollbacks.changesByOwner(taskId, fromId, current); }
   recoverRollbacks(): Promise<string[]> { return this.rollbacks.recoverRollbacks(); }
@@ -277,7 +280,7 @@ export class Engine {
   events(filter: { taskId?: string; afterSeq?: number; limit?: number } = {}): Promise<WaypointEvent[]> { return this.reads.events(filter); }
   resumeContext(taskId: string) { return this.reads.resumeContext(taskId); }
   /** Changed paths between two checkpoints, or from a checkpoint to the workspace now, with line counts. */
-  diff(raw: unknown) { return this.reads.diff(raw); }
+  diff(input: DiffInput) { return this.reads.diff(input); }
   /** The workspace now, as a manifest, recording nothing (see Reads.scanWorkspace). */
   scanWorkspace(): Promise<Manifest> { return this.reads.scanWorkspace(); }
   /** Files changed since the task's last checkpoint (by the person, or by an unfinished step). */
@@ -288,9 +291,9 @@ export class Engine {
   /** Bytes per task (unique to it, and shared with others) and in total, deduplicated. */
   storage() { return this.upkeep.storage(); }
   /** Applies the retention policy and collects garbage (see StorageUpkeep.gc). */
-  gc(raw: RetentionInput = {}) { return this.upkeep.gc(raw); }
+  gc(input: RetentionInput = {}) { return this.upkeep.gc(input); }
   /** Proves the store whole, repairing what it can with `repair` (see StorageUpkeep.verify). */
-  verify(raw: unknown = {}) { return this.upkeep.verify(raw); }
+  verify(input: VerifyInput = {}) { return this.upkeep.verify(input); }
   async rebuild(): Promise<void> {
     await this.core.needingSpace('a rebuild', () => this.core.exclusive(async () => this.projection.rebuild(await this.eventLog.read())));
   }

@@ -8,7 +8,6 @@ import type { z } from 'zod';
 import { WaypointError, errorMessage, notFound } from '../model/errors';
 import { validatePlan } from '../model/plan';
 import type { CheckpointMeta, Task } from '../model/schema';
-import { parseInput } from '../model/validate';
 import type { NewEvent } from '../store/eventLog';
 import type { NotCapturedReport } from './checkpointCapture';
 import type { EngineCore } from './engineCore';
@@ -56,8 +55,7 @@ export class Forks {
    * Refused before anything changes: an unknown or damaged checkpoint, one with no
    * files, no task or a deleted task.
    */
-  async fork(raw: ForkTaskInput): Promise<ForkResult> {
-    const input = parseInput(ForkTaskInput, raw, 'task fork');
+  async fork(input: ForkTaskInput): Promise<ForkResult> {
     if (input.plan) validatePlan(input.plan);
     return this.forkNow(input);
   }

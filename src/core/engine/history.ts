@@ -10,7 +10,6 @@
 import { WaypointError } from '../model/errors';
 import { plural } from '../model/plural';
 import type { CheckpointMeta, LeaseOwner, Task } from '../model/schema';
-import { parseInput } from '../model/validate';
 import type { NewEvent } from '../store/eventStore';
 import type { EngineCore } from './engineCore';
 import { HistoryRetentionInput, RecordHistoryInput } from './inputs';
@@ -74,8 +73,7 @@ export class WorkspaceHistory {
    * last recorded, before this burst: nothing is scanned for it), so the burst itself
    * can be rolled back; on a store with no checkpoint yet the base is the workspace now.
    */
-  async record(raw: RecordHistoryInput = {}): Promise<HistoryRecordResult> {
-    const input = parseInput(RecordHistoryInput, raw, 'history record');
+  async record(input: RecordHistoryInput = {}): Promise<HistoryRecordResult> {
     this.core.snapshots();
     const key = input.idempotencyKey ?? `history.record:${this.core.now()}:${Math.random().toString(36).slice(2)}`;
     return this.core.run<HistoryRecordResult>('history.record', key, async () => {
@@ -165,8 +163,7 @@ export class WorkspaceHistory {
    * (it is what the person may want to roll back now). Then the blobs no checkpoint
    * needs are deleted.
    */
-  async prune(raw: HistoryRetentionInput = {}): Promise<HistoryPruneResult> {
-    const policy = parseInput(HistoryRetentionInput, raw, 'history retention');
+  async prune(policy: HistoryRetentionInput = {}): Promise<HistoryPruneResult> {
     const now = this.core.now();
     const today = historyTaskId(historyDay(now));
     const before = this.footprint();

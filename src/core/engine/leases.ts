@@ -3,7 +3,6 @@ import { randomUUID } from 'node:crypto';
 import { WaypointError } from '../model/errors';
 import type { Task } from '../model/schema';
 import { ACTIVE_TASK_STATES } from '../model/stateMachine';
-import { parseInput } from '../model/validate';
 import type { NewEvent } from '../store/eventLog';
 import { isPidAlive } from '../store/fsutil';
 import type { EngineCore } from './engineCore';
@@ -17,8 +16,7 @@ import { TaskRef } from './inputs';
 export class Leases {
   constructor(private readonly core: EngineCore) {}
 
-  async heartbeat(raw: unknown): Promise<{ taskId: string; expiresAt: number | null }> {
-    const input = parseInput(TaskRef, raw, 'heartbeat');
+  async heartbeat(input: TaskRef): Promise<{ taskId: string; expiresAt: number | null }> {
     const owner = this.core.ownerOf(input.owner);
     // Nobody repeats a heartbeat: it is not kept in the idempotency table (one row per beat would grow it without end).
     const beat = `heartbeat:${randomUUID()}`;
@@ -53,7 +51,7 @@ export class Leases {
       if (!lease) reason = 'no lease holder';
       else if (lease.pid && (lease.host === null || lease.host === host) && !isPidAlive(lease.pid)) reason = `owner process ${lease.pid} (${lease.owner}) exited`;
       else if (lease.expiresAt < now)
-        reason = `lease of ${lease.owner} expired at ${new Date(lease.expiresAt).toISOString()} (no call for ${Math.round(lease.ttlMs / 1000)} s)`;
+        reason = leaseExpiredReason(lease.owner, lease.expiresAt, lease.ttlMs);
       if (!reason) continue;
       const why = reason;
       await this.core.run('task.interrupt', `task.interrupt:${t.id}:${t.attempt}`, () => {
@@ -69,6 +67,15 @@ export class Leases {
     }
     return interrupted;
   }
+}
+
+/**
+ * Why a task whose lease ran out stopped, in the one wording the timeline and the resume
+ * picker read back (extension/labelText.ts): this engine's sweep and the team store's
+ * store-wide sweep (store/postgres/leaseSweeper.ts) both say it so.
+ */
+export function leaseExpiredReason(owner: string, expiresAt: number, ttlMs: number): string {
+  return `lease of ${owner} expired at ${new Date(expiresAt).toISOString()} (no call for ${Math.round(ttlMs / 1000)} s)`;
 }
 
 /**

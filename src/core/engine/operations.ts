@@ -17,6 +17,7 @@ import {
   ResumeTaskInput,
   RetentionInput,
   RollbackInput,
+  RollbackPreviewInput,
   SkipStepInput,
   StartStepInput,
   StartTaskInput,
@@ -111,7 +112,11 @@ export const OPERATIONS = {
   /** The days of workspace history and what they hold (checkpoints, bytes). */
   history: query('none', None, (e) => e.history.footprint()),
   rollback: mutation('rollback', RollbackInput, (e, a) => e.rollback(a)),
+  /** What `rollback` with the same fields would change (files, steps it abandons, what the person changed too); records nothing. */
+  rollbackPreview: query('rollback preview', RollbackPreviewInput, (e, a) => e.rollbackPreview(a)),
   undoRollback: mutation('undo rollback', UndoRollbackInput, (e, a) => e.undoRollback(a)),
+  /** What undoing the task's last rollback would change; records nothing. */
+  undoRollbackPreview: query('task id', TaskId, (e, id) => e.undoRollbackPreview(id)),
   gc: mutation('retention policy', RetentionInput.optional(), (e, a) => e.gc(a ?? {})),
   rebuild: mutation('rebuild', None, (e) => e.rebuild()),
   diff: query('diff', DiffInput, (e, a) => e.diff(a)),

@@ -5,7 +5,6 @@
  * half-done write.
  */
 import type { CheckpointMeta, SideEffect, Step, Task, WaypointEvent } from '../model/schema';
-import { parseInput } from '../model/validate';
 import { diffManifests, type FileChangeWithLines, type Manifest } from '../snapshot';
 import type { EngineCore } from './engineCore';
 import { forkInheritance } from './forkInheritance';
@@ -41,8 +40,7 @@ export class Reads {
   }
 
   /** Changed paths between two checkpoints, or from a checkpoint to the workspace now, with line counts. */
-  async diff(raw: unknown): Promise<{ from: string; to: string; changes: FileChangeWithLines[] }> {
-    const input = parseInput(DiffInput, raw, 'diff');
+  async diff(input: DiffInput): Promise<{ from: string; to: string; changes: FileChangeWithLines[] }> {
     const ws = this.core.snapshots();
     const from = this.core.requireCheckpoint(input.from);
     const a = await ws.load(from);

@@ -8,7 +8,6 @@
 import { assertTaskReopen, REOPEN_TRANSITION } from '../model/stateMachine';
 import type { TaskState } from '../model/schema';
 import type { EngineCore } from './engineCore';
-import { parseInput } from '../model/validate';
 import { ReopenTaskInput } from './inputs';
 
 export interface ReopenResult {
@@ -23,8 +22,7 @@ export interface ReopenResult {
  * exactly `commit`. A repeat after it succeeded answers the same result and appends
  * nothing: the task already waits for review with that commit recorded as undone.
  */
-export async function reopenTask(core: EngineCore, raw: unknown): Promise<ReopenResult> {
-  const input = parseInput(ReopenTaskInput, raw, 'task reopen');
+export async function reopenTask(core: EngineCore, input: ReopenTaskInput): Promise<ReopenResult> {
   // Keyed by the completion it takes back (its time), so a later completion by the same commit can be reopened again.
   const pre = core.queries.findTask(input.taskId);
   const key = input.idempotencyKey ?? `task.reopen:${input.taskId}:${input.commit}:${pre?.updatedAt ?? 0}`;

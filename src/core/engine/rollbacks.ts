@@ -8,7 +8,6 @@
 import { randomUUID } from 'node:crypto';
 import { WaypointError, errorMessage } from '../model/errors';
 import type { CheckpointMeta, EventDataOf, Step, Task } from '../model/schema';
-import { parseInput } from '../model/validate';
 import type { NewEvent } from '../store/eventLog';
 import { diffManifests, type Manifest } from '../snapshot';
 import type { FileEntry, ManifestEntry } from '../snapshot/manifest';
@@ -20,7 +19,8 @@ import { newId } from './ids';
 import { plural } from '../model/plural';
 import { endsAgentInterval, trailingIsAgent } from './attribution';
 import { ownWritesByKey } from './ownWrites';
-import { RollbackInput, UndoRollbackInput } from './inputs';
+import type { RollbackInput, RollbackPreviewInput, UndoRollbackInput } from './inputs';
+import type { Outcome } from './runner';
 import { isNoSpace } from './noSpace';
 import { finishInterruptedPlans, type InterruptedPlan } from './interruptedPlans';
 import type { Queries } from './queries';
@@ -74,8 +74,7 @@ export class Rollbacks {
   constructor(private readonly core: EngineCore) {}
 
   /**
-   * Rolls the workspace back to a checkpoint. `preview` lists exactly what would
-   * change and writes nothing. Otherwise: a `pre_rollback` checkpoint of the
+   * Rolls the workspace back to a checkpoint: a `pre_rollback` checkpoint of the
    * current workspace is taken and the plan is stored (durably, before any file is
    * touched) so a crash half-way is finished on the next open; files are written via
    * temp + rename; files the target lacks are removed only if a blob holds their
@@ -83,20 +82,31 @@ export class Rollbacks {
    * paths changed inside step windows and reports paths the person also changed as
    * conflicts, untouched.
    */
-  async rollback(raw: RollbackInput): Promise<RollbackResult> {
-    const input = parseInput(RollbackInput, raw, 'rollback');
-    // A preview writes no event (its scan may store new content, as any diff does).
-    return this.rollbackNow(input);
+  rollback(input: RollbackInput): Promise<RollbackResult> {
+    return this.rollbackNow(input, {});
   }
 
   /**
+   * Exactly what `rollback` with the same input would change, recording nothing: a
+   * query (its scan may store new content, as any diff does). It runs after every
+   * earlier operation, so it never sees a half-done one.
+   */
+  preview(input: RollbackPreviewInput): Promise<RollbackResult> {
+    return this.rollbackNow(input, { preview: true });
+  }
+
+  /**
+   * `preview`: plan only (see `preview` above);
    * `undoOf`: the rollback this one undoes, whose abandoned steps get their earlier status back in the same batch;
    * `leaveAlone`: the paths that rollback left as they were (its conflicts), which its undo leaves too.
    */
-  async rollbackNow(input: RollbackInput, undoOf?: string, leaveAlone?: ReadonlySet<string>): Promise<RollbackResult> {
+  async rollbackNow(
+    input: RollbackPreviewInput & Pick<RollbackInput, 'idempotencyKey' | 'reason'>,
+    { preview = false, undoOf, leaveAlone }: { preview?: boolean; undoOf?: string; leaveAlone?: ReadonlySet<string> },
+  ): Promise<RollbackResult> {
     const ws = this.core.snapshots();
     const key = input.idempotencyKey ?? `rollback:${randomUUID()}`;
-    return this.core.run<RollbackResult>('rollback', key, async () => {
+    const body = async (): Promise<Outcome<RollbackResult>> => {
       const task = this.core.requireTask(input.taskId);
       const target = this.core.requireCheckpoint(input.checkpointId);
       if (target.taskId !== task.id) {
@@ -151,7 +161,7 @@ export class Rollbacks {
         taskId: task.id,
         targetCheckpointId: target.id,
         preRollbackCheckpointId: null,
-        preview: input.preview === true,
+        preview,
         mode,
         changes,
         kept,
@@ -164,7 +174,7 @@ export class Rollbacks {
       };
       const toRestore = undoOf ? this.core.queries.stepsToRestore(task.id, undoOf).filter((r) => !toAbandon.some((s) => s.id === r.stepId)) : [];
       base.restoredSteps = toRestore.map((r) => r.stepId);
-      if (input.preview) {
+      if (preview) {
         if (mode === 'all' && changes.length > 0) {
           const { person } = await this.changesByOwner(task.id, target.id, current);
           base.personChanged = changes.filter((c) => person.has(c.path)).map((c) => c.path);
@@ -238,23 +248,30 @@ export class Rollbacks {
       this.core.log.info(`rolled back task ${task.id} to ${target.id}: ${result.filesWritten} written, ${result.filesRemoved} removed`, task.correlationId);
       // The outcome comes back to the runner, which records it under the call's key.
       return { result, events };
-    }, { space: input.preview ? false : 'a rollback' });
+    };
+    if (preview) return (await this.core.exclusive(async () => body())).result;
+    return this.core.run<RollbackResult>('rollback', key, body, { space: 'a rollback' });
   }
 
   /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */
-  async undoRollback(raw: unknown): Promise<RollbackResult> {
-    const input = parseInput(UndoRollbackInput, raw, 'undo rollback');
-    this.core.requireTask(input.taskId);
-    const last = this.core.queries.lastUndoableRollback(input.taskId);
-    if (!last) throw new WaypointError('not_found', `Task ${input.taskId} has no rollback to undo.`);
-    const rollback = parseInput(
-      RollbackInput,
-      { taskId: input.taskId, checkpointId: last.preRollbackCheckpointId, paths: last.paths ?? undefined, reason: `undo of rollback ${last.id}`, idempotencyKey: input.idempotencyKey, preview: input.preview },
-      'undo rollback',
-    );
-    if (input.preview) return this.rollbackNow(rollback, last.id, new Set(last.conflicts));
+  undoRollback(input: UndoRollbackInput): Promise<RollbackResult> {
+    return this.undo(input.taskId, input.idempotencyKey, false);
+  }
+
+  /** What undoing the task's last rollback would change, recording nothing (a query, like `preview`). */
+  undoPreview(taskId: string): Promise<RollbackResult> {
+    return this.undo(taskId, undefined, true);
+  }
+
+  private async undo(taskId: string, idempotencyKey: string | undefined, preview: boolean): Promise<RollbackResult> {
+    this.core.requireTask(taskId);
+    const last = this.core.queries.lastUndoableRollback(taskId);
+    if (!last) throw new WaypointError('not_found', `Task ${taskId} has no rollback to undo.`);
     // Files and record together: the steps the rollback abandoned get their earlier status back in the undo's own batch.
-    return this.rollbackNow(rollback, last.id, new Set(last.conflicts));
+    return this.rollbackNow(
+      { taskId, checkpointId: last.preRollbackCheckpointId, paths: last.paths ?? undefined, reason: `undo of rollback ${last.id}`, idempotencyKey },
+      { preview, undoOf: last.id, leaveAlone: new Set(last.conflicts) },
+    );
   }
 
   /** For `agent-only`: paths changed inside step windows since the target, minus those the person touched too. */

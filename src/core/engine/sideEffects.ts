@@ -1,6 +1,6 @@
 import { WaypointError, notFound } from '../model/errors';
 import type { SideEffect } from '../model/schema';
-import { boundedJson, parseInput } from '../model/validate';
+import { boundedJson } from '../model/validate';
 import type { NotCapturedReport } from './checkpointCapture';
 import type { EngineCore } from './engineCore';
 import { BeginSideEffectInput, EndSideEffectInput } from './inputs';
@@ -21,8 +21,7 @@ export class SideEffects {
    * result if the key completed before; `in_doubt` if an intent exists with no
    * outcome (the caller must verify before repeating, then report with end).
    */
-  async begin(raw: unknown): Promise<{ taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport> {
-    const input = parseInput(BeginSideEffectInput, raw, 'side effect begin');
+  async begin(input: BeginSideEffectInput): Promise<{ taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport> {
     const args = boundedJson(input.args, 'side effect args');
     const owner = this.core.ownerOf(input.owner);
     type Begun = { taskId: string; key: string; decision: SideEffectDecision; result?: unknown; checkpointId?: string; attempt: number } & NotCapturedReport;
@@ -65,8 +64,7 @@ export class SideEffects {
     );
   }
 
-  async end(raw: unknown): Promise<{ taskId: string; key: string; state: SideEffect['status'] }> {
-    const input = parseInput(EndSideEffectInput, raw, 'side effect end');
+  async end(input: EndSideEffectInput): Promise<{ taskId: string; key: string; state: SideEffect['status'] }> {
     const result = boundedJson(input.result, 'side effect result');
     const by = input.by ?? 'agent';
     const owner = this.core.ownerOf(input.owner);

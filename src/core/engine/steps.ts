@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { WaypointError, notFound } from '../model/errors';
 import type { LeaseOwner, Step, Task, TaskState } from '../model/schema';
 import { assertStepTransition, assertTaskTransition, FINAL_TASK_STATES } from '../model/stateMachine';
-import { boundedJson, parseInput } from '../model/validate';
+import { boundedJson } from '../model/validate';
 import type { NewEvent } from '../store/eventLog';
 import type { NotCapturedReport } from './checkpointCapture';
 import type { EngineCore } from './engineCore';
@@ -34,8 +34,7 @@ export class Steps {
     }
   }
 
-  async start(raw: unknown): Promise<{ taskId: string; stepId: string; checkpointId: string; attempt: number; maxAttempts: number } & NotCapturedReport> {
-    const input = parseInput(StartStepInput, raw, 'step start');
+  async start(input: StartStepInput): Promise<{ taskId: string; stepId: string; checkpointId: string; attempt: number; maxAttempts: number } & NotCapturedReport> {
     if (input.wait) {
       const once = { ...input, wait: undefined };
       return startWhenAllowed(() => this.start(once), () => this.core.now(), (ms) => new Promise((r) => setTimeout(r, ms)), ENGINE_RETRY_WAIT_MS);
@@ -86,8 +85,7 @@ export class Steps {
     });
   }
 
-  async complete(raw: unknown): Promise<{ taskId: string; stepId: string; checkpointId: string; filesChanged: number } & NotCapturedReport> {
-    const input = parseInput(CompleteStepInput, raw, 'step complete');
+  async complete(input: CompleteStepInput): Promise<{ taskId: string; stepId: string; checkpointId: string; filesChanged: number } & NotCapturedReport> {
     const outputs = boundedJson(input.outputs, 'step outputs');
     const owner = this.core.ownerOf(input.owner);
     const pre = this.core.queries.step(input.taskId, input.stepId);
@@ -110,7 +108,7 @@ export class Steps {
    * A recoverable failure keeps the step retryable (attempt count + backoff hint);
    * an unrecoverable one fails the task, keeping the error context.
    */
-  async fail(raw: unknown): Promise<{
+  async fail(input: FailStepInput): Promise<{
     taskId: string;
     stepId: string;
     state: TaskState;
@@ -118,7 +116,6 @@ export class Steps {
     retry: { attempt: number; maxAttempts: number; backoffMs: number; retryAt: number } | null;
     hold: Task['hold'];
   }> {
-    const input = parseInput(FailStepInput, raw, 'step fail');
     const owner = this.core.ownerOf(input.owner);
     const pre = this.core.queries.step(input.taskId, input.stepId);
     const key = input.idempotencyKey ?? `step.fail:${input.taskId}:${input.stepId}:${pre?.attempts ?? 0}`;
@@ -162,8 +159,7 @@ export class Steps {
     });
   }
 
-  async skip(raw: unknown): Promise<{ taskId: string; stepId: string }> {
-    const input = parseInput(SkipStepInput, raw, 'step skip');
+  async skip(input: SkipStepInput): Promise<{ taskId: string; stepId: string }> {
     return this.core.run('step.skip', input.idempotencyKey ?? `step.skip:${input.taskId}:${input.stepId}`, async () => {
       const task = this.core.requireTask(input.taskId);
       // Skipping the step that used its attempts is one of the person's answers to the hold.
@@ -184,8 +180,7 @@ export class Steps {
    * A task held because that step used its attempts goes back to running, under the
    * caller, so the next start of the step runs.
    */
-  async grantAttempts(raw: unknown): Promise<{ taskId: string; stepId: string; attempts: number; maxAttempts: number; state: TaskState }> {
-    const input = parseInput(GrantAttemptsInput, raw, 'step grant');
+  async grantAttempts(input: GrantAttemptsInput): Promise<{ taskId: string; stepId: string; attempts: number; maxAttempts: number; state: TaskState }> {
     const pre = this.core.queries.step(input.taskId, input.stepId);
     const key = input.idempotencyKey ?? `step.grant:${input.taskId}:${input.stepId}:${pre?.attempts ?? 0}:${pre?.maxAttempts ?? 0}`;
     return this.core.run('step.grant', key, async () => {
@@ -221,8 +216,7 @@ export class Steps {
   }
 
 
-  async checkpoint(raw: unknown): Promise<{ taskId: string; checkpointId: string; filesChanged: number } & NotCapturedReport> {
-    const input = parseInput(CheckpointInput, raw, 'checkpoint');
+  async checkpoint(input: CheckpointInput): Promise<{ taskId: string; checkpointId: string; filesChanged: number } & NotCapturedReport> {
     const key = input.idempotencyKey ?? `checkpoint:${randomUUID()}`;
     return this.core.run('checkpoint', key, async () => {
       const task = this.core.requireTask(input.taskId);

@@ -8,7 +8,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../log';
 import type { CheckpointMeta } from '../model/schema';
-import { parseInput } from '../model/validate';
 import type { EventLog, NewEvent, Projection, ProjectionCheck } from '../store/eventLog';
 import type { Outcome } from './runner';
 import type { RunOptions } from './engineCore';
@@ -123,8 +122,7 @@ export class StorageUpkeep {
    * needs are deleted. The base checkpoint, the head and rollback checkpoints of a
    * task are never pruned.
    */
-  async gc(raw: RetentionInput = {}): Promise<GcResult> {
-    const policy = parseInput(RetentionInput, raw, 'retention policy');
+  async gc(policy: RetentionInput = {}): Promise<GcResult> {
     const ws = this.core.snapshots();
     // Sizes after the compression a bulk checkpoint started: raw packs would count
     // ~3.6x and make a size limit prune checkpoints it does not need to. (The sweep
@@ -216,8 +214,7 @@ export class StorageUpkeep {
    * new checkpoints no longer build on them and rollbacks to them are refused with
    * the reason. `ok` is false while a damaged checkpoint is not marked.
    */
-  async verify(raw: unknown = {}): Promise<VerifyReport> {
-    const input = parseInput(VerifyInput, raw ?? {}, 'verify');
+  async verify(input: VerifyInput = {}): Promise<VerifyReport> {
     const ws = this.core.workspaceSnapshots;
     let objects: VerifyReport['objects'] = null;
     if (ws) {

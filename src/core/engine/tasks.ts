@@ -8,7 +8,6 @@ import { WaypointError } from '../model/errors';
 import { validatePlan } from '../model/plan';
 import type { Task, TaskState } from '../model/schema';
 import { assertTaskTransition, ACTIVE_TASK_STATES } from '../model/stateMachine';
-import { parseInput } from '../model/validate';
 import type { NewEvent } from '../store/eventLog';
 import type { NotCapturedReport } from './checkpointCapture';
 import type { EngineCore } from './engineCore';
@@ -26,8 +25,7 @@ export class Tasks {
     private readonly resumeContext: (taskId: string) => Promise<ResumeContext>,
   ) {}
 
-  async start(raw: StartTaskInput): Promise<{ taskId: string; baseCheckpointId: string; state: TaskState; correlationId: string } & NotCapturedReport> {
-    const input = parseInput(StartTaskInput, raw, 'task start');
+  async start(input: StartTaskInput): Promise<{ taskId: string; baseCheckpointId: string; state: TaskState; correlationId: string } & NotCapturedReport> {
     const plan = input.plan ?? [];
     validatePlan(plan);
     const key = input.idempotencyKey ?? `task.start:${randomUUID()}`;
@@ -54,8 +52,7 @@ export class Tasks {
     });
   }
 
-  async extendPlan(raw: unknown): Promise<{ taskId: string; added: string[] }> {
-    const input = parseInput(ExtendPlanInput, raw, 'plan update');
+  async extendPlan(input: ExtendPlanInput): Promise<{ taskId: string; added: string[] }> {
     const key = input.idempotencyKey ?? `plan:${input.taskId}:${input.plan.map((p) => p.id).join(',')}`;
     return this.core.run('task.plan', key, () => {
       const task = this.core.requireTask(input.taskId);
@@ -70,8 +67,7 @@ export class Tasks {
   }
 
   /** The agent says it is done: the task waits for the person's review. */
-  async requestReview(raw: unknown): Promise<{ taskId: string; state: TaskState }> {
-    const input = parseInput(RequestReviewInput, raw, 'task complete');
+  async requestReview(input: RequestReviewInput): Promise<{ taskId: string; state: TaskState }> {
     const key = input.idempotencyKey ?? `task.review:${input.taskId}:${this.core.queries.findTask(input.taskId)?.attempt ?? 0}`;
     return this.core.run('task.review', key, () => {
       const task = this.core.requireTask(input.taskId);
@@ -88,8 +84,7 @@ export class Tasks {
   }
 
   /** The person accepts the task (after review, optionally with the commit that holds it). */
-  async complete(raw: unknown): Promise<{ taskId: string; state: TaskState }> {
-    const input = parseInput(CompleteTaskInput, raw, 'task approve');
+  async complete(input: CompleteTaskInput): Promise<{ taskId: string; state: TaskState }> {
     // After a reopen the same task completes again: the key names that round (unchanged for a task never reopened).
     const reopenedAt = this.core.queries.findTask(input.taskId)?.reopened?.at;
     const key = input.idempotencyKey ?? `task.complete:${input.taskId}${reopenedAt ? `:${reopenedAt}` : ''}`;
@@ -103,8 +98,7 @@ export class Tasks {
     });
   }
 
-  async abandon(raw: unknown): Promise<{ taskId: string; state: TaskState }> {
-    const input = parseInput(AbandonTaskInput, raw, 'task abandon');
+  async abandon(input: AbandonTaskInput): Promise<{ taskId: string; state: TaskState }> {
     const key = input.idempotencyKey ?? `task.abandon:${input.taskId}`;
     return this.core.run('task.abandon', key, () => {
       const task = this.core.requireTask(input.taskId);
@@ -113,8 +107,7 @@ export class Tasks {
     });
   }
 
-  async suspend(raw: unknown): Promise<{ taskId: string; state: TaskState }> {
-    const input = parseInput(SuspendTaskInput, raw, 'task suspend');
+  async suspend(input: SuspendTaskInput): Promise<{ taskId: string; state: TaskState }> {
     return this.core.run('task.suspend', input.idempotencyKey ?? `task.suspend:${input.taskId}:${this.core.queries.findTask(input.taskId)?.attempt ?? 0}`, () => {
       const task = this.core.requireTask(input.taskId);
       assertTaskTransition(task.id, task.state, 'suspended', 'suspend it');
@@ -126,8 +119,7 @@ export class Tasks {
   }
 
   /** Marks a live task interrupted (its driver went away: a terminal closed, an editor quit). */
-  async interrupt(raw: unknown): Promise<{ taskId: string; state: TaskState }> {
-    const input = parseInput(AbandonTaskInput, raw, 'task interrupt');
+  async interrupt(input: AbandonTaskInput): Promise<{ taskId: string; state: TaskState }> {
     const pre = this.core.queries.findTask(input.taskId);
     return this.core.run('task.interrupt', input.idempotencyKey ?? `task.interrupt:${input.taskId}:${pre?.attempt ?? 0}`, () => {
       const task = this.core.requireTask(input.taskId);
@@ -140,8 +132,7 @@ export class Tasks {
   }
 
   /** Deletes a task's projections (its events stay in the log); its checkpoints' unique blobs become garbage. */
-  async delete(raw: unknown): Promise<{ taskId: string; deleted: true }> {
-    const input = parseInput(TaskRef, raw, 'task delete');
+  async delete(input: TaskRef): Promise<{ taskId: string; deleted: true }> {
     return this.core.run('task.delete', input.idempotencyKey ?? `task.delete:${input.taskId}`, () => {
       const task = this.core.requireTask(input.taskId);
       if (task.state === 'running' || task.state === 'waiting_tool' || task.state === 'planning') {
@@ -156,8 +147,7 @@ export class Tasks {
    * context to continue from. Resuming a task that is already running under the
    * same owner returns the context without a new attempt.
    */
-  async resume(raw: unknown): Promise<ResumeContext> {
-    const input = parseInput(ResumeTaskInput, raw, 'task resume');
+  async resume(input: ResumeTaskInput): Promise<ResumeContext> {
     const owner = this.core.ownerOf(input.owner);
     const current = this.core.requireTask(input.taskId);
     // Resuming would only meet the same refusal at the step: the person's decision comes first.

@@ -12,7 +12,6 @@
 import { WaypointError } from '../model/errors';
 import type { TerminalCommand } from '../model/schema';
 import { ACTIVE_TASK_STATES } from '../model/stateMachine';
-import { parseInput } from '../model/validate';
 import { diffManifests } from '../snapshot';
 import type { EngineCore } from './engineCore';
 import { BeginCommandInput, EndCommandInput } from './inputs';
@@ -34,8 +33,7 @@ export interface CommandEnd {
 export class TerminalCommands {
   constructor(private readonly core: EngineCore) {}
 
-  async begin(raw: BeginCommandInput): Promise<{ taskId: string; commandId: string; checkpointId: string | null; owner: TerminalCommand['owner'] }> {
-    const input = parseInput(BeginCommandInput, raw, 'command start');
+  async begin(input: BeginCommandInput): Promise<{ taskId: string; commandId: string; checkpointId: string | null; owner: TerminalCommand['owner'] }> {
     const key = input.idempotencyKey ?? `command.start:${input.taskId}:${input.commandId}`;
     return this.core.run('command.start', key, async () => {
         const task = this.core.requireTask(input.taskId);
@@ -61,8 +59,7 @@ export class TerminalCommands {
       }, { space: 'a command checkpoint' });
   }
 
-  async end(raw: EndCommandInput): Promise<CommandEnd> {
-    const input = parseInput(EndCommandInput, raw, 'command end');
+  async end(input: EndCommandInput): Promise<CommandEnd> {
     const key = input.idempotencyKey ?? `command.end:${input.taskId}:${input.commandId}`;
     return this.core.run('command.end', key, async () => {
         const task = this.core.requireTask(input.taskId);

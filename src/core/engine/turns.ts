@@ -3,7 +3,6 @@ import { z } from 'zod';
 import { isActive } from '../model/taskStates';
 import { WaypointError } from '../model/errors';
 import { LeaseOwner, type Turn } from '../model/schema';
-import { parseInput } from '../model/validate';
 import type { EngineCore } from './engineCore';
 import { TaskId } from './inputs';
 
@@ -25,10 +24,9 @@ export const RecordTurnInput = z.strictObject({
   startedAt: z.number().int().min(0).max(8.64e15),
   owner: LeaseOwner.optional(),
 });
-export type RecordTurnInput = z.input<typeof RecordTurnInput>;
+export type RecordTurnInput = z.output<typeof RecordTurnInput>;
 
-export async function recordTurn(core: EngineCore, raw: unknown): Promise<{ taskId: string; turn: number; recorded: boolean }> {
-  const input = parseInput(RecordTurnInput, raw, 'turn digest');
+export async function recordTurn(core: EngineCore, input: RecordTurnInput): Promise<{ taskId: string; turn: number; recorded: boolean }> {
   const data = {
     turn: input.turn,
     sessionId: input.sessionId,

@@ -11,6 +11,7 @@ export {
   RESTORE_TEMP_SUFFIX,
   RESTORE_TEMP_TAG,
   restoreTempName,
+  restoreAsideName,
   looksLikeRestoreTemp,
   isInside,
   pathKeyProblem,

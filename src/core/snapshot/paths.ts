@@ -46,6 +46,17 @@ export function restoreTempName(tag: string, index: number): string {
   return `.wp-${tag}-${index.toString(36)}.tmp`;
 }
 
+/**
+ * The name a restore moves a file it replaces (`w`, plan write `index`) or removes
+ * (`r`, plan removal `index`) to for a moment, in the same directory: moving it aside
+ * is one atomic step, so what is checked afterwards is exactly what was taken from the
+ * path, and a save that lands after the move finds the path free instead of being
+ * overwritten. Named by the plan's tag, so a re-run after a crash finds its own.
+ */
+export function restoreAsideName(tag: string, kind: 'w' | 'r', index: number): string {
+  return `.wp-${tag}-${kind}${index.toString(36)}.was`;
+}
+
 /** A plan's temp tag: lowercase hex, so a temp name is always one safe segment. */
 export const RESTORE_TEMP_TAG = /^[0-9a-f]{8,32}$/;
 
@@ -55,7 +66,7 @@ export const RESTORE_TEMP_TAG = /^[0-9a-f]{8,32}$/;
  * or removes a file by its name's shape, only the temps its durable plan names.
  */
 export function looksLikeRestoreTemp(name: string): boolean {
-  return /^\.wp-[0-9a-f]{8,32}-[0-9a-z]+\.tmp$/.test(name) || name.endsWith(RESTORE_TEMP_SUFFIX);
+  return /^\.wp-[0-9a-f]{8,32}-[0-9a-z]+\.(tmp|was)$/.test(name) || name.endsWith(RESTORE_TEMP_SUFFIX);
 }
 
 // C0 controls, DEL and C1 controls. NUL is checked separately for a clearer message.

@@ -17,6 +17,7 @@ import {
   assertSafePathKey,
   checkRoots,
   findCaseCollisions,
+  restoreAsideName,
   restoreTempName,
   resolveInsideSync,
   splitKey,
@@ -350,11 +351,57 @@ function stillAsPlanned(p: string, st: fss.Stats, was: FileEntry | SymlinkEntry,
 }
 
 /**
- * Test seam: called with a path key as the restore is about to check it (`check`),
- * and, for a write, once its temp is written and it is about to replace the path
- * (`swap`). Tests edit files from here to race a person's save; never set in production.
+ * Test seam: called with a path key as the restore is about to check it (`check`);
+ * for a write, once its temp is written and it is about to look again (`swap`); after
+ * the last look, just before the path is taken (`replace`); and once the old file is
+ * aside, before the new one goes in (`placed`). Tests edit files from here to race a
+ * person's save; never set in production.
  */
-export const restoreSeams: { beforeReplace?: (key: string, phase: 'check' | 'swap') => void } = {};
+export const restoreSeams: { beforeReplace?: (key: string, phase: RestorePhase) => void } = {};
+export type RestorePhase = 'check' | 'swap' | 'replace' | 'placed';
+
+/**
+ * Where link(2) makes a second name for a file without following a symlink and a
+ * rename moves an open file: the replace-and-remove steps go through an aside name
+ * (`moveAside`). Elsewhere (Windows) the temp is renamed over the path as before.
+ */
+const ASIDE = process.platform === 'linux' || process.platform === 'darwin';
+
+/**
+ * Takes the file at `file` (last seen as `st`) off its path by moving it to `aside`,
+ * one atomic step, then checks that what was taken is what was seen: a save that
+ * landed between the last look and the move is in the moved file, and goes back.
+ * Returns the moved file's stat when it was as seen (the caller then drops it), null
+ * when the path was left as the person has it (gone, or their save put back).
+ */
+function moveAside(file: string, aside: string, st: fss.Stats): fss.Stats | null {
+  try {
+    fss.renameSync(file, aside);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null; // removed meanwhile: theirs
+    throw err;
+  }
+  const moved = lstatOrNull(aside);
+  // The move itself sets the inode's ctime, so only the rest is compared: a write since
+  // the last look changes the size or the mtime (setting the mtime back as well, in
+  // that instant, is beyond what an editor does).
+  if (moved && moved.ino === st.ino && moved.dev === st.dev && moved.size === st.size && moved.mtimeMs === st.mtimeMs && moved.mode === st.mode) return moved;
+  putBack(aside, file);
+  return null;
+}
+
+/**
+ * Gives a moved file its path back without replacing anything there: a save that
+ * landed on the free path meanwhile is newer than the moved one, and stays.
+ */
+function putBack(aside: string, file: string): void {
+  try {
+    fss.linkSync(aside, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  unlinkIfThere(aside);
+}
 
 /** Whether what is on disk at `p` is exactly `entry` (content and, for files, mode). */
 function diskMatches(p: string, st: fss.Stats, entry: ManifestEntry): boolean {
@@ -534,11 +581,14 @@ interface RestoreRun {
 function removeFiles(run: RestoreRun): void {
   const { plan, roots, dirs, held, result } = run;
   const emptied = new Map<string, WsDir>();
-  for (const r of plan.removes) {
+  for (let i = 0; i < plan.removes.length; i++) {
+    const r = plan.removes[i]!;
     noteProgress();
     const at = locate(dirs, roots, r.path, false);
     if (!at) continue; // its directory is gone: removed by an earlier, interrupted run
     const file = `${at.dir.io}/${at.name}`;
+    const aside = `${at.dir.io}/${restoreAsideName(run.tag, 'r', i)}`;
+    if (ASIDE) settleRemovedAside(aside, file);
     restoreSeams.beforeReplace?.(r.path, 'check');
     const st = lstatOrNull(file);
     if (!st) {
@@ -551,8 +601,19 @@ function removeFiles(run: RestoreRun): void {
       result.conflicts.push({ path: r.path, reason: CHANGED_SINCE_SCAN });
       continue;
     }
-    held.hold(file, st);
-    unlinkIfThere(file);
+    if (ASIDE) {
+      restoreSeams.beforeReplace?.(r.path, 'replace');
+      const moved = moveAside(file, aside, st);
+      if (!moved) {
+        if (lstatOrNull(file)) result.conflicts.push({ path: r.path, reason: CHANGED_SINCE_SCAN });
+        continue;
+      }
+      held.hold(aside, moved);
+      unlinkIfThere(aside);
+    } else {
+      held.hold(file, st);
+      unlinkIfThere(file);
+    }
     result.removed.push(r.path);
     emptied.set(`${at.dir.root}\0${at.dir.rel}`, at.dir);
   }
@@ -579,11 +640,14 @@ function removeFiles(run: RestoreRun): void {
 
 /**
  * Phase 3: files, then symlinks last, so no link exists while files are written.
- * Each is written to its temp (`restoreTempName`) in its directory and renamed into
- * place. A crash at any point leaves each path with its old content, its new
- * content, or (Linux, see UNLINK_BEFORE_RENAME) nothing but the temp with the new
- * content beside it; the engine's recovery re-applies the plan, which writes such a
- * path again and removes the temps of writes it finds done or in conflict.
+ * Each is written to its temp (`restoreTempName`) in its directory. On Linux and
+ * macOS a file it replaces is moved aside (`restoreAsideName`) and checked there, and
+ * the temp takes the free path by link(2); elsewhere the temp is renamed into place.
+ * A crash at any point leaves each path with its old content, its new content, or
+ * nothing, with the temp and the moved file beside it; the engine's recovery
+ * re-applies the plan, which settles a moved file first (`settleWrittenAside`),
+ * writes such a path again and removes the temps of writes it finds done or in
+ * conflict.
  */
 function writeFiles(run: RestoreRun): void {
   const { plan, roots, dirs, held, result, tag } = run;
@@ -597,6 +661,8 @@ function writeFiles(run: RestoreRun): void {
     const tmpName = restoreTempName(tag, i);
     let at = locate(dirs, roots, w.path, false);
     const existing = at ? `${at.dir.io}/${at.name}` : null;
+    const asideName = restoreAsideName(tag, 'w', i);
+    if (existing && ASIDE) settleWrittenAside(`${at!.dir.io}/${asideName}`, existing, w);
     if (existing) restoreSeams.beforeReplace?.(w.path, 'check');
     const st = existing ? lstatOrNull(existing) : null;
     if (st) {
@@ -662,6 +728,59 @@ function writeFiles(run: RestoreRun): void {
         result.conflicts.push({ path: w.path, reason: CHANGED_SINCE_SCAN });
         continue;
       }
+      if (st && w.entry.type === 'file' && ASIDE) {
+        // The old file goes aside and the new one takes the free path by link(2), which
+        // never replaces: a save at any instant of this is either in the moved file
+        // (put back) or on the path (left there), never overwritten.
+        const aside = `${at.dir.io}/${asideName}`;
+        restoreSeams.beforeReplace?.(w.path, 'replace');
+        const moved = moveAside(file, aside, st);
+        if (!moved) {
+          unlinkQuietly(tmp);
+          result.conflicts.push({ path: w.path, reason: CHANGED_SINCE_SCAN });
+          continue;
+        }
+        restoreSeams.beforeReplace?.(w.path, 'placed');
+        try {
+          fss.linkSync(tmp, file);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+            putBack(aside, file);
+            throw err;
+          }
+          // Saved on the free path: the person's. What was moved is what the undo point holds.
+          unlinkQuietly(tmp);
+          unlinkIfThere(aside);
+          result.conflicts.push({ path: w.path, reason: CHANGED_SINCE_SCAN });
+          continue;
+        }
+        unlinkIfThere(tmp);
+        // An editor that opened the file before the move and wrote after it wrote into
+        // the moved file: that save wins over the restored content.
+        if (!sameStat(lstatOrNull(aside), moved)) {
+          fss.renameSync(aside, file);
+          result.conflicts.push({ path: w.path, reason: CHANGED_SINCE_SCAN });
+          continue;
+        }
+        held.hold(aside, moved);
+        unlinkIfThere(aside);
+        result.written.push(w.path);
+        continue;
+      }
+      if (!st && w.entry.type === 'file' && ASIDE) {
+        // A free path is taken by link(2): a file that appeared on it since the look stays.
+        try {
+          fss.linkSync(tmp, file);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+          unlinkQuietly(tmp);
+          result.conflicts.push({ path: w.path, reason: CHANGED_SINCE_SCAN });
+          continue;
+        }
+        unlinkIfThere(tmp);
+        result.written.push(w.path);
+        continue;
+      }
       if (st && w.entry.type === 'file') {
         held.hold(file, st);
         if (UNLINK_BEFORE_RENAME) unlinkIfThere(file);
@@ -673,6 +792,28 @@ function writeFiles(run: RestoreRun): void {
     }
     result.written.push(w.path);
   }
+}
+
+/**
+ * A run that crashed with a file aside (write `w`): the path gets it back if it is
+ * free; where the new content is already in place, a moved file the undo point holds
+ * (as planned) is dropped and a person's save goes back over the restored content;
+ * anything else on the path is newer than the moved file and stays.
+ */
+function settleWrittenAside(aside: string, file: string, w: PlannedWrite): void {
+  const moved = lstatOrNull(aside);
+  if (!moved) return;
+  const there = lstatOrNull(file);
+  if (!there) return putBack(aside, file);
+  if (w.was && stillAsPlanned(aside, moved, w.was, undefined)) return unlinkIfThere(aside);
+  if (diskMatches(file, there, w.entry)) fss.renameSync(aside, file);
+  else unlinkIfThere(aside);
+}
+
+/** The same for a removal's moved file: back on a free path (the removal then looks at it again), else dropped as older. */
+function settleRemovedAside(aside: string, file: string): void {
+  if (!lstatOrNull(aside)) return;
+  putBack(aside, file);
 }
 
 /** Removes this write's temp (`tmpName`, if given) and, for a legacy plan, its `<name>.waypoint-tmp`; returns how many were there. */
@@ -713,7 +854,19 @@ export async function sweepRestoreTemps(plan: RestorePlan, roots: SnapshotRoot[]
       } catch {
         continue;
       }
-      if (at) n += dropTemps({ legacy }, at, tag === null ? null : restoreTempName(tag, i));
+      if (!at) continue;
+      n += dropTemps({ legacy }, at, tag === null ? null : restoreTempName(tag, i));
+      if (tag !== null && ASIDE) settleWrittenAside(`${at.dir.io}/${restoreAsideName(tag, 'w', i)}`, `${at.dir.io}/${at.name}`, plan.writes[i]!);
+    }
+    for (let i = 0; tag !== null && ASIDE && i < plan.removes.length; i++) {
+      let at: Located | null;
+      try {
+        assertSafePathKey(plan.removes[i]!.path);
+        at = locate(dirs, roots, plan.removes[i]!.path, false);
+      } catch {
+        continue;
+      }
+      if (at) settleRemovedAside(`${at.dir.io}/${restoreAsideName(tag, 'r', i)}`, `${at.dir.io}/${at.name}`);
     }
   } finally {
     dirs.close();

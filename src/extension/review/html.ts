@@ -21,7 +21,7 @@ export function panelTitle(what: string, taskTitle: string): string {
  * A new page panel with its final options and title from the start. Changing a
  * webview's options or title after creation costs the window a round of work while
  * the webview is being set up (the review's first frame came ~50 ms later when its
- * options and title were set after `createWebviewPanel`; see docs/benchmarks.md), and the
+ * options and title were set after `createWebviewPanel`; see docs/benchmarks-history.md), and the
  * panel options (find widget) only count at creation.
  */
 export function createPagePanel(viewType: string, title: string, extensionUri: vscode.Uri): vscode.WebviewPanel {
@@ -53,7 +53,7 @@ export function ensureWebviewOptions(webview: vscode.Webview, extensionUri: vsco
  * window): VS Code shows a webview's frame only at its document's `load`, which waits
  * for every fetch, and each fetch goes through the webview's service worker to the
  * extension's files (the review's script began 106–134 ms after its navigation with
- * fetched assets, 55–105 ms written in; see docs/benchmarks.md).
+ * fetched assets, 55–105 ms written in; see docs/benchmarks-history.md).
  */
 export function pageShell(
   webview: vscode.Webview,

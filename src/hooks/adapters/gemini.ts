@@ -10,6 +10,14 @@ import { Id, PathText, TodoList, argsOf, filesIn, kindOf, str, todosFrom } from 
  * (`prompt_response`), BeforeTool/AfterTool `tool_name`, `tool_input`, `tool_response`
  * (no call id: before and after are paired by content). Exit 2 blocks; on exit 0
  * stdout must be JSON only, so `waypoint hook gemini-cli` prints `{}`.
+ *
+ * What the real binary sends (0.61, test/fixtures/hooks-real/gemini-cli): `tool_response`
+ * is `{llmContent, returnDisplay}`, for most tools as a JSON string; `write_todos` items are
+ * `{description, status}`; SessionEnd comes at the end of every `-p` run (`reason: "exit"`)
+ * and `--resume` starts with SessionStart `source: "resume"`. PreCompress `trigger: "auto"`
+ * comes before every model request once there is history, whether or not it then
+ * compresses (the threshold is checked after the hook), so it says nothing and is not
+ * counted; only a `manual` one (`/compress`) is.
  */
 export const GEMINI_TOOLS = { edit: ['write_file', 'replace', 'edit'], shell: ['run_shell_command'], todo: ['write_todos'] } as const;
 
@@ -25,6 +33,7 @@ const GeminiHookInput = z.looseObject({
   tool_name: z.string().max(200).optional(),
   tool_input: z.record(z.string(), z.unknown()).optional(),
   tool_response: z.unknown().optional(),
+  trigger: z.string().max(40).optional(),
 });
 
 function geminiCall(p: z.infer<typeof GeminiHookInput>): ToolCall {
@@ -62,7 +71,7 @@ function geminiEvent(p: z.infer<typeof GeminiHookInput>): HookEvent {
     case 'AfterAgent':
       return { type: 'stop', lastMessage: p.prompt_response };
     case 'PreCompress':
-      return { type: 'compaction' };
+      return p.trigger === 'auto' ? { type: 'ignored', name: p.hook_event_name } : { type: 'compaction' };
     case 'SessionEnd':
       return { type: 'session_end', reason: p.reason };
     default:

@@ -3,6 +3,7 @@ import { WaypointError } from '../../core/model/errors';
 import { parseInput } from '../../core/model/validate';
 import type { HookEnvelope, HookEvent, ToolCall } from '../events';
 import { PathText, TodoList, argsOf, filesIn, filesInPatch, kindOf, str, todosFrom } from './common';
+import { changesTodos } from '../sqlTodos';
 
 /**
  * VS Code agent hooks, Preview (https://code.visualstudio.com/docs/agent-customization/hooks,
@@ -93,8 +94,15 @@ export function vscodeAdapter(raw: unknown): HookEnvelope {
  * with PascalCase event names its payloads carry `hook_event_name` and `session_id`
  * (the camelCase form names no event, so it cannot be told apart: connect writes
  * PascalCase). No call ids. Hook failures never block the agent; PreToolUse output could.
+ *
+ * What the real binary sends (1.0.102, test/fixtures/hooks-real/copilot-cli): in the
+ * PascalCase form tools get Claude Code's names — `bash` arrives as `Bash`, a freeform
+ * `apply_patch` as `Edit` whose `tool_input` is the raw patch text (paths relative to `cwd`);
+ * `sql` keeps its name. The plan is the session's `todos` table, written by the model through
+ * `sql` (sqlTodos.ts replays that SQL). SessionStart says `source: "new"` or `"resume"`;
+ * every `-p` run ends with Stop then SessionEnd (`reason: "complete"`).
  */
-export const COPILOT_CLI_TOOLS = { edit: ['create', 'edit'], shell: ['bash', 'powershell'], todo: [] as string[] } as const;
+export const COPILOT_CLI_TOOLS = { edit: ['create', 'edit', 'apply_patch', 'Edit', 'Create', 'Write'], shell: ['bash', 'powershell', 'Bash', 'PowerShell'], todo: ['sql'] } as const;
 
 const CopilotCliHookInput = z.looseObject({
   session_id: z.string().min(1).max(200).optional(),
@@ -114,10 +122,15 @@ const CopilotCliHookInput = z.looseObject({
 
 function copilotCall(name: string, rawInput: unknown): ToolCall {
   const input = argsOf(rawInput);
-  const kind = kindOf(name, COPILOT_CLI_TOOLS);
+  let kind = kindOf(name, COPILOT_CLI_TOOLS);
+  // `sql` is its plan tool only when it changes the todos table; any other query is an ordinary tool call.
+  const query = name === 'sql' ? str(input?.query) : undefined;
+  if (name === 'sql' && !(query && changesTodos(query))) kind = 'other';
   const call: ToolCall = { id: null, name, kind };
-  if (kind === 'edit') call.files = filesIn(input);
+  // A patch arrives as its raw text (apply_patch is freeform); it names its files relative to cwd.
+  if (kind === 'edit') call.files = typeof rawInput === 'string' && !input ? filesInPatch(rawInput) : name === 'apply_patch' ? filesInPatch(str(input?.input) ?? str(input?.patch)) : filesIn(input);
   if (kind === 'shell') call.command = str(input?.command) ?? '';
+  if (kind === 'todo') call.todoSql = query;
   return call;
 }
 

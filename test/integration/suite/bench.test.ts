@@ -143,7 +143,7 @@ describe('bench (extension host)', function () {
     for (let i = 0; i < 100; i++) fs.writeFileSync(path.join(root, key(i)), Array.from({ length: 40 }, (_, k) => `export const r${k} = ${i + (k % 3 === 0 ? 1000 : 0)};`).join('\n') + '\n');
     await engine.completeStep({ taskId, stepId });
     // Fail now, with the reason, if Roll Back would stop to ask whose changes go (it would wait for an answer forever).
-    const asked = (await engine.rollback({ taskId, checkpointId, preview: true })).personChanged ?? [];
+    const asked = (await engine.rollbackPreview({ taskId, checkpointId })).personChanged ?? [];
     if (asked.length) throw new Error(`the rollback would ask whose changes go first (${asked.length} files counted as the person's); the preview cannot be timed`);
     const tabs = () => vscode.window.tabGroups.all.flatMap((g) => g.tabs);
     const closeDiffs = async () => {

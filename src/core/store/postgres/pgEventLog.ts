@@ -8,6 +8,7 @@ import type { AppendResult, Disposable, EventLog, NewEventLike, ReadFilter, Work
 import { SqlProjection } from '../projection';
 import { listingEntryParts } from '../taskListingJson';
 import { connectClient, isConnectionError, redactUrl, unavailable } from './connection';
+import { StoreSweeper, WRITER_BEAT_MS } from './leaseSweeper';
 import { ensureSchema } from './schema';
 import { toPgText, fromPgText } from './pgText';
 import { NOTIFY_CHANNEL, parseNotification, rowToEvent, EVENT_COLUMNS } from './rows';
@@ -84,6 +85,10 @@ interface TaskSummary {
   created_at: number;
   updated_at: number;
   seq: number;
+  /** The task's lease in the fold (null: nobody holds it); its holder's heartbeat time tells a renewal apart. */
+  lease_owner: string | null;
+  lease_ttl_ms: number | null;
+  lease_hb: number | null;
 }
 
 /** Commits carry at most this many events (one statement's parameters stay small). */
@@ -95,12 +100,17 @@ const NOTIFY_EVERY_MS = 25;
 /**
  * The commit statement (see commitStatement): $1 workspace, $2 epoch, $3 expected head, $4 new head, $5..$15 event columns, $16 machine,
  * $17..$25 task summary columns, $26 deleted task ids, $27 and $28 the tasks' listing entries around their updatedAt (listing_head, listing_tail),
- * $29..$31 the tasks whose summary moved only in time (id, updated_at, seq).
+ * $29..$31 the tasks whose summary moved only in time (id, updated_at, seq), $32..$34 and $35..$37 the leases of
+ * the first and of the second kind of task (holder, ttl, the holder's heartbeat time).
  *
  * Most events change nothing in their task's summary but its time (a heartbeat, a step's
  * progress): those tasks get only their updated_at and seq set (`tm`), not the whole
  * row's fields and listing texts again. That halved what a summary cost a commit (the
  * texts were most of the parameters' size, their escaping most of the client's work).
+ *
+ * A lease's expiry is judged by the server's clock (the store-wide sweep, leaseSweeper.ts):
+ * a commit that renews a lease — the holder's heartbeat time changed, or a new holder —
+ * stamps `lease_at` with now(); one that does not keeps it.
  *
  * A task that already has its row is UPDATEd, and only a new one INSERTed: `INSERT … ON
  * CONFLICT DO UPDATE` locks the existing row before updating it, and that lock is a
@@ -115,23 +125,30 @@ const COMMIT_SQL = `WITH head AS (
       AS x(seq, ts, type, v, task_id, corr, key, by, data, op, result)
     RETURNING 1
   ), x AS (
-    SELECT * FROM unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::int[], $23::bigint[], $24::bigint[], $25::bigint[], $27::text[], $28::text[])
-      AS x(id, title, goal, agent, state, attempt, created_at, updated_at, seq, head, tail)
+    SELECT * FROM unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::int[], $23::bigint[], $24::bigint[], $25::bigint[], $27::text[], $28::text[],
+      $32::text[], $33::bigint[], $34::bigint[])
+      AS x(id, title, goal, agent, state, attempt, created_at, updated_at, seq, head, tail, lo, lt, lh)
   ), up AS (
     UPDATE waypoint.tasks AS t SET machine = $16, title = x.title, goal = x.goal, agent = x.agent, state = x.state, attempt = x.attempt,
-      updated_at = x.updated_at, seq = x.seq, listing_head = x.head, listing_tail = x.tail
+      updated_at = x.updated_at, seq = x.seq, listing_head = x.head, listing_tail = x.tail,
+      lease_owner = x.lo, lease_ttl_ms = x.lt, lease_hb = x.lh,
+      lease_at = CASE WHEN x.lh IS NULL THEN NULL WHEN t.lease_hb IS NOT DISTINCT FROM x.lh AND t.lease_owner IS NOT DISTINCT FROM x.lo THEN t.lease_at ELSE now() END
     FROM head, x WHERE t.workspace_id = head.id AND t.id = x.id
     RETURNING t.id
   ), tk AS (
-    INSERT INTO waypoint.tasks AS t (workspace_id, id, machine, title, goal, agent, state, attempt, created_at, updated_at, seq, listing_head, listing_tail)
-    SELECT head.id, x.id, $16, x.title, x.goal, x.agent, x.state, x.attempt, x.created_at, x.updated_at, x.seq, x.head, x.tail
+    INSERT INTO waypoint.tasks AS t (workspace_id, id, machine, title, goal, agent, state, attempt, created_at, updated_at, seq, listing_head, listing_tail,
+      lease_owner, lease_ttl_ms, lease_hb, lease_at)
+    SELECT head.id, x.id, $16, x.title, x.goal, x.agent, x.state, x.attempt, x.created_at, x.updated_at, x.seq, x.head, x.tail,
+      x.lo, x.lt, x.lh, CASE WHEN x.lh IS NULL THEN NULL ELSE now() END
     FROM head, x WHERE x.id NOT IN (SELECT id FROM up)
     ON CONFLICT (workspace_id, id) DO UPDATE SET machine = excluded.machine, title = excluded.title, goal = excluded.goal, agent = excluded.agent,
-      state = excluded.state, attempt = excluded.attempt, updated_at = excluded.updated_at, seq = excluded.seq, listing_head = excluded.listing_head, listing_tail = excluded.listing_tail
+      state = excluded.state, attempt = excluded.attempt, updated_at = excluded.updated_at, seq = excluded.seq, listing_head = excluded.listing_head, listing_tail = excluded.listing_tail,
+      lease_owner = excluded.lease_owner, lease_ttl_ms = excluded.lease_ttl_ms, lease_hb = excluded.lease_hb, lease_at = excluded.lease_at
     RETURNING 1
   ), tm AS (
-    UPDATE waypoint.tasks AS t SET updated_at = y.updated_at, seq = y.seq
-    FROM head, unnest($29::text[], $30::bigint[], $31::bigint[]) AS y(id, updated_at, seq)
+    UPDATE waypoint.tasks AS t SET updated_at = y.updated_at, seq = y.seq, lease_owner = y.lo, lease_ttl_ms = y.lt, lease_hb = y.lh,
+      lease_at = CASE WHEN y.lh IS NULL THEN NULL WHEN t.lease_hb IS NOT DISTINCT FROM y.lh AND t.lease_owner IS NOT DISTINCT FROM y.lo THEN t.lease_at ELSE now() END
+    FROM head, unnest($29::text[], $30::bigint[], $31::bigint[], $35::text[], $36::bigint[], $37::bigint[]) AS y(id, updated_at, seq, lo, lt, lh)
     WHERE t.workspace_id = head.id AND t.id = y.id
     RETURNING 1
   ), del AS (
@@ -153,6 +170,10 @@ export class PgEventLog implements EventLog {
   private lost: WaypointError | null = null;
   private closed = false;
   private lastNotifyAt = 0;
+  /** When a commit or a beat last told the store this writer is alive (see beat). */
+  private lastSignAt = Date.now();
+  private beatTimer: NodeJS.Timeout | undefined;
+  private sweeper: { dispose(): Promise<void> } | undefined;
   /** The durable head listeners were last told of (see notifyListeners). */
   private notifiedHead = 0;
   private readonly listeners = new Set<(events: readonly WaypointEvent[]) => void>();
@@ -263,11 +284,51 @@ export class PgEventLog implements EventLog {
       log.seq = head;
       log.durableSeq = head;
       log.notifiedHead = head;
+      log.startLiveness();
       log.log.info(`opened workspace ${ws.id} (${ws.machine}) in the team store at ${redactUrl(opts.url)}: epoch ${epoch}, ${head} events, in ${(performance.now() - t0).toFixed(1)} ms`);
       return log;
     } catch (e) {
       await client.end().catch(() => undefined);
       throw isConnectionError(e) ? unavailable(e, opts.url) : e;
+    }
+  }
+
+  /**
+   * This writer's sign of life for the store-wide sweep (leaseSweeper.ts), which leaves a
+   * workspace alone while its writer is alive: every commit is one, and an idle writer
+   * beats every WRITER_BEAT_MS. The beat also notices a takeover without LISTEN: when
+   * the leases row is at another epoch, this writer was replaced. And this process
+   * offers to sweep the store (one sweeper per process and store, shared).
+   */
+  private startLiveness(): void {
+    this.beatTimer = setInterval(() => void this.beat(), WRITER_BEAT_MS);
+    this.beatTimer.unref();
+    const ws = this.opts.workspace;
+    this.sweeper = StoreSweeper.acquire(
+      this.opts.url,
+      { by: `${this.opts.owner ?? 'waypoint'} on ${ws.machine} (pid ${process.pid})`, machine: ws.machine, log: this.opts.log },
+    );
+  }
+
+  private async beat(): Promise<void> {
+    // Skipped when a commit spoke for the writer within half a period: signs of life stay at most 1.5 periods apart.
+    if (this.closed || this.lost || this.poisoned || this.flushing || Date.now() - this.lastSignAt < WRITER_BEAT_MS / 2) return;
+    const ws = this.opts.workspace;
+    try {
+      const client = await this.writer();
+      const r = await client.query<{ epoch: number }>({
+        name: 'waypoint_beat_v1',
+        text: `WITH b AS (UPDATE waypoint.leases SET heartbeat_at = now() WHERE workspace_id = $1 AND epoch = $2 RETURNING 1)
+               SELECT (SELECT count(*) FROM b)::int AS beat, (SELECT epoch FROM waypoint.workspaces WHERE id = $1) AS epoch`,
+        values: [ws.id, this.epoch],
+      });
+      const row = r.rows[0] as { beat: number; epoch: number };
+      if (row.beat === 1) this.lastSignAt = Date.now();
+      else if (row.epoch > this.epoch) this.loseOwnership(row.epoch);
+    } catch (e) {
+      // The next commit reconnects (and reports an unreachable store); a missed beat only makes this writer look idle.
+      if (isConnectionError(e)) this.dropClient();
+      this.log.debug(`writer beat failed: ${errorMessage(e)}`);
     }
   }
 
@@ -392,6 +453,7 @@ export class PgEventLog implements EventLog {
         continue;
       }
       this.durableSeq = events[events.length - 1].seq;
+      this.lastSignAt = Date.now();
       this.stats.commits++;
       this.stats.events += events.length;
       for (const p of group) p.resolve();
@@ -490,7 +552,7 @@ export class PgEventLog implements EventLog {
       return out;
     };
     const r = await client.query<{ advanced: number; tm: number }>({
-      name: 'waypoint_commit_v4',
+      name: 'waypoint_commit_v5',
       text: COMMIT_SQL,
       values: [
         ws.id,
@@ -524,6 +586,12 @@ export class PgEventLog implements EventLog {
         times.map((t) => toPgText(t.id)),
         times.map((t) => t.updated_at),
         times.map((t) => t.seq),
+        upserts.map((t) => toPgText(t.lease_owner)),
+        upserts.map((t) => t.lease_ttl_ms),
+        upserts.map((t) => t.lease_hb),
+        times.map((t) => toPgText(t.lease_owner)),
+        times.map((t) => t.lease_ttl_ms),
+        times.map((t) => t.lease_hb),
       ],
     });
     const row = r.rows[0];
@@ -604,7 +672,10 @@ export class PgEventLog implements EventLog {
     for (const e of events) if (e.taskId) last.set(e.taskId, e.seq);
     const out = new Map<string, TaskSummary | null>();
     for (const [id, seq] of last) {
-      const t = this.fold.get<Omit<TaskSummary, 'seq'>>('SELECT id, title, goal, agent, state, attempt, created_at, updated_at FROM tasks WHERE id = ?', [id]);
+      const t = this.fold.get<Omit<TaskSummary, 'seq'>>(
+        'SELECT t.id, t.title, t.goal, t.agent, t.state, t.attempt, t.created_at, t.updated_at, l.owner AS lease_owner, l.ttl_ms AS lease_ttl_ms, l.heartbeat_at AS lease_hb FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE t.id = ?',
+        [id],
+      );
       out.set(id, t ? { ...t, seq } : null);
     }
     return out;
@@ -727,6 +798,8 @@ export class PgEventLog implements EventLog {
     if (this.closed) return;
     await this.flushing?.catch(() => undefined);
     this.closed = true;
+    clearInterval(this.beatTimer);
+    await this.sweeper?.dispose();
     await this.listening?.catch(() => undefined);
     await this.listenClient?.end().catch(() => undefined);
     await this.client?.end().catch(() => undefined);

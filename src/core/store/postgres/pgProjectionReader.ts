@@ -7,8 +7,10 @@ import type { Disposable, ProjectionReader, TaskListFilter, TaskListing } from '
 import { migrate } from '../migrations';
 import { insertEvent, project } from '../projections';
 import { loadSqlJs } from '../sqlite';
-import { connectClient, createPool, isConnectionError, unavailable } from './connection';
+import { connectClient, isConnectionError, sharedPool, unavailable } from './connection';
 import { ensurePoolSchema } from './schema';
+import { StoreSweeper, sweepExpiredLeases, type SweepOptions, type SweepResult } from './leaseSweeper';
+import { ALERT_CHANNEL, parseTeamAlert, type TeamAlert } from './teamAlerts';
 import { toPgText } from './pgText';
 import { queryTaskListings } from './taskListing';
 import { EVENT_COLUMNS, NOTIFY_CHANNEL, parseNotification, rowToEvent, type StoreNotification } from './rows';
@@ -27,15 +29,16 @@ export class PgProjectionReader implements ProjectionReader {
     private readonly pool: Pool,
     private readonly url: string,
     readonly workspaceId: string | null,
+    private readonly release: () => Promise<void>,
   ) {}
 
   static async open(url: string, o: { workspaceId?: string | null; connectTimeoutMs?: number } = {}): Promise<PgProjectionReader> {
-    const pool = createPool(url, { connectTimeoutMs: o.connectTimeoutMs, application: 'waypoint reader' });
-    const reader = new PgProjectionReader(pool, url, o.workspaceId ?? null);
+    const { pool, release } = sharedPool(url, { connectTimeoutMs: o.connectTimeoutMs });
+    const reader = new PgProjectionReader(pool, url, o.workspaceId ?? null, release);
     try {
       await ensurePoolSchema(pool);
     } catch (e) {
-      await pool.end().catch(() => undefined);
+      await release();
       throw isConnectionError(e) ? unavailable(e, url) : e;
     }
     return reader;
@@ -91,8 +94,17 @@ export class PgProjectionReader implements ProjectionReader {
     }
   }
 
+  /** One turn of the store-wide lease sweep, when one is due and it is this caller's turn (see leaseSweeper.ts). */
+  async sweepLeases(o: SweepOptions): Promise<SweepResult> {
+    try {
+      return await sweepExpiredLeases(this.pool, o);
+    } catch (e) {
+      throw isConnectionError(e) ? unavailable(e, this.url, 'sweep') : e;
+    }
+  }
+
   async close(): Promise<void> {
-    await this.pool.end().catch(() => undefined);
+    await this.release();
   }
 }
 
@@ -102,25 +114,51 @@ export class PgProjectionReader implements ProjectionReader {
  * the server goes away. Dispose to stop.
  */
 export async function watchTeamStore(url: string, listener: (n: StoreNotification) => void, onError?: (e: WaypointError) => void): Promise<Disposable> {
+  return watchChannel(url, NOTIFY_CHANNEL, 'waypoint watch', (payload) => {
+    const m = parseNotification(payload);
+    if (m) listener(m);
+  }, onError);
+}
+
+/**
+ * The team store's alerts (a task interrupted store-wide, on any machine), parsed; for
+ * every window connected to the store. While watching, this process also offers the
+ * store-wide lease sweep (leaseSweeper.ts): a window that only relays to its
+ * workspace's owner, or shows the Team Store view, is a connected client too.
+ */
+export async function watchTeamAlerts(url: string, listener: (a: TeamAlert) => void, o: { onError?: (e: WaypointError) => void; sweeper: SweepOptions }): Promise<Disposable> {
+  const sweeper = StoreSweeper.acquire(url, o.sweeper);
+  const watch = await watchChannel(url, ALERT_CHANNEL, 'waypoint alerts', (payload) => {
+    const a = parseTeamAlert(payload);
+    if (a) listener(a);
+  }, o.onError);
+  return {
+    dispose: () => {
+      watch.dispose();
+      void sweeper.dispose();
+    },
+  };
+}
+
+async function watchChannel(url: string, channel: string, application: string, onPayload: (payload: string | undefined) => void, onError?: (e: WaypointError) => void): Promise<Disposable> {
   let client: Client | null = null;
   let stopped = false;
   const connect = async (): Promise<void> => {
     try {
-      const c = await connectClient(url, { application: 'waypoint watch' });
+      const c = await connectClient(url, { application });
       if (stopped) {
         await c.end();
         return;
       }
       c.on('notification', (n) => {
-        const m = parseNotification(n.payload);
-        if (m) listener(m);
+        if (n.channel === channel) onPayload(n.payload);
       });
       c.on('error', (e) => {
         client = null;
         onError?.(unavailable(e, url, 'listen to'));
         if (!stopped) setTimeout(() => void connect(), 1000).unref();
       });
-      await c.query(`LISTEN ${NOTIFY_CHANNEL}`);
+      await c.query(`LISTEN ${channel}`);
       client = c;
     } catch (e) {
       onError?.(unavailable(e, url, 'listen to'));

@@ -20,6 +20,9 @@ import { WaypointError } from '../../model/errors';
  * v3: tasks.listing, the task's `tasks --all --json` entry as text (see taskListingJson.ts).
  * v4: no index on tasks.updated_at, and a fill factor, so a summary's update is heap-only;
  *     the entry as `listing_head` and `listing_tail`, around the updatedAt value.
+ * v5: each task's lease by the server's clock (`lease_at`: when a commit last renewed it),
+ *     and `sweeps`, the turn every connected client takes to interrupt expired leases
+ *     store-wide (see leaseSweeper.ts).
  */
 
 export const PG_SCHEMA = 'waypoint';
@@ -143,6 +146,28 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         listing_tail = CASE WHEN strpos(listing_head, E'\n    "updatedAt": ') > 0 AND strpos(listing_head, E',\n    "workspace": ') > 0
           THEN substr(listing_head, strpos(listing_head, E',\n    "workspace": ')) END
       WHERE listing_head IS NOT NULL;
+    `,
+  },
+  {
+    version: 5,
+    // A lease is renewed by its holder's events; the commit that carries them stamps
+    // `lease_at` with the server's now(), so expiry is judged by one clock for the whole
+    // fleet (a client's clock may be minutes off). `lease_hb` is the holder's own
+    // heartbeat time, kept only to tell a renewal from an event that did not renew.
+    // No index on the lease columns (a heartbeat's update stays heap-only); the sweep
+    // reads the active tasks through a partial index whose key and predicate change
+    // only when a task's state does.
+    description: "tasks' leases by the server's clock, and the store-wide sweep's turn",
+    up: `
+      ALTER TABLE waypoint.tasks ADD COLUMN lease_owner text, ADD COLUMN lease_ttl_ms bigint, ADD COLUMN lease_hb bigint, ADD COLUMN lease_at timestamptz;
+      CREATE INDEX tasks_active ON waypoint.tasks (workspace_id) WHERE state IN ('pending', 'planning', 'running', 'waiting_tool');
+      CREATE TABLE waypoint.sweeps (
+        id integer PRIMARY KEY CHECK (id = 1),
+        at timestamptz NOT NULL,
+        by text NOT NULL,
+        swept bigint NOT NULL DEFAULT 0
+      );
+      INSERT INTO waypoint.sweeps (id, at, by) VALUES (1, '-infinity', 'none');
     `,
   },
 ];
