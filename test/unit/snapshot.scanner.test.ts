@@ -403,6 +403,77 @@ describe('snapshot scanner', () => {
     assert.deepEqual(keys(d.manifest), ['src/.gitignore', 'src/a.ts']);
   });
 
+  /**
+   * Small files are read into one shared buffer; a read that crossed an await before it
+   * was stored let another file's read refill the buffer, and a file was stored with
+   * another's content. Only for files changed over a second before the scan (a recently
+   * changed file is re-read after a pause, out of the shared buffer): the checkpoint of a
+   * long-lived owner a while after the edits, never a test that scans right after writing.
+   */
+  async function changedAWhileAgo(ws: string, n: number): Promise<{ names: string[]; changed: string[] }> {
+    const files: Record<string, string> = {};
+    const names: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const name = `d${i % 7}/f${i}.txt`;
+      names.push(name);
+      // Sizes on either side of the 64 KiB at which a file is read on the thread pool instead.
+      files[name] = `file ${i} `.repeat(i % 9 === 0 ? 7000 + i : 3 + i * 5);
+    }
+    await writeTree(ws, files);
+    return { names, changed: names.filter((_, i) => i % 4 === 1) };
+  }
+  async function editAndAge(ws: string, changed: string[]): Promise<void> {
+    // Swapped contents in pairs, and a same-size edit: no size tells the versions apart.
+    for (let i = 0; i + 1 < changed.length; i += 2) {
+      const [a, b] = [path.join(ws, changed[i]!), path.join(ws, changed[i + 1]!)];
+      const [ca, cb] = [await fs.readFile(a), await fs.readFile(b)];
+      await fs.writeFile(a, cb);
+      await fs.writeFile(b, ca);
+    }
+    const last = path.join(ws, changed[changed.length - 1]!);
+    await fs.writeFile(last, (await fs.readFile(last)).fill('edited '));
+    // Past the second within which a change counts as recent (recentlyChanged in scan/fsAccess.ts).
+    await new Promise((r) => setTimeout(r, 1100));
+  }
+  async function assertStoredAsOnDisk(ws: string, m: Manifest, blobs: BlobStore): Promise<void> {
+    for (const [k, e] of m) {
+      if (e.type !== 'file') continue;
+      assert.equal(blobs.getSync(e.hash).toString(), await fs.readFile(path.join(ws, k), 'utf8'), `${k} stored with another file's content`);
+    }
+  }
+
+  it('dirty hint: files changed a while before the scan are each stored with their own content (shared read buffer)', async function () {
+    this.timeout(20_000);
+    const ws = await tmp.make();
+    const { changed } = await changedAWhileAgo(ws, 60);
+    const blobs = await newStore(tmp);
+    const first = await scan({ roots: [{ name: 'w', dir: ws }], blobs });
+    await editAndAge(ws, changed);
+    const hinted = await scan({ roots: [{ name: 'w', dir: ws }], blobs, previous: first.manifest, dirty: changed });
+    await assertStoredAsOnDisk(ws, hinted.manifest, blobs);
+    assert.deepEqual(diffManifests((await scan({ roots: [{ name: 'w', dir: ws }], blobs })).manifest, hinted.manifest), []);
+  });
+
+  it('rescan on the stat workers: files changed a while before the scan are each stored with their own content (shared read buffer)', async function () {
+    this.timeout(20_000);
+    const ws = await tmp.make();
+    const { changed } = await changedAWhileAgo(ws, 60);
+    const blobs = await newStore(tmp);
+    // Stat workers from the first file: each directory's changed files come back from a worker while the walk goes on.
+    const listings = new ListingCache(1);
+    try {
+      const first = await scan({ roots: [{ name: 'w', dir: ws }], blobs, listings });
+      await ageTree(ws); // the first scan's entries are vouched for by the stat cache; only the edits below are read
+      const aged = await scan({ roots: [{ name: 'w', dir: ws }], blobs, listings, previous: first.manifest });
+      await editAndAge(ws, changed);
+      const rescan = await scan({ roots: [{ name: 'w', dir: ws }], blobs, listings, previous: aged.manifest });
+      assert.equal(rescan.stats.filesHashed, changed.length);
+      await assertStoredAsOnDisk(ws, rescan.manifest, blobs);
+    } finally {
+      await listings.close();
+    }
+  });
+
   it('property: incremental, dirty-hint, listing-cache and fresh scans agree over random edit sequences', async function () {
     this.timeout(120_000);
     const names = ['a.txt', 'b.ts', 'd1/c.txt', 'd1/e.log', 'd1/d2/f.txt', 'd2/g.txt'];

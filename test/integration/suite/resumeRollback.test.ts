@@ -51,7 +51,7 @@ describe('resume and rollback', function () {
     await engine.abandonTask({ taskId });
   });
 
-  it('Resume Task with a confirmed delivery resumes the task and hands over the prompt', async () => {
+  it('Resume Task by Copy to Clipboard hands over the prompt and leaves the task interrupted (same attempt) until the agent picks it up', async () => {
     // Set before the task's last checkpoint: the settings file it writes would otherwise be drift (and the drift question a dialog).
     const config = vscode.workspace.getConfiguration('waypoint');
     await config.update('resumeDelivery', 'clipboard', vscode.ConfigurationTarget.Workspace);
@@ -60,9 +60,12 @@ describe('resume and rollback', function () {
       await vscode.env.clipboard.writeText('');
       const ctx = (await vscode.commands.executeCommand('waypoint.resumeTask', taskId)) as { task: { attempt: number } } | undefined;
       assert.ok(ctx);
-      assert.equal(engine.queries.task(taskId).state, 'running');
-      assert.equal(engine.queries.task(taskId).attempt, 2);
-      assert.match(await vscode.env.clipboard.readText(), /# Resume task: Resume me/);
+      // Copying resumes nothing: the agent that reads the prompt resumes the task with its first call.
+      assert.equal(engine.queries.task(taskId).state, 'interrupted');
+      assert.equal(engine.queries.task(taskId).attempt, 1);
+      const prompt = await vscode.env.clipboard.readText();
+      assert.match(prompt, /# Resume task: Resume me/);
+      assert.match(prompt, /waypoint_task_resume/);
     } finally {
       await config.update('resumeDelivery', undefined, vscode.ConfigurationTarget.Workspace);
     }

@@ -24,6 +24,9 @@ const MAX_INFLIGHT_BYTES = 8 * 1024 * 1024;
 const SETTLE_MS = 2;
 const settle = () => new Promise<void>((r) => setTimeout(r, SETTLE_MS));
 
+/** A small file's content and the fstat it is the content of (bytes null: grew past the size limit). */
+type SmallRead = { bytes: Buffer | null; at: Stats };
+
 export class FileReads {
   /** Bounds large files open or being read at once. */
   private readonly io: Limiter;
@@ -151,11 +154,16 @@ export class FileReads {
       }
     }
     if (!large) {
-      let read: { bytes: Buffer | null; at: Stats };
+      let read: SmallRead;
       try {
-        // Small files go through one reused buffer: the store copies or consumes them
-        // before put returns its promise (no allocation per file).
-        read = await this.readSmall(fd, fst, key.slice(dir.prefix.length));
+        // Small files go through one reused buffer (no allocation per file): the store
+        // copies or consumes them before put returns its promise, so a read into the
+        // buffer must reach `store` with no await between. Other reads of this scan
+        // run at every await (the targets of a dirty hint, the stat workers' answers
+        // while the walk goes on, a worker's fallback read) and refill the buffer.
+        // readSmall answers synchronously unless it must wait, and then in memory of its own.
+        const r = this.readSmall(fd, fst, key.slice(dir.prefix.length));
+        read = r instanceof Promise ? await r : r;
       } catch (err) {
         this.readFailed(err, key, io, abs);
         return;
@@ -207,29 +215,45 @@ export class FileReads {
    * came between the fstat it was read by and the end of the read (a torn mix of two
    * versions is never stored); read again if one did, up to READ_ATTEMPTS times. A
    * file changed within the last second is read a second time, a moment later, and
-   * both reads must agree (see recentlyChanged). Returns the bytes with the fstat they are the content of (bytes null: the file
-   * grew past the size limit meanwhile).
+   * both reads must agree (see recentlyChanged). Returns the bytes with the fstat they
+   * are the content of (bytes null: the file grew past the size limit meanwhile).
+   *
+   * The answer is synchronous, in the shared `scratch` buffer, unless the file must be
+   * read again after a pause (confirm): then it is a promise, and its bytes are never
+   * in `scratch` (other reads use it while this one waits). `shared` false: never read
+   * into `scratch` (a read resumed after an await).
    */
-  private async readSmall(fd: number, fst: Stats, rel: string): Promise<{ bytes: Buffer | null; at: Stats }> {
+  private readSmall(fd: number, fst: Stats, rel: string, firstAttempt = 1, shared = true): SmallRead | Promise<SmallRead> {
     let at = fst;
-    for (let attempt = 1; ; attempt++) {
-      let bytes = readSyncInto(fd, at.size, at.size <= this.scratch.length ? this.scratch : Buffer.allocUnsafe(at.size));
+    for (let attempt = firstAttempt; ; attempt++) {
+      const bytes = readSyncInto(fd, at.size, shared && at.size <= this.scratch.length ? this.scratch : Buffer.allocUnsafe(at.size));
       const after = fss.fstatSync(fd);
       if (bytes.length === at.size && sameVersion(at, after)) {
         if (!recentlyChanged(after)) return { bytes, at };
-        // Out of the shared buffer before waiting: a worker's fallback read may use it meanwhile.
-        if (bytes.buffer === this.scratch.buffer) bytes = Buffer.from(bytes);
-        // A write may have been under way since before the first fstat: a second read, a
-        // moment later (a writer descheduled mid-copy gets to go on), must agree.
-        await settle();
-        const again = readSyncInto(fd, at.size, at.size <= this.verify.length ? this.verify : Buffer.allocUnsafe(at.size));
-        const last = fss.fstatSync(fd);
-        if (sameVersion(at, last) && again.equals(bytes)) return { bytes, at };
+        // Out of the shared buffer before waiting: other reads use it meanwhile.
+        return this.confirm(fd, at, bytes.buffer === this.scratch.buffer ? Buffer.from(bytes) : bytes, rel, attempt);
       }
-      if (attempt === READ_ATTEMPTS) throw changingWhileRead(rel);
+      if (attempt >= READ_ATTEMPTS) throw changingWhileRead(rel);
       at = fss.fstatSync(fd); // the version the next read is checked against
       if (at.size > this.rec.maxFileBytes) return { bytes: null, at };
     }
+  }
+
+  /**
+   * A recently changed file read as `bytes` (memory of its own): a write may have been
+   * under way since before the first fstat, so a second read, a moment later (a writer
+   * descheduled mid-copy gets to go on), must agree; else it is read again (readSmall).
+   */
+  private async confirm(fd: number, at: Stats, bytes: Buffer, rel: string, attempt: number): Promise<SmallRead> {
+    await settle();
+    // Compared before anything else runs: `verify` is shared too.
+    const again = readSyncInto(fd, at.size, at.size <= this.verify.length ? this.verify : Buffer.allocUnsafe(at.size));
+    const last = fss.fstatSync(fd);
+    if (sameVersion(at, last) && again.equals(bytes)) return { bytes, at };
+    if (attempt >= READ_ATTEMPTS) throw changingWhileRead(rel);
+    const next = fss.fstatSync(fd); // the version the next read is checked against
+    if (next.size > this.rec.maxFileBytes) return { bytes: null, at: next };
+    return this.readSmall(fd, next, rel, attempt + 1, false);
   }
 
   /** A failed open or read: recorded as not captured when the workspace can cause it (READ_ERRORS), else thrown (the scan fails). */
