@@ -75,7 +75,13 @@ export function backgroundOwnerWanted(storeDir: string, env: NodeJS.ProcessEnv =
   const off = env.WAYPOINT_NO_DAEMON;
   if (off && off !== '0' && off.toLowerCase() !== 'false') return { on: false, why: 'WAYPOINT_NO_DAEMON is set' };
   const s = readBackgroundSettings(storeDir);
-  if (s.enabled === false) return { on: false, why: 'the waypoint.backgroundOwner.enabled setting is off' };
+  // Opt-in for now: a detached process started by a hook is a surprise until it pays for
+  // itself (docs/benchmarks.md, "Background owner": later calls are not yet ≤ 0.25× git).
+  // The shell's WAYPOINT_DAEMON=1 asks for it; else the setting a window recorded decides.
+  const on = env.WAYPOINT_DAEMON;
+  const shellAsks = on !== undefined && on !== '' && on !== '0' && on.toLowerCase() !== 'false';
+  if (!shellAsks && s.enabled === false) return { on: false, why: 'the waypoint.backgroundOwner.enabled setting is off' };
+  if (!shellAsks && s.enabled !== true) return { on: false, why: 'off unless turned on (WAYPOINT_DAEMON=1, or the waypoint.backgroundOwner.enabled setting)' };
   const envIdle = Number(env.WAYPOINT_DAEMON_IDLE_SECONDS);
   const idleMs = Number.isFinite(envIdle) && envIdle > 0 ? envIdle * 1000 : s.idleMinutes !== undefined ? s.idleMinutes * 60_000 : DEFAULT_BACKGROUND_IDLE_MS;
   return { on: true, idleMs };

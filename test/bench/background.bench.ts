@@ -27,7 +27,7 @@ const CLI = path.join(ROOT, 'dist', 'cli.js');
 const FILES = 51_000;
 const CHANGED = 10;
 /** The background owner's environment for this bench: on, and not leaving between rounds. */
-const ON = { WAYPOINT_NO_DAEMON: '', WAYPOINT_DAEMON_IDLE_SECONDS: '600' };
+const ON = { WAYPOINT_NO_DAEMON: '', WAYPOINT_DAEMON: '1', WAYPOINT_DAEMON_IDLE_SECONDS: '600' };
 
 function alive(pid: number): boolean {
   try {

@@ -25,7 +25,7 @@ interface Run {
 function cli(args: string[], env: Record<string, string | undefined> = {}, cwd?: string): Promise<Run> {
   return new Promise((resolve) => {
     const t0 = Date.now();
-    const e: NodeJS.ProcessEnv = { ...process.env, WAYPOINT_DAEMON_IDLE_SECONDS: '60', ...env };
+    const e: NodeJS.ProcessEnv = { ...process.env, WAYPOINT_DAEMON: '1', WAYPOINT_DAEMON_IDLE_SECONDS: '60', ...env };
     // The unit suite turns background owners off for every other test (test/support/noBackgroundOwner.cjs).
     if (!('WAYPOINT_NO_DAEMON' in env)) delete e.WAYPOINT_NO_DAEMON;
     for (const [k, v] of Object.entries(e)) if (v === undefined) delete e[k];
@@ -163,15 +163,31 @@ describe('background owner (real processes)', function () {
     assert.equal(fs.existsSync(path.join(ws, '.waypoint', LOG_FILE)), false, 'no background owner was ever started');
   });
 
-  it('the setting recorded by a window turns it off', async () => {
+  it('is off unless asked for (WAYPOINT_DAEMON=1 or the setting): the call owns the store itself', async () => {
+    const ws = workspace();
+    const r = await json<{ relayed: boolean }>(cli(['init', '--json', '-w', ws], { WAYPOINT_DAEMON: undefined }));
+    assert.equal(r.relayed, false);
+    const s = await json<Status & { background: { enabled: boolean; why?: string } }>(cli(['status', '--json', '-w', ws], { WAYPOINT_DAEMON: undefined }));
+    assert.equal(s.owner, null);
+    assert.equal(s.background.enabled, false);
+    assert.match(s.background.why ?? '', /WAYPOINT_DAEMON=1/);
+    assert.equal(fs.existsSync(path.join(ws, '.waypoint', LOG_FILE)), false, 'no background owner was ever started');
+  });
+
+  it('the setting recorded by a window decides when the shell does not ask: off, then on', async () => {
     const ws = workspace();
     fs.mkdirSync(path.join(ws, '.waypoint'));
     fs.writeFileSync(path.join(ws, '.waypoint', 'background-owner.json'), JSON.stringify({ enabled: false }));
-    const r = await json<{ relayed: boolean }>(cli(['init', '--json', '-w', ws]));
+    const r = await json<{ relayed: boolean }>(cli(['init', '--json', '-w', ws], { WAYPOINT_DAEMON: undefined }));
     assert.equal(r.relayed, false);
-    const s = await json<Status & { background: { enabled: boolean; why?: string } }>(cli(['status', '--json', '-w', ws]));
+    const s = await json<Status & { background: { enabled: boolean; why?: string } }>(cli(['status', '--json', '-w', ws], { WAYPOINT_DAEMON: undefined }));
     assert.equal(s.owner, null);
     assert.equal(s.background.enabled, false);
+    assert.match(s.background.why ?? '', /setting is off/);
+    fs.writeFileSync(path.join(ws, '.waypoint', 'background-owner.json'), JSON.stringify({ enabled: true }));
+    const on = await json<{ relayed: boolean }>(cli(['init', '--json', '-w', ws], { WAYPOINT_DAEMON: undefined }));
+    assert.equal(on.relayed, true, 'the setting on: the call started a background owner and was answered by it');
+    assert.ok((await ownerPid(ws)).owner?.background);
   });
 
   it('a racing pair of first calls starts one owner, and both are answered by it', async () => {

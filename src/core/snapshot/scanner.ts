@@ -103,12 +103,8 @@ class Scan {
     };
     const ancestors = new AncestorRules(this.baseRules);
 
-    // One target at a time: a small file is read into the reader's one shared buffer and
-    // handed on after an await, so two targets in flight at once could store one file's
-    // bytes under the other's name (a long-lived owner's hinted checkpoints did, when a
-    // recently written file's second read let another target run in between).
-    for (const { root, rel } of dirtyTargets(roots, previous, dirty)) {
-      await (async () => {
+    await Promise.all(
+      dirtyTargets(roots, previous, dirty).map(async ({ root, rel }) => {
         const prefix = keyPrefixFor(roots, root);
         const key = rel === '' ? prefix.replace(/\/$/, '') : prefix + rel;
         const relDir = rel.includes('/') ? rel.slice(0, rel.lastIndexOf('/')) : '';
@@ -157,8 +153,8 @@ class Scan {
             dir.close();
           }
         }
-      })();
-    }
+      }),
+    );
     // Directory plans (see DirPlan) of directories with no touched entry hold for this scan's manifest too.
     this.opts.listings?.carryPlans(previous, rec.manifest, touchedDirs(roots, touched));
     return touched;
