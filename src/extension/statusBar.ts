@@ -9,6 +9,7 @@ import { retryState } from '../core/engine/retryPolicy';
 import { taskDetail, tasksOnly } from './storeReads';
 import { displayText } from '../core/model/displayText';
 import { safeTooltip } from './treeNode';
+import { OneMoreRun } from './rerun';
 
 /**
  * One status bar item for the task that matters now: a running task shows its
@@ -23,8 +24,14 @@ export class TaskStatusBar extends Disposable {
   private readonly item = this.register(vscode.window.createStatusBarItem('waypoint.task', vscode.StatusBarAlignment.Left, 50));
   private readonly storeItem = this.register(vscode.window.createStatusBarItem('waypoint.store', vscode.StatusBarAlignment.Left, 49));
   /** Updates run one at a time; a change during one schedules exactly one more. */
-  private updating: Promise<void> | undefined;
-  private again = false;
+  private readonly redraws = new OneMoreRun(async () => {
+    try {
+      await this.redraw();
+    } catch {
+      // No store (yet), or the owner did not answer: show nothing rather than something stale.
+      this.item.hide();
+    }
+  }, () => this.isDisposed);
 
   constructor(private readonly host: EngineHost) {
     super();
@@ -74,22 +81,7 @@ export class TaskStatusBar extends Disposable {
 
   /** Re-reads the store and redraws; resolves when the item shows the store as it is now. */
   update(): Promise<void> {
-    if (this.updating) {
-      this.again = true;
-      return this.updating;
-    }
-    this.updating = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.redraw();
-        } catch {
-          // No store (yet), or the owner did not answer: show nothing rather than something stale.
-          this.item.hide();
-        }
-      } while (this.again && !this.isDisposed);
-    })().finally(() => (this.updating = undefined));
-    return this.updating;
+    return this.redraws.run();
   }
 
   private async redraw(): Promise<void> {

@@ -1,9 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { createTwoFilesPatch } from 'diff';
 import { WaypointError, errorMessage } from '../core/model/errors';
-import { TEMP_MARKER, fsyncDirSync } from '../core/store/fsutil';
+import { writeFileAtomicSync } from '../core/store/fsutil';
 import { ensurePrivateStoreDir } from '../core/store/storeDir';
 import { WorkspaceDirs } from '../core/snapshot/workspaceDirs';
 import { recordOwnWrites } from '../core/engine/ownWrites';
@@ -344,28 +343,13 @@ function realDir(dir: string): string {
   }
 }
 
-const O_CREATE_NOFOLLOW = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | (fs.constants.O_NOFOLLOW ?? 0);
-
 /** A temp file beside the target, created new (never through a link), then renamed over it (a rename replaces a link, never follows it). */
 function writeInto(dirIo: string, name: string, f: FileChange): void {
   const target = `${dirIo}/${name}`;
   const st = fs.lstatSync(target, { throwIfNoEntry: false });
   if (st?.isSymbolicLink()) throw linkRefused(f.file);
   if (st && !st.isFile()) throw new WaypointError('unsafe_path', `${f.file} is not a regular file; Waypoint left it untouched.`, { path: f.file });
-  const tmp = `${dirIo}/${name}${TEMP_MARKER}${process.pid}-${randomBytes(4).toString('hex')}`;
-  const fd = fs.openSync(tmp, O_CREATE_NOFOLLOW, f.executable ? 0o755 : 0o644);
-  try {
-    fs.writeFileSync(fd, f.content);
-    if (f.executable) fs.fchmodSync(fd, 0o755);
-    fs.fsyncSync(fd);
-  } catch (e) {
-    fs.closeSync(fd);
-    fs.rmSync(tmp, { force: true });
-    throw e;
-  }
-  fs.closeSync(fd);
-  fs.renameSync(tmp, target);
-  fsyncDirSync(dirIo);
+  writeFileAtomicSync(target, f.content, f.executable ? 0o755 : 0o644, { exactMode: f.executable });
 }
 
 /** What the plan would write, for a person to read before anything is: a diff per changed file (a new file in full). */

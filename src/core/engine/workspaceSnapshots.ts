@@ -24,6 +24,7 @@ import {
   type ScanCacheMiss,
   sweepRestoreTemps,
   DEFAULT_MAX_FILE_BYTES,
+  type ScanOptions,
   type ScanResult,
   type ApplyResult,
   type FileChangeWithLines,
@@ -145,11 +146,12 @@ export class WorkspaceSnapshots implements Snapshotter {
   }
 
   /**
-   * Scans the workspace (incrementally from `previous`) without recording anything. The
-   * result may be the store's cached map itself (an empty `dirty`): callers must not change it.
+   * One scan from the previous checkpoint's map. Shared, not copied: the scan never
+   * changes its previous manifest, and a rescan from the map the last capture saved
+   * reuses that scan's directory plans (see DirPlan in snapshot/scan/listingCache.ts).
+   * A dirty hint is used only with a previous map to vouch for the rest.
    */
-  async scanNow(previous: CheckpointMeta | null, dirty?: readonly string[]): Promise<Manifest> {
-    // Shared, not copied: the scan never changes its previous manifest (and keeps its directory plans for it).
+  private async scanFrom(previous: CheckpointMeta | null, dirty: readonly string[] | undefined, extra: Pick<ScanOptions, 'flush' | 'deferCompression'> = {}) {
     const prev = previous?.manifestRef ? await this.previousManifest({ ...previous, manifestRef: previous.manifestRef }) : undefined;
     const r = await scan({
       roots: this.roots,
@@ -160,24 +162,23 @@ export class WorkspaceSnapshots implements Snapshotter {
       dirty: prev && dirty ? [...dirty] : undefined,
       blobs: this.blobs,
       listings: this.listings,
+      ...extra,
     });
+    return { r, prev };
+  }
+
+  /**
+   * Scans the workspace (incrementally from `previous`) without recording anything. The
+   * result may be the store's cached map itself (an empty `dirty`): callers must not change it.
+   */
+  async scanNow(previous: CheckpointMeta | null, dirty?: readonly string[]): Promise<Manifest> {
+    const { r } = await this.scanFrom(previous, dirty);
     for (const u of r.unreadable) this.opts.log?.info(`[snapshot] unreadable: ${u.path} (${u.code})`);
     return r.manifest;
   }
 
   async capture(req: CaptureRequest): Promise<Capture> {
-    // Shared, not copied: the scan never changes its previous manifest, and a rescan from
-    // the map the last capture saved reuses that scan's directory plans (see DirPlan in snapshot/scan/listingCache.ts).
-    const prev = req.previous?.manifestRef ? await this.previousManifest({ ...req.previous, manifestRef: req.previous.manifestRef }) : undefined;
-    const r = await scan({
-      roots: this.roots,
-      excludes: this.opts.excludes,
-      maxFileBytes: this.opts.maxFileBytes,
-      previous: prev?.manifest,
-      previousVerifiedAtMs: prev?.verifiedAtMs,
-      dirty: prev && req.dirty ? [...req.dirty] : undefined,
-      blobs: this.blobs,
-      listings: this.listings,
+    const { r, prev } = await this.scanFrom(req.previous, req.dirty, {
       flush: false, // ManifestStore.save flushes the new blobs and the manifest together
       // A bulk scan stores new content raw so the checkpoint is durable sooner; it is
       // compressed right after, in the background (compactSoon).

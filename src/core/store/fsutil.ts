@@ -48,11 +48,17 @@ export async function writeFileAtomic(target: string, data: Uint8Array | string,
   await fsyncDir(path.dirname(target));
 }
 
-export function writeFileAtomicSync(target: string, data: Uint8Array | string, mode = 0o644): void {
+/**
+ * `writeFileAtomic`, synchronously. The temp file is created new (`wx`: O_EXCL never
+ * follows a link) and the rename replaces whatever the target is, a link included,
+ * without following it. `exactMode` sets the mode past the umask (an executable hook).
+ */
+export function writeFileAtomicSync(target: string, data: Uint8Array | string, mode = 0o644, o: { exactMode?: boolean } = {}): void {
   const tmp = tempPathFor(target);
   const fd = fs.openSync(tmp, 'wx', mode);
   try {
     fs.writeFileSync(fd, data);
+    if (o.exactMode) fs.fchmodSync(fd, mode);
     fs.fsyncSync(fd);
   } catch (e) {
     fs.closeSync(fd);

@@ -29,6 +29,15 @@ function dropLease(db: Db, taskId: string): void {
   db.run('DELETE FROM leases WHERE task_id = ?', [taskId]);
 }
 
+/**
+ * The task's driver went away (interrupted, suspended, held): an intent with no outcome
+ * cannot be known to have run or not, and nobody holds the lease any more.
+ */
+function driverGone(db: Db, taskId: string): void {
+  db.run("UPDATE side_effects SET status = 'in_doubt' WHERE task_id = ? AND status = 'intent'", [taskId]);
+  dropLease(db, taskId);
+}
+
 /** A task waiting on a side effect goes back to running when no intent is open. */
 function settleWaitingTool(db: Db, taskId: string, ts: number): void {
   const open = db.get<{ n: number }>("SELECT COUNT(*) AS n FROM side_effects WHERE task_id = ? AND status = 'intent'", [taskId]);
@@ -131,14 +140,11 @@ const handlers: Handlers = {
       e.ts,
       e.taskId,
     ]);
-    // An intent with no outcome when its driver went away cannot be known to have run or not.
-    db.run("UPDATE side_effects SET status = 'in_doubt' WHERE task_id = ? AND status = 'intent'", [e.taskId]);
-    dropLease(db, e.taskId!);
+    driverGone(db, e.taskId!);
   },
   'task.suspended': (db, e) => {
     setTaskState(db, e.taskId!, 'suspended', e.ts);
-    db.run("UPDATE side_effects SET status = 'in_doubt' WHERE task_id = ? AND status = 'intent'", [e.taskId]);
-    dropLease(db, e.taskId!);
+    driverGone(db, e.taskId!);
   },
   'task.held': (db, e, d) => {
     db.run("UPDATE tasks SET state = 'suspended', hold = ?, updated_at = ? WHERE id = ?", [
@@ -146,8 +152,7 @@ const handlers: Handlers = {
       e.ts,
       e.taskId,
     ]);
-    db.run("UPDATE side_effects SET status = 'in_doubt' WHERE task_id = ? AND status = 'intent'", [e.taskId]);
-    dropLease(db, e.taskId!);
+    driverGone(db, e.taskId!);
   },
   'task.resumed': (db, e, d) => {
     db.run("UPDATE tasks SET state = 'running', attempt = ?, interruption = NULL, hold = NULL, updated_at = ? WHERE id = ?", [d.attempt, e.ts, e.taskId]);

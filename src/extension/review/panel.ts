@@ -6,10 +6,10 @@ import { git, isGitWorkTree } from '../../core/review/gitCli';
 import type { ReviewData } from '../../core/review/reviewModel';
 import { checkpointUri, EMPTY_SIDE } from '../checkpointFs';
 import { keyUri } from '../windowFolders';
-import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
+import { TaskPanel } from '../webview/taskPanel';
 import { refreshScm } from './gitCommitter';
-import { ensureWebviewOptions, panelTitle, reviewHtml } from './html';
+import { panelTitle, reviewHtml } from './html';
 import { clipLine, HostMessage, inPageOrder, listingMessages, MAX_FILE_BATCH, PageMessage, parseInbound, type CommittedMsg, type FileDecisionMsg } from './protocol';
 import { offerWayOut, wayOutOffered } from './refusals';
 import type { WorkspaceOperations } from '../workspaceOperations';
@@ -39,7 +39,7 @@ export interface ReviewDeps {
  * before that); line counts follow in batches once the page has drawn the list, and
  * a file's hunks are computed only when the page asks for them.
  */
-export class ReviewPanel extends Disposable {
+export class ReviewPanel extends TaskPanel {
   private ready = false;
   private data: ReviewData | undefined;
   /** The listing begun with the page, for its first `ready` (if that comes soon). */
@@ -54,26 +54,16 @@ export class ReviewPanel extends Disposable {
   private readonly timing = { listingMs: 0, pageSetAt: 0, readyAt: 0, postedAt: 0 };
   /** What this panel's last apply made, and how to undo it (shown instead of the decisions). */
   private last: { committed: CommittedMsg; preApplyCheckpointId: string } | undefined;
-  private readonly _onDidDispose = this.register(new vscode.EventEmitter<void>());
-  readonly onDidDispose = this._onDidDispose.event;
   private readonly _onDidShowContent = this.register(new vscode.EventEmitter<ShownContent>());
   /** Fires each time the page reports it has drawn the review: its first content, then refreshes. */
   readonly onDidShowContent = this._onDidShowContent.event;
 
   constructor(
-    readonly taskId: string,
-    readonly panel: vscode.WebviewPanel,
+    taskId: string,
+    panel: vscode.WebviewPanel,
     private readonly deps: ReviewDeps,
   ) {
-    super();
-    ensureWebviewOptions(panel.webview, deps.extensionUri);
-    this.register(panel.webview.onDidReceiveMessage((m) => void this.receive(m)));
-    this.register(
-      deps.host.onDidChange((e) => {
-        if (!e || e.taskIds.includes(taskId)) this.scheduleRefresh();
-      }),
-    );
-    this.register(panel.onDidDispose(() => this.dispose()));
+    super(taskId, panel, deps);
     this.register({ dispose: () => clearTimeout(this.refreshTimer) });
     this.load();
   }
@@ -111,15 +101,8 @@ export class ReviewPanel extends Disposable {
     this.first = { at: t0, listing, posted: posted.catch(() => false) };
   }
 
-  override dispose(): void {
-    if (this.isDisposed) return;
-    this._onDidDispose.fire();
-    super.dispose();
-    this.panel.dispose();
-  }
-
-  reveal(): void {
-    this.panel.reveal();
+  protected taskChanged(): void {
+    this.scheduleRefresh();
   }
 
   private post(msg: HostMessage): void {
@@ -133,7 +116,7 @@ export class ReviewPanel extends Disposable {
     return (await Promise.all(sent)).every(Boolean);
   }
 
-  private async receive(raw: unknown): Promise<void> {
+  protected async receive(raw: unknown): Promise<void> {
     const msg = parseInbound(PageMessage, raw, 'page', (line) => this.deps.log.warn(line));
     if (!msg) return;
     try {

@@ -1,37 +1,19 @@
 import * as vscode from 'vscode';
 import type { Task } from '../../core/model/schema';
-import { Disposable } from '../disposable';
 import { WINDOW_OWNER_PREFIX } from '../engineHost';
-import { TaskNode } from '../tasksTree';
-import { createPagePanel, panelTitle } from './html';
+import { TaskPanels } from '../webview/taskPanels';
 import { REVIEW_VIEW_TYPE, ReviewPanel, type ReviewDeps } from './panel';
 import { PageState } from './protocol';
 
 const REVIEWABLE: ReadonlySet<Task['state']> = new Set(['waiting_review', 'running', 'interrupted', 'waiting_tool', 'suspended']);
 
 /**
- * One review panel per task: opening again focuses it. Panels survive a window
- * reload through the serializer (the page keeps its task id in webview state), and
- * a notification offers the review when a task starts waiting for one.
+ * One review panel per task (`waypoint.reviewTask`), restored on reload; a
+ * notification offers the review when a task starts waiting for one.
  */
-export class ReviewPanels extends Disposable {
-  private readonly panels = new Map<string, ReviewPanel>();
-
+export class ReviewPanels extends TaskPanels<ReviewPanel> {
   constructor(private readonly deps: ReviewDeps) {
-    super();
-    this.register(
-      vscode.window.registerWebviewPanelSerializer(REVIEW_VIEW_TYPE, {
-        deserializeWebviewPanel: async (panel, state) => {
-          const parsed = PageState.safeParse(state);
-          if (!parsed.success) {
-            deps.log.warn('[review] a restored panel had no valid state; closing it');
-            panel.dispose();
-            return;
-          }
-          this.adopt(parsed.data.taskId, panel);
-        },
-      }),
-    );
+    super({ viewType: REVIEW_VIEW_TYPE, what: 'Review', taskIdOf: (state) => PageState.safeParse(state).data?.taskId, log: deps.log, extensionUri: deps.extensionUri });
     this.register(
       deps.host.onDidChange((e) => {
         // One window offers it: the one owning the store, or (when a process such as
@@ -41,39 +23,18 @@ export class ReviewPanels extends Disposable {
         for (const ev of e?.events ?? []) if (ev.type === 'task.review_requested' && ev.taskId) void this.offer(ev.taskId);
       }),
     );
-    this.register({ dispose: () => [...this.panels.values()].forEach((p) => p.dispose()) });
   }
 
-  /** `waypoint.reviewTask`: a task id (status bar), a tree node, or nothing (quick pick). */
-  async open(arg?: unknown): Promise<ReviewPanel | undefined> {
-    const taskId = arg instanceof TaskNode ? arg.task.id : typeof arg === 'string' ? arg : await this.pick();
-    if (!taskId) return undefined;
+  protected create(taskId: string, panel: vscode.WebviewPanel): ReviewPanel {
+    return new ReviewPanel(taskId, panel, this.deps);
+  }
+
+  protected async taskTitle(taskId: string): Promise<string> {
     // Refuses an unknown id with a clear error, wherever the store is (in-process or the owner's /rpc).
-    const { task } = await (await this.deps.host.api()).taskDetail(taskId);
-    const existing = this.panels.get(taskId);
-    if (existing) {
-      existing.reveal();
-      return existing;
-    }
-    const panel = createPagePanel(REVIEW_VIEW_TYPE, panelTitle('Review', task.title), this.deps.extensionUri);
-    return this.adopt(taskId, panel);
+    return (await (await this.deps.host.api()).taskDetail(taskId)).task.title;
   }
 
-  /** The open panel of a task (tests, and the host's apply). */
-  panel(taskId: string): ReviewPanel | undefined {
-    return this.panels.get(taskId);
-  }
-
-  private adopt(taskId: string, panel: vscode.WebviewPanel): ReviewPanel {
-    const p = new ReviewPanel(taskId, panel, this.deps);
-    this.panels.set(taskId, p);
-    p.onDidDispose(() => {
-      if (this.panels.get(taskId) === p) this.panels.delete(taskId);
-    });
-    return p;
-  }
-
-  private async pick(): Promise<string | undefined> {
+  protected async pick(): Promise<string | undefined> {
     const tasks = (await (await this.deps.host.api()).tasks()).filter((t) => REVIEWABLE.has(t.state) && t.baseCheckpointId);
     if (!tasks.length) {
       void vscode.window.showInformationMessage('Waypoint: no task has changes waiting for review.');
@@ -87,7 +48,7 @@ export class ReviewPanels extends Disposable {
   }
 
   private async offer(taskId: string): Promise<void> {
-    if (this.panels.has(taskId)) return;
+    if (this.panel(taskId)) return;
     const { task } = await (await this.deps.host.api()).taskDetail(taskId);
     const go = await vscode.window.showInformationMessage(`Waypoint: “${task.title}” is ready for review.`, 'Review Changes');
     if (go) await vscode.commands.executeCommand('waypoint.reviewTask', taskId);

@@ -1,14 +1,15 @@
 import * as vscode from 'vscode';
 import { errorMessage } from '../../core/model/errors';
-import { Disposable } from '../disposable';
 import type { EngineHost } from '../engineHost';
+import { TaskPanel } from '../webview/taskPanel';
 import { parseInbound } from '../webview/parseInbound';
-import { ensureWebviewOptions, panelTitle } from '../review/html';
+import { panelTitle } from '../review/html';
 import { timelineHtml } from './html';
 import { firstScreen } from './firstScreen';
 import { diffTimeline } from './patch';
 import type { TimelineReader } from './timelineReader';
 import { TimelineHostMessage, TimelinePageMessage, type CheckpointAction, type TimelineModel } from './protocol';
+import { OneMoreRun } from '../rerun';
 
 export const TIMELINE_VIEW_TYPE = 'waypoint.timeline';
 /** A model older than this when the page first says `ready` is rebuilt and sent whole. */
@@ -42,7 +43,7 @@ export interface TimelineShown {
  * for this task become `patch` messages: the difference from the model the page
  * holds, never a reload. Checkpoint actions go through the existing commands.
  */
-export class TimelinePanel extends Disposable {
+export class TimelinePanel extends TaskPanel {
   private ready = false;
   /** The model the page holds (or will, once it says `ready`). */
   private model: TimelineModel | undefined;
@@ -50,44 +51,26 @@ export class TimelinePanel extends Disposable {
   /** The document carried only the first screen of `model`: the rest is posted as soon as the page is ready. */
   private embeddedPart = false;
   private timer: NodeJS.Timeout | undefined;
-  private updating: Promise<void> | undefined;
-  private again = false;
+  private readonly updates = new OneMoreRun(() => this.patchPage(), () => this.isDisposed);
   private forkAvailable: Promise<boolean> | undefined;
   /** The page's last report of what it drew. */
   lastShown: TimelineShown | undefined;
-  private readonly _onDidDispose = this.register(new vscode.EventEmitter<void>());
-  readonly onDidDispose = this._onDidDispose.event;
   private readonly _onDidShow = this.register(new vscode.EventEmitter<TimelineShown>());
   /** Fires each time the page reports it has drawn the timeline: first content, then each patch. */
   readonly onDidShow = this._onDidShow.event;
 
   constructor(
-    readonly taskId: string,
-    readonly panel: vscode.WebviewPanel,
+    taskId: string,
+    panel: vscode.WebviewPanel,
     private readonly deps: TimelineDeps,
   ) {
-    super();
-    ensureWebviewOptions(panel.webview, deps.extensionUri);
-    this.register(panel.webview.onDidReceiveMessage((m) => void this.receive(m)));
-    this.register(
-      deps.host.onDidChange((e) => {
-        if (!e || e.taskIds.includes(taskId)) this.schedule();
-      }),
-    );
-    this.register(panel.onDidDispose(() => this.dispose()));
+    super(taskId, panel, deps);
     this.register({ dispose: () => clearTimeout(this.timer) });
     void this.load();
   }
 
-  override dispose(): void {
-    if (this.isDisposed) return;
-    this._onDidDispose.fire();
-    super.dispose();
-    this.panel.dispose();
-  }
-
-  reveal(): void {
-    this.panel.reveal();
+  protected taskChanged(): void {
+    this.schedule();
   }
 
   /** The model the page was last sent (tests). */
@@ -123,7 +106,7 @@ export class TimelinePanel extends Disposable {
     void this.panel.webview.postMessage(msg);
   }
 
-  private async receive(raw: unknown): Promise<void> {
+  protected async receive(raw: unknown): Promise<void> {
     const msg = parseInbound(TimelinePageMessage, raw, 'page', (line) => this.deps.log.warn(line), 'timeline');
     if (!msg) return;
     try {
@@ -179,28 +162,22 @@ export class TimelinePanel extends Disposable {
 
   /** Rebuilds and posts the difference; one at a time, and a change during one runs one more. */
   update(): Promise<void> {
-    if (this.updating) {
-      this.again = true;
-      return this.updating;
+    return this.updates.run();
+  }
+
+  private async patchPage(): Promise<void> {
+    try {
+      const next = await this.build();
+      const prev = this.model;
+      this.model = next;
+      if (!prev) this.post({ type: 'init', model: next });
+      else {
+        const patch = diffTimeline(prev, next);
+        if (patch) this.post({ type: 'patch', patch });
+      }
+    } catch (e) {
+      this.deps.log.warn(`[timeline] updating ${this.taskId} failed: ${errorMessage(e)}`);
     }
-    this.updating = (async () => {
-      do {
-        this.again = false;
-        try {
-          const next = await this.build();
-          const prev = this.model;
-          this.model = next;
-          if (!prev) this.post({ type: 'init', model: next });
-          else {
-            const patch = diffTimeline(prev, next);
-            if (patch) this.post({ type: 'patch', patch });
-          }
-        } catch (e) {
-          this.deps.log.warn(`[timeline] updating ${this.taskId} failed: ${errorMessage(e)}`);
-        }
-      } while (this.again && !this.isDisposed);
-    })().finally(() => (this.updating = undefined));
-    return this.updating;
   }
 
   private async checkpointAction(action: CheckpointAction, checkpointId: string): Promise<void> {
