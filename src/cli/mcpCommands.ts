@@ -183,6 +183,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
   'connect copilot-cli': connect('copilot-cli'),
   'connect gemini-cli': connect('gemini-cli'),
   'connect cline': connect('cline'),
+  'connect qwen-code': connect('qwen-code'),
   ...Object.fromEntries(HOOK_AGENT_NAMES.map((agent) => [`hook ${agent}`, hookCommand(agent)])),
 };
 

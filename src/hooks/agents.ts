@@ -3,7 +3,7 @@
  * loopback endpoint, and what the hook prints on stdout. Kept apart from the recorder
  * so the CLI's fast hook path can name a route without loading the engine.
  *
- * stdout: Claude Code and Codex add a UserPromptSubmit hook's stdout to the
+ * stdout: Claude Code, Codex and Qwen Code add a UserPromptSubmit hook's stdout to the
  * conversation, so their hooks print nothing; Cursor, Gemini CLI and Cline parse
  * stdout as their JSON answer, so theirs print the answer that decides nothing.
  */
@@ -15,6 +15,7 @@ export const HOOK_AGENTS = {
   'gemini-cli': { route: '/hooks/gemini-cli', label: 'Gemini CLI', stdout: '{}' },
   codex: { route: '/hooks/codex', label: 'Codex', stdout: '' },
   cline: { route: '/hooks/cline', label: 'Cline', stdout: '{"cancel":false}' },
+  'qwen-code': { route: '/hooks/qwen-code', label: 'Qwen Code', stdout: '' },
 } as const;
 
 export type HookAgent = keyof typeof HOOK_AGENTS;

@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import { WaypointError } from '../core/model/errors';
 import { CODEX_TOOLS } from '../hooks/adapters/codex';
 import { GEMINI_TOOLS } from '../hooks/adapters/gemini';
+import { QWEN_TOOLS } from '../hooks/adapters/qwenCode';
 import { HOOK_AGENTS, type HookAgent } from '../hooks/agents';
 import { LAUNCHER_REL, change, isObject, objectField, readJsonObject, readText, type FileChange, type Json } from './configFiles';
 
@@ -16,7 +17,8 @@ import { LAUNCHER_REL, change, isObject, objectField, readJsonObject, readText, 
  * the git-ignored launcher is missing until their own Waypoint writes it.
  */
 // Built on call: connect.ts and this module import each other, so LAUNCHER_REL is not there yet at load.
-const run = (agent: HookAgent) => sharedHookCommand(agent, agent === 'gemini-cli' ? 'GEMINI_PROJECT_DIR' : undefined);
+const PROJECT_VARS: Partial<Record<HookAgent, string>> = { 'gemini-cli': 'GEMINI_PROJECT_DIR', 'qwen-code': 'QWEN_PROJECT_DIR' };
+const run = (agent: HookAgent) => sharedHookCommand(agent, PROJECT_VARS[agent]);
 
 /**
  * A hook command for a config that is committed and so runs on every teammate's machine,
@@ -37,7 +39,7 @@ export function sharedHookCommand(agent: HookAgent, projectVar?: string): string
 }
 const ours = (agent: HookAgent) => (h: unknown) => isObject(h) && typeof h.command === 'string' && h.command.includes(` hook ${agent}`);
 
-/** Claude-shaped `{hooks: {Event: [{matcher?, hooks: [{type, command}]}]}}` (Codex, Gemini CLI). */
+/** Claude-shaped `{hooks: {Event: [{matcher?, hooks: [{type, command}]}]}}` (Codex, Gemini CLI, Qwen Code). */
 function mergeGroups(file: string, before: Json, agent: HookAgent, events: readonly string[], toolEvents: ReadonlySet<string>, matcher: string, extra: Json | ((event: string) => Json) = {}): Json {
   const hooks = objectField(file, before, 'hooks');
   const next: Json = { ...hooks };
@@ -90,6 +92,20 @@ export function mergeGeminiSettings(ws: string): FileChange {
   const before = readJsonObject(file);
   const matcher = [...GEMINI_TOOLS.edit, ...GEMINI_TOOLS.shell, ...GEMINI_TOOLS.todo].join('|');
   return change(file, before, mergeGroups(file, before, 'gemini-cli', GEMINI_HOOK_EVENTS, new Set(['BeforeTool', 'AfterTool']), matcher, { name: 'waypoint', timeout: 30_000 }), false);
+}
+
+/**
+ * Qwen Code's Claude Code-shaped events. No Notification, MessageDisplay, PostToolBatch or
+ * TodoCreated/TodoCompleted: they repeat what the tool hooks say or say nothing about work
+ * done. Qwen Code sets QWEN_PROJECT_DIR (the session's cwd) for its hooks.
+ */
+export const QWEN_HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PreToolUse', 'PostToolUse', 'PostToolUseFailure', 'PreCompact', 'Stop', 'StopFailure', 'SessionEnd'] as const;
+/** `.qwen/settings.json`: hooks beside whatever else the project sets (Qwen's timeout is in seconds). */
+export function mergeQwenSettings(ws: string): FileChange {
+  const file = path.join(ws, '.qwen', 'settings.json');
+  const before = readJsonObject(file);
+  const matcher = [...QWEN_TOOLS.edit, ...QWEN_TOOLS.shell, ...QWEN_TOOLS.todo].join('|');
+  return change(file, before, mergeGroups(file, before, 'qwen-code', QWEN_HOOK_EVENTS, new Set(['PreToolUse', 'PostToolUse', 'PostToolUseFailure']), matcher, { timeout: 30 }), false);
 }
 
 export const CURSOR_HOOK_EVENTS = ['beforeSubmitPrompt', 'beforeShellExecution', 'afterShellExecution', 'afterFileEdit', 'afterAgentResponse', 'stop'] as const;

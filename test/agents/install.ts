@@ -12,7 +12,7 @@ export const agentsDir = typeof __dirname === 'string' && path.isAbsolute(__dirn
 export const repoRoot = path.resolve(agentsDir, '..', '..');
 export const cacheRoot = path.join(repoRoot, '.agents-cache');
 
-export type AgentName = 'claude-code' | 'codex' | 'gemini-cli' | 'copilot-cli';
+export type AgentName = 'claude-code' | 'codex' | 'gemini-cli' | 'copilot-cli' | 'qwen-code';
 interface Pin {
   package: string;
   version: string;
@@ -53,6 +53,9 @@ export function binaryIn(agent: AgentName, dir: string): string {
       const native = path.join(dir, 'node_modules', '@github', `copilot-${process.platform}-${process.arch}`, process.platform === 'win32' ? 'copilot.exe' : 'copilot');
       return fs.existsSync(native) ? native : path.join(dir, 'node_modules', '.bin', 'copilot');
     }
+    case 'qwen-code':
+      // The bundled ES module the npm bin (cli-entry.js, which only relaunches it with --expose-gc) runs.
+      return path.join(dir, 'node_modules', '@qwen-code', 'qwen-code', 'cli.js');
   }
 }
 

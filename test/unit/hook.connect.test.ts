@@ -17,11 +17,12 @@ describe('connect: each agent’s hook configuration', () => {
     ['gemini-cli', '.gemini/settings.json', (j) => j.hooks.BeforeTool.flatMap((g: any) => g.hooks.map((h: any) => h.command))],
     ['codex', '.codex/hooks.json', (j) => j.hooks.PreToolUse.flatMap((g: any) => g.hooks.map((h: any) => h.command))],
     ['cursor', '.cursor/hooks.json', (j) => j.hooks.beforeShellExecution.map((h: any) => h.command)],
+    ['qwen-code', '.qwen/settings.json', (j) => j.hooks.PreToolUse.flatMap((g: any) => g.hooks.map((h: any) => h.command))],
   ];
   for (const [agent, rel, commands] of cases) {
     it(`${agent}: writes ${rel} with portable commands, keeps other hooks, and a second run changes nothing`, () => {
       fs.mkdirSync(path.dirname(path.join(ws.dir, rel)), { recursive: true });
-      const theirs = agent === 'cursor' ? { version: 1, hooks: { beforeShellExecution: [{ command: './audit.sh' }] } } : agent === 'vscode' ? null : { hooks: { [agent === 'codex' ? 'PreToolUse' : 'BeforeTool']: [{ matcher: '.*', hooks: [{ type: 'command', command: './audit.sh' }] }] } };
+      const theirs = agent === 'cursor' ? { version: 1, hooks: { beforeShellExecution: [{ command: './audit.sh' }] } } : agent === 'vscode' ? null : { hooks: { [agent === 'codex' || agent === 'qwen-code' ? 'PreToolUse' : 'BeforeTool']: [{ matcher: '.*', hooks: [{ type: 'command', command: './audit.sh' }] }] } };
       if (theirs) fs.writeFileSync(path.join(ws.dir, rel), JSON.stringify(theirs));
       applyConnect(planConnect(agent, launch()));
       const cmds = commands(json(rel));

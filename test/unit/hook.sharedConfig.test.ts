@@ -22,9 +22,15 @@ const CASES: { agent: HookAgent; file: string; commands: (j: Json) => string[]; 
   { agent: 'cursor', file: '.cursor/hooks.json', commands: (j) => j.hooks.beforeSubmitPrompt.map((h: Json) => h.command), fixture: 'cursor' },
   { agent: 'vscode', file: '.github/hooks/waypoint.json', commands: (j) => [j.hooks.UserPromptSubmit[0].command], fixture: 'vscode' },
   { agent: 'copilot-cli', file: '.github/hooks/waypoint.json', commands: (j) => [j.hooks.UserPromptSubmit[0].bash], fixture: 'copilot-cli' },
+  { agent: 'qwen-code', file: '.qwen/settings.json', commands: (j) => j.hooks.UserPromptSubmit.flatMap((g: Json) => g.hooks.map((h: Json) => h.command)), fixture: 'qwen-code' },
 ];
 
 function promptPayload(fixture: string, ws: string): string {
+  if (fixture === 'qwen-code') {
+    // The real binary's first UserPromptSubmit (the recorded session), with its words.
+    const real = fs.readFileSync(path.join(FIX, '..', 'hooks-real', 'qwen-code', 'session.jsonl'), 'utf8').replaceAll('${WORKSPACE}', ws).split('\n');
+    return real.find((l) => l.includes('"hook_event_name":"UserPromptSubmit"') && !l.includes('"prompt":""'))!;
+  }
   const text = fs.readFileSync(path.join(FIX, fixture, 'session.json'), 'utf8').replaceAll('${WORKSPACE}', ws);
   const f = JSON.parse(text) as { session: { payload: Json }[] };
   const name = (p: Json) => String(p.hook_event_name ?? p.hookEventName ?? p.hookName);
@@ -48,7 +54,7 @@ describe('shared hook configs: a teammate’s fresh clone, from a subfolder', fu
     const git = (cwd: string, ...a: string[]) => execFileSync('git', ['-c', 'user.email=t@example.invalid', '-c', 'user.name=t', ...a], { cwd, stdio: 'pipe' });
     git(origin, 'init', '-q');
     fs.writeFileSync(path.join(origin, 'a.txt'), 'hello\n');
-    for (const agent of ['codex', 'gemini-cli', 'cursor', 'vscode', 'cline']) assert.equal(cli(['connect', agent, '--yes', '--workspace', origin]).status, 0);
+    for (const agent of ['codex', 'gemini-cli', 'cursor', 'vscode', 'cline', 'qwen-code']) assert.equal(cli(['connect', agent, '--yes', '--workspace', origin]).status, 0);
     git(origin, 'add', '-A');
     git(origin, 'commit', '-qm', 'agent configs');
     assert.ok(!execFileSync('git', ['ls-files'], { cwd: origin, encoding: 'utf8' }).includes('.waypoint/'), 'the launcher is never committed');
@@ -78,7 +84,7 @@ describe('shared hook configs: a teammate’s fresh clone, from a subfolder', fu
   });
 
   it('once the teammate connects: the same committed commands, from the subfolder, record in the clone', () => {
-    for (const agent of ['codex', 'gemini-cli', 'cursor', 'vscode', 'cline']) assert.equal(cli(['connect', agent, '--yes', '--workspace', clone]).status, 0);
+    for (const agent of ['codex', 'gemini-cli', 'cursor', 'vscode', 'cline', 'qwen-code']) assert.equal(cli(['connect', agent, '--yes', '--workspace', clone]).status, 0);
     assert.equal(execFileSync('git', ['status', '--porcelain'], { cwd: clone, encoding: 'utf8' }), '', 'connecting changed no committed file');
     const sub = path.join(clone, 'src', 'deep');
     for (const c of CASES) {
@@ -88,7 +94,7 @@ describe('shared hook configs: a teammate’s fresh clone, from a subfolder', fu
     const cline = spawnSync(path.join(clone, '.clinerules', 'hooks', 'UserPromptSubmit'), [], { cwd: sub, input: promptPayload('cline', clone), encoding: 'utf8' });
     checkQuiet(cline, 'cline');
     const tasks = JSON.parse(cli(['tasks', '--workspace', clone, '--json']).stdout) as Json[];
-    assert.deepEqual(tasks.map((t) => t.agent).sort(), ['cline', 'codex', 'copilot-cli', 'cursor', 'gemini-cli', 'vscode']);
+    assert.deepEqual(tasks.map((t) => t.agent).sort(), ['cline', 'codex', 'copilot-cli', 'cursor', 'gemini-cli', 'qwen-code', 'vscode']);
     assert.ok(!fs.existsSync(path.join(clone, '.waypoint', 'hooks.log')), 'nothing in the hook log');
   });
 });

@@ -168,6 +168,7 @@ describe('waypoint connect', function () {
       [['gemini-cli'], '.gemini'],
       [['vscode'], '.github'],
       [['cline'], '.clinerules'],
+      [['qwen-code'], '.qwen'],
     ];
     for (const [args, folder] of cases) {
       const home = tmpDir('wp-connect-home-');
