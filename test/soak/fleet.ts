@@ -380,12 +380,11 @@ export async function runFleet(args: FleetArgs): Promise<{ ok: boolean; failures
         c.release();
       }
       eventsInStore += rows.length;
-      rows.forEach((r, i) => {
-        if (Number(r.seq) !== i + 1) {
-          orderViolations++;
-          if (orderViolations <= 5) fail(`${ws.name}: event ${i + 1} has seq ${r.seq} (a gap or a repeat)`);
-        }
-      });
+      const gap = rows.findIndex((r, i) => Number(r.seq) !== i + 1);
+      if (gap >= 0) {
+        orderViolations++;
+        fail(`${ws.name}: event #${gap + 1} in seq order has seq ${rows[gap].seq} (a gap or a repeat)`);
+      }
       if (head !== rows.length) fail(`${ws.name}: head_seq ${head}, but ${rows.length} events`);
       // Keys: each once; an acknowledged call's key is its event's key, or the prefix before '#' of the events it wrote.
       const keys = new Set<string>();
@@ -433,7 +432,13 @@ export async function runFleet(args: FleetArgs): Promise<{ ok: boolean; failures
       // Projections equal a rebuild: the summaries PostgreSQL holds against a fold of the same events, and that fold against the projection's own rebuild.
       const events = rows.map(rowToEvent);
       const fold = await SqlProjection.empty();
-      fold.apply(events);
+      try {
+        fold.apply(events);
+      } catch (e) {
+        projectionMismatches++;
+        fail(`${ws.name}: its events do not fold: ${(e as Error).message}`);
+        continue;
+      }
       const folded = fold.db.all<Record<string, unknown>>('SELECT id, title, state, attempt, created_at, updated_at FROM tasks ORDER BY id');
       const norm = (xs: Record<string, unknown>[]) => JSON.stringify(xs.map((x) => ({ ...x, created_at: Number(x.created_at), updated_at: Number(x.updated_at), attempt: Number(x.attempt) })));
       if (norm(summary) !== norm(folded)) {
