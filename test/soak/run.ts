@@ -3,6 +3,7 @@
 //
 //   npm run soak                                 200,000 events, 2,000 checkpoints
 //   npm run soak -- --events=20000 --checkpoints=200   a quick look
+//   npm run soak -- --fleet [--short]            the team store under a fleet (test/soak/fleet.ts)
 //
 // The workload is what an agent session does, only much longer: tasks with steps
 // (a checkpoint when each starts and completes), file edits / additions / deletions
@@ -26,6 +27,7 @@ import * as path from 'node:path';
 import { Engine } from '../../src/core/engine/engine';
 import { EventStore } from '../../src/core/store/eventStore';
 import { embeddedStore } from '../support/embedded';
+import { parseFleetArgs, runFleet } from './fleet';
 
 interface Args {
   events: number;
@@ -267,7 +269,17 @@ async function main(): Promise<void> {
   if (!verify.ok || readBack !== finalEvents || !levels) process.exitCode = 1;
 }
 
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+if (process.argv.includes('--fleet')) {
+  // The team store under a fleet: its own module (test/soak/fleet.ts).
+  runFleet(parseFleetArgs(process.argv.slice(2)))
+    .then((r) => process.exit(r.ok ? 0 : 1))
+    .catch((e) => {
+      console.error(e);
+      process.exit(1);
+    });
+} else {
+  main().catch((e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}

@@ -168,6 +168,19 @@ export class PgCluster {
     await this.start();
   }
 
+  /**
+   * `restart` without blocking the event loop, the server down for `downMs` between stop
+   * and start (a crash with `immediate`: recovery replays the WAL). Returns how long the
+   * server was unreachable, stop to started, in ms.
+   */
+  async restartAsync(mode: 'fast' | 'immediate' = 'immediate', downMs = 0): Promise<number> {
+    const t0 = performance.now();
+    await this.stopAsync(mode);
+    if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
+    await this.startAsync();
+    return performance.now() - t0;
+  }
+
   /** Runs SQL through psql over the socket (for test setup and inspection). */
   psql(sql: string, database = 'waypoint'): string {
     return this.asPostgres('psql', ['-h', this.socketDir, '-p', String(this.port), '-U', 'postgres', '-d', database, '-XAtq', '-v', 'ON_ERROR_STOP=1', '-c', sql]);

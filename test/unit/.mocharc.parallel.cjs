@@ -20,6 +20,7 @@ const SLOWEST_FIRST = [
   'cli.footguns',
   'chaos',
   'cli.relay',
+  'pg.fleetSoak',
   'store.crash',
   'cli.workspace',
   'engine.diskFull',

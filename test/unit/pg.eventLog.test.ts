@@ -157,6 +157,23 @@ describe('PostgreSQL event log (real cluster)', function () {
     );
   });
 
+  it("a state change whose first commit attempt never reached the server is written whole by the retry (the summary does not keep the old state)", async () => {
+    const w = ws();
+    let drops = 0;
+    const log = await openLog(w, {
+      beforeCommitForTests: ({ first }) => {
+        if (first === 2 && drops++ === 0) throw Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' });
+      },
+    });
+    await (await log.append([started(1)])).durable;
+    await (await log.append([{ type: 'task.interrupted', taskId: 't1', corr: 'c1', key: 'int-1', by: null, data: { reason: 'test', class: 'recoverable', stepId: null } }])).durable;
+    assert.equal(log.stats.retries, 1);
+    const row = await q<{ state: string; seq: number }>('SELECT state, seq::int AS seq FROM waypoint.tasks WHERE workspace_id = $1 AND id = $2', [w.id, 't1']);
+    assert.equal(log.fold.get<{ state: string }>('SELECT state FROM tasks WHERE id = ?', ['t1'])?.state, 'interrupted');
+    // Before the fix: state 'running' at seq 2 (the retry wrote only the time and seq).
+    assert.deepEqual(row[0], { state: 'interrupted', seq: 2 });
+  });
+
   it('a connection killed by the server is reopened and the commit goes through', async () => {
     const w = ws();
     const log = await openLog(w, { owner: 'victim' });

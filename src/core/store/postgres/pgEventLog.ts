@@ -65,6 +65,8 @@ export interface PgEventLogOptions {
   onClose?: () => void | Promise<void>;
   /** Test hook: called after a commit statement returned; throwing simulates the reply lost on the wire. */
   afterCommitForTests?: (group: { first: number; last: number }) => void;
+  /** Test hook: called just before a commit statement is sent; throwing simulates the connection gone before it reached the server. */
+  beforeCommitForTests?: (group: { first: number; last: number }) => void;
 }
 
 interface Pending {
@@ -491,6 +493,11 @@ export class PgEventLog implements EventLog {
           return;
         }
       } catch (e) {
+        // The attempt may not have committed, but it already took these tasks' new listing
+        // entries as written (entryParts): forgotten, so the retry writes their rows whole. Else
+        // a retry took a state change (running → waiting_review) for a change of time only and
+        // left the old state in the summary `tasks --all` lists (found by the fleet soak).
+        for (const id of summaries.keys()) this.entries.delete(id);
         // A reconnect that failed (store_unavailable) is retried like a dropped connection.
         const retryable = (e instanceof WaypointError && e.code === 'store_unavailable') || (!(e instanceof WaypointError) && isConnectionError(e));
         if (!retryable) throw e instanceof WaypointError ? e : this.describeRefusal(e);
@@ -551,6 +558,7 @@ export class PgEventLog implements EventLog {
       for (let i = 0; i < n; i++) out[i] = f(events[i]);
       return out;
     };
+    this.opts.beforeCommitForTests?.({ first, last });
     const r = await client.query<{ advanced: number; tm: number }>({
       name: 'waypoint_commit_v5',
       text: COMMIT_SQL,
