@@ -5,6 +5,8 @@ import { current } from '../hooks';
 import { setTheme } from '../reviewFixture';
 import { cli, openWorkbench, screenshotPath } from '../session';
 import { runCommand } from '../workbench';
+import { isShownCheckpoint } from '../../../src/extension/labelText';
+import type { CheckpointMeta } from '../../../src/core/model/schema';
 
 /**
  * A task driven through the CLI as an agent would: a four-step plan (two steps after
@@ -40,11 +42,19 @@ function timelineFixture(folder: string): string {
 }
 
 /**
- * The task's checkpoint count once it has grown past `before` and then stayed the same
- * for longer than the auto-checkpoint quiet period (2 s) plus a checkpoint's own time.
+ * The checkpoints the timeline lists: every one but an auto checkpoint that changed
+ * nothing (the tree and the timeline leave those out, one rule in labelText.ts).
+ */
+function shownCheckpoints(folder: string, taskId: string): number {
+  return (cli(folder, 'show', '--task', taskId) as { checkpoints: CheckpointMeta[] }).checkpoints.filter(isShownCheckpoint).length;
+}
+
+/**
+ * The task's shown checkpoint count once it has grown past `before` and then stayed the
+ * same for longer than the auto-checkpoint quiet period (2 s) plus a checkpoint's own time.
  */
 async function settledCheckpoints(folder: string, taskId: string, before: number): Promise<number> {
-  const count = () => (cli(folder, 'show', '--task', taskId) as { checkpoints: unknown[] }).checkpoints.length;
+  const count = () => shownCheckpoints(folder, taskId);
   const deadline = Date.now() + 60_000;
   let last = count();
   let since = Date.now();
@@ -92,9 +102,10 @@ describe('task timeline', () => {
     assert.match(text, /Attempt 2: completed/);
 
     // Checkpoints: the task's base and each step's, in a list the keyboard reaches.
-    const detail = cli(folder, 'show', '--task', taskId) as { checkpoints: { id: string }[]; task: { correlationId: string } };
-    await view.getByRole('heading', { name: `Checkpoints (${detail.checkpoints.length})` }).waitFor();
-    assert.ok(detail.checkpoints.length >= 5);
+    const detail = cli(folder, 'show', '--task', taskId) as { task: { correlationId: string } };
+    const shown = shownCheckpoints(folder, taskId);
+    await view.getByRole('heading', { name: `Checkpoints (${shown})` }).waitFor();
+    assert.ok(shown >= 5);
     // Ids are for tooltips: the correlation id is in the title's tooltip, not in the page's text.
     await view.locator(`h1[title*="${detail.task.correlationId}"]`).waitFor();
     assert.equal(await view.getByText(detail.task.correlationId).count(), 0);
@@ -108,7 +119,7 @@ describe('task timeline', () => {
     // runs, is the task's own file activity, checkpointed once the watcher has been quiet
     // for its period. The open timeline redraws with each such checkpoint; wait until the
     // last one is drawn, so the rows the keyboard acts on below are the ones that stay.
-    const settled = await settledCheckpoints(folder, taskId, detail.checkpoints.length);
+    const settled = await settledCheckpoints(folder, taskId, shown);
     await view.getByRole('heading', { name: `Checkpoints (${settled})` }).waitFor({ timeout: 30_000 });
 
     // Arrow keys move row by row; Enter on a checkpoint opens its actions.
