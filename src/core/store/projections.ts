@@ -21,9 +21,14 @@ export function insertEvent(db: Db, e: WaypointEvent): void {
 type Handler<T extends EventType> = (db: Db, e: WaypointEvent<T>, d: EventDataOf<T>) => void;
 type Handlers = { [T in EventType]: Handler<T> };
 
-function setTaskState(db: Db, taskId: string, state: string, ts: number): void {
-  db.run('UPDATE tasks SET state = ?, updated_at = ? WHERE id = ?', [state, ts, taskId]);
+/** A task's new state at the event's time, with the columns that say why (`also`: column names written here, never from input). */
+function setTaskState(db: Db, taskId: string, state: string, ts: number, also: Partial<Record<'interruption' | 'hold', string | null>> = {}): void {
+  const cols = Object.keys(also) as (keyof typeof also)[];
+  db.run(`UPDATE tasks SET state = ?, ${cols.map((c) => `${c} = ?, `).join('')}updated_at = ? WHERE id = ?`, [state, ...cols.map((c) => also[c] ?? null), ts, taskId]);
 }
+
+/** Why a task stopped (failed, interrupted), as the tasks table keeps it. */
+const stopRecord = (e: WaypointEvent, d: { reason: string; class: string; stepId?: string | null }): string => JSON.stringify({ reason: d.reason, class: d.class, at: e.ts, stepId: d.stepId });
 
 function dropLease(db: Db, taskId: string): void {
   db.run('DELETE FROM leases WHERE task_id = ?', [taskId]);
@@ -127,19 +132,11 @@ const handlers: Handlers = {
     dropLease(db, e.taskId!);
   },
   'task.failed': (db, e, d) => {
-    db.run("UPDATE tasks SET state = 'failed', interruption = ?, hold = NULL, updated_at = ? WHERE id = ?", [
-      JSON.stringify({ reason: d.reason, class: d.class, at: e.ts, stepId: d.stepId }),
-      e.ts,
-      e.taskId,
-    ]);
+    setTaskState(db, e.taskId!, 'failed', e.ts, { interruption: stopRecord(e, d), hold: null });
     dropLease(db, e.taskId!);
   },
   'task.interrupted': (db, e, d) => {
-    db.run("UPDATE tasks SET state = 'interrupted', interruption = ?, updated_at = ? WHERE id = ?", [
-      JSON.stringify({ reason: d.reason, class: d.class, at: e.ts, stepId: d.stepId }),
-      e.ts,
-      e.taskId,
-    ]);
+    setTaskState(db, e.taskId!, 'interrupted', e.ts, { interruption: stopRecord(e, d) });
     driverGone(db, e.taskId!);
   },
   'task.suspended': (db, e) => {
@@ -147,11 +144,7 @@ const handlers: Handlers = {
     driverGone(db, e.taskId!);
   },
   'task.held': (db, e, d) => {
-    db.run("UPDATE tasks SET state = 'suspended', hold = ?, updated_at = ? WHERE id = ?", [
-      JSON.stringify({ cause: d.cause, stepId: d.stepId, reason: d.reason, since: e.ts }),
-      e.ts,
-      e.taskId,
-    ]);
+    setTaskState(db, e.taskId!, 'suspended', e.ts, { hold: JSON.stringify({ cause: d.cause, stepId: d.stepId, reason: d.reason, since: e.ts }) });
     driverGone(db, e.taskId!);
   },
   'task.resumed': (db, e, d) => {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { parseInput } from '../../core/model/validate';
 import type { HookEnvelope, HookEvent, PlanItemChange, TodoStatus, ToolCall } from '../events';
 import { Args, Id, PathText, TodoList, filesIn, kindOf, num, str, todosFrom } from './common';
+import { claudeShapedEvent, sourceAmong } from './claudeShape';
 
 /**
  * Claude Code (https://code.claude.com/docs/en/hooks): one JSON object on stdin with
@@ -91,27 +92,7 @@ export function claudeCodeAdapter(raw: unknown): HookEnvelope {
 }
 
 function claudeEvent(p: z.infer<typeof ClaudeHookInput>): HookEvent {
-  const call = () => claudeToolCall(p.tool_name ?? 'unknown', p.tool_input, p.tool_use_id);
   switch (p.hook_event_name) {
-    case 'SessionStart':
-      return { type: 'session_start', source: p.source === 'startup' || p.source === 'resume' || p.source === 'clear' || p.source === 'compact' ? p.source : 'other' };
-    case 'UserPromptSubmit':
-      return { type: 'prompt', prompt: p.prompt ?? '' };
-    case 'PreToolUse':
-      return p.tool_name ? { type: 'tool_before', call: call() } : { type: 'ignored', name: p.hook_event_name };
-    case 'PostToolUse': {
-      if (!p.tool_name) return { type: 'ignored', name: p.hook_event_name };
-      const r = (typeof p.tool_response === 'object' && p.tool_response !== null ? p.tool_response : {}) as Record<string, unknown>;
-      const exitCode = num(r.exit_code) ?? num(r.exitCode) ?? num(r.returnCode);
-      if (r.interrupted === true) return { type: 'tool_after', call: call(), ok: false, error: 'the command was interrupted', stdout: str(r.stdout), stderr: str(r.stderr) };
-      const done = call();
-      if (done.kind === 'todo' && !done.todos) done.planItem = claudePlanItem(done.name, p.tool_input, p.tool_response);
-      return { type: 'tool_after', call: done, ok: true, exitCode, stdout: str(r.stdout), stderr: str(r.stderr) };
-    }
-    case 'PostToolUseFailure':
-      return p.tool_name ? { type: 'tool_after', call: call(), ok: false, error: errorText(p.error) ?? `${p.tool_name} failed` } : { type: 'ignored', name: p.hook_event_name };
-    case 'Stop':
-      return { type: 'stop', lastMessage: p.last_assistant_message };
     case 'TaskCreated':
     case 'TaskCompleted': {
       const id = idText(p.task_id);
@@ -122,17 +103,23 @@ function claudeEvent(p: z.infer<typeof ClaudeHookInput>): HookEvent {
     case 'StopFailure':
       // The real one (2.1.332) sends `error: "unknown"` and the API's error as the last message ("API Error: 400 …").
       return { type: 'turn_failed', error: [str(p.last_assistant_message), errorText(p.error_details), errorText(p.error)].filter(Boolean).join(' — ') || 'the turn ended on an error' };
-    case 'PreCompact':
-      return { type: 'compaction' };
     // Seen from the real binary and deliberately not used: a subagent's tool calls arrive as the
     // session's own (same session_id, with agent_id), so they are the agent's already;
     // PostToolBatch repeats the calls' own hooks; SubagentStop is not the turn's end; CwdChanged,
     // FileChanged, InstructionsLoaded, Notification, PermissionRequest say nothing about work done;
     // WorktreeCreate/WorktreeRemove hooks replace Claude Code's own git worktree handling, so they
     // are never registered.
-    case 'SessionEnd':
-      return { type: 'session_end', reason: p.reason };
-    default:
-      return { type: 'ignored', name: p.hook_event_name };
   }
+  return claudeShapedEvent(p.hook_event_name, p, {
+    call: () => claudeToolCall(p.tool_name ?? 'unknown', p.tool_input, p.tool_use_id),
+    source: (s) => sourceAmong(s, ['startup', 'resume', 'clear', 'compact']),
+    outcome: (done) => {
+      const r = (typeof p.tool_response === 'object' && p.tool_response !== null ? p.tool_response : {}) as Record<string, unknown>;
+      if (r.interrupted === true) return { ok: false, error: 'the command was interrupted', stdout: str(r.stdout), stderr: str(r.stderr) };
+      if (done.kind === 'todo' && !done.todos) done.planItem = claudePlanItem(done.name, p.tool_input, p.tool_response);
+      return { ok: true, exitCode: num(r.exit_code) ?? num(r.exitCode) ?? num(r.returnCode), stdout: str(r.stdout), stderr: str(r.stderr) };
+    },
+    failure: () => errorText(p.error) ?? `${p.tool_name} failed`,
+    lastMessage: () => p.last_assistant_message,
+  });
 }

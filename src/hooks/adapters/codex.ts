@@ -3,6 +3,7 @@ import { parseInput } from '../../core/model/validate';
 import type { HookEnvelope, HookEvent, ToolCall } from '../events';
 import { Id, PathText, TodoList, argsOf, filesIn, filesInPatch, kindOf, num, str, todosFrom } from './common';
 import { errorText } from './claudeCode';
+import { claudeShapedEvent, sourceAmong } from './claudeShape';
 
 /**
  * Codex (https://developers.openai.com/codex/hooks): hooks in `.codex/hooks.json` (or
@@ -57,28 +58,14 @@ export function codexAdapter(raw: unknown): HookEnvelope {
 }
 
 function codexEvent(p: z.infer<typeof CodexHookInput>): HookEvent {
-  switch (p.hook_event_name) {
-    case 'SessionStart':
-      return { type: 'session_start', source: p.source === 'startup' || p.source === 'resume' || p.source === 'clear' ? p.source : 'other' };
-    case 'UserPromptSubmit':
-      return { type: 'prompt', prompt: p.prompt ?? '' };
-    case 'PreToolUse':
-      return p.tool_name ? { type: 'tool_before', call: codexCall(p) } : { type: 'ignored', name: p.hook_event_name };
-    case 'PostToolUse': {
-      if (!p.tool_name) return { type: 'ignored', name: p.hook_event_name };
+  return claudeShapedEvent(p.hook_event_name, p, {
+    call: () => codexCall(p),
+    source: (s) => sourceAmong(s, ['startup', 'resume', 'clear']),
+    outcome: () => {
       const r = argsOf(p.tool_response) ?? {};
-      const exitCode = num(r.exit_code) ?? num(r.exitCode);
-      return { type: 'tool_after', call: codexCall(p), ok: true, exitCode, stdout: str(r.stdout) ?? str(r.output), stderr: str(r.stderr) };
-    }
-    case 'PostToolUseFailure':
-      return p.tool_name ? { type: 'tool_after', call: codexCall(p), ok: false, error: errorText(p.error) ?? `${p.tool_name} failed` } : { type: 'ignored', name: p.hook_event_name };
-    case 'Stop':
-      return { type: 'stop', lastMessage: p.last_assistant_message ?? undefined };
-    case 'PreCompact':
-      return { type: 'compaction' };
-    case 'SessionEnd':
-      return { type: 'session_end', reason: p.reason };
-    default:
-      return { type: 'ignored', name: p.hook_event_name };
-  }
+      return { ok: true, exitCode: num(r.exit_code) ?? num(r.exitCode), stdout: str(r.stdout) ?? str(r.output), stderr: str(r.stderr) };
+    },
+    failure: () => errorText(p.error) ?? `${p.tool_name} failed`,
+    lastMessage: () => p.last_assistant_message ?? undefined,
+  });
 }

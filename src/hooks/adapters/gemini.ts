@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { parseInput } from '../../core/model/validate';
 import type { HookEnvelope, HookEvent, ToolCall } from '../events';
 import { Id, PathText, TodoList, argsOf, filesIn, kindOf, str, todosFrom } from './common';
+import { claudeShapedEvent, sourceAmong } from './claudeShape';
 
 /**
  * Gemini CLI (https://geminicli.com/docs/hooks/reference): hooks in `settings.json`;
@@ -54,27 +55,25 @@ export function geminiAdapter(raw: unknown): HookEnvelope {
   return { sessionId: p.session_id, cwd: p.cwd, transcriptPath: p.transcript_path, event: geminiEvent(p) };
 }
 
+/** Gemini CLI's names for the events it shares with the Claude Code-shaped agents; any other name is its own or ignored. */
+const SHARED_NAMES: Readonly<Record<string, string>> = { SessionStart: 'SessionStart', BeforeAgent: 'UserPromptSubmit', BeforeTool: 'PreToolUse', AfterTool: 'PostToolUse', AfterAgent: 'Stop', SessionEnd: 'SessionEnd' };
+
 function geminiEvent(p: z.infer<typeof GeminiHookInput>): HookEvent {
-  switch (p.hook_event_name) {
-    case 'SessionStart':
-      return { type: 'session_start', source: p.source === 'startup' || p.source === 'resume' || p.source === 'clear' ? p.source : 'other' };
-    case 'BeforeAgent':
-      return { type: 'prompt', prompt: p.prompt ?? '' };
-    case 'BeforeTool':
-      return p.tool_name ? { type: 'tool_before', call: geminiCall(p) } : { type: 'ignored', name: p.hook_event_name };
-    case 'AfterTool': {
-      if (!p.tool_name) return { type: 'ignored', name: p.hook_event_name };
+  const name = p.hook_event_name;
+  if (name === 'PreCompress') return p.trigger === 'auto' ? { type: 'ignored', name } : { type: 'compaction' };
+  const shared = Object.hasOwn(SHARED_NAMES, name) ? SHARED_NAMES[name] : undefined;
+  if (!shared) return { type: 'ignored', name };
+  const event = claudeShapedEvent(shared, p, {
+    call: () => geminiCall(p),
+    source: (s) => sourceAmong(s, ['startup', 'resume', 'clear']),
+    outcome: () => {
       const r = argsOf(p.tool_response) ?? {};
       const error = r.error === undefined || r.error === null ? undefined : typeof r.error === 'string' ? r.error : JSON.stringify(r.error);
-      return { type: 'tool_after', call: geminiCall(p), ok: !error, error, stdout: str(r.returnDisplay) ?? str(r.llmContent) };
-    }
-    case 'AfterAgent':
-      return { type: 'stop', lastMessage: p.prompt_response };
-    case 'PreCompress':
-      return p.trigger === 'auto' ? { type: 'ignored', name: p.hook_event_name } : { type: 'compaction' };
-    case 'SessionEnd':
-      return { type: 'session_end', reason: p.reason };
-    default:
-      return { type: 'ignored', name: p.hook_event_name };
-  }
+      return { ok: !error, error, stdout: str(r.returnDisplay) ?? str(r.llmContent) };
+    },
+    // Gemini CLI reports a failed tool in AfterTool's response; it has no failure event.
+    failure: () => `${p.tool_name} failed`,
+    lastMessage: () => p.prompt_response,
+  });
+  return event.type === 'ignored' ? { type: 'ignored', name } : event;
 }

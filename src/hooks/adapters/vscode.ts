@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import { WaypointError } from '../../core/model/errors';
 import { parseInput } from '../../core/model/validate';
-import type { HookEnvelope, HookEvent, ToolCall } from '../events';
+import type { HookEnvelope, ToolCall } from '../events';
 import { PathText, TodoList, argsOf, filesIn, filesInPatch, kindOf, str, todosFrom } from './common';
 import { changesTodos } from '../sqlTodos';
+import { claudeShapedEvent } from './claudeShape';
 
 /**
  * VS Code agent hooks, Preview (https://code.visualstudio.com/docs/agent-customization/hooks,
@@ -61,30 +62,13 @@ export function vscodeAdapter(raw: unknown): HookEnvelope {
   const sessionId = p.sessionId ?? p.session_id;
   const name = p.hookEventName ?? p.hook_event_name;
   if (!sessionId || !name) throw new WaypointError('invalid_input', 'Invalid VS Code hook input: it names no session (sessionId) or no event (hookEventName).');
-  const call = () => vscodeCall(p.tool_name ?? 'unknown', p.tool_input, p.tool_use_id);
-  let event: HookEvent;
-  switch (name) {
-    case 'SessionStart':
-      event = { type: 'session_start', source: 'startup' };
-      break;
-    case 'UserPromptSubmit':
-      event = { type: 'prompt', prompt: p.prompt ?? '' };
-      break;
-    case 'PreToolUse':
-      event = p.tool_name ? { type: 'tool_before', call: call() } : { type: 'ignored', name };
-      break;
-    case 'PostToolUse':
-      event = p.tool_name ? { type: 'tool_after', call: call(), ok: true, stdout: str(p.tool_response) } : { type: 'ignored', name };
-      break;
-    case 'Stop':
-      event = { type: 'stop' };
-      break;
-    case 'PreCompact':
-      event = { type: 'compaction' };
-      break;
-    default:
-      event = { type: 'ignored', name };
-  }
+  const event = claudeShapedEvent(name, p, {
+    call: () => vscodeCall(p.tool_name ?? 'unknown', p.tool_input, p.tool_use_id),
+    source: () => 'startup',
+    // PostToolUse fires only on success; VS Code sends no PostToolUseFailure.
+    outcome: () => ({ ok: true, stdout: str(p.tool_response) }),
+    failure: () => `${p.tool_name} failed`,
+  });
   return { sessionId, cwd: p.cwd, transcriptPath: p.transcript_path ?? undefined, event };
 }
 
@@ -141,42 +125,14 @@ export function copilotCliAdapter(raw: unknown): HookEnvelope {
   if (!p.hook_event_name) {
     throw new WaypointError('invalid_input', 'Invalid Copilot CLI hook input: it names no event (hook_event_name). Configure the hooks with PascalCase event names (SessionStart, PreToolUse…), as `waypoint connect copilot-cli` does.');
   }
-  const name = p.hook_event_name;
-  const call = () => copilotCall(p.tool_name ?? 'unknown', p.tool_input);
-  let event: HookEvent;
-  switch (name) {
-    case 'SessionStart':
-      event = { type: 'session_start', source: p.source === 'resume' ? 'resume' : 'startup' };
-      break;
-    case 'UserPromptSubmit':
-      event = { type: 'prompt', prompt: p.prompt ?? '' };
-      break;
-    case 'PreToolUse':
-      event = p.tool_name ? { type: 'tool_before', call: call() } : { type: 'ignored', name };
-      break;
-    case 'PostToolUse': {
-      if (!p.tool_name) {
-        event = { type: 'ignored', name };
-        break;
-      }
+  const event = claudeShapedEvent(p.hook_event_name, p, {
+    call: () => copilotCall(p.tool_name ?? 'unknown', p.tool_input),
+    source: (s) => (s === 'resume' ? 'resume' : 'startup'),
+    outcome: () => {
       const type = p.tool_result?.result_type ?? 'success';
-      event = { type: 'tool_after', call: call(), ok: type === 'success', error: type === 'success' ? undefined : `${type}: ${p.tool_result?.text_result_for_llm ?? ''}`.slice(0, 10_000), stdout: p.tool_result?.text_result_for_llm };
-      break;
-    }
-    case 'PostToolUseFailure':
-      event = p.tool_name ? { type: 'tool_after', call: call(), ok: false, error: typeof p.error === 'string' ? p.error : 'the tool failed' } : { type: 'ignored', name };
-      break;
-    case 'Stop':
-      event = { type: 'stop' };
-      break;
-    case 'PreCompact':
-      event = { type: 'compaction' };
-      break;
-    case 'SessionEnd':
-      event = { type: 'session_end', reason: p.reason };
-      break;
-    default:
-      event = { type: 'ignored', name };
-  }
+      return { ok: type === 'success', error: type === 'success' ? undefined : `${type}: ${p.tool_result?.text_result_for_llm ?? ''}`.slice(0, 10_000), stdout: p.tool_result?.text_result_for_llm };
+    },
+    failure: () => (typeof p.error === 'string' ? p.error : 'the tool failed'),
+  });
   return { sessionId, cwd: p.cwd, transcriptPath: p.transcript_path, event };
 }
