@@ -50,7 +50,7 @@ export const CHECKPOINT_KINDS = [
 export const CheckpointKind = z.enum(CHECKPOINT_KINDS);
 export type CheckpointKind = z.infer<typeof CheckpointKind>;
 
-/** Seed 003's interruption classes, kept visible in the data. */
+/** Why a step or task stopped, in the three classes a resume decides by (retry it, give up, or repair state first), kept visible in the data. */
 export const FailureClass = z.enum(['recoverable', 'unrecoverable', 'inconsistent_state']);
 export type FailureClass = z.infer<typeof FailureClass>;
 

@@ -2,8 +2,9 @@ import { WaypointError } from './errors';
 import type { StepStatus, TaskState } from './schema';
 
 /**
- * The task state machine. Seed 004 names INITIALIZED / PLANNING / EXECUTING /
- * WAITING_TOOL / REFLECTING / COMPLETED / FAILED / SUSPENDED; Waypoint's names are:
+ * The task state machine. The usual persistent-agent state machine names INITIALIZED /
+ * PLANNING / EXECUTING / WAITING_TOOL / REFLECTING / COMPLETED / FAILED / SUSPENDED;
+ * Waypoint's names are:
  *
  *   INITIALIZED  → pending         EXECUTING    → running
  *   PLANNING     → planning        WAITING_TOOL → waiting_tool (a side effect is in flight)
