@@ -7,7 +7,8 @@
  * for (and drawn) only when it is expanded.
  */
 import './zodJitless';
-import { HostMessage, inPageOrder, PageState, parseInbound, type CommittedMsg, type FileDecisionMsg, type HunkMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
+import { HostMessage, PageState, parseInbound, type CommittedMsg, type PageMessage, type ReviewFileMsg } from '../src/extension/review/protocol';
+import { LABEL, outcome, plural, ReviewState, type D, type Init } from './reviewState';
 import { icon, type IconName } from './icons';
 import { lazyList, type LazyList } from './lazyList';
 import { highlightHunk, preloadHighlighter } from './reviewHighlight';
@@ -19,54 +20,22 @@ declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState()
 const vscode = acquireVsCodeApi();
 
 
-/** approve, leave out (kept, not committed), discard (removed from the working tree), undecided. */
-type D = 'a' | 'l' | 'r' | 'u';
-interface FileState {
-  included: boolean;
-  /** Whole-file decision; 'm' = mixed (per-hunk decisions differ). */
-  whole: D | 'm';
-  hunks: D[] | null;
-  fingerprint: string | null;
-}
-type Init = Extract<HostMessage, { type: 'init' }>;
+const restored = PageState.safeParse(vscode.getState());
+/** The listing and the person's decisions: changed only through its methods. */
+const state = new ReviewState(restored.success ? restored.data : undefined);
 
-let init: Init | undefined;
-/** The listed files by path, in display order (the task's files, then drift). */
-const byPath = new Map<string, ReviewFileMsg>();
-let order: ReviewFileMsg[] = [];
-/**
- * How many files the listing holds: `init` brings the first of them (a screenful and
- * more), one `listed` message the rest, handled after the first frame. Until they are
- * all here nothing can be committed, and saved decisions for files not yet here are kept.
- */
-let listedTotal = 0;
-const listingComplete = () => order.length >= listedTotal;
-/** Messages that arrived after `init` and before its first frame: handled, in order, after it. */
-let held: unknown[] | null = null;
-const files = new Map<string, FileState>();
-const loaded = new Map<string, { hunks: HunkMsg[] } | { summary: string }>();
-const expanded = new Set<string>();
+/** What only the drawn page needs to remember between events. */
+const view = {
+  /** Messages that arrived after `init` and before its first frame: handled, in order, after it. */
+  held: null as unknown[] | null,
+  /** The item focus moved to after a decision, so `n` there does not skip it. */
+  advancedTo: null as HTMLElement | null,
+  /** Where keyboard focus goes once a file's hunks arrive (after `n`/`p` expanded it). */
+  pendingFocus: null as { path: string; hunk: 'first' | 'last' } | null,
+};
 const lists: LazyList[] = [];
 /** Which lazy list draws a file's row, and where in it. */
 const places = new Map<string, { lazy: LazyList; index: number }>();
-let message = '';
-let busy = false;
-let result: { ok: boolean; text: string } | null = null;
-/** Set once a commit is made: the page shows it (hash, message, Undo) instead of the decisions. */
-let committedView: CommittedMsg | null = null;
-/** Whether committing also completes the task; defaults to whether its plan is done. */
-let finish: boolean | null = null;
-/** The item focus moved to after a decision, so `n` there does not skip it. */
-let advancedTo: HTMLElement | null = null;
-/** Where keyboard focus goes once a file's hunks arrive (after `n`/`p` expanded it). */
-let pendingFocus: { path: string; hunk: 'first' | 'last' } | null = null;
-
-const restored = PageState.safeParse(vscode.getState());
-if (restored.success) {
-  for (const [p, s] of Object.entries(restored.data.decisions ?? {})) files.set(p, { ...s });
-  for (const p of restored.data.expanded ?? []) expanded.add(p);
-  message = restored.data.message ?? '';
-}
 
 function send(m: PageMessage): void {
   vscode.postMessage(m);
@@ -74,8 +43,8 @@ function send(m: PageMessage): void {
 
 /** Webview state survives a window reload (the serializer gives the panel back) and hiding the tab. */
 function save(): void {
-  if (!init) return;
-  vscode.setState({ taskId: init.task.id, message, expanded: [...expanded], decisions: Object.fromEntries(files) } satisfies PageState);
+  const kept = state.pageState();
+  if (kept) vscode.setState(kept);
 }
 
 function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
@@ -105,7 +74,6 @@ function dur(ms: number | null): string {
 // ---------------------------------------------------------------------------
 // Decisions.
 
-const LABEL: Record<D | 'm', string> = { a: 'approved', l: 'left out', r: 'discarded', u: 'undecided', m: 'partly approved' };
 const ICON: Record<D | 'm', IconName> = { a: 'check', l: 'circle-slash', r: 'discard', u: 'circle', m: 'diff' };
 
 /** A decision as a badge: icon and word, so it never rests on colour alone. */
@@ -129,54 +97,25 @@ function iconButton(name: IconName, text: string | null, aria: string, onClick: 
   return b;
 }
 
-function stateOf(f: ReviewFileMsg): FileState {
-  let s = files.get(f.path);
-  if (!s) files.set(f.path, (s = { included: !f.drift, whole: 'u', hunks: null, fingerprint: null }));
-  return s;
-}
-
-function recomputeWhole(s: FileState): void {
-  if (!s.hunks || s.hunks.length === 0) return;
-  const first = s.hunks[0]!;
-  s.whole = s.hunks.every((x) => x === first) ? first : 'm';
-}
-
 function decideFile(f: ReviewFileMsg, d: D): void {
-  const s = stateOf(f);
-  if (d === 'r' && !f.revertible) return announce(`${f.path} cannot be discarded: its base content is not held.`);
-  s.included = true;
-  s.whole = d;
-  if (s.hunks) s.hunks = s.hunks.map(() => d);
-  changed(f.path);
-  announce(`${f.path} ${LABEL[d]}`);
+  const r = state.decideFile(f, d);
+  if (r.changed) changed(f.path);
+  announce(r.text);
 }
 
 function decideHunk(f: ReviewFileMsg, i: number, d: D): void {
-  const s = stateOf(f);
-  if (!s.hunks || i < 0 || i >= s.hunks.length) return;
-  s.included = true;
-  s.hunks[i] = d;
-  recomputeWhole(s);
+  const text = state.decideHunk(f, i, d);
+  if (text === null) return;
   changed(f.path);
-  announce(`Change ${i + 1} of ${s.hunks.length} in ${f.path} ${LABEL[d]}; the file is ${s.whole === 'm' ? 'partly approved' : LABEL[s.whole]}`);
+  announce(text);
 }
 
 function setAll(d: D | 'reset'): void {
-  for (const f of order) {
-    const s = stateOf(f);
-    if (d === 'reset') {
-      s.included = !f.drift;
-      s.whole = 'u';
-      if (s.hunks) s.hunks = s.hunks.map(() => 'u');
-    } else if (s.included && (d !== 'r' || f.revertible)) {
-      s.whole = d;
-      if (s.hunks) s.hunks = s.hunks.map(() => d);
-    }
-  }
+  const text = state.setAll(d);
   save();
   for (const row of Array.from(document.querySelectorAll<HTMLElement>('[data-file]'))) redrawRow(row.dataset.file!);
   renderFooter();
-  announce(d === 'reset' ? 'Every decision reset' : `Every included file ${LABEL[d]}`);
+  announce(text);
 }
 
 function changed(path: string): void {
@@ -185,71 +124,13 @@ function changed(path: string): void {
   renderFooter();
 }
 
-/** Decisions to send, or the reason the commit cannot happen yet. */
-function decisions(): { ok: true; list: FileDecisionMsg[] } | { ok: false; why: string } {
-  if (!listingComplete()) return { ok: false, why: `Listing the files (${order.length} of ${listedTotal})…` };
-  const list: FileDecisionMsg[] = [];
-  let undecided = 0;
-  for (const f of order) {
-    const s = stateOf(f);
-    if (!s.included) continue;
-    if (s.whole === 'u' || (s.hunks && s.hunks.includes('u'))) {
-      undecided++;
-      continue;
-    }
-    const fp = s.fingerprint ?? undefined;
-    if (s.whole === 'a') list.push({ path: f.path, action: 'approve', ...(fp ? { fingerprint: fp } : {}) });
-    else if (s.whole === 'l') list.push({ path: f.path, action: 'leave', ...(fp ? { fingerprint: fp } : {}) });
-    else if (s.whole === 'r') list.push({ path: f.path, action: 'reject', ...(fp ? { fingerprint: fp } : {}) });
-    else if (s.hunks && s.fingerprint) {
-      const pick = (d: D) => s.hunks!.flatMap((x, i) => (x === d ? [i] : []));
-      list.push({ path: f.path, action: 'hunks', approved: pick('a'), left: pick('l'), hunkCount: s.hunks.length, fingerprint: s.fingerprint });
-    }
-  }
-  if (undecided) return { ok: false, why: `${plural(undecided, 'file')} still ${undecided === 1 ? 'has' : 'have'} undecided changes: approve each change, leave it out, or discard it.` };
-  return { ok: true, list };
-}
-
 function commit(): void {
-  if (!init || busy) return;
-  const now = decisions();
+  const init = state.init;
+  if (!init || state.busy) return;
+  const now = state.decisions();
   if (!now.ok) return announce(now.why);
-  const text = (document.getElementById('message') as HTMLTextAreaElement | null)?.value.trim() || message.trim() || init.message;
-  send({ type: 'apply', message: text, decisions: now.list, finish: finishTask() });
-}
-
-function finishTask(): boolean {
-  return finishable() && (finish ?? init?.planDone ?? true);
-}
-
-/** A task not driven (interrupted, suspended, failed) is resumed before it can be finished; a commit that keeps it open needs nothing. */
-function finishable(): boolean {
-  return !init || !['interrupted', 'suspended', 'failed'].includes(init.task.state);
-}
-
-/** Steps that keep the task from finishing (as the host checks them): begun and not ended, or not begun. */
-function openSteps(): Init['steps'] {
-  return init ? init.steps.filter((st) => st.status === 'in_progress' || st.status === 'pending') : [];
-}
-
-function plural(n: number, one: string): string {
-  return `${n} ${one}${n === 1 ? '' : 's'}`;
-}
-
-/** What the commit will do, per meaning: the person sees the discards before committing. */
-function outcome(list: FileDecisionMsg[]): { commit: string[]; left: string[]; discard: string[] } {
-  const o = { commit: [] as string[], left: [] as string[], discard: [] as string[] };
-  for (const d of list) {
-    if (d.action === 'approve') o.commit.push(d.path);
-    else if (d.action === 'leave') o.left.push(d.path);
-    else if (d.action === 'reject') o.discard.push(d.path);
-    else {
-      if (d.approved.length) o.commit.push(d.path);
-      if (d.left?.length) o.left.push(d.path);
-      if (d.approved.length + (d.left?.length ?? 0) < d.hunkCount) o.discard.push(d.path);
-    }
-  }
-  return o;
+  const text = (document.getElementById('message') as HTMLTextAreaElement | null)?.value.trim() || state.message.trim() || init.message;
+  send({ type: 'apply', message: text, decisions: now.list, finish: state.finishTask() });
 }
 
 // ---------------------------------------------------------------------------
@@ -282,7 +163,7 @@ function keyHelp(): HTMLElement {
 }
 
 function header(): HTMLElement {
-  const { task } = init!;
+  const { task } = state.init!;
   const meta = [`${task.state.replace(/_/g, ' ')}`, `agent ${task.agent ?? 'unknown'}`, dur(task.durationMs)].filter(Boolean).join(' · ');
   const head = h('header', {}, h('h1', {}, task.title));
   if (task.goal.trim() && task.goal.trim() !== task.title.trim()) head.append(h('p', { class: 'goal' }, task.goal));
@@ -296,8 +177,8 @@ function render(): void {
   sectionLists.clear();
   places.clear();
   app.setAttribute('aria-busy', 'false');
-  if (!init) return;
-  if (committedView) return renderCommitted(committedView);
+  if (!state.init) return;
+  if (state.committed) return renderCommitted(state.committed);
   app.append(
     header(),
     h(
@@ -314,7 +195,7 @@ function render(): void {
     keyHelp(),
     timeline(),
   );
-  const { task, drift } = init.counts;
+  const { task, drift } = state.init.counts;
   if (!task && !drift) app.append(h('p', { class: 'empty' }, icon('pass'), 'No changes since the task started: nothing to review.'));
   // A section per kind the listing holds (its count from `init`, though the rest of its files may still be on their way).
   if (task) fileSection(`Files changed by the task (${task})`, 'task');
@@ -342,17 +223,17 @@ function renderCommitted(c: CommittedMsg): void {
   group('Discarded from the working tree', 'discard', c.discarded);
   box.append(h('p', { class: 'dim' }, c.finished ? 'The task is completed.' : 'The task stays open: its plan is not done, or you chose to keep it open.'));
   const row = h('div', { class: 'commit-row' });
-  if (!c.finished) row.append(button('Review the remaining changes', 'Review the changes not in this commit', () => { committedView = null; send({ type: 'refresh' }); }));
+  if (!c.finished) row.append(button('Review the remaining changes', 'Review the changes not in this commit', () => { state.leaveCommitted(); send({ type: 'refresh' }); }));
   if (c.canUndo) {
     row.append(iconButton('discard', 'Undo Commit', `Undo commit ${c.sha?.slice(0, 10) ?? ''}: its changes become uncommitted again${c.discarded.length ? ' and the discarded changes come back' : ''}`, () => send({ type: 'undoCommit' })));
   } else if (c.sha) row.append(h('span', { class: 'dim' }, 'Undo is offered while HEAD is still this commit, from the panel that made it.'));
   box.append(row);
   // An error (an Undo that failed) still shows; the success is the box itself.
-  app.append(header(), box, h('div', { id: 'result', role: 'alert', class: result ? (result.ok ? 'ok' : 'error') : '' }, result && !result.ok ? result.text : ''));
+  app.append(header(), box, h('div', { id: 'result', role: 'alert', class: state.result ? (state.result.ok ? 'ok' : 'error') : '' }, state.result && !state.result.ok ? state.result.text : ''));
 }
 
 function timeline(): HTMLElement {
-  const { steps, effects } = init!;
+  const { steps, effects } = state.init!;
   const list = h('ol', { class: 'timeline', 'aria-label': 'Steps' });
   for (const s of steps) {
     const li = h('li', { class: `step ${s.status}` }, h('span', { class: 'badge' }, s.status.replace(/_/g, ' ')), ` ${s.title}`, s.durationMs !== null ? h('span', { class: 'dim' }, ` · ${dur(s.durationMs)}`) : '');
@@ -396,7 +277,7 @@ function fileSection(title: string, kind: 'task' | 'drift'): HTMLElement {
   const sec = h('section', { 'aria-label': title }, h('h2', {}, title), ul);
   // In the page before its rows, so where the list starts is known (a layout of what is above it, needed for the frame anyway).
   app.append(sec);
-  const list = order.filter((f) => f.drift === (kind === 'drift'));
+  const list = state.order.filter((f) => f.drift === (kind === 'drift'));
   const lazy = lazyList(ul, list, fileRow, 100, rowsBelow(ul.getBoundingClientRect().top));
   lists.push(lazy);
   sectionLists.set(kind, lazy);
@@ -412,8 +293,8 @@ function countsText(f: ReviewFileMsg): { short: string; spoken: string } {
 }
 
 function fileHead(f: ReviewFileMsg): HTMLElement {
-  const s = stateOf(f);
-  const open = expanded.has(f.path);
+  const s = state.stateOf(f);
+  const open = state.isExpanded(f.path);
   const counts = countsText(f);
   const head = h('div', {
     class: `file-head d-${s.whole}`,
@@ -451,9 +332,9 @@ function fileHead(f: ReviewFileMsg): HTMLElement {
 }
 
 function fileRow(f: ReviewFileMsg): HTMLElement {
-  const li = h('li', { class: `file ${stateOf(f).included ? '' : 'excluded'}`, 'data-file': f.path });
+  const li = h('li', { class: `file ${state.stateOf(f).included ? '' : 'excluded'}`, 'data-file': f.path });
   li.append(fileHead(f));
-  if (expanded.has(f.path)) li.append(fileBody(f));
+  if (state.isExpanded(f.path)) li.append(fileBody(f));
   return li;
 }
 
@@ -483,7 +364,7 @@ function restoreFocus(row: HTMLElement, key: string | null): void {
 
 function redrawRow(path: string): void {
   const row = rowOf(path);
-  const f = byPath.get(path);
+  const f = state.file(path);
   if (!row || !f) return;
   const key = focusKey(row);
   const fresh = fileRow(f);
@@ -494,7 +375,7 @@ function redrawRow(path: string): void {
 /** New line counts change only the row's head (an expanded body stays as it is). */
 function redrawHead(path: string): void {
   const row = rowOf(path);
-  const f = byPath.get(path);
+  const f = state.file(path);
   const old = row?.querySelector<HTMLElement>(':scope > .file-head');
   if (!row || !f || !old) return;
   const key = focusKey(row);
@@ -503,11 +384,7 @@ function redrawHead(path: string): void {
 }
 
 function toggle(f: ReviewFileMsg): void {
-  if (expanded.has(f.path)) expanded.delete(f.path);
-  else {
-    expanded.add(f.path);
-    if (!loaded.has(f.path)) send({ type: 'requestHunks', path: f.path });
-  }
+  if (state.toggle(f)) send({ type: 'requestHunks', path: f.path });
   save();
   changed(f.path);
   rowOf(f.path)?.querySelector<HTMLElement>('.file-head')?.focus();
@@ -519,10 +396,10 @@ const shownHunks = new Map<string, number>();
 
 function fileBody(f: ReviewFileMsg): HTMLElement {
   const body = h('div', { class: 'file-body' });
-  const l = loaded.get(f.path);
+  const l = state.loadedOf(f.path);
   if (!l) return body.appendChild(h('p', { class: 'dim' }, 'Loading…')).parentElement!;
   if ('summary' in l) return body.appendChild(h('p', { class: 'dim' }, l.summary)).parentElement!;
-  const s = stateOf(f);
+  const s = state.stateOf(f);
   const limit = shownHunks.get(f.path) ?? HUNK_LINES_DRAWN;
   let lines = 0;
   for (let i = 0; i < l.hunks.length; i++) {
@@ -588,12 +465,12 @@ function fileBody(f: ReviewFileMsg): HTMLElement {
 
 function renderFooter(): void {
   const footer = document.getElementById('footer');
-  if (!footer || !init) return;
+  if (!footer || !state.init) return;
   const focused = document.activeElement?.id === 'message';
   const ta = h('textarea', { id: 'message', rows: '8', 'aria-label': 'Commit message', 'aria-keyshortcuts': 'Control+Enter', spellcheck: 'false' });
-  ta.value = message || init.message;
+  ta.value = state.message || state.init.message;
   ta.addEventListener('input', () => {
-    message = ta.value;
+    state.setMessage(ta.value);
     save();
   });
   ta.addEventListener('keydown', (e) => {
@@ -602,23 +479,23 @@ function renderFooter(): void {
       commit();
     }
   });
-  const d = decisions();
+  const d = state.decisions();
   const o = d.ok ? outcome(d.list) : null;
-  const label = !init.git ? 'Apply decisions' : o && o.discard.length ? `Commit ${plural(o.commit.length, 'file')}, discard ${o.discard.length}` : `Commit ${o ? plural(o.commit.length, 'file') : ''}`.trim();
-  const commitButton = button(label, init.git ? `Commit the approved changes${o?.discard.length ? ' and discard the discarded ones from the working tree' : ''}` : 'Apply the decisions (no git repository: nothing is committed)', commit, 'primary');
-  const open = finishTask() ? openSteps() : [];
-  commitButton.disabled = busy || !d.ok || (o !== null && o.commit.length === 0 && o.discard.length === 0) || open.length > 0;
+  const label = !state.init.git ? 'Apply decisions' : o && o.discard.length ? `Commit ${plural(o.commit.length, 'file')}, discard ${o.discard.length}` : `Commit ${o ? plural(o.commit.length, 'file') : ''}`.trim();
+  const commitButton = button(label, state.init.git ? `Commit the approved changes${o?.discard.length ? ' and discard the discarded ones from the working tree' : ''}` : 'Apply the decisions (no git repository: nothing is committed)', commit, 'primary');
+  const open = state.finishTask() ? state.openSteps() : [];
+  commitButton.disabled = state.busy || !d.ok || (o !== null && o.commit.length === 0 && o.discard.length === 0) || open.length > 0;
   const fin = h('input', { type: 'checkbox', id: 'finish' });
-  fin.checked = finishTask();
-  fin.disabled = !finishable();
+  fin.checked = state.finishTask();
+  fin.disabled = !state.finishable();
   fin.addEventListener('change', () => {
-    finish = fin.checked;
+    state.setFinish(fin.checked);
     renderFooter();
   });
-  const notDone = init.steps.filter((st) => st.status !== 'completed' && st.status !== 'skipped').length;
-  const why = !finishable()
-    ? ` (the task is ${init.task.state}: resume it to finish it; committing keeps it open and leaves its steps as they are)`
-    : init.planDone
+  const notDone = state.init.steps.filter((st) => st.status !== 'completed' && st.status !== 'skipped').length;
+  const why = !state.finishable()
+    ? ` (the task is ${state.init.task.state}: resume it to finish it; committing keeps it open and leaves its steps as they are)`
+    : state.init.planDone
       ? ' (its plan is done)'
       : ` (${plural(notDone, 'step')} of its plan not done: unchecked keeps the task open and its steps as they are)`;
   const finishRow = h('div', { class: 'finish' }, h('label', {}, fin, ' Finish the task with this commit'), h('span', { class: 'dim' }, why));
@@ -643,8 +520,8 @@ function renderFooter(): void {
     ta,
     summary,
     finishRow,
-    h('div', { class: 'commit-row' }, commitButton, busy ? h('span', { class: 'dim' }, 'Committing…') : ''),
-    h('div', { id: 'result', role: 'alert', class: result ? (result.ok ? 'ok' : 'error') : '' }, result?.text ?? ''),
+    h('div', { class: 'commit-row' }, commitButton, state.busy ? h('span', { class: 'dim' }, 'Committing…') : ''),
+    h('div', { id: 'result', role: 'alert', class: state.result ? (state.result.ok ? 'ok' : 'error') : '' }, state.result?.text ?? ''),
   );
   if (focused) ta.focus();
 }
@@ -685,7 +562,7 @@ function navItems(): HTMLElement[] {
 
 function fileOf(el: HTMLElement): ReviewFileMsg | undefined {
   const p = el.closest<HTMLElement>('[data-file]')?.dataset.file;
-  return p === undefined ? undefined : byPath.get(p);
+  return p === undefined ? undefined : state.file(p);
 }
 
 /** Makes sure a file's row is drawn (keyboard navigation can run ahead of scrolling). */
@@ -726,21 +603,21 @@ function moveChange(from: HTMLElement | null, dir: 1 | -1): void {
     if (next) return void next.focus();
   }
   // From a file's head, its own changes come next; from its last change, the next file's.
-  const start = !f ? (dir === 1 ? 0 : order.length - 1) : !onHunk && dir === 1 ? order.indexOf(f) : order.indexOf(f) + dir;
-  for (let k = start; k >= 0 && k < order.length; k += dir) {
-    const g = order[k]!;
-    const l = loaded.get(g.path);
+  const start = !f ? (dir === 1 ? 0 : state.order.length - 1) : !onHunk && dir === 1 ? state.order.indexOf(f) : state.order.indexOf(f) + dir;
+  for (let k = start; k >= 0 && k < state.order.length; k += dir) {
+    const g = state.order[k]!;
+    const l = state.loadedOf(g.path);
     // Binary, large and mode-only changes have no hunks to step through.
     if (!g.hunkable || (l && ('summary' in l || l.hunks.length === 0))) continue;
     drawThrough(g.path);
     if (l) {
-      if (!expanded.has(g.path)) toggle(g);
+      if (!state.isExpanded(g.path)) toggle(g);
       focusHunk(g.path, dir === 1 ? 'first' : 'last');
       return;
     }
     // Not fetched yet: expand it (which asks the host) and focus the change when it arrives.
-    pendingFocus = { path: g.path, hunk: dir === 1 ? 'first' : 'last' };
-    if (!expanded.has(g.path)) toggle(g);
+    view.pendingFocus = { path: g.path, hunk: dir === 1 ? 'first' : 'last' };
+    if (!state.isExpanded(g.path)) toggle(g);
     else rowOf(g.path)?.querySelector<HTMLElement>('[data-nav="file"]')?.focus();
     return;
   }
@@ -752,7 +629,7 @@ document.addEventListener('keydown', (e) => {
   if (t.tagName === 'TEXTAREA' || t.tagName === 'INPUT' || e.ctrlKey || e.metaKey || e.altKey) return;
   const item = t.closest<HTMLElement>('[data-nav]');
   const onItem = item !== null && t === item;
-  if (e.key !== 'n' && advancedTo && !'aldu'.includes(e.key) && !'ALD'.includes(e.key)) advancedTo = null;
+  if (e.key !== 'n' && view.advancedTo && !'aldu'.includes(e.key) && !'ALD'.includes(e.key)) view.advancedTo = null;
   switch (e.key) {
     case 'j':
       if (onItem) moveItem(item, 1);
@@ -764,8 +641,8 @@ document.addEventListener('keydown', (e) => {
       break;
     case 'n':
       // Focus already moved on by a decision: `n` reads where it is instead of skipping it.
-      if (onItem && item === advancedTo) {
-        advancedTo = null;
+      if (onItem && item === view.advancedTo) {
+        view.advancedTo = null;
         announce(`${item.getAttribute('aria-label') ?? ''} (already here after your decision)`);
         break;
       }
@@ -832,7 +709,7 @@ const KEY_DECISION: Record<string, D> = { a: 'a', l: 'l', d: 'r', u: 'u' };
 /** Moves focus on after a decision and says so, after the decision's own announcement. */
 function advanceTo(el: HTMLElement): void {
   el.focus();
-  advancedTo = el;
+  view.advancedTo = el;
   const said = live.textContent ?? '';
   announce(`${said}. Moved to ${el.getAttribute('aria-label') ?? 'the next item'}`);
 }
@@ -856,7 +733,7 @@ function moveToNextFile(head: HTMLElement): void {
  * the drawing and the load.
  */
 function reportShown(): void {
-  const n = listedTotal;
+  const n = state.listedTotal;
   const afterLoad = (f: () => void) => (document.readyState === 'complete' ? f() : window.addEventListener('load', f, { once: true }));
   afterLoad(() =>
     requestAnimationFrame(() =>
@@ -871,35 +748,22 @@ function reportShown(): void {
   );
 }
 
-window.addEventListener('message', (ev: MessageEvent) => (held ? held.push(ev.data) : receive(ev.data)));
+window.addEventListener('message', (ev: MessageEvent) => (view.held ? view.held.push(ev.data) : receive(ev.data)));
 
-/** Handles the messages held while a listing's first frame was drawn, in the order they came (a later `init` holds the rest again). */
+/** Handles the messages view.held while a listing's first frame was drawn, in the state.order they came (a later `init` holds the rest again). */
 function release(): void {
-  const queue = held ?? [];
-  held = null;
+  const queue = view.held ?? [];
+  view.held = null;
   while (queue.length) {
     const next = queue.shift();
-    if (held) (held as unknown[]).push(next);
+    if (view.held) (view.held as unknown[]).push(next);
     else receive(next);
   }
 }
 
-/** Files of the listing just arrived: known by path, and their saved state (an expanded file's hunks) asked for. */
-function admit(list: readonly ReviewFileMsg[]): ReviewFileMsg[] {
-  const fresh = list.filter((f) => !byPath.has(f.path));
-  for (const f of fresh) {
-    byPath.set(f.path, f);
-    if (expanded.has(f.path)) send({ type: 'requestHunks', path: f.path });
-  }
-  return fresh;
-}
-
-/** Once the whole listing is here: saved state for files no longer in it goes. */
-function settleListing(): void {
-  if (!listingComplete()) return;
-  for (const p of [...files.keys()]) if (!byPath.has(p)) files.delete(p);
-  for (const p of [...expanded]) if (!byPath.has(p)) expanded.delete(p);
-  save();
+/** Asks for the hunks of files the person had expanded before a reload, as their rows arrive. */
+function requestHunks(paths: readonly string[]): void {
+  for (const path of paths) send({ type: 'requestHunks', path });
 }
 
 /** When the last listing arrived and was drawn (on the `performance.now()` clock), for `shown`. */
@@ -912,28 +776,21 @@ function receive(data: unknown): void {
   switch (m.type) {
     case 'init': {
       drawTimes.receivedMs = received;
-      init = m;
-      committedView = m.committed;
-      if (!m.committed) result = null;
-      listedTotal = m.counts.task + m.counts.drift;
-      byPath.clear();
-      loaded.clear();
-      const first = admit(m.files);
-      order = inPageOrder(first);
-      settleListing();
+      requestHunks(state.begin(m));
+      save();
       render();
       drawTimes.drawnMs = performance.now();
       // The rest of the listing (and anything after it) waits for this frame.
-      held = [];
+      view.held = [];
       reportShown();
       break;
     }
     case 'listed': {
-      if (!init || listingComplete()) return;
-      const fresh = admit(m.files.slice(0, listedTotal - order.length));
-      order = inPageOrder([...order, ...fresh]);
-      settleListing();
-      if (committedView) break;
+      const { fresh, request } = state.listed(m.files);
+      if (!fresh.length) return;
+      requestHunks(request);
+      save();
+      if (state.committed) break;
       const more = { task: fresh.filter((f) => !f.drift), drift: fresh.filter((f) => f.drift) };
       for (const kind of ['task', 'drift'] as const) {
         const lazy = sectionLists.get(kind);
@@ -945,57 +802,38 @@ function receive(data: unknown): void {
       break;
     }
     case 'files': {
-      for (const f of m.files) {
-        const old = byPath.get(f.path);
-        if (!old) continue;
-        Object.assign(old, f);
-        redrawHead(f.path);
-      }
+      for (const path of state.updateFiles(m.files)) redrawHead(path);
       break;
     }
     case 'hunks':
     case 'summary': {
-      const f = byPath.get(m.path);
-      if (!f) return;
-      const s = stateOf(f);
-      if (s.fingerprint !== m.fingerprint) {
-        // New content: per-hunk decisions made on other content no longer apply.
-        if (s.whole === 'm') s.whole = 'u';
-        s.hunks = null;
-      }
-      s.fingerprint = m.fingerprint;
-      if (m.type === 'hunks') {
-        loaded.set(m.path, { hunks: m.hunks });
-        if (!s.hunks || s.hunks.length !== m.hunks.length) s.hunks = m.hunks.map(() => (s.whole === 'm' ? 'u' : s.whole));
-      } else loaded.set(m.path, { summary: m.reason });
-      save();
+      if (!state.content(m)) return;
       changed(m.path);
-      if (pendingFocus?.path === m.path) {
-        const which = pendingFocus.hunk;
-        pendingFocus = null;
+      if (view.pendingFocus?.path === m.path) {
+        const which = view.pendingFocus.hunk;
+        view.pendingFocus = null;
         if (!focusHunk(m.path, which)) rowOf(m.path)?.querySelector<HTMLElement>('[data-nav="file"]')?.focus();
       }
       break;
     }
     case 'busy':
-      busy = m.busy;
+      state.setBusy(m.busy);
       app.setAttribute('aria-busy', String(m.busy));
       renderFooter();
       break;
     case 'committed':
-      committedView = m.committed;
-      result = { ok: true, text: m.committed.sha ? `Committed ${m.committed.sha.slice(0, 10)}.` : 'Applied.' };
+      const text = state.committedNow(m.committed);
       render();
-      announce(`${result.text} ${m.committed.finished ? 'The task is completed.' : 'The task stays open.'}`);
+      announce(`${text} ${m.committed.finished ? 'The task is completed.' : 'The task stays open.'}`);
       document.getElementById('committed-title')?.setAttribute('tabindex', '-1');
       document.getElementById('committed-title')?.focus();
       break;
     case 'applied':
     case 'error':
-      result = { ok: m.type === 'applied' && m.ok, text: m.text };
+      state.setResult({ ok: m.type === 'applied' && m.ok, text: m.text });
       announce(m.text);
       // No review drawn yet (its listing failed): the error replaces "Loading…", with a way to try again.
-      if (!init) {
+      if (!state.init) {
         app.setAttribute('aria-busy', 'false');
         app.replaceChildren(h('p', { class: 'error', role: 'alert' }, icon('warning'), m.text), iconButton('refresh', 'Try Again', 'List the changes again', () => send({ type: 'refresh' })));
       } else renderFooter();

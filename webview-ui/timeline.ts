@@ -34,24 +34,32 @@ const TRACK_W = 1000;
 /** Rows drawn per chunk of a long list: more than a tall window shows, few enough to paint at once. */
 const CHUNK = 60;
 
-let model: TimelineModel | undefined;
-let focusKey: string | undefined;
-let notice: { text: string; error: boolean } | null = null;
-/** The checkpoint whose action menu is open. */
-let menuFor: string | null = null;
+/** What the page remembers between messages and redraws: one object, changed only by the handlers below. */
+const page = {
+  model: undefined as TimelineModel | undefined,
+  /** The focused row's key, kept across redraws and reloads. */
+  focusKey: undefined as string | undefined,
+  notice: null as { text: string; error: boolean } | null,
+  /** The checkpoint whose action menu is open. */
+  menuFor: null as string | null,
+  /** Where the graph's scroll box was, so a live redraw does not throw the person back to its start. */
+  graphScroll: { left: 0, top: 0 },
+  /** The graph's scroll box of the last render (to put its scroll position back). */
+  graphBox: undefined as HTMLElement | undefined,
+};
 const expanded = new Set<string>();
 const lists: LazyList[] = [];
 const app = document.getElementById('app')!;
 
 const restored = TimelinePageState.safeParse(vscode.getState());
-if (restored.success) focusKey = restored.data.focus;
+if (restored.success) page.focusKey = restored.data.focus;
 
 function send(m: TimelinePageMessage): void {
   vscode.postMessage(m);
 }
 
 function save(): void {
-  if (model) vscode.setState({ taskId: model.task.id, focus: focusKey?.slice(0, 400) } satisfies TimelinePageState);
+  if (page.model) vscode.setState({ taskId: page.model.task.id, focus: page.focusKey?.slice(0, 400) } satisfies TimelinePageState);
 }
 
 function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
@@ -120,25 +128,25 @@ function swatch(cls: string, shape: 'bar' | 'mark' | 'dot' = 'bar'): SVGSVGEleme
 // Drawing.
 
 function render(): void {
-  if (!model) return;
-  const m = model;
+  if (!page.model) return;
+  const m = page.model;
   lists.length = 0;
   // A live update redraws the page: an open checkpoint menu, and the item in it that had focus, come back as they were.
-  const reopen = menuFor;
+  const reopen = page.menuFor;
   const items = Array.from(document.querySelectorAll<HTMLElement>('.menu [role="menuitem"]'));
   const focusedItem = items.indexOf(document.activeElement as HTMLElement);
   const frag = document.createDocumentFragment();
-  graphBox = undefined;
+  page.graphBox = undefined;
   frag.append(header(m), graph(m), axis(m), checkpointSection(m), effectSection(m));
   app.replaceChildren(frag);
   // Written only when the box had been scrolled: a fresh page does no scroll write (and no layout) at all.
-  const box = graphBox as HTMLElement | undefined; // set by graph() above
-  if (box && (graphScroll.left || graphScroll.top)) {
-    box.scrollLeft = graphScroll.left;
-    box.scrollTop = graphScroll.top;
+  const box = page.graphBox as HTMLElement | undefined; // set by graph() above
+  if (box && (page.graphScroll.left || page.graphScroll.top)) {
+    box.scrollLeft = page.graphScroll.left;
+    box.scrollTop = page.graphScroll.top;
   }
   app.setAttribute('aria-busy', String(!!m.pending));
-  menuFor = null;
+  page.menuFor = null;
   restoreFocus();
   if (reopen) openMenu(reopen, focusedItem >= 0 ? focusedItem : null);
 }
@@ -164,7 +172,7 @@ function header(m: TimelineModel): HTMLElement {
     ),
   );
   el.append(h('p', { class: 'keys' }, 'Keys: ↑ ↓ move through rows, Home/End jump, Enter acts (a step shows its attempts, a checkpoint offers compare, roll back and fork), Esc closes a menu.'));
-  const status = h('p', { id: 'notice', role: 'status', 'aria-live': 'polite', class: notice?.error ? 'error' : 'dim' }, notice?.text ?? '');
+  const status = h('p', { id: 'notice', role: 'status', 'aria-live': 'polite', class: page.notice?.error ? 'error' : 'dim' }, page.notice?.text ?? '');
   el.append(status);
   return el;
 }
@@ -178,8 +186,6 @@ const GAP_Y = 12;
 const GRAPH_MARGIN = 400;
 /** Runs `fn` after the next frame is painted (a frame, then a task). */
 const afterPaint = (fn: () => void) => requestAnimationFrame(() => setTimeout(fn, 0));
-/** Where the graph's scroll box was, so a live redraw does not throw the person back to its start. */
-let graphScroll = { left: 0, top: 0 };
 
 /**
  * The `dependsOn` DAG in layers, left to right, edges from a dependency to the step
@@ -245,7 +251,7 @@ function graph(m: TimelineModel): HTMLElement {
   };
   // Before the box is laid out its size is unknown: the window's width and the box's CSS height bound it (no layout read).
   // The first frame draws only that; the margin around it is drawn once the frame is out.
-  draw(graphScroll.left, graphScroll.top, window.innerWidth, GRAPH_BOX_H, 0);
+  draw(page.graphScroll.left, page.graphScroll.top, window.innerWidth, GRAPH_BOX_H, 0);
   afterPaint(() => {
     if (!box.isConnected) return;
     drawn = { x0: 0, y0: 0, x1: -1, y1: -1 }; // what is drawn has no margin yet: draw again with one
@@ -260,7 +266,7 @@ function graph(m: TimelineModel): HTMLElement {
       // One read and one redraw per frame, however many scroll events came.
       requestAnimationFrame(() => {
         queued = false;
-        graphScroll = { left: box.scrollLeft, top: box.scrollTop };
+        page.graphScroll = { left: box.scrollLeft, top: box.scrollTop };
         draw(box.scrollLeft, box.scrollTop, box.clientWidth, box.clientHeight);
       });
     },
@@ -271,13 +277,11 @@ function graph(m: TimelineModel): HTMLElement {
     const id = (e.target as Element).closest('[data-step]')?.getAttribute('data-step');
     if (id) focusRow(`step:${id}`);
   });
-  graphBox = box;
+  page.graphBox = box;
   sec.append(box);
   return sec;
 }
 
-/** The graph's scroll box of the last render (to put its scroll position back). */
-let graphBox: HTMLElement | undefined;
 /** The graph box's height in CSS (timeline.css `.scroll { max-height }`). */
 const GRAPH_BOX_H = 360;
 
@@ -432,7 +436,7 @@ function stepActions(m: TimelineModel, st: TimelineStep): StepAction[] {
 function toggle(stepId: string): void {
   if (expanded.has(stepId)) expanded.delete(stepId);
   else expanded.add(stepId);
-  focusKey = `step:${stepId}`;
+  page.focusKey = `step:${stepId}`;
   render();
 }
 
@@ -473,7 +477,7 @@ const ACTIONS: { action: CheckpointAction; label: string }[] = [
 /** The checkpoint's actions, as a menu under its row: arrows move, Enter runs, Esc closes. */
 function openMenu(checkpointId: string, focusItem: number | null = 0): void {
   closeMenu();
-  const c = model?.checkpoints.find((x) => x.id === checkpointId);
+  const c = page.model?.checkpoints.find((x) => x.id === checkpointId);
   const row = rowByKey(`cp:${checkpointId}`);
   if (!c || !row) return;
   if (!c.restorable) {
@@ -507,12 +511,12 @@ function openMenu(checkpointId: string, focusItem: number | null = 0): void {
   });
   row.after(h('li', { class: 'menu-row' }, menu));
   row.setAttribute('aria-expanded', 'true');
-  menuFor = checkpointId;
+  page.menuFor = checkpointId;
   if (focusItem !== null) menu.querySelectorAll<HTMLElement>('[role="menuitem"]')[Math.min(focusItem, ACTIONS.length - 1)]!.focus();
 }
 
 function closeMenu(): void {
-  menuFor = null;
+  page.menuFor = null;
   for (const m of Array.from(document.querySelectorAll('.menu-row'))) m.remove();
   for (const r of Array.from(document.querySelectorAll('.cp-row[aria-expanded]'))) r.removeAttribute('aria-expanded');
 }
@@ -570,7 +574,7 @@ function focusRow(key: string): void {
 }
 
 function restoreFocus(): void {
-  const r = (focusKey && rowByKey(focusKey)) || undefined;
+  const r = (page.focusKey && rowByKey(page.focusKey)) || undefined;
   const first = rows()[0];
   for (const x of rows()) x.tabIndex = -1;
   (r ?? first)?.setAttribute('tabindex', '0');
@@ -579,10 +583,10 @@ function restoreFocus(): void {
 
 app.addEventListener('focusin', (e) => {
   const r = (e.target as HTMLElement).closest<HTMLElement>('.row');
-  if (!r || r.dataset.key === focusKey) return;
+  if (!r || r.dataset.key === page.focusKey) return;
   for (const x of Array.from(app.querySelectorAll<HTMLElement>('.row[tabindex="0"]'))) x.tabIndex = -1;
   r.tabIndex = 0;
-  focusKey = r.dataset.key;
+  page.focusKey = r.dataset.key;
   save();
 });
 
@@ -630,7 +634,7 @@ app.addEventListener('keydown', (e) => {
 });
 
 function say(text: string, error: boolean): void {
-  notice = { text, error };
+  page.notice = { text, error };
   const el = document.getElementById('notice');
   if (el) {
     el.textContent = displayText(text, { multiline: true });
@@ -643,7 +647,7 @@ function say(text: string, error: boolean): void {
 
 /** Tells the host the timeline is on screen (after the frame that draws it): the page's "first content", or the whole model once it is in. */
 function reportShown(): void {
-  const m = model!;
+  const m = page.model!;
   afterPaint(() => send({ type: 'shown', steps: m.steps.length, attempts: m.attempts.length, at: Date.now(), pageMs: performance.now(), whole: !m.pending }));
 }
 
@@ -656,10 +660,10 @@ const entries = (raw: unknown) => {
 };
 
 /** Messages are handled one after another: a patch waits for the whole model it applies to. */
-let queue: Promise<void> = Promise.resolve();
+const inbox = { queue: Promise.resolve() };
 window.addEventListener('message', (ev: MessageEvent) => {
   const data: unknown = ev.data;
-  queue = queue.then(() => receive(data)).catch((e) => console.warn(`[timeline] ${e instanceof Error ? e.message : String(e)}`));
+  inbox.queue = inbox.queue.then(() => receive(data)).catch((e) => console.warn(`[timeline] ${e instanceof Error ? e.message : String(e)}`));
 });
 
 async function receive(data: unknown): Promise<void> {
@@ -678,8 +682,8 @@ async function receive(data: unknown): Promise<void> {
     case 'init':
       return show(msg.model);
     case 'patch':
-      if (!model || model.pending) return send({ type: 'refresh' });
-      return show(applyPatch(model, msg.patch));
+      if (!page.model || page.model.pending) return send({ type: 'refresh' });
+      return show(applyPatch(page.model, msg.patch));
     case 'error':
       say(msg.text, true);
       return;
@@ -687,8 +691,8 @@ async function receive(data: unknown): Promise<void> {
 }
 
 function show(next: TimelineModel): void {
-  model = next;
-  for (const id of [...expanded]) if (!model.steps.some((x) => x.id === id)) expanded.delete(id);
+  page.model = next;
+  for (const id of [...expanded]) if (!page.model.steps.some((x) => x.id === id)) expanded.delete(id);
   save();
   render();
   reportShown();
