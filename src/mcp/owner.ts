@@ -73,7 +73,7 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
     limits: opts.limits,
     createSession: ({ sessionId, clientPid, connected }) => {
       const api = localApi(engine);
-      // A relay tells us its pid; a direct HTTP client lives as long as we do at most.
+      // A local client may tell us its pid; otherwise a direct HTTP client lives as long as we do at most.
       const owner = { id: `mcp:${sessionId}`, pid: clientPid ?? process.pid };
       const leaseTtlMs = opts.leaseTtlMs ?? MCP_LEASE_TTL_MS;
       const dispatch = localDispatch({ engine: api, owner, leaseTtlMs, agentRollback: opts.agentRollback ?? 'ask', rollback: opts.rollback });

@@ -83,8 +83,15 @@ export async function connectRpcRelay(d: Discovery, o: RpcRelayOptions): Promise
     },
   });
   const watch = setInterval(() => {
-    const s = ownOrRelay(o.storeDir);
-    if (s.kind !== 'relay' || s.discovery.token !== d.token) markLost(new Error(`the Waypoint owner at ${d.url} (${who}) went away`));
+    let why: string | null;
+    try {
+      const s = ownOrRelay(o.storeDir);
+      why = s.kind === 'relay' && s.discovery.token === d.token ? null : `the Waypoint owner at ${d.url} (${who}) went away`;
+    } catch (e) {
+      // The store directory cannot be read as this folder's any more (replaced by a link, say): look again from the start.
+      why = `the store's owner could not be checked: ${errorMessage(e)}`;
+    }
+    if (why) markLost(new Error(why));
   }, o.watchMs ?? RELAY_WATCH_MS);
   watch.unref();
   return {

@@ -111,7 +111,6 @@ describe('waypoint mcp relays over /rpc', function () {
     sessions.push(relay);
     const { taskId, baseCheckpointId } = sc<Json>(await relay.client.callTool({ name: 'waypoint_task_start', arguments: { goal: 'through /rpc', plan: [{ id: 'x', title: 'X' }] } }));
     sc(await relay.client.callTool({ name: 'waypoint_step_start', arguments: { taskId, stepId: 'x' } }));
-    assert.match(relay.stderr(), /relaying to the owner .* over \/rpc/);
 
     // The calls arrived as engine operations, each with this folder's claim; no MCP session was opened.
     assert.equal(endpoint.http.sessionCount(), 0, 'the relay opened no MCP session at the owner');
@@ -122,6 +121,7 @@ describe('waypoint mcp relays over /rpc', function () {
     }
     const rpc = proxy.seen.filter((s) => s.path === '/rpc').map((s) => s.method);
     assert.ok(rpc.includes('startTask') && rpc.includes('startStep'), `rpc calls: ${rpc.join(', ')}`);
+    assert.match(relay.stderr(), /relaying to the owner .* over \/rpc/);
 
     // The relay's session is the lease owner, with the relay's pid.
     const lease = engine.queries.findTask(taskId)?.lease;
