@@ -20,12 +20,11 @@ import { STORE_CLAIM_HEADER } from '../core/store/folderIdentity';
  */
 export interface SessionInfo {
   sessionId: string;
-  /** The client's pid when it told us (a relay on this host), so a dead relay's tasks are interrupted. */
+  /** The client's pid when it told us (a client on this host, `x-waypoint-client-pid`), so a dead client's tasks are interrupted. */
   clientPid: number | undefined;
   /**
-   * Whether the client is still there: its pid is alive (a relay on this host, which lives as
-   * long as its agent's stdio connection), or it holds the session's server-sent event stream
-   * open (a direct client such as VS Code's). A client that shows neither is not known to be
+   * Whether the client is still there: the pid it named is alive (a client on this host), or
+   * it holds the session's server-sent event stream open (a direct client such as VS Code's). A client that shows neither is not known to be
    * there between its requests.
    */
   connected(): boolean;
@@ -195,7 +194,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
   }
 
   /**
-   * Closes sessions nobody can use any more: their client's pid is gone (a relay that was
+   * Closes sessions nobody can use any more: their client's pid is gone (a local client that was
    * SIGKILLed never says goodbye), or they rested past the idle limit. With `makeRoom`,
    * a full table also gives up its least recently used session if it rested a while.
    */

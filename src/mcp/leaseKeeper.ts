@@ -8,7 +8,7 @@ import { ACTIVE_TASK_STATES } from '../core/model/stateMachine';
  * Renews the leases of the tasks one MCP session drives, for as long as its transport is
  * open. An agent that thinks for a long time makes no tool call, and without this its
  * task would look like one whose driver died; a session whose transport closed (the agent
- * exited, its relay was killed) stops renewing, so its tasks' leases run out as before.
+ * exited, its `waypoint mcp` was killed) stops renewing, so its tasks' leases run out as before.
  *
  * The keeper renews a lease only once a third of it has passed since the last renewal (any
  * tool call renews it too), so an agent that calls tools often costs no extra events.

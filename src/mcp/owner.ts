@@ -9,11 +9,14 @@ import { dirFingerprint, parseClaimHeader, reconcileFolderIdentity, servesClaim,
 import { startHttpServer, type HttpLimits, type HttpServerHandle } from './http';
 import { createMcpServer, localDispatch } from './server';
 import { keepLeases } from './leaseKeeper';
+import { AGENT_ROLLBACK_PATH, serveAgentRollback } from './agentRollbackRoute';
 import { toolError, type AgentRollbackPolicy, type RollbackHandler } from './tools';
 
 /**
  * What the owner of a store runs so that others can reach it: the MCP HTTP server
- * (each session a lease owner of its own), the Claude Code hook endpoint, the
+ * (each session a lease owner of its own), `/rpc` (the engine API every relaying
+ * process calls: the CLI, other windows, a relaying `waypoint mcp`), agents' rollback
+ * requests (agentRollbackRoute.ts), the hook endpoints, the
  * discovery file and the owner lock's endpoint. Used by `waypoint serve`, by an
  * owning `waypoint mcp`, and (later) by the extension host.
  */
@@ -70,7 +73,7 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
     limits: opts.limits,
     createSession: ({ sessionId, clientPid, connected }) => {
       const api = localApi(engine);
-      // A relay tells us its pid; a direct HTTP client lives as long as we do at most.
+      // A local client may tell us its pid; otherwise a direct HTTP client lives as long as we do at most.
       const owner = { id: `mcp:${sessionId}`, pid: clientPid ?? process.pid };
       const leaseTtlMs = opts.leaseTtlMs ?? MCP_LEASE_TTL_MS;
       const dispatch = localDispatch({ engine: api, owner, leaseTtlMs, agentRollback: opts.agentRollback ?? 'ask', rollback: opts.rollback });
@@ -93,6 +96,8 @@ export async function startOwnerEndpoint(opts: OwnerEndpointOptions): Promise<Ow
     routes: {
       // The CLI (and any other process) calls the owner's engine here instead of opening the store.
       [RPC_PATH]: counted((body) => serveRpc(engine, body)),
+      // A relaying `waypoint mcp` runs its tools over /rpc; an agent's rollback is this owner's to decide (and to ask about).
+      [AGENT_ROLLBACK_PATH]: counted((body) => serveAgentRollback({ engine, policy: opts.agentRollback ?? 'ask', rollback: opts.rollback }, body)),
       // One route per agent: the fast hook path posts the agent's raw payload to its own.
       ...Object.fromEntries(
         HOOK_AGENT_NAMES.map((agent) => [

@@ -5,9 +5,10 @@ import { SERVER_INSTRUCTIONS, TOOLS, runTool, toolError, type ToolContext } from
 
 /**
  * Builds one MCP server (one per session: the SDK binds a server to one transport)
- * with Waypoint's tools. What a call does is the dispatcher's business: run it on
- * the local engine, or forward it to the owner of the store (relay). Either way the
- * client sees the same tools, schemas and descriptions.
+ * with Waypoint's tools. What a call does is the dispatcher's business: `localDispatch`
+ * runs it over an engine API — this process's store (localApi) or, in a relaying
+ * `waypoint mcp`, the owner's `/rpc` (remoteApi). Either way the client sees the same
+ * tools, schemas and descriptions.
  */
 export type Dispatch = (name: string, args: unknown) => Promise<CallToolResult>;
 
@@ -27,7 +28,7 @@ export function createMcpServer(dispatch: Dispatch): McpServer {
   return server;
 }
 
-/** Runs tools on an engine in this process, as the session's lease owner. */
+/** Runs tools over the engine API in `ctx` (in-process or the owner's), as the session's lease owner. */
 export function localDispatch(ctx: ToolContext): Dispatch {
   const byName = new Map(TOOLS.map((t) => [t.name, t]));
   return async (name, args) => {

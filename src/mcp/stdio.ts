@@ -3,20 +3,23 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { Engine } from '../core/engine/engine';
 import type { Logger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
-import { localApi } from '../core/engine/api';
+import { localApi, type EngineApi } from '../core/engine/api';
 import { MCP_LEASE_TTL_MS, startOwnerEndpoint, type OwnerEndpoint } from './owner';
-import { connectRelay, type Relay } from './relay';
-import { resolveStore } from '../ownership/resolve';
+import { connectRpcRelay, type RpcRelay } from './rpcRelay';
+import { resolveStore, storeDirOf } from '../ownership/resolve';
 import { createMcpServer, localDispatch, type Dispatch } from './server';
 import { toolError, type AgentRollbackPolicy, type RollbackHandler } from './tools';
 import { headlessRollback } from './headlessRollback';
 import { keepLeases, type LeaseKeeper } from './leaseKeeper';
 
 /**
- * `waypoint mcp`: MCP over stdio for an agent that starts Waypoint itself. Relays
- * to the store's owner when one is serving; otherwise owns the store for its
- * lifetime (and serves HTTP too, so a second relay finds it). If the owner it
- * relays to goes away, it resolves again — and usually becomes the owner.
+ * `waypoint mcp`: MCP over stdio for an agent that starts Waypoint itself. It always
+ * runs its own MCP server (server.ts), over the engine API wherever the store is: the
+ * owner's `/rpc` when another process serves the store (the relay protocol the CLI and
+ * windows use, see rpcRelay.ts), or the store itself, owned for its lifetime (and then
+ * it serves HTTP too, so the next process finds it). The switch is resolveStore's
+ * (ownOrRelay.ts). If the owner it relays to goes away, it resolves again — and usually
+ * becomes the owner.
  * Stdout carries MCP frames only; every log line goes to the logger (stderr).
  */
 export interface StdioOptions {
@@ -30,11 +33,20 @@ export interface StdioOptions {
   sweepIntervalMs?: number;
 }
 
-type Backend = { kind: 'relay'; relay: Relay; dispatch: Dispatch } | { kind: 'owner'; engine: Engine; endpoint: OwnerEndpoint; dispatch: Dispatch; keeper: LeaseKeeper };
+/** Where this server's tools run: the owner's engine over `/rpc`, or the store this process owns. */
+type Backend = { kind: 'relay'; relay: RpcRelay; dispatch: Dispatch; keeper: LeaseKeeper } | { kind: 'owner'; engine: Engine; endpoint: OwnerEndpoint; dispatch: Dispatch; keeper: LeaseKeeper };
 
 export async function runStdio(o: StdioOptions): Promise<void> {
   const log = o.log.child('mcp');
+  // One lease owner for the agent's whole connection, owning or relaying: a switch between
+  // the two leaves its tasks its own. Our pid: when this process dies, its tasks are interrupted.
   const sessionOwner = { id: `mcp:stdio-${randomUUID()}`, pid: process.pid };
+  /** The same tools either way, over the engine API wherever the store is (the one relay protocol: /rpc). */
+  const session = (api: EngineApi, agentRollback: AgentRollbackPolicy, rollback: RollbackHandler) => ({
+    dispatch: localDispatch({ engine: api, owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback, rollback }),
+    // Our stdin is the agent's connection: while it is open the agent's tasks keep their lease.
+    keeper: keepLeases({ engine: api, owner: sessionOwner, ttlMs: MCP_LEASE_TTL_MS, log }),
+  });
   const resolve = () =>
     resolveStore<Backend>({
       workspace: o.workspace,
@@ -42,70 +54,64 @@ export async function runStdio(o: StdioOptions): Promise<void> {
       waitMs: o.waitMs ?? 15_000,
       ownerKind: 'waypoint-mcp',
       sweepIntervalMs: o.sweepIntervalMs ?? 5_000,
-      serving: async (d, _lock, claim) => {
-        const relay = await connectRelay(d, { clientName: 'waypoint-mcp-stdio', headers: claim });
-        log.info(`relaying to the owner at ${d.url} (pid ${d.pid})`);
-        return { kind: 'relay', relay, dispatch: relay.dispatch };
+      serving: async (d, owner, claim) => {
+        const relay = await connectRpcRelay(d, { storeDir: storeDirOf(o.workspace), owner, claim });
+        log.info(`relaying to the owner at ${d.url} (pid ${d.pid}) over /rpc; agents' rollbacks follow its setting (agentRollback = ${relay.agentRollback})`);
+        // The owner's setting and person decide an agent's rollback, as for an agent connected to it directly.
+        return { kind: 'relay', relay, ...session(relay.api, relay.agentRollback, relay.rollback) };
       },
       own: async (engine) => {
         const rollback = o.rollback ?? headlessRollback(engine);
         const endpoint = await startOwnerEndpoint({ engine, log: o.log, agentRollback: o.agentRollback, rollback });
         log.info(`owning the store ${engine.storeDir}; also serving ${endpoint.http.url}`);
-        const api = localApi(engine);
-        const dispatch = localDispatch({ engine: api, owner: sessionOwner, leaseTtlMs: MCP_LEASE_TTL_MS, agentRollback: o.agentRollback, rollback });
-        // Our stdin is the agent's connection: while it is open the agent's tasks keep their
-        // lease. (A relay's session is kept by the owner it relays to, the same way.)
-        const keeper = keepLeases({ engine: api, owner: sessionOwner, ttlMs: MCP_LEASE_TTL_MS, log });
-        return { kind: 'owner', engine, endpoint, dispatch, keeper };
+        return { kind: 'owner', engine, endpoint, ...session(localApi(engine), o.agentRollback, rollback) };
       },
     });
 
   let backend: Backend = await resolve();
   let switching: Promise<void> | null = null;
-  const watchRelay = (b: Backend) => {
+  /** Looks for the store's owner again (and usually becomes it); calls wait for this. */
+  const switchOver = (b: Backend, why: string, release: () => Promise<void>) => {
+    b.keeper.dispose();
+    if (backend !== b || closed || switching) return;
+    log.warn(why);
+    switching = (async () => {
+      await release();
+      try {
+        backend = await resolve();
+        watch(backend);
+      } catch (e) {
+        log.error(`could not reach the store's new owner: ${errorMessage(e)}`);
+      }
+    })().finally(() => (switching = null));
+  };
+  const watch = (b: Backend) => {
     if (b.kind === 'owner') {
       // Stalled past its lease and replaced: stop owning (nothing of ours is acknowledged
       // after the takeover) and relay to whoever owns the store now.
       const sub = b.engine.eventLog.onDidLoseOwnership((why) => {
         sub.dispose();
-        b.keeper.dispose();
-        if (backend !== b || closed) return;
-        log.warn(`${why.message} Switching to relay.`);
-        switching = (async () => {
+        switchOver(b, `${why.message} Switching to relay.`, async () => {
           await b.endpoint.close().catch(() => undefined);
           await b.engine.close().catch(() => undefined);
-          try {
-            backend = await resolve();
-            watchRelay(backend);
-          } catch (e) {
-            log.error(`could not reach the store's new owner: ${errorMessage(e)}`);
-          }
-        })().finally(() => (switching = null));
+        });
       });
       return;
     }
-    void b.relay.lost.then((why) => {
-      if (backend !== b || closed) return;
-      log.warn(`${why.message}; looking for the store's new owner`);
-      switching = (async () => {
-        await b.relay.close();
-        try {
-          backend = await resolve();
-          watchRelay(backend);
-        } catch (e) {
-          log.error(`could not take over the store: ${errorMessage(e)}`);
-        }
-      })().finally(() => (switching = null));
-    });
+    b.relay.onLost((why) => switchOver(b, `${why.message}; looking for the store's new owner`, async () => b.relay.close()));
   };
-  watchRelay(backend);
+  watch(backend);
 
   let closed = false;
   const dispatch: Dispatch = async (name, args) => {
     if (switching) await switching;
-    const b = backend;
+    let b = backend;
     if (b.kind === 'relay' && b.relay.isLost()) {
-      return toolError('The Waypoint owner went away; this server is switching over. Call the tool again.');
+      // The last look found no owner to reach or take over: look again now.
+      switchOver(b, "looking again for the store's owner", async () => undefined);
+      if (switching) await switching;
+      b = backend;
+      if (b.kind === 'relay' && b.relay.isLost()) return toolError("The Waypoint owner went away and this server could not reach the store's new owner yet. Call the tool again.");
     }
     if (b.kind === 'owner') {
       try {
@@ -134,9 +140,9 @@ export async function runStdio(o: StdioOptions): Promise<void> {
   if (switching) await switching;
   await server.close().catch(() => undefined);
   const b = backend;
-  if (b.kind === 'relay') await b.relay.close();
+  b.keeper.dispose();
+  if (b.kind === 'relay') b.relay.close();
   else {
-    b.keeper.dispose();
     await b.endpoint.close();
     await b.engine.close();
   }

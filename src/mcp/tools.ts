@@ -13,7 +13,8 @@ import { plural } from '../core/model/plural';
  * *when* to call it, zod input/output schemas, and a handler over `EngineLike`.
  * The tool names and argument names are a stable contract (agents' configurations
  * and prompts name them, and outlive a release); the server
- * module only registers these, so the same definitions serve stdio, HTTP and a relay.
+ * module only registers these, so the same definitions serve stdio, HTTP and a relaying
+ * `waypoint mcp` (which runs them over the owner's `/rpc`).
  */
 
 /** The engine operations the tools use, typed by the operation table (localApi or a remote owner's). */
