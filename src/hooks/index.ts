@@ -28,10 +28,33 @@ export const ADAPTERS: Record<HookAgent, HookAdapter> = {
 /**
  * One hook event of `agent`, recorded in this process's engine (the owner's). A
  * malformed payload is an `invalid_input` error before anything is recorded.
+ *
+ * A session's events are recorded one after another, in the order they reached the
+ * owner: most agents wait for each hook, but Cline does not wait for TaskStart, so its
+ * first PreToolUse can arrive while the start is still being recorded, and both read and
+ * write the session's state.
  */
 export function handleHook(engine: Engine, agent: HookAgent, raw: unknown, opts: { log?: Logger } = {}): Promise<HookResult> {
   const envelope = { ...ADAPTERS[agent](raw), digest: createHash('sha256').update(JSON.stringify(raw)).digest('hex').slice(0, 32) };
-  return recordHook({ api: localApi(engine), storeDir: engine.storeDir, workspace: engine.workspace, roots: engine.workspaceSnapshots?.roots, agent, agentLabel: HOOK_AGENTS[agent].label, log: opts.log }, envelope);
+  return inSessionOrder(`${engine.storeDir}\0${agent}\0${envelope.sessionId}`, () =>
+    recordHook({ api: localApi(engine), storeDir: engine.storeDir, workspace: engine.workspace, roots: engine.workspaceSnapshots?.roots, agent, agentLabel: HOOK_AGENTS[agent].label, log: opts.log }, envelope),
+  );
+}
+
+/** The last recording of each session still running in this process (gone once it settles). */
+const sessionTails = new Map<string, Promise<unknown>>();
+
+function inSessionOrder<T>(key: string, record: () => Promise<T>): Promise<T> {
+  const run = (sessionTails.get(key) ?? Promise.resolve()).then(record, record);
+  const tail = run.then(
+    () => undefined,
+    () => undefined,
+  );
+  sessionTails.set(key, tail);
+  void tail.then(() => {
+    if (sessionTails.get(key) === tail) sessionTails.delete(key);
+  });
+  return run;
 }
 
 export type { HookResult };

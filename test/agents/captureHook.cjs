@@ -23,14 +23,18 @@ process.stdin.on('end', () => {
   }
   const tool = process.env.WAYPOINT_PERSON_TOOL;
   const file = process.env.WAYPOINT_PERSON_FILE;
-  if (!tool || !file || !['PreToolUse', 'BeforeTool'].includes(p.hook_event_name) || p.tool_name !== tool || fs.existsSync(file)) return;
+  // Cline names neither the event nor the tool at the top: its PreToolUse carries `preToolUse` and `tool_call`.
+  const event = p.hook_event_name || (p.preToolUse ? 'PreToolUse' : undefined);
+  const toolName = p.tool_name || (p.preToolUse && p.preToolUse.toolName);
+  const callId = p.tool_use_id || (p.tool_call && p.tool_call.id);
+  if (!tool || !file || !['PreToolUse', 'BeforeTool'].includes(event) || toolName !== tool || fs.existsSync(file)) return;
   const hooksDir = path.join(process.env.WAYPOINT_PERSON_WORKSPACE || p.cwd, '.waypoint', 'hooks');
   const until = Date.now() + 20000;
   const opened = () => {
     try {
       return fs.readdirSync(hooksDir).some((f) => {
         const text = fs.readFileSync(path.join(hooksDir, f), 'utf8');
-        return p.tool_use_id ? text.includes(JSON.stringify(p.tool_use_id) + ':') : /"open":\{"/.test(text);
+        return callId ? text.includes(JSON.stringify(callId) + ':') : /"open":\{"/.test(text);
       });
     } catch {
       return false;

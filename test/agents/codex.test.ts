@@ -1,9 +1,8 @@
 import * as assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { cli } from '../support/mcp';
+import { agentWorkspace, assertCleanHookLog, assertLoopbackOnly, removeAgentRun, waypoint } from './session';
 import { CODEX_ALL_EVENTS, addCodexCaptureHooks, runCodex, writeCodexConfig } from './codex';
 import { versionOf } from './install';
 import { recordObserved } from './observed';
@@ -19,11 +18,6 @@ import { startOpenAiResponsesServer, type OpenAiResponsesServer } from './openai
  */
 type Json = Record<string, any>;
 
-function waypoint(ws: string, args: string[]): any {
-  const r = cli([...args, '--workspace', ws, '--json']);
-  assert.equal(r.status, 0, `waypoint ${args.join(' ')}: ${r.stderr}`);
-  return JSON.parse(r.stdout);
-}
 
 const PERSON_TEXT = 'the person wrote this while the agent edited\n';
 const plan = (first: string, second: string) => ({ plan: [{ step: 'Edit the greeting', status: first }, { step: 'Generate the files', status: second }] });
@@ -40,20 +34,8 @@ describe(`Codex ${versionOf('codex')} (real binary, scripted model)`, function (
   let second: Awaited<ReturnType<typeof runCodex>>;
 
   before(async function () {
-    root = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-agents-codex-'));
-    ws = path.join(root, 'ws');
-    home = path.join(root, 'home');
+    ({ root, ws, home, capture } = agentWorkspace('codex', 'codex'));
     codexHome = path.join(root, 'codex-home');
-    capture = path.join(root, 'hooks.jsonl');
-    fs.mkdirSync(ws);
-    const git = (...a: string[]) => execFileSync('git', ['-c', 'user.email=t@example.invalid', '-c', 'user.name=t', ...a], { cwd: ws, stdio: 'pipe' });
-    git('init', '-q');
-    fs.writeFileSync(path.join(ws, 'a.txt'), 'hello\n');
-    fs.writeFileSync(path.join(ws, 'b.txt'), 'bee\n');
-    git('add', '.');
-    git('commit', '-qm', 'start');
-    const r = cli(['connect', 'codex', '--yes', '--workspace', ws]);
-    assert.equal(r.status, 0, r.stderr);
     addCodexCaptureHooks(ws, CODEX_ALL_EVENTS);
     server = await startOpenAiResponsesServer([
       { tools: [{ name: 'update_plan', input: plan('in_progress', 'pending') }] },
@@ -74,7 +56,7 @@ describe(`Codex ${versionOf('codex')} (real binary, scripted model)`, function (
   after(async () => {
     await server?.close();
     await resumeServer?.close();
-    if (root && process.env.WAYPOINT_KEEP_AGENT_RUN !== '1') fs.rmSync(root, { recursive: true, force: true });
+    removeAgentRun(root ? { root, ws, home, capture } : undefined);
   });
 
   it('runs the whole scripted session offline and exits 0', () => {
@@ -145,12 +127,11 @@ describe(`Codex ${versionOf('codex')} (real binary, scripted model)`, function (
   });
 
   it('leaves nothing in the hook log', () => {
-    const log = path.join(ws, '.waypoint', 'hooks.log');
-    assert.equal(fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '', '');
+    assertCleanHookLog(ws);
   });
 
   it('keeps the scripted server out of the way: only loopback, no other host asked', () => {
-    for (const q of [...server.requests, ...resumeServer.requests]) assert.match(String(q.headers.host), /^127\.0\.0\.1:\d+$/);
+    assertLoopbackOnly([...server.requests, ...resumeServer.requests]);
     assert.ok(server.requests.some((q) => q.main && q.tools.includes('apply_patch') && q.tools.includes('exec_command')), 'Codex offered its own tools');
   });
 });

@@ -1,9 +1,8 @@
 import * as assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { cli } from '../support/mcp';
+import { agentWorkspace, assertCleanHookLog, assertLoopbackOnly, removeAgentRun, waypoint } from './session';
 import { GEMINI_ALL_EVENTS, addGeminiCaptureHooks, runGemini, writeGeminiHome } from './gemini';
 import { startGeminiServer, type GeminiServer } from './geminiServer';
 import { versionOf } from './install';
@@ -19,11 +18,6 @@ import { recordObserved } from './observed';
  */
 type Json = Record<string, any>;
 
-function waypoint(ws: string, args: string[]): any {
-  const r = cli([...args, '--workspace', ws, '--json']);
-  assert.equal(r.status, 0, `waypoint ${args.join(' ')}: ${r.stderr}`);
-  return JSON.parse(r.stdout);
-}
 
 const PERSON_TEXT = 'the person wrote this while the agent edited\n';
 const todos = (first: string, second: string) => ({ todos: [{ description: 'Edit the greeting', status: first }, { description: 'Generate the files', status: second }] });
@@ -39,19 +33,7 @@ describe(`Gemini CLI ${versionOf('gemini-cli')} (real binary, scripted model)`, 
   let second: Awaited<ReturnType<typeof runGemini>>;
 
   before(async function () {
-    root = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-agents-gemini-'));
-    ws = path.join(root, 'ws');
-    home = path.join(root, 'home');
-    capture = path.join(root, 'hooks.jsonl');
-    fs.mkdirSync(ws);
-    const git = (...a: string[]) => execFileSync('git', ['-c', 'user.email=t@example.invalid', '-c', 'user.name=t', ...a], { cwd: ws, stdio: 'pipe' });
-    git('init', '-q');
-    fs.writeFileSync(path.join(ws, 'a.txt'), 'hello\n');
-    fs.writeFileSync(path.join(ws, 'b.txt'), 'bee\n');
-    git('add', '.');
-    git('commit', '-qm', 'start');
-    const r = cli(['connect', 'gemini-cli', '--yes', '--workspace', ws]);
-    assert.equal(r.status, 0, r.stderr);
+    ({ root, ws, home, capture } = agentWorkspace('gemini', 'gemini-cli'));
     addGeminiCaptureHooks(ws, GEMINI_ALL_EVENTS);
     writeGeminiHome(home, ws);
     server = await startGeminiServer([
@@ -71,7 +53,7 @@ describe(`Gemini CLI ${versionOf('gemini-cli')} (real binary, scripted model)`, 
   after(async () => {
     await server?.close();
     await resumeServer?.close();
-    if (root && process.env.WAYPOINT_KEEP_AGENT_RUN !== '1') fs.rmSync(root, { recursive: true, force: true });
+    removeAgentRun(root ? { root, ws, home, capture } : undefined);
   });
 
   it('runs the whole scripted session offline and exits 0', () => {
@@ -139,12 +121,11 @@ describe(`Gemini CLI ${versionOf('gemini-cli')} (real binary, scripted model)`, 
   });
 
   it('leaves nothing in the hook log', () => {
-    const log = path.join(ws, '.waypoint', 'hooks.log');
-    assert.equal(fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '', '');
+    assertCleanHookLog(ws);
   });
 
   it('keeps the scripted server out of the way: only loopback, no other host asked', () => {
-    for (const q of [...server.requests, ...resumeServer.requests]) assert.match(String(q.headers.host), /^127\.0\.0\.1:\d+$/);
+    assertLoopbackOnly([...server.requests, ...resumeServer.requests]);
     assert.ok(server.requests.some((q) => q.main && q.tools.includes('replace') && q.tools.includes('run_shell_command')), 'Gemini CLI offered its own tools');
   });
 });

@@ -18,6 +18,13 @@ export interface Observed {
   hookEvents: Record<string, string[]>;
 }
 
+/** Cline names its events only by their data key (its `hookName` is its own internal name). */
+const CLINE_EVENT_KEYS: Record<string, string> = { taskStart: 'TaskStart', taskResume: 'TaskResume', taskCancel: 'TaskCancel', taskComplete: 'TaskComplete', userPromptSubmit: 'UserPromptSubmit', preToolUse: 'PreToolUse', postToolUse: 'PostToolUse', preCompact: 'PreCompact' };
+const clineEventOf = (p: Record<string, unknown>): string | undefined => {
+  const key = Object.keys(p).find((k) => Object.hasOwn(CLINE_EVENT_KEYS, k));
+  return key ? CLINE_EVENT_KEYS[key] : undefined;
+};
+
 export function deferredToolsIn(requests: readonly RecordedRequest[]): string[] {
   const names = new Set<string>();
   for (const q of requests) {
@@ -32,7 +39,7 @@ export function recordObserved(agent: string, version: string, requests: readonl
   const hookEvents: Record<string, Set<string>> = {};
   for (const line of lines) {
     const p = JSON.parse(line) as Record<string, unknown>;
-    const name = String(p.hook_event_name ?? p.hookEventName ?? '?');
+    const name = String(p.hook_event_name ?? p.hookEventName ?? clineEventOf(p) ?? '?');
     const fields = (hookEvents[name] ??= new Set());
     for (const k of Object.keys(p)) fields.add(k);
   }

@@ -1,9 +1,8 @@
 import * as assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { cli } from '../support/mcp';
+import { agentWorkspace, assertCleanHookLog, assertLoopbackOnly, removeAgentRun, waypoint } from './session';
 import { versionOf } from './install';
 import { recordObserved } from './observed';
 import { startOpenAiChatServer, type OpenAiChatServer } from './openaiChatServer';
@@ -23,11 +22,6 @@ import { QWEN_ALL_EVENTS, addQwenCaptureHooks, runQwen, writeQwenHome } from './
  */
 type Json = Record<string, any>;
 
-function waypoint(ws: string, args: string[]): any {
-  const r = cli([...args, '--workspace', ws, '--json']);
-  assert.equal(r.status, 0, `waypoint ${args.join(' ')}: ${r.stderr}`);
-  return JSON.parse(r.stdout);
-}
 
 const PERSON_TEXT = 'the person wrote this while the agent edited\n';
 const todos = (first: string, second: string) => ({
@@ -48,19 +42,7 @@ describe(`Qwen Code ${versionOf('qwen-code')} (real binary, scripted model)`, fu
   let second: Awaited<ReturnType<typeof runQwen>>;
 
   before(async function () {
-    root = fs.mkdtempSync(path.join(os.tmpdir(), 'wp-agents-qwen-'));
-    ws = path.join(root, 'ws');
-    home = path.join(root, 'home');
-    capture = path.join(root, 'hooks.jsonl');
-    fs.mkdirSync(ws);
-    const git = (...a: string[]) => execFileSync('git', ['-c', 'user.email=t@example.invalid', '-c', 'user.name=t', ...a], { cwd: ws, stdio: 'pipe' });
-    git('init', '-q');
-    fs.writeFileSync(path.join(ws, 'a.txt'), 'hello\n');
-    fs.writeFileSync(path.join(ws, 'b.txt'), 'bee\n');
-    git('add', '.');
-    git('commit', '-qm', 'start');
-    const r = cli(['connect', 'qwen-code', '--yes', '--workspace', ws]);
-    assert.equal(r.status, 0, r.stderr);
+    ({ root, ws, home, capture } = agentWorkspace('qwen', 'qwen-code'));
     addQwenCaptureHooks(ws, QWEN_ALL_EVENTS);
     writeQwenHome(home);
     const a = path.join(ws, 'a.txt');
@@ -85,7 +67,7 @@ describe(`Qwen Code ${versionOf('qwen-code')} (real binary, scripted model)`, fu
   after(async () => {
     await server?.close();
     await resumeServer?.close();
-    if (root && process.env.WAYPOINT_KEEP_AGENT_RUN !== '1') fs.rmSync(root, { recursive: true, force: true });
+    removeAgentRun(root ? { root, ws, home, capture } : undefined);
   });
 
   it('runs the whole scripted session offline and exits 0', () => {
@@ -165,12 +147,11 @@ describe(`Qwen Code ${versionOf('qwen-code')} (real binary, scripted model)`, fu
   });
 
   it('leaves nothing in the hook log', () => {
-    const log = path.join(ws, '.waypoint', 'hooks.log');
-    assert.equal(fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '', '');
+    assertCleanHookLog(ws);
   });
 
   it('keeps the scripted server out of the way: only loopback, no other host asked', () => {
-    for (const q of [...server.requests, ...resumeServer.requests]) assert.match(String(q.headers.host), /^127\.0\.0\.1:\d+$/);
+    assertLoopbackOnly([...server.requests, ...resumeServer.requests]);
     assert.ok(server.requests.some((q) => q.main && q.tools.includes('edit') && q.tools.includes('todo_write')), 'Qwen Code offered its own tools');
   });
 });
