@@ -8,6 +8,8 @@ import { errorMessage } from '../core/model/errors';
 import { applyConnect, launcherPath, planConnect, type AgentKind, type ConnectPlan, type Launch } from '../mcp/connect';
 import { startOwnerEndpoint, type OwnerEndpoint } from '../mcp/owner';
 import type { RollbackHandler } from '../mcp/tools';
+import { agentRollbackHandler } from '../mcp/headlessRollback';
+import type { WorkspaceOperations } from './workspaceOperations';
 import { Disposable } from './disposable';
 import type { EngineHost } from './engineHost';
 import { settings } from './settings';
@@ -50,6 +52,7 @@ export class AgentDoors extends Disposable {
     private readonly host: EngineHost,
     private readonly extensionPath: string,
     private readonly log: vscode.LogOutputChannel,
+    private readonly operations: WorkspaceOperations,
   ) {
     super();
     // Serve as soon as this window owns the store (at activation, or on taking it over); follow the owner while relaying.
@@ -127,25 +130,23 @@ export class AgentDoors extends Disposable {
     return this.starting;
   }
 
-  /** Under `ask` the person confirms in a modal; under `allow` the engine rolls back directly (undoable either way). */
+  /**
+   * Under `ask` the person confirms in a modal; under `allow` the engine rolls back directly
+   * (undoable either way), in the window's queue of workspace operations like every other.
+   */
   private rollbackHandler(engine: Engine): RollbackHandler {
-    // Through the operation table like every other call: validated once, and refused by a store this window no longer owns.
-    const api = localApi(engine);
-    return async (req) => {
-      const c = engine.queries.checkpoint(req.checkpointId);
-      if (!c || c.taskId !== req.taskId) throw new Error(`Unknown checkpoint '${req.checkpointId}' for task ${req.taskId}.`);
-      if (req.policy === 'ask') {
-        const preview = await api.rollbackPreview({ taskId: req.taskId, checkpointId: req.checkpointId });
+    return agentRollbackHandler(engine, {
+      ask: async (req) => {
+        const preview = await localApi(engine).rollbackPreview({ taskId: req.taskId, checkpointId: req.checkpointId });
         const answer = await vscode.window.showWarningMessage(
           `An agent asks to roll back “${displayText(engine.task(req.taskId).title)}” (${plural(preview.changes.length, 'file')}).`,
           { modal: true, detail: `Reason: ${displayText(req.reason, { multiline: true })}\nAgent: ${ownerWords(req.owner.id)}\n\nThe current state is saved as a checkpoint first, so this can be undone.` },
           'Roll Back',
         );
-        if (answer !== 'Roll Back') return { rolledBack: false, message: 'The person declined the rollback.' };
-      }
-      const r = await api.rollback({ taskId: req.taskId, checkpointId: req.checkpointId, reason: `agent ${req.owner.id}: ${req.reason}`.slice(0, 2000) });
-      return { rolledBack: true, preRollbackCheckpointId: r.preRollbackCheckpointId ?? undefined, message: `Rolled back ${plural(r.filesWritten + r.filesRemoved, 'file')}.` };
-    };
+        return answer === 'Roll Back' ? null : { rolledBack: false, message: 'The person declined the rollback.' };
+      },
+      run: (fn) => this.operations.run('rolling back for an agent…', fn),
+    });
   }
 
   /** The CLI shipped in this extension; config files reach it through the workspace's launcher (see LAUNCHER_REL). */

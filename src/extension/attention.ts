@@ -49,7 +49,7 @@ export class AttentionAlerts extends Disposable {
     const mode = this.host.mode.kind;
     if (mode !== 'owner' && mode !== 'relay') return [];
     const tasks = await tasksOnly(this.host);
-    const effects: SideEffect[] = this.host.current ? this.host.current.queries.sideEffectsInDoubt() : await (await this.host.api()).sideEffectsInDoubt();
+    const effects: SideEffect[] = await (await this.host.api()).sideEffectsInDoubt();
     const shown = this.state.get<string[]>(SHOWN_KEY, []);
     const alerts = decideAlerts({ tasks, effects, now, thresholds: settings().alerts, shown: new Set(shown) });
     if (!alerts.length) return [];

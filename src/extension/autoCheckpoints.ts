@@ -154,7 +154,8 @@ export class AutoCheckpoints extends Disposable {
     if (!this.watchesFiles()) return;
     this.dirty.add(uri.fsPath);
     this.lastNoteAt = this.lastReportAt;
-    // Cheap test first while owning; relaying, the flush asks the owner whether a task is active.
+    // Per file event, so a synchronous look while owning: it only chooses which timer runs. Whatever
+    // the flush then records goes through the engine API (relaying, the flush asks the owner).
     const engine = this.host.current;
     if (engine && !engine.tasks({ states: ['running', 'waiting_tool'], limit: 1 }).length) {
       const history = settings(folder.uri).history;

@@ -18,15 +18,12 @@ import { isShownCheckpoint } from './labelText';
  */
 /** A task's terminal commands, in either mode (the engine in-process, or the owner's API). */
 export async function commandsOf(host: EngineHost, taskId: string): Promise<TerminalCommand[]> {
-  const engine = host.current;
-  if (engine) return engine.queries.commands(taskId);
   return (await host.api()).commands(taskId);
 }
 
 /** The Workspace history row, or nothing while there is no history (the view shows only tasks then). */
 export async function historyRoot(host: EngineHost): Promise<HistoryNode[]> {
-  const engine = host.current;
-  const footprint = engine ? engine.history.footprint() : await (await host.api()).history();
+  const footprint = await (await host.api()).history();
   return footprint.days.length ? [new HistoryNode(footprint)] : [];
 }
 

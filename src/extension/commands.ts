@@ -82,7 +82,7 @@ export class Commands extends Disposable {
       pickTask: (arg, filter, placeHolder) => this.resolveTask(arg, filter, placeHolder),
       operations,
     });
-    this.resume = new ResumeFlow({ host, log, owner: () => this.leaseOwner(), folder: () => this.host.workspaceFolder });
+    this.resume = new ResumeFlow({ host, log, operations, owner: () => this.leaseOwner(), folder: () => this.host.workspaceFolder });
     const steps = new StepActions({ host, owner: () => this.leaseOwner() });
     const table: Record<string, Handler> = {
       'waypoint.rollback': (a) => ws.rollback(a),

@@ -71,10 +71,10 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   context.subscriptions.push(new CheckpointFileSystem(host));
   const auto = new AutoCheckpoints(host, log);
   context.subscriptions.push(auto);
-  const doors = new AgentDoors(host, context.extensionPath, log);
-  context.subscriptions.push(doors);
   const operations = new WorkspaceOperations();
   context.subscriptions.push(operations);
+  const doors = new AgentDoors(host, context.extensionPath, log, operations);
+  context.subscriptions.push(doors);
   const review = new ReviewPanels({ host, log, extensionUri: context.extensionUri, operations });
   context.subscriptions.push(review);
   const timeline = new TimelinePanels({ host, log, extensionUri: context.extensionUri });

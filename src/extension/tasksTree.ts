@@ -108,8 +108,7 @@ export class TasksTreeProvider extends Disposable implements vscode.TreeDataProv
   }
 
   private async undoableTaskIds(): Promise<Set<string>> {
-    const engine = this.host.current;
-    return new Set(engine ? engine.queries.undoableTaskIds() : await (await this.host.api()).undoableTaskIds());
+    return new Set(await (await this.host.api()).undoableTaskIds());
   }
 
   async resolveTreeItem(item: vscode.TreeItem, node: TreeNode): Promise<vscode.TreeItem> {

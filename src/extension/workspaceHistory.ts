@@ -46,13 +46,13 @@ export class HistoryRetention extends Disposable {
   }
 
   private async prune(): Promise<void> {
-    const engine = this.host.current;
     const folder = this.host.workspaceFolder;
-    if (!engine || this.host.mode.kind !== 'owner' || !folder) return;
+    // Only the window that owns the store keeps its history's retention (a relaying one would ask the owner again).
+    if (this.host.mode.kind !== 'owner' || !folder) return;
     this.lastRun = Date.now();
     const s = settings(folder.uri).history;
     try {
-      const r = await engine.history.prune({ maxAgeDays: s.maxAgeDays, maxBytes: Math.round(s.maxMB * 1024 * 1024) });
+      const r = await (await this.host.api()).pruneHistory({ maxAgeDays: s.maxAgeDays, maxBytes: Math.round(s.maxMB * 1024 * 1024) });
       if (r.dropped.length) this.log.info(`[history] dropped ${plural(r.dropped.length, 'day')} (${r.dropped.map((d) => `${d.taskId}: ${d.reason}`).join('; ')}); ${r.bytesFreed} bytes freed`);
     } catch (e) {
       this.log.warn(`[history] retention failed: ${errorMessage(e)}`);

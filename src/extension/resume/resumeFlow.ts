@@ -5,6 +5,7 @@ import type { Task } from '../../core/model/schema';
 import { settings } from '../settings';
 import { taskDetail } from '../storeReads';
 import type { EngineHost } from '../engineHost';
+import type { WorkspaceOperations } from '../workspaceOperations';
 import { installedAgentClis } from './agentClis';
 import { CHAT_COMMAND, deliveryLabel, offeredDeliveries, type Delivery } from './deliveries';
 import { describeStop, driverName } from './words';
@@ -19,6 +20,8 @@ import { displayText } from '../../core/model/displayText';
  */
 export interface ResumeFlowDeps {
   host: EngineHost;
+  /** The window's one queue of workspace operations (a drift rollback waits its turn there). */
+  operations: WorkspaceOperations;
   log: vscode.LogOutputChannel;
   owner: () => { id: string; pid: number };
   folder: () => vscode.WorkspaceFolder | undefined;
@@ -55,9 +58,7 @@ export class ResumeFlow {
     if (!delivery) return undefined;
     // Confirmed: now, and only now, the workspace and the task change.
     if (drift.rollBack) {
-      await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Waypoint: rolling back the changes…' }, () =>
-        engine.rollback({ taskId: task.id, checkpointId: drift.since, paths: drift.paths, reason: 'drift rolled back before resuming' }),
-      );
+      await this.d.operations.run('rolling back the changes…', () => engine.rollback({ taskId: task.id, checkpointId: drift.since, paths: drift.paths, reason: 'drift rolled back before resuming' }));
     }
     const ctx = await handOver(engine, task.id, delivery, this.d.owner());
     await this.deliver(ctx, delivery);

@@ -31,8 +31,7 @@ export class TimelineReader {
     const c = this.cache.get(taskId);
     try {
       const after = c?.lastSeq ?? 0;
-      const engine = this.host.current;
-      const fresh = engine ? await engine.events({ taskId, afterSeq: after }) : await (await this.host.api()).events({ taskId, afterSeq: after });
+      const fresh = await (await this.host.api()).events({ taskId, afterSeq: after });
       if (c && !fresh.length && !LIVE.has(c.model.task.state)) return this.touch(taskId, c).model;
       const events = c ? (fresh.length ? c.events.concat(fresh) : c.events) : fresh;
       const detail = c && !fresh.length ? c.detail : await taskDetail(this.host, taskId);
