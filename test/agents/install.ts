@@ -12,7 +12,7 @@ export const agentsDir = typeof __dirname === 'string' && path.isAbsolute(__dirn
 export const repoRoot = path.resolve(agentsDir, '..', '..');
 export const cacheRoot = path.join(repoRoot, '.agents-cache');
 
-export type AgentName = 'claude-code' | 'codex' | 'gemini-cli' | 'copilot-cli' | 'qwen-code';
+export type AgentName = 'claude-code' | 'codex' | 'gemini-cli' | 'copilot-cli' | 'qwen-code' | 'opencode';
 interface Pin {
   package: string;
   version: string;
@@ -56,6 +56,11 @@ export function binaryIn(agent: AgentName, dir: string): string {
     case 'qwen-code':
       // The bundled ES module the npm bin (cli-entry.js, which only relaunches it with --expose-gc) runs.
       return path.join(dir, 'node_modules', '@qwen-code', 'qwen-code', 'cli.js');
+    case 'opencode': {
+      // The npm wrapper only finds and runs the Bun-compiled binary of its platform package.
+      const native = path.join(dir, 'node_modules', `opencode-${process.platform === 'win32' ? 'windows' : process.platform}-${process.arch}`, 'bin', process.platform === 'win32' ? 'opencode.exe' : 'opencode');
+      return fs.existsSync(native) ? native : path.join(dir, 'node_modules', '.bin', 'opencode');
+    }
   }
 }
 
