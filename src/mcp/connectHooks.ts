@@ -169,8 +169,9 @@ const OPENCODE_MARK = '// Written by Waypoint (waypoint connect opencode)';
  * adapter records. It finds the project from its own place, so it holds no machine path;
  * where the launcher or node is missing (a teammate without Waypoint) it does nothing.
  * opencode does not wait for event handlers before it exits, so events (the turn's end
- * among them) are handed on synchronously. A plugin file Waypoint did not write is never
- * replaced.
+ * among them) are handed on synchronously. A subagent's session (its `session.created`
+ * names a `parentID`) is handed on with `parentSessionID`, the session it works for. A
+ * plugin file Waypoint did not write is never replaced.
  */
 export function opencodePluginFile(ws: string): FileChange {
   const tools = [...OPENCODE_TOOLS.edit, ...OPENCODE_TOOLS.shell, ...OPENCODE_TOOLS.todo];
@@ -194,11 +195,25 @@ const clip = (v, depth = 0) =>
   : !v || typeof v !== "object" || depth > 8 ? v
   : Array.isArray(v) ? v.slice(0, 500).map((x) => clip(x, depth + 1))
   : Object.fromEntries(Object.entries(v).map(([k, x]) => [k, clip(x, depth + 1)]));
-const payload = (p) => JSON.stringify(clip(p));
+// A subagent (the task tool) runs in a session of its own: its payloads name the session it works for.
+const parents = new Map();
+const rootOf = (id) => {
+  let root = id;
+  for (let i = 0; i < 100 && parents.has(root); i++) root = parents.get(root);
+  return root;
+};
+const sessionOf = (p) => p.input?.sessionID ?? p.event?.properties?.sessionID;
+// A subagent's prompt, answers and end are not the session's turns: only its tool calls are handed on.
+const wanted = (p) => !parents.has(sessionOf(p)) || p.hook.startsWith("tool.") || p.event?.type === "message.part.updated";
+const payload = (p) => {
+  const id = sessionOf(p);
+  const root = typeof id === "string" ? rootOf(id) : id;
+  return JSON.stringify(clip(root !== id ? { ...p, parentSessionID: root } : p));
+};
 
 // Awaited by opencode: the call waits for the record (at most 30 s), then goes on.
 function send(p) {
-  if (!existsSync(launcher)) return Promise.resolve();
+  if (!wanted(p) || !existsSync(launcher)) return Promise.resolve();
   return new Promise((resolve) => {
     try {
       const child = spawn("node", argv(), { cwd: root, stdio: ["pipe", "ignore", "ignore"] });
@@ -214,7 +229,7 @@ function send(p) {
 
 // Not awaited by opencode, which may exit right after: recorded before the handler returns.
 function sendNow(p) {
-  if (!existsSync(launcher)) return;
+  if (!wanted(p) || !existsSync(launcher)) return;
   try { spawnSync("node", argv(), { cwd: root, input: payload(p), stdio: ["pipe", "ignore", "ignore"], timeout: 30000 }); } catch {}
 }
 
@@ -226,6 +241,8 @@ export const WaypointPlugin = async ({ directory }) => ({
   "tool.execute.after": (input, output) => (TOOLS.has(input.tool) ? send({ hook: "tool.execute.after", directory, input, output }) : undefined),
   "experimental.text.complete": (input, output) => send({ hook: "experimental.text.complete", directory, input, output }),
   event: async ({ event }) => {
+    const info = event?.type === "session.created" ? event.properties?.info : undefined;
+    if (info?.parentID && info.id) parents.set(info.id, info.parentID);
     if (event && EVENTS.has(event.type) && failedTool(event)) sendNow({ hook: "event", directory, event });
   },
 });

@@ -16,7 +16,8 @@ import { startOpenAiChatServer, type OpenAiChatServer } from './openaiChatServer
  * a.txt (edit refuses a file not read first; a person writes another file while it runs), the
  * list moved on, a bash command that changes one file and creates another, the list
  * finished, the end of the turn (session.idle), then the session continued
- * (`opencode run -s <id>`) with one more command. A capture plugin in the home records what
+ * (`opencode run -s <id>`) with one more command, run by a subagent (the `task` tool: a
+ * session of its own, whose work is the task's). A capture plugin in the home records what
  * opencode hands to plugins. Checked through the CLI.
  */
 type Json = Record<string, any>;
@@ -75,7 +76,16 @@ describe(`opencode ${versionOf('opencode')} (real binary, scripted model)`, func
     writeOpencodeHome(home, server.url);
     const env = { WAYPOINT_AGENT_CAPTURE: capture, WAYPOINT_PERSON_TOOL: 'edit', WAYPOINT_PERSON_FILE: path.join(ws, 'person.txt') };
     first = await runOpencode({ cwd: ws, home, prompt: 'Update the greeting and generate the files', env });
-    resumeServer = await startOpenAiChatServer([{ tools: [{ name: 'bash', input: { command: 'echo again > again.txt', description: 'One more file' } }] }, { text: 'Again done.' }], { mainTool: 'bash' });
+    // Continued through a subagent (the task tool), which works in a session of its own and offers bash too.
+    resumeServer = await startOpenAiChatServer(
+      [
+        { tools: [{ name: 'task', input: { description: 'One more file', prompt: 'Create again.txt', subagent_type: 'general' } }] },
+        { tools: [{ name: 'bash', input: { command: 'echo again > again.txt', description: 'One more file' } }] },
+        { text: 'Subagent done.' },
+        { text: 'Again done.' },
+      ],
+      { mainTool: 'bash' },
+    );
     setOpencodeServer(home, resumeServer.url);
     second = await runOpencode({ cwd: ws, home, prompt: 'One more file, please', args: ['-s', first.sessionId ?? ''], env: { WAYPOINT_AGENT_CAPTURE: capture } });
   });
@@ -101,13 +111,16 @@ describe(`opencode ${versionOf('opencode')} (real binary, scripted model)`, func
   it('hands Waypoint’s plugin the prompt, each tool call before and after, each answer and the end of each turn', () => {
     const lines = fs.readFileSync(capture, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Json);
     const prompts = lines.filter((p) => p.hook === 'chat.message').map((p) => (p.output.parts as Json[]).filter((x) => x.type === 'text').map((x) => x.text).join(''));
-    assert.deepEqual(prompts, ['Update the greeting and generate the files', 'One more file, please']);
+    assert.deepEqual(prompts, ['Update the greeting and generate the files', 'One more file, please', 'Create again.txt']);
     const calls = (hook: string) => lines.filter((p) => p.hook === hook).map((p) => p.input.tool);
-    assert.deepEqual(calls('tool.execute.before'), ['todowrite', 'read', 'edit', 'todowrite', 'bash', 'todowrite', 'bash']);
-    assert.deepEqual(calls('tool.execute.after'), calls('tool.execute.before'));
-    assert.deepEqual(lines.filter((p) => p.hook === 'experimental.text.complete').map((p) => p.output.text), ['Both items are done.', 'Again done.']);
-    assert.equal(lines.filter((p) => p.hook === 'event' && p.event.type === 'session.idle').length, 2, 'one session.idle per run');
-    assert.equal(new Set(lines.filter((p) => p.input?.sessionID).map((p) => p.input.sessionID)).size, 1, 'one session, continued');
+    assert.deepEqual(calls('tool.execute.before'), ['todowrite', 'read', 'edit', 'todowrite', 'bash', 'todowrite', 'task', 'bash']);
+    assert.deepEqual(calls('tool.execute.after'), ['todowrite', 'read', 'edit', 'todowrite', 'bash', 'todowrite', 'bash', 'task'], 'the task call ends after its subagent’s work');
+    assert.deepEqual(lines.filter((p) => p.hook === 'experimental.text.complete').map((p) => p.output.text), ['Both items are done.', 'Subagent done.', 'Again done.']);
+    const child = lines.find((p) => p.hook === 'event' && p.event.type === 'session.created' && p.event.properties.info.parentID);
+    assert.ok(child, 'the subagent’s session names its parent');
+    assert.equal(child.event.properties.info.parentID, first.sessionId);
+    const sessions = new Set(lines.filter((p) => p.input?.sessionID).map((p) => p.input.sessionID));
+    assert.deepEqual([...sessions].sort(), [first.sessionId, child.event.properties.info.id].sort(), 'one session, continued, and the subagent’s');
   });
 
   it('records one task whose plan is the two todowrite items, each a step with its progress', () => {
@@ -160,7 +173,7 @@ describe(`opencode ${versionOf('opencode')} (real binary, scripted model)`, func
     assert.equal(fs.readFileSync(path.join(ws, 'person.txt'), 'utf8'), PERSON_TEXT, 'the person’s file, written during the edit, is kept');
   });
 
-  it('resumed session: the same task, exactly two turns', () => {
+  it('resumed session: the same task, exactly two turns (the subagent’s prompt is none of them)', () => {
     const tasks = waypoint(ws, ['tasks']) as Json[];
     assert.equal(tasks.length, 1);
     const events = waypoint(ws, ['events', '--task', tasks[0].id]) as Json[];

@@ -15,12 +15,13 @@ import { OPENCODE_PLUGIN_REL, opencodePluginFile } from '../../src/mcp/connectHo
  * opencode` writes, loaded in Node as opencode loads it: each hook called with the real
  * input and output, the files each tool call changed written before its after hook — and a
  * person's file written during the `edit` call. The plugin picks what to hand to
- * `waypoint hook opencode` (the recorded tools, the events the recorder uses) by itself.
+ * `waypoint hook opencode` (the recorded tools, the events the recorder uses) by itself. The
+ * continued run's command is run by a subagent (the `task` tool), in a session of its own.
  */
 type Json = Record<string, any>;
 const PERSON = 'the person wrote this while the agent edited\n';
 
-describe('hook recorder: the real opencode’s plugin payloads (todowrite, read + edit, bash, run -s)', function () {
+describe('hook recorder: the real opencode’s plugin payloads (todowrite, read + edit, bash, run -s through a subagent)', function () {
   this.timeout(300_000);
   before(() => buildCli());
   let ws: ReturnType<typeof tmpDir>;
@@ -54,14 +55,15 @@ describe('hook recorder: the real opencode’s plugin payloads (todowrite, read 
 
   it('records one task: the todowrite items as steps with their progress, the edit and both commands with their files, two turns with their answers', async () => {
     const list = realPayloads('opencode', vars());
-    assert.equal(list.filter((p) => p.hook === 'chat.message').length, 2, 'the recording holds the continued session');
+    assert.equal(list.filter((p) => p.hook === 'chat.message').length, 3, 'the recording holds the continued session and the subagent’s prompt');
+    assert.ok(list.some((p) => p.hook === 'event' && p.event.type === 'session.created' && p.event.properties.info.parentID), 'and the subagent’s session');
     await replay(list);
     const engine = await openEngine(ws.dir);
     let taskId: string;
     let baseId: string;
     try {
       const tasks = engine.tasks();
-      assert.equal(tasks.length, 1, 'one task, the continued session included');
+      assert.equal(tasks.length, 1, 'one task, the continued session and the subagent’s included');
       assert.equal(tasks[0].agent, 'opencode');
       taskId = tasks[0].id;
       baseId = tasks[0].baseCheckpointId!;
@@ -105,12 +107,13 @@ describe('hook recorder: the real opencode’s plugin payloads (todowrite, read 
 
   it('the adapter: the prompt from the text parts, todowrite as the whole list, files and call ids, bash’s exit code', () => {
     const list = realPayloads('opencode', vars());
-    const prompts = list.filter((p) => p.hook === 'chat.message').map((p) => opencodeAdapter(p));
+    const top = list[0].event.properties.sessionID as string;
+    const prompts = list.filter((p) => p.hook === 'chat.message' && p.input.sessionID === top).map((p) => opencodeAdapter(p));
     assert.deepEqual(
       prompts.map((e) => [e.sessionId, e.cwd, (e.event as Json).prompt]),
       [
-        [list[0].event.properties.sessionID, ws.dir, 'Update the greeting and generate the files'],
-        [list[0].event.properties.sessionID, ws.dir, 'One more file, please'],
+        [top, ws.dir, 'Update the greeting and generate the files'],
+        [top, ws.dir, 'One more file, please'],
       ],
     );
     const todo = opencodeAdapter(list.find((p) => p.hook === 'tool.execute.before' && p.input.tool === 'todowrite')!).event as Json;
@@ -152,6 +155,17 @@ describe('hook recorder: the real opencode’s plugin payloads (todowrite, read 
     // Text parts the person did not type (synthetic, ignored) are not the prompt.
     const prompt = opencodeAdapter({ hook: 'chat.message', input: { sessionID: s }, output: { message: { sessionID: s }, parts: [{ type: 'text', text: 'do it' }, { type: 'text', text: 'file contents', synthetic: true }, { type: 'file', url: 'file:///w/a.txt' }] } }).event;
     assert.deepEqual(prompt, { type: 'prompt', prompt: 'do it' });
+    // A subagent's session: its calls are the caller's, its prompt, end and todo list are not.
+    const child = { parentSessionID: 'ses_top' };
+    assert.deepEqual(opencodeAdapter({ ...child, hook: 'tool.execute.before', input: { tool: 'bash', sessionID: 'ses_sub', callID: 'c4' }, output: { args: { command: 'ls' } } }), {
+      sessionId: 'ses_top',
+      cwd: undefined,
+      event: { type: 'tool_before', call: { id: 'c4', name: 'bash', kind: 'shell', command: 'ls' } },
+    });
+    assert.equal(opencodeAdapter({ ...child, hook: 'chat.message', input: { sessionID: 'ses_sub' }, output: { parts: [{ type: 'text', text: 'sub' }] } }).event.type, 'ignored');
+    assert.equal(opencodeAdapter({ ...child, hook: 'event', event: { type: 'session.idle', properties: { sessionID: 'ses_sub' } } }).event.type, 'ignored');
+    const subTodo = opencodeAdapter({ ...child, hook: 'tool.execute.before', input: { tool: 'todowrite', sessionID: 'ses_sub', callID: 'c5' }, output: { args: { todos: [{ content: 'x', status: 'pending', priority: 'low' }] } } }).event as Json;
+    assert.deepEqual(subTodo.call, { id: 'c5', name: 'todowrite', kind: 'other' });
     assert.throws(() => opencodeAdapter({ hook: 'event', event: { type: 'session.idle', properties: {} } }), /names no sessionID/);
     assert.throws(() => opencodeAdapter({ directory: '/w' }), /opencode hook input/);
   });
@@ -183,9 +197,21 @@ describe('hook recorder: the real opencode’s plugin payloads (todowrite, read 
     assert.deepEqual(
       handed.filter((p) => p.hook.startsWith('tool.')).map((p) => `${p.hook.slice(13)} ${p.input.tool}`),
       ['before todowrite', 'after todowrite', 'before edit', 'after edit', 'before todowrite', 'after todowrite', 'before bash', 'after bash', 'before todowrite', 'after todowrite', 'before bash', 'after bash'],
-      'read is not handed on',
+      'read and task are not handed on',
     );
-    assert.equal(kinds.filter((k) => k === 'stop').length, 2);
+    assert.equal(kinds.filter((k) => k === 'stop').length, 2, 'the subagent’s session.idle is not handed on');
+    assert.equal(kinds.filter((k) => k === 'prompt').length, 2, 'nor its prompt');
+    const top = handed[0].input.sessionID as string;
+    const sub = handed.filter((p) => p.input?.sessionID && p.input.sessionID !== top);
+    assert.deepEqual(
+      sub.map((p) => [p.hook, p.input.tool, p.parentSessionID]),
+      [
+        ['tool.execute.before', 'bash', top],
+        ['tool.execute.after', 'bash', top],
+      ],
+      'the subagent’s calls name the session it works for',
+    );
+    assert.equal(opencodeAdapter(sub[0]).sessionId, top);
     fs.writeFileSync(path.join(ws.dir, ...OPENCODE_PLUGIN_REL.split('/')), 'export const Mine = async () => ({});\n');
     assert.throws(() => opencodePluginFile(ws.dir), /Waypoint did not write/);
     assert.equal(fs.readFileSync(path.join(ws.dir, ...OPENCODE_PLUGIN_REL.split('/')), 'utf8'), 'export const Mine = async () => ({});\n');

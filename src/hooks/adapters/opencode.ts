@@ -25,6 +25,12 @@ import { Id, PathText, TodoList, argsOf, filesIn, filesInPatch, kindOf, num, str
  *   the `session.idle` event ends the turn; an API error comes as `session.error` (then
  *   `session.idle`, twice). `opencode run -s <id>` continues a session: no start event,
  *   its next `chat.message` carries the same sessionID.
+ * - A subagent (the `task` tool) works in a session of its own (its `session.created` names
+ *   the `parentID`), with its own `chat.message`, tool calls and `session.idle`. The plugin
+ *   hands those on with `parentSessionID` (the top session): its tool calls are recorded as
+ *   that session's, the agent's work in the task that called it, as Claude Code's subagent
+ *   calls are; its prompt, answers and end are not the session's turns, and its todo list
+ *   is not the session's plan.
  */
 export const OPENCODE_TOOLS = { edit: ['edit', 'write', 'apply_patch'], shell: ['bash'], todo: ['todowrite'] } as const;
 
@@ -58,6 +64,7 @@ const Event = z.looseObject({
 const OpencodeHookInput = z.looseObject({
   hook: z.string().min(1).max(200),
   directory: PathText.optional(),
+  parentSessionID: Id.optional(),
   input: Input.optional(),
   output: Output.optional(),
   event: Event.optional(),
@@ -129,7 +136,13 @@ function eventOf(e: z.infer<typeof Event> | undefined): HookEvent {
 
 export function opencodeAdapter(raw: unknown): HookEnvelope {
   const p = parseInput(OpencodeHookInput, raw, 'opencode hook input');
-  const sessionId = p.input?.sessionID ?? p.output?.message?.sessionID ?? p.event?.properties?.sessionID;
-  if (!sessionId) throw new WaypointError('invalid_input', `opencode hook input (${p.hook}${p.event ? ` ${p.event.type}` : ''}) names no sessionID.`);
-  return { sessionId, cwd: p.directory, event: opencodeEvent(p) };
+  const own = p.input?.sessionID ?? p.output?.message?.sessionID ?? p.event?.properties?.sessionID;
+  if (!own) throw new WaypointError('invalid_input', `opencode hook input (${p.hook}${p.event ? ` ${p.event.type}` : ''}) names no sessionID.`);
+  const event = opencodeEvent(p);
+  if (!p.parentSessionID || p.parentSessionID === own) return { sessionId: own, cwd: p.directory, event };
+  // A subagent's session: its tool calls are the calling session's; its own turn is not one of that session's.
+  if (event.type !== 'tool_before' && event.type !== 'tool_after') return { sessionId: p.parentSessionID, cwd: p.directory, event: { type: 'ignored', name: `subagent ${event.type}` } };
+  // Nor is its todo list the calling session's plan.
+  if (event.call.kind === 'todo') event.call = { id: event.call.id, name: event.call.name, kind: 'other' };
+  return { sessionId: p.parentSessionID, cwd: p.directory, event };
 }
