@@ -184,6 +184,7 @@ export const MCP_COMMANDS: Record<string, Command> = {
   'connect gemini-cli': connect('gemini-cli'),
   'connect cline': connect('cline'),
   'connect qwen-code': connect('qwen-code'),
+  'connect opencode': connect('opencode'),
   ...Object.fromEntries(HOOK_AGENT_NAMES.map((agent) => [`hook ${agent}`, hookCommand(agent)])),
 };
 

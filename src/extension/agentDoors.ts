@@ -186,6 +186,7 @@ export class AgentDoors extends Disposable {
         { label: '$(code) Codex', detail: 'Preview, then write .codex/hooks.json; show and copy the ~/.codex/config.toml snippet', kind2: 'codex' },
         { label: '$(sparkle) Gemini CLI', detail: 'Preview, then write the hooks into .gemini/settings.json', kind2: 'gemini-cli' },
         { label: '$(hubot) Qwen Code', detail: 'Preview, then write the hooks into .qwen/settings.json', kind2: 'qwen-code' },
+        { label: '$(rocket) opencode', detail: 'Preview, then write the plugin .opencode/plugins/waypoint.js', kind2: 'opencode' },
         { label: '$(robot) Cline', detail: 'Preview, then write hook scripts into .clinerules/hooks/', kind2: 'cline' },
         { label: '$(plug) Other agent', detail: 'The stdio command, the HTTP URL and where the token is', kind2: 'other' },
       ];
@@ -263,6 +264,6 @@ export class AgentDoors extends Disposable {
   }
 }
 
-const AGENT_NAMES: Record<AgentKind, string> = { 'claude-code': 'Claude Code', cursor: 'Cursor', codex: 'Codex', vscode: 'VS Code agent hooks', 'copilot-cli': 'Copilot CLI', 'gemini-cli': 'Gemini CLI', cline: 'Cline', 'qwen-code': 'Qwen Code' };
+const AGENT_NAMES: Record<AgentKind, string> = { 'claude-code': 'Claude Code', cursor: 'Cursor', codex: 'Codex', vscode: 'VS Code agent hooks', 'copilot-cli': 'Copilot CLI', 'gemini-cli': 'Gemini CLI', cline: 'Cline', 'qwen-code': 'Qwen Code', opencode: 'opencode' };
 /** Read-only documents for the preview's right side (the proposed content) and a missing file's empty left side. */
 const PREVIEW_SCHEME = 'waypoint-connect';

@@ -6,6 +6,7 @@
  * stdout: Claude Code, Codex and Qwen Code add a UserPromptSubmit hook's stdout to the
  * conversation, so their hooks print nothing; Cursor, Gemini CLI and Cline parse
  * stdout as their JSON answer, so theirs print the answer that decides nothing.
+ * opencode's plugin (connectHooks.ts) reads no answer: nothing printed.
  */
 export const HOOK_AGENTS = {
   'claude-code': { route: '/hooks/claude-code', label: 'Claude Code', stdout: '' },
@@ -16,6 +17,7 @@ export const HOOK_AGENTS = {
   codex: { route: '/hooks/codex', label: 'Codex', stdout: '' },
   cline: { route: '/hooks/cline', label: 'Cline', stdout: '{"cancel":false}' },
   'qwen-code': { route: '/hooks/qwen-code', label: 'Qwen Code', stdout: '' },
+  opencode: { route: '/hooks/opencode', label: 'opencode', stdout: '' },
 } as const;
 
 export type HookAgent = keyof typeof HOOK_AGENTS;

@@ -9,6 +9,7 @@ import { clineAdapter } from './adapters/cline';
 import { codexAdapter } from './adapters/codex';
 import { cursorAdapter } from './adapters/cursor';
 import { geminiAdapter } from './adapters/gemini';
+import { opencodeAdapter } from './adapters/opencode';
 import { qwenCodeAdapter } from './adapters/qwenCode';
 import { copilotCliAdapter, vscodeAdapter } from './adapters/vscode';
 import { recordHook, type HookResult } from './recorder';
@@ -23,6 +24,7 @@ export const ADAPTERS: Record<HookAgent, HookAdapter> = {
   codex: codexAdapter,
   cline: clineAdapter,
   'qwen-code': qwenCodeAdapter,
+  opencode: opencodeAdapter,
 };
 
 /**

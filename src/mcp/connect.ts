@@ -9,7 +9,7 @@ import { recordOwnWrites } from '../core/engine/ownWrites';
 import { CLAUDE_PLAN_EVENTS, CLAUDE_TOOLS } from '../hooks/adapters/claudeCode';
 import { LAUNCHER_REL, change, isObject, linkRefused, objectField, readJsonObject, readText, refuseLinkedConfig, type FileChange, type Json } from './configFiles';
 export { change, isObject, objectField, readJsonObject, readText, refuseLinkedConfig, type FileChange, type Json } from './configFiles';
-import { CLINE_HOOKS, clineHookFiles, githubHooksFile, mergeCodexHooks, mergeCursorHooks, mergeGeminiSettings, mergeQwenSettings } from './connectHooks';
+import { CLINE_HOOKS, OPENCODE_PLUGIN_REL, clineHookFiles, githubHooksFile, mergeCodexHooks, mergeCursorHooks, mergeGeminiSettings, mergeQwenSettings, opencodePluginFile } from './connectHooks';
 
 /**
  * `waypoint connect claude-code|cursor|codex`: writes Waypoint's MCP server (and,
@@ -24,7 +24,7 @@ import { CLINE_HOOKS, clineHookFiles, githubHooksFile, mergeCodexHooks, mergeCur
  * Cursor `.cursor/mcp.json` `{mcpServers: {…}}`; Codex `~/.codex/config.toml`
  * `[mcp_servers.name]` with `command` and `args`.
  */
-export type AgentKind = 'claude-code' | 'cursor' | 'codex' | 'vscode' | 'copilot-cli' | 'gemini-cli' | 'cline' | 'qwen-code';
+export type AgentKind = 'claude-code' | 'cursor' | 'codex' | 'vscode' | 'copilot-cli' | 'gemini-cli' | 'cline' | 'qwen-code' | 'opencode';
 export const SERVER_KEY = 'waypoint';
 /** The extension's id; installed copies live in `<extensions dir>/waypoint-dev.waypoint-<version>[-platform]`. */
 export const EXTENSION_ID = 'waypoint-dev.waypoint';
@@ -250,6 +250,7 @@ function configFiles(agent: AgentKind, ws: string): string[] {
     'copilot-cli': ['.github/hooks/waypoint.json'],
     'gemini-cli': ['.gemini/settings.json'],
     'qwen-code': ['.qwen/settings.json'],
+    opencode: [OPENCODE_PLUGIN_REL],
     cline: CLINE_HOOKS.map((h) => `.clinerules/hooks/${h}`),
   };
   return [LAUNCHER_REL, ...files[agent]];
@@ -286,6 +287,8 @@ export function planConnect(agent: AgentKind, l: Launch): ConnectPlan {
       return { agent, workspace: ws, files: [launcher, ...clineHookFiles(ws)] };
     case 'qwen-code':
       return { agent, workspace: ws, files: [launcher, mergeQwenSettings(ws)] };
+    case 'opencode':
+      return { agent, workspace: ws, files: [launcher, opencodePluginFile(ws)] };
   }
 }
 

@@ -2,6 +2,7 @@ import * as path from 'node:path';
 import { WaypointError } from '../core/model/errors';
 import { CODEX_TOOLS } from '../hooks/adapters/codex';
 import { GEMINI_TOOLS } from '../hooks/adapters/gemini';
+import { OPENCODE_TOOLS } from '../hooks/adapters/opencode';
 import { QWEN_TOOLS } from '../hooks/adapters/qwenCode';
 import { HOOK_AGENTS, type HookAgent } from '../hooks/agents';
 import { LAUNCHER_REL, change, isObject, objectField, readJsonObject, readText, type FileChange, type Json } from './configFiles';
@@ -153,4 +154,101 @@ export function clineHookFiles(ws: string): FileChange[] {
     if (old !== null && !old.includes(CLINE_MARK)) throw new WaypointError('invalid_input', `${file} is a Cline hook Waypoint did not write; left untouched. Call '${run('cline')}' from it to record with Waypoint.`);
     return { file, content, changed: old !== content, local: false, executable: true };
   });
+}
+
+export const OPENCODE_PLUGIN_REL = '.opencode/plugins/waypoint.js';
+/** The plugin hooks opencode awaits that the plugin hands on (awaited too, so a checkpoint is taken before the tool runs). */
+export const OPENCODE_PLUGIN_HOOKS = ['chat.message', 'tool.execute.before', 'tool.execute.after', 'experimental.text.complete'] as const;
+/** The events it hands on: the end of a turn, a failed turn, a compaction, a tool call that threw (its part in state `error`). */
+export const OPENCODE_PLUGIN_EVENTS = ['session.idle', 'session.error', 'session.compacted', 'message.part.updated'] as const;
+const OPENCODE_MARK = '// Written by Waypoint (waypoint connect opencode)';
+/**
+ * `.opencode/plugins/waypoint.js`: opencode has no hook commands, it loads the plugins in
+ * that folder and awaits their hooks. This one hands each hook Waypoint records to
+ * `node .waypoint/bin/waypoint.cjs hook opencode` (JSON on stdin), only for the tools the
+ * adapter records. It finds the project from its own place, so it holds no machine path;
+ * where the launcher or node is missing (a teammate without Waypoint) it does nothing.
+ * opencode does not wait for event handlers before it exits, so events (the turn's end
+ * among them) are handed on synchronously. A subagent's session (its `session.created`
+ * names a `parentID`) is handed on with `parentSessionID`, the session it works for. A
+ * plugin file Waypoint did not write is never replaced.
+ */
+export function opencodePluginFile(ws: string): FileChange {
+  const tools = [...OPENCODE_TOOLS.edit, ...OPENCODE_TOOLS.shell, ...OPENCODE_TOOLS.todo];
+  const q = (list: readonly string[]) => list.map((x) => JSON.stringify(x)).join(', ');
+  const content = `${OPENCODE_MARK}: records this project's opencode sessions in Waypoint.
+// It hands each hook below to 'waypoint hook opencode' and never changes what opencode does;
+// where Waypoint is not set up (no ${LAUNCHER_REL}, or no node) it does nothing.
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const launcher = join(root, ...${JSON.stringify(LAUNCHER_REL.split('/'))});
+const argv = () => [launcher, "hook", "opencode", "--workspace", root];
+const TOOLS = new Set([${q(tools)}]);
+const EVENTS = new Set([${q(OPENCODE_PLUGIN_EVENTS)}]);
+const MAX = 20000;
+const clip = (v, depth = 0) =>
+  typeof v === "string" ? (v.length > MAX ? v.slice(0, MAX) + "…" : v)
+  : !v || typeof v !== "object" || depth > 8 ? v
+  : Array.isArray(v) ? v.slice(0, 500).map((x) => clip(x, depth + 1))
+  : Object.fromEntries(Object.entries(v).map(([k, x]) => [k, clip(x, depth + 1)]));
+// A subagent (the task tool) runs in a session of its own: its payloads name the session it works for.
+const parents = new Map();
+const rootOf = (id) => {
+  let root = id;
+  for (let i = 0; i < 100 && parents.has(root); i++) root = parents.get(root);
+  return root;
+};
+const sessionOf = (p) => p.input?.sessionID ?? p.event?.properties?.sessionID;
+// A subagent's prompt, answers and end are not the session's turns: only its tool calls are handed on.
+const wanted = (p) => !parents.has(sessionOf(p)) || p.hook.startsWith("tool.") || p.event?.type === "message.part.updated";
+const payload = (p) => {
+  const id = sessionOf(p);
+  const root = typeof id === "string" ? rootOf(id) : id;
+  return JSON.stringify(clip(root !== id ? { ...p, parentSessionID: root } : p));
+};
+
+// Awaited by opencode: the call waits for the record (at most 30 s), then goes on.
+function send(p) {
+  if (!wanted(p) || !existsSync(launcher)) return Promise.resolve();
+  return new Promise((resolve) => {
+    try {
+      const child = spawn("node", argv(), { cwd: root, stdio: ["pipe", "ignore", "ignore"] });
+      const timer = setTimeout(() => child.kill(), 30000);
+      const done = () => { clearTimeout(timer); resolve(); };
+      child.on("error", done);
+      child.on("close", done);
+      child.stdin.on("error", () => {});
+      child.stdin.end(payload(p));
+    } catch { resolve(); }
+  });
+}
+
+// Not awaited by opencode, which may exit right after: recorded before the handler returns.
+function sendNow(p) {
+  if (!wanted(p) || !existsSync(launcher)) return;
+  try { spawnSync("node", argv(), { cwd: root, input: payload(p), stdio: ["pipe", "ignore", "ignore"], timeout: 30000 }); } catch {}
+}
+
+const failedTool = (e) => e.type !== "message.part.updated" || (e.properties?.part?.type === "tool" && e.properties.part.state?.status === "error" && TOOLS.has(e.properties.part.tool));
+
+export const WaypointPlugin = async ({ directory }) => ({
+  "chat.message": (input, output) => send({ hook: "chat.message", directory, input, output }),
+  "tool.execute.before": (input, output) => (TOOLS.has(input.tool) ? send({ hook: "tool.execute.before", directory, input, output }) : undefined),
+  "tool.execute.after": (input, output) => (TOOLS.has(input.tool) ? send({ hook: "tool.execute.after", directory, input, output }) : undefined),
+  "experimental.text.complete": (input, output) => send({ hook: "experimental.text.complete", directory, input, output }),
+  event: async ({ event }) => {
+    const info = event?.type === "session.created" ? event.properties?.info : undefined;
+    if (info?.parentID && info.id) parents.set(info.id, info.parentID);
+    if (event && EVENTS.has(event.type) && failedTool(event)) sendNow({ hook: "event", directory, event });
+  },
+});
+`;
+  const file = path.join(ws, ...OPENCODE_PLUGIN_REL.split('/'));
+  const old = readText(file);
+  if (old !== null && !old.includes(OPENCODE_MARK)) throw new WaypointError('invalid_input', `${file} is an opencode plugin Waypoint did not write; left untouched.`);
+  return { file, content, changed: old !== content, local: false };
 }

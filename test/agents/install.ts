@@ -12,7 +12,7 @@ export const agentsDir = typeof __dirname === 'string' && path.isAbsolute(__dirn
 export const repoRoot = path.resolve(agentsDir, '..', '..');
 export const cacheRoot = path.join(repoRoot, '.agents-cache');
 
-export type AgentName = 'claude-code' | 'codex' | 'gemini-cli' | 'copilot-cli' | 'qwen-code' | 'cline';
+export type AgentName = 'claude-code' | 'codex' | 'gemini-cli' | 'copilot-cli' | 'qwen-code' | 'cline' | 'opencode';
 interface Pin {
   package: string;
   version: string;
@@ -60,6 +60,11 @@ export function binaryIn(agent: AgentName, dir: string): string {
       // The npm bin is a Node resolver for the Bun-compiled binary of the platform package.
       const native = path.join(dir, 'node_modules', '@cline', `cli-${process.platform}-${process.arch}`, 'bin', process.platform === 'win32' ? 'cline.exe' : 'cline');
       return fs.existsSync(native) ? native : path.join(dir, 'node_modules', '.bin', 'cline');
+    }
+    case 'opencode': {
+      // The npm wrapper only finds and runs the Bun-compiled binary of its platform package.
+      const native = path.join(dir, 'node_modules', `opencode-${process.platform === 'win32' ? 'windows' : process.platform}-${process.arch}`, 'bin', process.platform === 'win32' ? 'opencode.exe' : 'opencode');
+      return fs.existsSync(native) ? native : path.join(dir, 'node_modules', '.bin', 'opencode');
     }
   }
 }

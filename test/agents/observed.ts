@@ -34,14 +34,30 @@ export function deferredToolsIn(requests: readonly RecordedRequest[]): string[] 
   return [...names].sort();
 }
 
+const keysOf = (v: unknown, prefix: string) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.keys(v).map((k) => `${prefix}${k}`) : []);
+
+/**
+ * A payload's event name and fields. opencode's plugin hands on `{hook, directory, input,
+ * output}` (an event as `{hook: "event", event: {type, properties}}`): named by the hook or
+ * `event <type>`, its fields those of input, output and the event's properties.
+ */
+function nameAndFields(p: Record<string, unknown>): [string, string[]] {
+  if (typeof p.hook === 'string') {
+    const event = p.event as { type?: string; properties?: unknown } | undefined;
+    if (p.hook === 'event') return [`event ${String(event?.type)}`, keysOf(event?.properties, 'properties.')];
+    return [p.hook, [...keysOf(p.input, 'input.'), ...keysOf(p.output, 'output.')]];
+  }
+  return [String(p.hook_event_name ?? p.hookEventName ?? clineEventOf(p) ?? '?'), Object.keys(p)];
+}
+
 export function recordObserved(agent: string, version: string, requests: readonly RecordedRequest[], captureFile: string, vars: Record<string, string>): Observed {
   const lines = fs.existsSync(captureFile) ? fs.readFileSync(captureFile, 'utf8').split('\n').filter(Boolean) : [];
   const hookEvents: Record<string, Set<string>> = {};
   for (const line of lines) {
     const p = JSON.parse(line) as Record<string, unknown>;
-    const name = String(p.hook_event_name ?? p.hookEventName ?? clineEventOf(p) ?? '?');
+    const [name, keys] = nameAndFields(p);
     const fields = (hookEvents[name] ??= new Set());
-    for (const k of Object.keys(p)) fields.add(k);
+    for (const k of keys) fields.add(k);
   }
   const observed: Observed = {
     agent,

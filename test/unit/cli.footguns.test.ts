@@ -178,7 +178,7 @@ describe('cli: footguns', function () {
     const r = run(['connect']);
     assert.equal(r.status, 2);
     assert.doesNotMatch(r.stderr, /Unknown command 'connect'\./);
-    for (const a of ['claude-code', 'cursor', 'codex', 'gemini-cli', 'cline', 'copilot-cli', 'vscode', 'qwen-code']) assert.ok(r.stderr.includes(a), `${a} in ${r.stderr}`);
+    for (const a of ['claude-code', 'cursor', 'codex', 'gemini-cli', 'cline', 'copilot-cli', 'vscode', 'qwen-code', 'opencode']) assert.ok(r.stderr.includes(a), `${a} in ${r.stderr}`);
     assert.match(run(['connect', 'claude']).stderr, /did you mean 'waypoint connect claude-code'/);
   });
 

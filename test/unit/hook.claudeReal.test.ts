@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { buildCli, cli } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';
+import { realPayloads } from '../support/realFixtures';
 import { HOOK_EVENTS, HOOK_MATCHER } from '../../src/mcp/connect';
 
 /**
@@ -13,17 +14,7 @@ import { HOOK_EVENTS, HOOK_MATCHER } from '../../src/mcp/connect';
  * (TaskCreate/TaskUpdate, TaskCreated/TaskCompleted), not a TodoWrite list.
  */
 type Json = Record<string, any>;
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'hooks-real', 'claude-code', 'session.jsonl');
 const PERSON = 'the person wrote this while the agent edited\n';
-
-function payloads(vars: Record<string, string>): Json[] {
-  let text = fs.readFileSync(FIXTURE, 'utf8');
-  for (const [k, v] of Object.entries(vars)) text = text.replaceAll(`\${${k}}`, v);
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Json);
-}
 
 describe('hook recorder: the real Claude Code’s payloads (Tasks plan, subagent, continued session)', function () {
   this.timeout(300_000);
@@ -64,7 +55,7 @@ describe('hook recorder: the real Claude Code’s payloads (Tasks plan, subagent
   };
 
   it('makes the two Tasks items two plan steps with their progress', async () => {
-    const list = payloads({ WORKSPACE: ws.dir, HOME: path.join(ws.dir, '..', 'home'), ROOT: path.join(ws.dir, '..') });
+    const list = realPayloads('claude-code', { WORKSPACE: ws.dir, HOME: path.join(ws.dir, '..', 'home'), ROOT: path.join(ws.dir, '..') });
     const upTo = list.findIndex((p) => p.hook_event_name === 'PostToolUse' && p.tool_name === 'Bash');
     replay(list.slice(0, upTo), agentWork);
     const engine = await openEngine(ws.dir);
@@ -85,7 +76,7 @@ describe('hook recorder: the real Claude Code’s payloads (Tasks plan, subagent
   });
 
   it('gives a person’s file written during the agent’s Edit call to the person; agent-only rollback keeps it', async () => {
-    replay(payloads({ WORKSPACE: ws.dir, HOME: path.join(ws.dir, '..', 'home'), ROOT: path.join(ws.dir, '..') }), agentWork);
+    replay(realPayloads('claude-code', { WORKSPACE: ws.dir, HOME: path.join(ws.dir, '..', 'home'), ROOT: path.join(ws.dir, '..') }), agentWork);
     const engine = await openEngine(ws.dir);
     let taskId: string;
     let baseId: string;

@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { buildCli, cli } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';
+import { realPayloads } from '../support/realFixtures';
 import { clineAdapter, sessionPrompt } from '../../src/hooks/adapters/cline';
 import { handleHook } from '../../src/hooks';
 import { CLINE_HOOKS } from '../../src/mcp/connectHooks';
@@ -17,7 +18,6 @@ import { CLINE_HOOKS } from '../../src/mcp/connectHooks';
  * in TaskStart (it is in the session's record), `run_commands` with a list of commands.
  */
 type Json = Record<string, any>;
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'hooks-real', 'cline', 'session.jsonl');
 const PERSON = 'the person wrote this while the agent edited\n';
 const PROMPT = 'Update the greeting and generate the files';
 
@@ -45,14 +45,7 @@ describe('hook recorder: the real Cline CLI’s payloads (apply_patch, run_comma
     ws.cleanup();
   });
 
-  const payloads = (): Json[] =>
-    fs
-      .readFileSync(FIXTURE, 'utf8')
-      .replaceAll('${WORKSPACE}', ws.dir)
-      .replaceAll('${SESSION}', 'S1')
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as Json);
+  const payloads = (): Json[] => realPayloads('cline', { WORKSPACE: ws.dir, SESSION: 'S1' });
   const w = (f: string, s: string) => fs.writeFileSync(path.join(ws.dir, f), s);
 
   function replay(list: Json[]): void {

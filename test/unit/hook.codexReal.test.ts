@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { buildCli, cli } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';
+import { realPayloads } from '../support/realFixtures';
 import { CODEX_TOOLS, codexAdapter } from '../../src/hooks/adapters/codex';
 import { CODEX_HOOK_EVENTS, mergeCodexHooks } from '../../src/mcp/connectHooks';
 
@@ -16,17 +17,7 @@ import { CODEX_HOOK_EVENTS, mergeCodexHooks } from '../../src/mcp/connectHooks';
  * ends with a SessionEnd (reason "other").
  */
 type Json = Record<string, any>;
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'hooks-real', 'codex', 'session.jsonl');
 const PERSON = 'the person wrote this while the agent edited\n';
-
-function payloads(vars: Record<string, string>): Json[] {
-  let text = fs.readFileSync(FIXTURE, 'utf8');
-  for (const [k, v] of Object.entries(vars)) text = text.replaceAll(`\${${k}}`, v);
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Json);
-}
 
 describe('hook recorder: the real Codex’s payloads (update_plan, apply_patch, exec_command, exec resume)', function () {
   this.timeout(300_000);
@@ -63,7 +54,7 @@ describe('hook recorder: the real Codex’s payloads (update_plan, apply_patch, 
   }
 
   it('records one task: the plan’s two items as steps with their progress, the patch and both commands with their files, two turns', async () => {
-    const list = payloads(vars());
+    const list = realPayloads('codex', vars());
     assert.ok(list.some((p) => p.hook_event_name === 'SessionStart' && p.source === 'resume'), 'the recording holds the resumed session');
     replay(list);
     const engine = await openEngine(ws.dir);
@@ -107,7 +98,7 @@ describe('hook recorder: the real Codex’s payloads (update_plan, apply_patch, 
   });
 
   it('waypoint connect codex registers every event the real Codex sends that the recorder uses, within Codex’s limits', () => {
-    const used = new Set(payloads(vars()).filter((p) => codexAdapter(p).event.type !== 'ignored').map((p) => String(p.hook_event_name)));
+    const used = new Set(realPayloads('codex', vars()).filter((p) => codexAdapter(p).event.type !== 'ignored').map((p) => String(p.hook_event_name)));
     assert.deepEqual([...used].filter((e) => !(CODEX_HOOK_EVENTS as readonly string[]).includes(e)), [], 'events the recorder would use but connect does not register');
     const hooks = JSON.parse(mergeCodexHooks(ws.dir).content).hooks as Record<string, { hooks: { timeout: number }[] }[]>;
     // Codex cuts a SessionEnd hook at 3 s and prints a warning on every run when asked for more.

@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { buildCli, cli } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';
+import { realPayloads } from '../support/realFixtures';
 import { copilotCliAdapter } from '../../src/hooks/adapters/vscode';
 import { GITHUB_HOOK_EVENTS } from '../../src/mcp/connectHooks';
 
@@ -16,17 +17,7 @@ import { GITHUB_HOOK_EVENTS } from '../../src/mcp/connectHooks';
  * and the plan is SQL on the session's `todos` table through its `sql` tool.
  */
 type Json = Record<string, any>;
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'hooks-real', 'copilot-cli', 'session.jsonl');
 const PERSON = 'the person wrote this while the agent edited\n';
-
-function payloads(vars: Record<string, string>): Json[] {
-  let text = fs.readFileSync(FIXTURE, 'utf8');
-  for (const [k, v] of Object.entries(vars)) text = text.replaceAll(`\${${k}}`, v);
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Json);
-}
 
 describe('hook recorder: the real Copilot CLI’s payloads (sql todos, Edit patch, Bash, --resume)', function () {
   this.timeout(300_000);
@@ -105,7 +96,7 @@ describe('hook recorder: the real Copilot CLI’s payloads (sql todos, Edit patc
   }
 
   it('records one task: the two todos as steps with their progress, the patch and both commands with their files, two turns', async () => {
-    const list = payloads(vars());
+    const list = realPayloads('copilot-cli', vars());
     assert.ok(list.some((p) => p.hook_event_name === 'SessionStart' && p.source === 'resume'), 'the recording holds the resumed session');
     assert.ok(list.some((p) => p.tool_name === 'sql'), 'the recording holds the sql plan');
     replay(list, GITHUB_HOOK_EVENTS);
@@ -114,7 +105,7 @@ describe('hook recorder: the real Copilot CLI’s payloads (sql todos, Edit patc
 
   it('waypoint connect copilot-cli registers every event the recorder uses', () => {
     const used = new Set(
-      payloads(vars())
+      realPayloads('copilot-cli', vars())
         .filter((p) => p.hook_event_name && copilotCliAdapter(p).event.type !== 'ignored')
         .map((p) => String(p.hook_event_name)),
     );

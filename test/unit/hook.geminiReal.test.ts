@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { buildCli, cli } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';
+import { realPayloads } from '../support/realFixtures';
 import { GEMINI_TOOLS, geminiAdapter } from '../../src/hooks/adapters/gemini';
 import { GEMINI_HOOK_EVENTS, mergeGeminiSettings } from '../../src/mcp/connectHooks';
 
@@ -16,17 +17,7 @@ import { GEMINI_HOOK_EVENTS, mergeGeminiSettings } from '../../src/mcp/connectHo
  * `trigger: "auto"` before every model request, compressing or not.
  */
 type Json = Record<string, any>;
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'hooks-real', 'gemini-cli', 'session.jsonl');
 const PERSON = 'the person wrote this while the agent edited\n';
-
-function payloads(vars: Record<string, string>): Json[] {
-  let text = fs.readFileSync(FIXTURE, 'utf8');
-  for (const [k, v] of Object.entries(vars)) text = text.replaceAll(`\${${k}}`, v);
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Json);
-}
 
 describe('hook recorder: the real Gemini CLI’s payloads (write_todos, replace, run_shell_command, --resume)', function () {
   this.timeout(300_000);
@@ -110,7 +101,7 @@ describe('hook recorder: the real Gemini CLI’s payloads (write_todos, replace,
   }
 
   it('records one task: the two write_todos items as steps with their progress, the edit and both commands with their files, two turns', async () => {
-    const list = payloads(vars());
+    const list = realPayloads('gemini-cli', vars());
     assert.ok(list.some((p) => p.hook_event_name === 'SessionStart' && p.source === 'resume'), 'the recording holds the resumed session');
     assert.ok(list.some((p) => p.hook_event_name === 'PreCompress' && p.trigger === 'auto'), 'the recording holds the PreCompress Gemini sends per request');
     replay(list, GEMINI_HOOK_EVENTS);
@@ -118,7 +109,7 @@ describe('hook recorder: the real Gemini CLI’s payloads (write_todos, replace,
   });
 
   it('an older connect’s PreCompress hook, still delivering, counts no compaction either', async () => {
-    replay(payloads(vars()), [...GEMINI_HOOK_EVENTS, 'PreCompress']);
+    replay(realPayloads('gemini-cli', vars()), [...GEMINI_HOOK_EVENTS, 'PreCompress']);
     await check();
   });
 
@@ -128,7 +119,7 @@ describe('hook recorder: the real Gemini CLI’s payloads (write_todos, replace,
   });
 
   it('waypoint connect gemini-cli registers every event the recorder uses, and takes its own PreCompress entry out of an older config', () => {
-    const used = new Set(payloads(vars()).filter((p) => geminiAdapter(p).event.type !== 'ignored').map((p) => String(p.hook_event_name)));
+    const used = new Set(realPayloads('gemini-cli', vars()).filter((p) => geminiAdapter(p).event.type !== 'ignored').map((p) => String(p.hook_event_name)));
     assert.deepEqual([...used].filter((e) => !(GEMINI_HOOK_EVENTS as readonly string[]).includes(e)), [], 'events the recorder would use but connect does not register');
     const other = { type: 'command', command: 'echo mine' };
     const older = { hooks: { PreCompress: [{ hooks: [{ type: 'command', name: 'waypoint', command: 'node .waypoint/bin/waypoint.cjs hook gemini-cli' }] }, { hooks: [other] }] } };

@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { buildCli, cli } from '../support/mcp';
 import { openEngine, tmpDir } from '../support/tmp';
+import { realPayloads } from '../support/realFixtures';
 import { QWEN_TOOLS, qwenCodeAdapter } from '../../src/hooks/adapters/qwenCode';
 import { QWEN_HOOK_EVENTS, mergeQwenSettings } from '../../src/mcp/connectHooks';
 
@@ -16,17 +17,7 @@ import { QWEN_HOOK_EVENTS, mergeQwenSettings } from '../../src/mcp/connectHooks'
  * list as todo_write's `{id, content, status}` items, a shell exit code only in the text.
  */
 type Json = Record<string, any>;
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'hooks-real', 'qwen-code', 'session.jsonl');
 const PERSON = 'the person wrote this while the agent edited\n';
-
-function payloads(vars: Record<string, string>): Json[] {
-  let text = fs.readFileSync(FIXTURE, 'utf8');
-  for (const [k, v] of Object.entries(vars)) text = text.replaceAll(`\${${k}}`, v);
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Json);
-}
 
 describe('hook recorder: the real Qwen Code’s payloads (todo_write, read_file + edit, run_shell_command, --resume)', function () {
   this.timeout(300_000);
@@ -64,7 +55,7 @@ describe('hook recorder: the real Qwen Code’s payloads (todo_write, read_file 
   }
 
   it('records one task: the todo_write items as steps with their progress, the edit and both commands with their files, two turns', async () => {
-    const list = payloads(vars());
+    const list = realPayloads('qwen-code', vars());
     assert.ok(list.filter((p) => p.hook_event_name === 'UserPromptSubmit' && p.prompt === '').length >= 6, 'the recording holds the empty follow-up prompts');
     assert.ok(list.some((p) => p.hook_event_name === 'SessionStart' && p.source === 'resume'), 'the recording holds the resumed session');
     replay(list);
@@ -110,7 +101,7 @@ describe('hook recorder: the real Qwen Code’s payloads (todo_write, read_file 
   });
 
   it('the adapter: a prompt only with words, todo_write as the whole list, the shell exit code from the text, a failed call', () => {
-    const list = payloads(vars());
+    const list = realPayloads('qwen-code', vars());
     const prompts = list.filter((p) => p.hook_event_name === 'UserPromptSubmit').map((p) => qwenCodeAdapter(p).event);
     assert.deepEqual(
       prompts.filter((e) => e.type === 'prompt').map((e) => (e as { prompt: string }).prompt),
@@ -136,7 +127,7 @@ describe('hook recorder: the real Qwen Code’s payloads (todo_write, read_file 
   });
 
   it('waypoint connect qwen-code registers every event the recorder uses, merged into the project’s own settings', () => {
-    const used = new Set(payloads(vars()).filter((p) => qwenCodeAdapter(p).event.type !== 'ignored').map((p) => String(p.hook_event_name)));
+    const used = new Set(realPayloads('qwen-code', vars()).filter((p) => qwenCodeAdapter(p).event.type !== 'ignored').map((p) => String(p.hook_event_name)));
     assert.deepEqual([...used].filter((e) => !(QWEN_HOOK_EVENTS as readonly string[]).includes(e)), [], 'events the recorder would use but connect does not register');
     const mine = { type: 'command', command: 'echo mine' };
     const older = { model: { name: 'qwen3-coder-plus' }, tools: { todoWrite: { enabled: true } }, hooks: { Stop: [{ hooks: [mine] }, { hooks: [{ type: 'command', command: 'node .waypoint/bin/waypoint.cjs hook qwen-code' }] }] } };

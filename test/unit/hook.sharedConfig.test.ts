@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { HOOK_AGENTS, type HookAgent } from '../../src/hooks/agents';
 import { buildCli, cli } from '../support/mcp';
+import { loadOpencodePlugin } from '../support/opencodePlugin';
 import { tmpDir } from '../support/tmp';
 
 /**
@@ -37,6 +38,13 @@ function promptPayload(fixture: string, ws: string): string {
   return JSON.stringify(f.session.find((s) => /^(UserPromptSubmit|BeforeAgent|beforeSubmitPrompt)$/.test(name(s.payload)))!.payload);
 }
 
+/** The real opencode's first chat.message (the recorded session): the input and output its plugin hook gets. */
+function opencodePrompt(ws: string): [Json, Json] {
+  const real = fs.readFileSync(path.join(FIX, '..', 'hooks-real', 'opencode', 'session.jsonl'), 'utf8').replaceAll('${WORKSPACE}', ws).split('\n');
+  const p = JSON.parse(real.find((l) => l.includes('"hook":"chat.message"'))!) as Json;
+  return [p.input, p.output];
+}
+
 function run(command: string, cwd: string, input: string) {
   // The agents run a hook's command through the shell, in the agent's working directory.
   return spawnSync('/bin/sh', ['-c', command], { cwd, input, encoding: 'utf8', timeout: 60_000, env: { PATH: process.env.PATH, HOME: process.env.HOME } });
@@ -54,7 +62,7 @@ describe('shared hook configs: a teammate’s fresh clone, from a subfolder', fu
     const git = (cwd: string, ...a: string[]) => execFileSync('git', ['-c', 'user.email=t@example.invalid', '-c', 'user.name=t', ...a], { cwd, stdio: 'pipe' });
     git(origin, 'init', '-q');
     fs.writeFileSync(path.join(origin, 'a.txt'), 'hello\n');
-    for (const agent of ['codex', 'gemini-cli', 'cursor', 'vscode', 'cline', 'qwen-code']) assert.equal(cli(['connect', agent, '--yes', '--workspace', origin]).status, 0);
+    for (const agent of ['codex', 'gemini-cli', 'cursor', 'vscode', 'cline', 'qwen-code', 'opencode']) assert.equal(cli(['connect', agent, '--yes', '--workspace', origin]).status, 0);
     git(origin, 'add', '-A');
     git(origin, 'commit', '-qm', 'agent configs');
     assert.ok(!execFileSync('git', ['ls-files'], { cwd: origin, encoding: 'utf8' }).includes('.waypoint/'), 'the launcher is never committed');
@@ -70,7 +78,7 @@ describe('shared hook configs: a teammate’s fresh clone, from a subfolder', fu
     assert.equal(r.stdout.trim(), HOOK_AGENTS[agent].stdout, `${agent}: only the neutral answer on stdout`);
   };
 
-  it('without Waypoint set up: every hook exits 0, answers neutrally, records nothing', () => {
+  it('without Waypoint set up: every hook exits 0, answers neutrally, records nothing', async () => {
     assert.ok(!fs.existsSync(path.join(clone, '.waypoint')));
     const sub = path.join(clone, 'src', 'deep');
     for (const c of CASES) {
@@ -80,11 +88,13 @@ describe('shared hook configs: a teammate’s fresh clone, from a subfolder', fu
     }
     const cline = spawnSync(path.join(clone, '.clinerules', 'hooks', 'UserPromptSubmit'), [], { cwd: sub, input: promptPayload('cline', clone), encoding: 'utf8' });
     checkQuiet(cline, 'cline');
+    // opencode's plugin, loaded as opencode loads it, opencode working in the subfolder.
+    await (await loadOpencodePlugin(clone, sub))['chat.message'](...opencodePrompt(clone));
     assert.ok(!fs.existsSync(path.join(clone, '.waypoint')), 'nothing recorded, no store made');
   });
 
-  it('once the teammate connects: the same committed commands, from the subfolder, record in the clone', () => {
-    for (const agent of ['codex', 'gemini-cli', 'cursor', 'vscode', 'cline', 'qwen-code']) assert.equal(cli(['connect', agent, '--yes', '--workspace', clone]).status, 0);
+  it('once the teammate connects: the same committed commands, from the subfolder, record in the clone', async () => {
+    for (const agent of ['codex', 'gemini-cli', 'cursor', 'vscode', 'cline', 'qwen-code', 'opencode']) assert.equal(cli(['connect', agent, '--yes', '--workspace', clone]).status, 0);
     assert.equal(execFileSync('git', ['status', '--porcelain'], { cwd: clone, encoding: 'utf8' }), '', 'connecting changed no committed file');
     const sub = path.join(clone, 'src', 'deep');
     for (const c of CASES) {
@@ -93,8 +103,9 @@ describe('shared hook configs: a teammate’s fresh clone, from a subfolder', fu
     }
     const cline = spawnSync(path.join(clone, '.clinerules', 'hooks', 'UserPromptSubmit'), [], { cwd: sub, input: promptPayload('cline', clone), encoding: 'utf8' });
     checkQuiet(cline, 'cline');
+    await (await loadOpencodePlugin(clone, sub))['chat.message'](...opencodePrompt(clone));
     const tasks = JSON.parse(cli(['tasks', '--workspace', clone, '--json']).stdout) as Json[];
-    assert.deepEqual(tasks.map((t) => t.agent).sort(), ['cline', 'codex', 'copilot-cli', 'cursor', 'gemini-cli', 'qwen-code', 'vscode']);
+    assert.deepEqual(tasks.map((t) => t.agent).sort(), ['cline', 'codex', 'copilot-cli', 'cursor', 'gemini-cli', 'opencode', 'qwen-code', 'vscode']);
     assert.ok(!fs.existsSync(path.join(clone, '.waypoint', 'hooks.log')), 'nothing in the hook log');
   });
 });

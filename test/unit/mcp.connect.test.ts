@@ -169,6 +169,7 @@ describe('waypoint connect', function () {
       [['vscode'], '.github'],
       [['cline'], '.clinerules'],
       [['qwen-code'], '.qwen'],
+      [['opencode'], '.opencode'],
     ];
     for (const [args, folder] of cases) {
       const home = tmpDir('wp-connect-home-');

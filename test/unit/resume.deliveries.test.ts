@@ -24,6 +24,6 @@ describe('resume deliveries: only what works in this editor, on this machine', (
   it('each CLI gets the prompt as its documented interactive first-prompt argument, as one argv element', () => {
     const prompt = '# Resume task: x\n\n- line "quoted" $HOME `tick`';
     const argv = Object.fromEntries(AGENT_CLIS.map((c) => [c.bin, c.args(prompt)]));
-    assert.deepEqual(argv, { claude: [prompt], codex: [prompt], gemini: ['-i', prompt], copilot: ['-i', prompt], qwen: ['-i', prompt] });
+    assert.deepEqual(argv, { claude: [prompt], codex: [prompt], gemini: ['-i', prompt], copilot: ['-i', prompt], qwen: ['-i', prompt], opencode: ['--prompt', prompt] });
   });
 });

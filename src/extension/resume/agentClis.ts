@@ -22,7 +22,8 @@ export interface AgentCli {
  * - Codex CLI: `codex "..."` is the initial prompt of the interactive TUI (`codex exec` is the one-shot mode; developers.openai.com/codex/cli);
  * - Gemini CLI: `gemini -i "query"` (`--prompt-interactive`) executes it and continues interactively (geminicli.com/docs/cli/cli-reference);
  * - GitHub Copilot CLI: `copilot -i "prompt"` opens the interactive screen with it (`-p` would run it headless and exit);
- * - Qwen Code: `qwen -i "prompt"` (`--prompt-interactive`, its 0.24.4 `--help`; a bare positional prompt is one-shot).
+ * - Qwen Code: `qwen -i "prompt"` (`--prompt-interactive`, its 0.24.4 `--help`; a bare positional prompt is one-shot);
+ * - opencode: `opencode --prompt "prompt"` opens its TUI and sends it (1.18.33, seen in a terminal; `opencode run` is one-shot).
  */
 export const AGENT_CLIS: readonly AgentCli[] = [
   { bin: 'claude', name: 'Claude Code', args: (p) => [p] },
@@ -30,6 +31,7 @@ export const AGENT_CLIS: readonly AgentCli[] = [
   { bin: 'gemini', name: 'Gemini CLI', args: (p) => ['-i', p] },
   { bin: 'copilot', name: 'GitHub Copilot CLI', args: (p) => ['-i', p] },
   { bin: 'qwen', name: 'Qwen Code', args: (p) => ['-i', p] },
+  { bin: 'opencode', name: 'opencode', args: (p) => ['--prompt', p] },
 ];
 
 /** The executable `bin` resolves to on `pathEnv` (with Windows' PATHEXT), or undefined. */
