@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { WaypointError } from '../../src/core/model/errors';
 import type { NewEvent } from '../../src/core/store/eventLog';
 import { SqlProjection } from '../../src/core/store/projection';
-import { Queries } from '../../src/core/engine/queries';
+import { Queries } from '../../src/core/store/queries';
 import { OperationRunner } from '../../src/core/engine/runner';
 import { MemoryLog } from '../support/memoryLog';
 

@@ -42,7 +42,10 @@ describe('lint: layers import only downward', function () {
     ['webview-ui/x.ts', "declare const p: { db: unknown };\nexport const a = p.db;\n", true],
     // The store itself and the projection reader hold the database.
     ['src/core/store/x.ts', "declare const p: { db: { get(q: string): unknown } };\nexport const a = p.db.get('SELECT 1');\n", false],
-    ['src/core/engine/queries.ts', "declare const p: { db: { get(q: string): unknown } };\nexport const a = p.db.get('SELECT 1');\n", false],
+    ['src/core/store/queries.ts', "declare const p: { db: { get(q: string): unknown } };\nexport const a = p.db.get('SELECT 1');\n", false],
+    ['src/core/store/postgres/x.ts', "import { Engine } from '../../engine/engine';\nexport const a = Engine;\n", true],
+    ['src/core/store/x.ts', "import { TaskRef } from '../engine/inputs';\nexport const a = TaskRef;\n", true],
+    ['src/core/engine/x.ts', "import { Queries } from '../store/queries';\nexport const a = Queries;\n", false],
   ];
   for (const [file, code, refused] of cases) {
     it(`${refused ? 'refuses' : 'allows'} ${code.split('\n')[0]} in ${file}`, async () => {

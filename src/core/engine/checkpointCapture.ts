@@ -11,7 +11,7 @@ import { plural } from '../model/plural';
 import type { Logger } from '../log';
 import type { NewEvent } from '../store/eventLog';
 import { newId } from './ids';
-import type { Queries } from './queries';
+import type { Queries } from '../store/queries';
 import { MAX_NOT_CAPTURED_LISTED, type NotCaptured, type Snapshotter } from './snapshotter';
 import type { ChangeFeed } from './changeFeed';
 

@@ -16,7 +16,7 @@ import { openEmbeddedBackend } from '../store/embedded';
 import { openPostgresBackend } from '../store/postgres/backend';
 import { noteFolderIdentity } from '../store/folderIdentity';
 import type { AbandonTaskInput, BeginCommandInput, BeginSideEffectInput, CheckpointInput, CompleteStepInput, CompleteTaskInput, DiffInput, EndCommandInput, EndSideEffectInput, ExtendPlanInput, FailStepInput, ForkTaskInput, GrantAttemptsInput, ReopenTaskInput, RequestReviewInput, ResumeTaskInput, RetentionInput, RollbackInput, RollbackPreviewInput, SkipStepInput, StartStepInput, StartTaskInput, SuspendTaskInput, TaskRef, UndoRollbackInput, VerifyInput } from './inputs';
-import { Queries } from './queries';
+import { Queries } from '../store/queries';
 import type { DriftInfo } from './resumeContext';
 import { metadataOnlySnapshotter, type Snapshotter } from './snapshotter';
 import { WorkspaceSnapshots } from './workspaceSnapshots';

@@ -19,7 +19,7 @@ import type { Logger } from '../log';
 import type { EventLog, NewEvent, Projection } from '../store/eventLog';
 import type { CheckpointCapture, NotCapturedReport } from './checkpointCapture';
 import { isNoSpace } from './noSpace';
-import type { Queries } from './queries';
+import type { Queries } from '../store/queries';
 import type { RetryPolicyInput } from './retryPolicy';
 import type { OnceOptions, OperationRunner, Outcome } from './runner';
 import type { WorkspaceSnapshots } from './workspaceSnapshots';

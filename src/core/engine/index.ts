@@ -2,4 +2,4 @@ export * from './engine';
 export * from './inputs';
 export * from './resumeContext';
 export * from './snapshotter';
-export { Queries } from './queries';
+export { Queries } from '../store/queries';

@@ -1,9 +1,8 @@
 import * as os from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { WaypointError } from '../model/errors';
-import type { Task } from '../model/schema';
 import { ACTIVE_TASK_STATES } from '../model/stateMachine';
-import type { NewEvent } from '../store/eventLog';
+import { interruptedEvent, leaseExpiredReason } from '../store/interruption';
 import { isPidAlive } from '../store/fsutil';
 import type { EngineCore } from './engineCore';
 import { TaskRef } from './inputs';
@@ -69,22 +68,3 @@ export class Leases {
   }
 }
 
-/**
- * Why a task whose lease ran out stopped, in the one wording the timeline and the resume
- * picker read back (extension/labelText.ts): this engine's sweep and the team store's
- * store-wide sweep (store/postgres/leaseSweeper.ts) both say it so.
- */
-export function leaseExpiredReason(owner: string, expiresAt: number, ttlMs: number): string {
-  return `lease of ${owner} expired at ${new Date(expiresAt).toISOString()} (no call for ${Math.round(ttlMs / 1000)} s)`;
-}
-
-/**
- * A task's interruption: in doubt (inconsistent_state) while a side effect's intent
- * has no outcome, naming the step that was in progress. One definition for an
- * explicit interrupt and for the lease sweep.
- */
-export function interruptedEvent(core: Pick<EngineCore, 'queries' | 'ev'>, task: Task, reason: string): NewEvent {
-  const inDoubt = core.queries.sideEffects(task.id).some((e) => e.status === 'intent');
-  const step = core.queries.steps(task.id).find((s) => s.status === 'in_progress') ?? null;
-  return core.ev('task.interrupted', task, null, { reason, class: inDoubt ? 'inconsistent_state' : 'recoverable', stepId: step?.id ?? null }, '');
-}

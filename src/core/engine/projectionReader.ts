@@ -1,6 +1,6 @@
 import type { Task, WaypointEvent } from '../model/schema';
 import type { EventLog, ProjectionReader, TaskListFilter, TaskListing } from '../store/eventLog';
-import type { Queries } from './queries';
+import type { Queries } from '../store/queries';
 
 /**
  * The embedded store's asynchronous read side: answered from the owner's sql.js

@@ -23,7 +23,7 @@ import type { RollbackInput, RollbackPreviewInput, UndoRollbackInput } from './i
 import type { Outcome } from './runner';
 import { isNoSpace } from './noSpace';
 import { finishInterruptedPlans, type InterruptedPlan } from './interruptedPlans';
-import type { Queries } from './queries';
+import type { Queries } from '../store/queries';
 
 export interface RollbackResult extends NotCapturedReport {
   rollbackId: string;

@@ -1,6 +1,6 @@
 import { WaypointError } from '../model/errors';
 import type { AppendResult, EventLog, NewEvent, Projection } from '../store/eventLog';
-import type { Queries } from './queries';
+import type { Queries } from '../store/queries';
 
 /** What an operation's body decides: its answer, and the events that record it (none: nothing to record). */
 export interface Outcome<R> {

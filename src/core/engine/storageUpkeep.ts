@@ -12,7 +12,7 @@ import type { EventLog, NewEvent, Projection, ProjectionCheck } from '../store/e
 import type { Outcome } from './runner';
 import type { RunOptions } from './engineCore';
 import { RetentionInput, VerifyInput } from './inputs';
-import type { Queries } from './queries';
+import type { Queries } from '../store/queries';
 import type { WorkspaceSnapshots } from './workspaceSnapshots';
 import { plural } from '../model/plural';
 

@@ -14,7 +14,7 @@ import type { EngineCore } from './engineCore';
 import { newId } from './ids';
 import { stepName } from './stepName';
 import { AbandonTaskInput, CompleteTaskInput, ExtendPlanInput, RequestReviewInput, ResumeTaskInput, StartTaskInput, SuspendTaskInput, TaskRef } from './inputs';
-import { interruptedEvent } from './leases';
+import { interruptedEvent } from '../store/interruption';
 import { heldError, resolvePolicy } from './retryPolicy';
 import { renderMarkdown, type ResumeContext } from './resumeContext';
 

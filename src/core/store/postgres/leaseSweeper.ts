@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
-import { leaseExpiredReason, interruptedEvent } from '../../engine/leases';
-import { Queries } from '../../engine/queries';
+import { leaseExpiredReason, interruptedEvent } from '../interruption';
+import { Queries } from '../queries';
 import { errorMessage } from '../../model/errors';
 import type { EventDataOf, EventType, Task, WaypointEvent } from '../../model/schema';
 import { ACTIVE_TASK_STATES } from '../../model/stateMachine';

@@ -1,7 +1,7 @@
 import type { Client, Pool } from 'pg';
 import { TASK_STATES, type Task, type WaypointEvent } from '../../model/schema';
 import { WaypointError } from '../../model/errors';
-import { Queries } from '../../engine/queries';
+import { Queries } from '../queries';
 import { Db } from '../db';
 import type { Disposable, ProjectionReader, TaskListFilter, TaskListing } from '../eventLog';
 import { migrate } from '../migrations';

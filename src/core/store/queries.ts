@@ -1,8 +1,7 @@
-import type { Db } from '../store/db';
-import type { Projection } from '../store/eventLog';
-import type { CheckpointMeta, Lease, SideEffect, Step, StepStatus, Task, TaskHold, TaskState, TerminalCommand, Turn } from '../model/schema';
+import type { Db } from './db';
+import type { Projection } from './eventLog';
+import { DEFAULT_RETRY_POLICY, type CheckpointMeta, type Lease, type SideEffect, type Step, type StepStatus, type Task, type TaskHold, type TaskState, type TerminalCommand, type Turn } from '../model/schema';
 import { notFound } from '../model/errors';
-import { DEFAULT_RETRY_POLICY } from './retryPolicy';
 
 /** Read side of the engine: projection rows → model objects. */
 
