@@ -22,13 +22,13 @@ function clineEnv(home: string, extra: Record<string, string> = {}): NodeJS.Proc
   return { PATH: process.env.PATH, HOME: home, USER: process.env.USER ?? 'root', LANG: 'C.UTF-8', TERM: 'xterm-256color', ...extra };
 }
 
-function run(cmd: string, args: string[], o: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number; onStart?: (write: (s: string) => void) => void; until?: () => boolean }): Promise<ClineRun> {
+function run(cmd: string, args: string[], o: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number; onStart?: (write: (s: string) => void, output: () => string) => void; until?: () => boolean }): Promise<ClineRun> {
   const child = spawn(cmd, args, { cwd: o.cwd, env: o.env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
-  o.onStart?.((s) => child.stdin.write(s));
+  o.onStart?.((s) => child.stdin.write(s), () => stdout);
   if (!o.onStart) child.stdin.end();
   const timer = setTimeout(() => child.kill('SIGKILL'), o.timeoutMs);
   // A terminal session never exits on its own: it is ended once `until` says its work is done.
@@ -73,10 +73,16 @@ export function resumeCline(o: { cwd: string; home: string; session: string; pro
     cwd: o.cwd,
     env: clineEnv(o.home, o.env),
     timeoutMs: o.timeoutMs ?? AGENT_RUN_TIMEOUT_MS,
-    onStart: (write) => {
-      // The UI takes a few seconds to load the session; a prompt typed before it is lost.
-      setTimeout(() => write(o.prompt), 6_000);
-      setTimeout(() => write('\r'), 7_000);
+    onStart: (write, output) => {
+      // A prompt typed before the UI has drawn its input box is lost: wait for its footer
+      // (the auto-approve line), or 30 s on a machine too slow to say so.
+      const since = Date.now();
+      const ready = setInterval(() => {
+        if (!output().includes('Auto-approve') && Date.now() - since < 30_000) return;
+        clearInterval(ready);
+        setTimeout(() => write(o.prompt), 1_500);
+        setTimeout(() => write('\r'), 2_500);
+      }, 250);
     },
     until: o.done,
   });
