@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { cli } from '../support/mcp';
 import { agentWorkspace, assertCleanHookLog, assertLoopbackOnly, removeAgentRun, waypoint } from './session';
-import { CLINE_ALL_EVENTS, addClineCaptureHooks, authCline, lastClineSession, resumeCline, runCline } from './cline';
+import { CLINE_ALL_EVENTS, addClineCaptureHooks, authCline, lastClineSession, resumeCline, runCline, stopClineHubs } from './cline';
 import { versionOf } from './install';
 import { recordObserved } from './observed';
 import { startOpenAiChatServer, type OpenAiChatServer } from './openaiChatServer';
@@ -71,6 +71,7 @@ describe(`Cline ${versionOf('cline')} (real binary, scripted model)`, function (
   });
 
   after(async () => {
+    if (root) stopClineHubs(root);
     await server?.close();
     removeAgentRun(root ? { root, ws, home, capture } : undefined);
   });

@@ -108,3 +108,28 @@ export function addClineCaptureHooks(home: string, events: readonly string[], en
     fs.chmodSync(file, 0o755);
   }
 }
+
+/**
+ * Cline starts a hub daemon (`--cline-hub-daemon --cwd <workspace>`) that outlives the run;
+ * the suite ends the ones it started, found by their workspace under `root`.
+ */
+export function stopClineHubs(root: string): number {
+  let stopped = 0;
+  for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    let args: string[];
+    try {
+      args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue;
+    }
+    const cwd = args[args.indexOf('--cwd') + 1] ?? '';
+    if (!args.includes('--cline-hub-daemon') || !cwd.startsWith(root + path.sep)) continue;
+    try {
+      process.kill(Number(pid), 'SIGTERM');
+      stopped++;
+    } catch {
+      // Gone already.
+    }
+  }
+  return stopped;
+}
