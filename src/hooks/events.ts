@@ -44,7 +44,11 @@ export interface PlanItemChange {
 
 export type HookEvent =
   | { type: 'session_start'; source: 'startup' | 'resume' | 'clear' | 'compact' | 'other' }
-  | { type: 'prompt'; prompt: string }
+  /**
+   * A turn begins with the person's words. `firstOnly`: the words were read from the agent's
+   * record of the session's first prompt (Cline), so they are not a later turn's.
+   */
+  | { type: 'prompt'; prompt: string; firstOnly?: boolean }
   | { type: 'tool_before'; call: ToolCall }
   | { type: 'tool_after'; call: ToolCall; ok: boolean; error?: string; exitCode?: number; stdout?: string; stderr?: string }
   | { type: 'stop'; lastMessage?: string }

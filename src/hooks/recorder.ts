@@ -108,7 +108,7 @@ class Recording {
         await this.onSessionStart(e.source);
         break;
       case 'prompt':
-        await this.onPrompt(e.prompt);
+        await this.onPrompt(e.firstOnly && this.state.turns > 0 ? '' : e.prompt);
         break;
       case 'tool_before':
         await this.onToolBefore(e.call);

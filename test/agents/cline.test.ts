@@ -71,7 +71,7 @@ describe(`Cline ${versionOf('cline')} (real binary, scripted model)`, function (
   });
 
   after(async () => {
-    if (root) stopClineHubs(root);
+    if (root) await stopClineHubs(root);
     await server?.close();
     removeAgentRun(root ? { root, ws, home, capture } : undefined);
   });

@@ -111,10 +111,11 @@ export function addClineCaptureHooks(home: string, events: readonly string[], en
 
 /**
  * Cline starts a hub daemon (`--cline-hub-daemon --cwd <workspace>`) that outlives the run;
- * the suite ends the ones it started, found by their workspace under `root`.
+ * the suite ends the ones it started, found by their workspace under `root`, and waits
+ * (at most 10 s) until they are gone, so they write nothing into a folder being removed.
  */
-export function stopClineHubs(root: string): number {
-  let stopped = 0;
+export async function stopClineHubs(root: string): Promise<number> {
+  const pids: number[] = [];
   for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
     let args: string[];
     try {
@@ -126,10 +127,12 @@ export function stopClineHubs(root: string): number {
     if (!args.includes('--cline-hub-daemon') || !cwd.startsWith(root + path.sep)) continue;
     try {
       process.kill(Number(pid), 'SIGTERM');
-      stopped++;
+      pids.push(Number(pid));
     } catch {
       // Gone already.
     }
   }
-  return stopped;
+  const alive = (pid: number) => fs.existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  for (const until = Date.now() + 10_000; pids.some(alive) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 100));
+  return pids.length;
 }

@@ -56,5 +56,6 @@ export function assertLoopbackOnly(requests: readonly RecordedRequest[]): void {
 }
 
 export function removeAgentRun(run: AgentRun | undefined): void {
-  if (run && process.env.WAYPOINT_KEEP_AGENT_RUN !== '1') fs.rmSync(run.root, { recursive: true, force: true });
+  // Retried: an agent's own background process may still be closing files in its home.
+  if (run && process.env.WAYPOINT_KEEP_AGENT_RUN !== '1') fs.rmSync(run.root, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
 }

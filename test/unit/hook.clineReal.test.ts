@@ -108,12 +108,34 @@ describe('hook recorder: the real Cline CLI’s payloads (apply_patch, run_comma
     assert.equal(fs.existsSync(path.join(ws.dir, '.waypoint', 'hooks.log')), false, 'nothing in the hook log');
   });
 
+  it('a resumed session that begins with TaskStart (as Cline sometimes does) is a second turn, not credited with the first prompt’s words', async () => {
+    // The same recording, its resume sent as Cline's other runs send it: TaskStart, no TaskResume.
+    const list = payloads().map((p) => {
+      if (!p.taskResume) return p;
+      const { taskResume: _resume, ...rest } = p;
+      return { ...rest, hookName: 'agent_start', taskStart: { taskMetadata: {} } };
+    });
+    replay(list);
+    const engine = await openEngine(ws.dir);
+    try {
+      const [task] = engine.tasks();
+      const turns = engine.queries.turns(task!.id);
+      assert.deepEqual(
+        turns.map((t) => t.prompt),
+        [PROMPT, ''],
+        'the record holds the session’s first prompt only: the resumed turn’s words are unknown, not the first ones',
+      );
+    } finally {
+      await engine.close();
+    }
+  });
+
   it('the adapter: events told by their data key, the session by its root, a subagent’s start and end inside the turn, the commands as one line', () => {
     const list = payloads();
     const events = list.map((p) => clineAdapter(p));
     assert.deepEqual([...new Set(events.map((e) => e.sessionId))], ['S1']);
     const start = events[0]!.event as Json;
-    assert.deepEqual(start, { type: 'prompt', prompt: PROMPT });
+    assert.deepEqual(start, { type: 'prompt', prompt: PROMPT, firstOnly: true });
     const sub = list.findIndex((p) => p.parent_agent_id && p.taskStart);
     assert.equal(events[sub]!.event.type, 'ignored', 'a subagent’s start is not a new turn');
     const patch = events.find((e) => e.event.type === 'tool_before' && e.event.call.name === 'apply_patch')!.event as Json;

@@ -105,8 +105,11 @@ export function clineAdapter(raw: unknown): HookEnvelope {
   let event: HookEvent;
   switch (name) {
     case 'TaskStart':
-      // The task's first message comes with its start (documented), or only in the session's record (the real CLI).
-      event = subagent ? { type: 'ignored', name: 'TaskStart (subagent)' } : { type: 'prompt', prompt: p.taskStart?.taskMetadata?.initialTask ?? sessionPrompt(p.sessionContext?.rootSessionId) ?? '' };
+      // The task's first message comes with its start (documented), or only in the session's record (the real CLI),
+      // which holds the session's first prompt: a resumed session may start with TaskStart too.
+      if (subagent) event = { type: 'ignored', name: 'TaskStart (subagent)' };
+      else if (p.taskStart?.taskMetadata?.initialTask !== undefined) event = { type: 'prompt', prompt: p.taskStart.taskMetadata.initialTask };
+      else event = { type: 'prompt', prompt: sessionPrompt(p.sessionContext?.rootSessionId) ?? '', firstOnly: true };
       break;
     case 'TaskResume':
       event = { type: 'session_start', source: 'resume' };
