@@ -56,7 +56,7 @@ export const BACKGROUND_COMMANDS: Record<string, Command> = {
         .info()
         .then((i) => i.events)
         .catch(() => null);
-      const watch = st.watch.kind === 'watching' ? `watching ${st.watch.dirs} directories (${st.watch.pending} paths changed since the last checkpoint)` : st.watch.kind === 'scanning' ? `not watching (${st.watch.reason}): every checkpoint scans the tree` : st.watch.kind;
+      const watch = st.watch.kind === 'watching' ? `watching ${st.watch.dirs} directories (${st.watch.pending} paths changed since the last checkpoint; ${st.watch.hinted ?? 0} checkpoints looked only at what it saw change)` : st.watch.kind === 'scanning' ? `not watching (${st.watch.reason}): every checkpoint scans the tree` : st.watch.kind;
       c.out(
         [
           `Background owner of ${storeDir}: pid ${st.pid}, ${mb(st.rssBytes)} resident (leaves past ${mb(st.maxRssBytes)}), idle ${secs(st.idleMs)} of ${secs(st.idleLimitMs)}, ${st.calls} calls since ${new Date(st.startedAt).toISOString()}${events === null ? '' : `, ${events} events`}.`,

@@ -1,13 +1,15 @@
 import * as path from 'node:path';
 import type * as HookFastPath from './hookFastPath';
 import type * as TasksAllFast from './tasksAllFast';
+import type * as CheckpointFast from './checkpointFastPath';
 
 /**
  * The `waypoint` executable (dist/cli.js). Every command but a relayed hook loads the
  * full CLI (dist/waypoint-cli.js); a hook whose store has a serving owner is answered
- * by the small fast path, because agents wait for hooks around every tool call, and
- * `tasks --all` on a team store by its own (tasksAllFast.ts): a listing should cost a
- * query, not the full CLI's load. Each fast path is required only by its own command
+ * by the small fast path, because agents wait for hooks around every tool call;
+ * `checkpoint` to a serving owner by its own (checkpointFastPath.ts), because an owner
+ * that watches the tree answers in milliseconds; and `tasks --all` on a team store by
+ * its own (tasksAllFast.ts): a listing should cost a query, not the full CLI's load. Each fast path is required only by its own command
  * (the bundler keeps a required module's code uninitialised until then): a hook does
  * not load `pg`, a listing does not load the hook's HTTP client.
  */
@@ -36,6 +38,16 @@ if (argv[0] === 'hook') {
       // Exit once the listing reached the OS (a pipe is written asynchronously).
       if (r.handled) process.stdout.write(r.output, () => process.exit(0));
       else full(argv);
+    },
+    () => full(argv),
+  );
+} else if (argv[0] === 'checkpoint') {
+  const { fastCheckpoint } = require('./checkpointFastPath') as typeof CheckpointFast;
+  fastCheckpoint(argv).then(
+    (r) => {
+      if (!r.handled) return full(r.argv);
+      if (r.stderr) process.stderr.write(r.stderr);
+      process.stdout.write(r.stdout, () => process.exit(0));
     },
     () => full(argv),
   );

@@ -1,7 +1,8 @@
 import * as fs from 'node:fs';
 import type { z } from 'zod';
 import * as path from 'node:path';
-import { isNoSpace, notCapturedLine, type Engine, type NotCapturedReport, type RollbackResult } from '../core/engine/engine';
+import { isNoSpace, type Engine, type RollbackResult } from '../core/engine/engine';
+import { notCapturedWarning } from '../core/engine/notCaptured';
 import { DEFAULT_RPC_TIMEOUT_MS, RpcTransportError, localApi, remoteApi, type EngineApi } from '../core/engine/api';
 import { resolveStore } from '../ownership/resolve';
 import { findWorkspace, storeDirOf } from '../ownership/storeDirOf';
@@ -730,14 +731,6 @@ function noStoreHere(workspace: string, searched: boolean): WaypointError {
 function workspaceOf(argv: string[]): string {
   const i = argv.findIndex((a) => a === '--workspace' || a === '-w');
   return path.resolve(i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : process.cwd());
-}
-
-/** The warning for a result whose checkpoint did not capture everything (see NotCapturedReport), or null. */
-function notCapturedWarning(json: unknown): string | null {
-  if (!json || typeof json !== 'object') return null;
-  const r = json as NotCapturedReport & { checkpointId?: string; baseCheckpointId?: string; preRollbackCheckpointId?: string };
-  if (!r.notCapturedCount) return null;
-  return notCapturedLine(r.checkpointId ?? r.baseCheckpointId ?? r.preRollbackCheckpointId ?? '?', r);
 }
 
 export async function main(argv: string[], io = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {

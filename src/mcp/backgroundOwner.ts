@@ -33,7 +33,7 @@ export const BackgroundStatus = z.object({
   idleMs: z.number(),
   idleLimitMs: z.number(),
   calls: z.number().int(),
-  watch: z.object({ kind: z.string(), dirs: z.number().optional(), reason: z.string().optional(), pending: z.number().int() }),
+  watch: z.object({ kind: z.string(), dirs: z.number().optional(), reason: z.string().optional(), pending: z.number().int(), hinted: z.number().int().optional() }),
 });
 export type BackgroundStatus = z.infer<typeof BackgroundStatus>;
 
@@ -56,8 +56,8 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
   const at = storeLocationOf(o.workspace);
   const startFile = path.join(at.storeDir, START_FILE);
   const roots = at.roots ?? [{ name: path.basename(at.workspace) || 'workspace', dir: at.workspace }];
-  // WAYPOINT_WATCH_HINTS=1: checkpoints scan only what the watcher saw change (see TreeWatcher's `hints`).
-  const watcher = new TreeWatcher({ roots, storeDir: at.storeDir, log: log.child('watch'), hints: process.env.WAYPOINT_WATCH_HINTS === '1' });
+  // Checkpoints scan only what the watcher saw change; WAYPOINT_WATCH_HINTS=0 makes every one a full scan (the watcher then only counts).
+  const watcher = new TreeWatcher({ roots, storeDir: at.storeDir, log: log.child('watch'), hints: process.env.WAYPOINT_WATCH_HINTS !== '0' });
   let engine: Engine;
   try {
     engine = await Engine.open({
@@ -99,7 +99,7 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
         idleMs: inFlight > 0 ? 0 : Date.now() - lastCall,
         idleLimitMs: o.idleMs,
         calls,
-        watch: { kind: w.kind, ...(w.kind === 'watching' ? { dirs: w.dirs } : {}), ...(w.kind === 'scanning' ? { reason: w.reason } : {}), pending: watcher.pendingCount },
+        watch: { kind: w.kind, ...(w.kind === 'watching' ? { dirs: w.dirs } : {}), ...(w.kind === 'scanning' ? { reason: w.reason } : {}), pending: watcher.pendingCount, hinted: watcher.hintedCheckpoints },
       };
     };
     endpoint = await startOwnerEndpoint({

@@ -6,9 +6,10 @@ import { buildCli, CLI, isAlive, waitExit } from '../support/mcp';
 import { tmpDir } from '../support/tmp';
 import { Engine } from '../../src/core/engine/engine';
 import { Logger, silentLogger } from '../../src/core/log';
-import { TreeWatcher } from '../../src/core/snapshot/treeWatcher';
+import { TreeWatcher, WATCH_COOKIE_DIR } from '../../src/core/snapshot/treeWatcher';
 import { StoreLink } from '../../src/ownership/storeLink';
 import { LOG_FILE } from '../../src/ownership/backgroundStart';
+import { fastCheckpoint, parseCheckpointArgs } from '../../src/cli/checkpointFastPath';
 
 /**
  * The background owner, with real processes: the built CLI (dist/cli.js) started in a
@@ -48,7 +49,7 @@ async function json<T = Record<string, unknown>>(p: Promise<Run>): Promise<T> {
   return JSON.parse(r.stdout) as T;
 }
 
-type Status = { owner: { pid: number; ownerId: string; background: boolean } | null; status?: { pid: number; rssBytes: number; idleMs: number; watch: { kind: string } } };
+type Status = { owner: { pid: number; ownerId: string; background: boolean } | null; status?: { pid: number; rssBytes: number; idleMs: number; watch: { kind: string; hinted?: number } } };
 
 function tree(dir: string, dirs: number, files: number): void {
   for (let d = 0; d < dirs; d++) {
@@ -62,19 +63,26 @@ function servingLines(ws: string): number {
   return log.split('\n').filter((l) => / serving .* at http/.test(l)).length;
 }
 
-describe('background owner (real processes)', function () {
-  this.timeout(90_000);
-  const cleanups: (() => void)[] = [];
-  const pids: number[] = [];
-
+/** Owners and folders a test made, stopped and removed after each test (a stopped owner is woken first, so it can leave). */
+function ownedAfterEach(): { cleanups: (() => void)[]; pids: number[] } {
+  const made = { cleanups: [] as (() => void)[], pids: [] as number[] };
   before(() => buildCli());
   afterEach(async () => {
-    for (const pid of pids.splice(0)) {
-      if (isAlive(pid)) process.kill(pid, 'SIGTERM');
+    for (const pid of made.pids.splice(0)) {
+      if (isAlive(pid)) {
+        process.kill(pid, 'SIGCONT');
+        process.kill(pid, 'SIGTERM');
+      }
       await waitExit(pid);
     }
-    for (const c of cleanups.splice(0)) c();
+    for (const c of made.cleanups.splice(0)) c();
   });
+  return made;
+}
+
+describe('background owner (real processes)', function () {
+  this.timeout(90_000);
+  const { cleanups, pids } = ownedAfterEach();
 
   function workspace(): string {
     const t = tmpDir('wp-bg-');
@@ -109,8 +117,8 @@ describe('background owner (real processes)', function () {
     assert.equal(servingLines(ws), 1, 'one background owner was started');
   });
 
-  for (const hints of ['0', '1'])
-  it(`checkpoints taken through it record exactly what changed${hints === '1' ? ' (with watcher hints)' : ''} (new folders, removals, ignored files left out)`, async () => {
+  for (const hints of ['0', undefined])
+  it(`checkpoints taken through it record exactly what changed${hints === '0' ? ' (watcher hints off: full scans)' : ' (watcher hints)'} (new folders, removals, ignored files left out)`, async () => {
     const ws = workspace();
     fs.writeFileSync(path.join(ws, '.gitignore'), 'build/\n');
     const task = await json<{ taskId: string }>(cli(['task', 'start', '--goal', 'watch', '--json', '-w', ws], { WAYPOINT_WATCH_HINTS: hints }));
@@ -125,13 +133,13 @@ describe('background owner (real processes)', function () {
       fs.rmSync(path.join(ws, 'd2', `f${round}.txt`));
       fs.mkdirSync(path.join(ws, 'build'), { recursive: true });
       fs.writeFileSync(path.join(ws, 'build', `out${round}.txt`), 'ignored\n');
-      // fs.watch reports after the write returns: give it a moment, as any real agent's next call would.
-      await new Promise((r) => setTimeout(r, 300));
+      // No pause: the owner's watcher catches up with these writes before it vouches for a list (its cookie).
       const cp = await json<{ checkpointId: string; filesChanged: number }>(cli(['checkpoint', '--task', task.taskId, '--json', '-w', ws]));
       assert.equal(cp.filesChanged, 6, `round ${round}: ${JSON.stringify(cp)}`);
     }
     const st = await ownerPid(ws);
     assert.equal(st.status?.watch.kind, 'watching');
+    assert.equal(st.status?.watch.hinted, hints === '0' ? 0 : 3, "every checkpoint after the task's base looked only at what the watcher listed (or, hints off, at everything)");
     // What the watcher-led checkpoints recorded is what a full scan finds: a fresh process
     // (no owner) sees nothing changed since the last of them.
     process.kill(st.owner!.pid, 'SIGTERM');
@@ -240,7 +248,144 @@ describe('background owner (real processes)', function () {
   });
 });
 
+describe('checkpoint fast path (real processes)', function () {
+  this.timeout(90_000);
+  const { cleanups, pids } = ownedAfterEach();
+
+  /** Runs the CLI with a preload that records, on exit, whether the full CLI (waypoint-cli.js) was loaded. */
+  async function traced(args: string[], env: Record<string, string | undefined> = {}): Promise<Run & { full: boolean }> {
+    const t = tmpDir('wp-trace-');
+    cleanups.push(t.cleanup);
+    const probe = path.join(t.dir, 'probe.cjs');
+    const out = path.join(t.dir, 'loaded');
+    fs.writeFileSync(probe, `process.on('exit', () => require('fs').writeFileSync(${JSON.stringify(out)}, String(Object.keys(require.cache).some((k) => k.endsWith('waypoint-cli.js')))));\n`);
+    const r = await cli(args, { NODE_OPTIONS: `--require ${probe}`, ...env });
+    return { ...r, full: fs.readFileSync(out, 'utf8') === 'true' };
+  }
+
+  async function served(): Promise<{ ws: string; taskId: string; pid: number }> {
+    const t = tmpDir('wp-fast-');
+    cleanups.push(t.cleanup);
+    tree(t.dir, 3, 5);
+    const task = await json<{ taskId: string }>(cli(['task', 'start', '--goal', 'fast', '--json', '-w', t.dir]));
+    const s = await json<Status>(cli(['status', '--json', '-w', t.dir]));
+    assert.ok(s.owner?.background, 'a background owner serves the store');
+    pids.push(s.owner.pid);
+    return { ws: t.dir, taskId: task.taskId, pid: s.owner.pid };
+  }
+
+  it('answers a plain checkpoint without loading the full CLI, printing what the full CLI prints', async () => {
+    const { ws, taskId } = await served();
+    fs.writeFileSync(path.join(ws, 'd0', 'f0.txt'), 'changed\n');
+    const text = await traced(['checkpoint', '--task', taskId, '-w', ws]);
+    assert.equal(text.status, 0, text.stderr);
+    assert.equal(text.full, false, 'the fast path answered');
+    assert.match(text.stdout, /^Checkpoint c_\w+ \(1 file changed\)\n$/);
+    fs.writeFileSync(path.join(ws, 'd1', 'f1.txt'), 'changed\n');
+    fs.writeFileSync(path.join(ws, 'd1', 'new.txt'), 'new\n');
+    const fast = await traced(['checkpoint', `--task=${taskId}`, '--label', 'two', '--json', '--workspace', ws]);
+    assert.equal(fast.full, false);
+    const r = JSON.parse(fast.stdout) as { taskId: string; checkpointId: string; filesChanged: number };
+    assert.equal(r.taskId, taskId);
+    assert.equal(r.filesChanged, 2);
+    // The full CLI (--dirty is its own) prints the same shape.
+    fs.writeFileSync(path.join(ws, 'd2', 'f2.txt'), 'changed\n');
+    const slow = await traced(['checkpoint', '--task', taskId, '--dirty', 'd2/f2.txt', '--json', '-w', ws]);
+    assert.equal(slow.full, true);
+    assert.deepEqual(Object.keys(JSON.parse(slow.stdout) as object).sort(), Object.keys(r).sort());
+    const list = await json<{ checkpoints: { id: string; label: string | null }[] }>(cli(['checkpoints', '--task', taskId, '--json', '-w', ws]));
+    assert.equal(list.checkpoints.find((c) => c.id === r.checkpointId)?.label, 'two', 'the label reached the owner');
+  });
+
+  it('a repeated --key is answered from the record; a refusal is worded by the full CLI, exit code and --json as before', async () => {
+    const { ws, taskId } = await served();
+    fs.writeFileSync(path.join(ws, 'd0', 'f3.txt'), 'changed\n');
+    const a = await json<{ checkpointId: string }>(traced(['checkpoint', '--task', taskId, '--key', 'k-1', '--json', '-w', ws]));
+    fs.writeFileSync(path.join(ws, 'd0', 'f4.txt'), 'changed\n');
+    const b = await json<{ checkpointId: string }>(traced(['checkpoint', '--task', taskId, '--key', 'k-1', '--json', '-w', ws]));
+    assert.equal(b.checkpointId, a.checkpointId, 'the same key is the same checkpoint');
+    const unknown = await traced(['checkpoint', '--task', 't_nope', '-w', ws]);
+    assert.equal(unknown.status, 1);
+    assert.equal(unknown.full, true, 'the refusal went to the full CLI');
+    assert.match(unknown.stderr, /^waypoint: Unknown task 't_nope'\./);
+    const unknownJson = await traced(['checkpoint', '--task', 't_nope', '--json', '-w', ws]);
+    assert.equal(unknownJson.status, 1);
+    assert.equal((JSON.parse(unknownJson.stdout) as { error: { code: string } }).error.code, 'not_found');
+    const typo = await traced(['checkpoint', '--task', taskId, '--lable', 'x', '-w', ws]);
+    assert.equal(typo.status, 2, 'an unknown flag is a usage error, as before');
+    assert.match(typo.stderr, /--label/);
+  });
+
+  it('a stopped owner is left to the full CLI within the probe timeout, and nothing is recorded twice', async () => {
+    const { ws, taskId, pid } = await served();
+    process.kill(pid, 'SIGSTOP');
+    try {
+      const t0 = Date.now();
+      const out = await fastCheckpoint(['checkpoint', '--task', taskId, '-w', ws]);
+      assert.equal(out.handled, false);
+      assert.ok(Date.now() - t0 < 10_000, `declined after ${Date.now() - t0} ms`);
+      assert.deepEqual(!out.handled && out.argv, ['checkpoint', '--task', taskId, '-w', ws], 'nothing was sent, so no key is handed on');
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+  });
+});
+
+describe('checkpoint fast path: its arguments', () => {
+  it('takes only the plain form; anything else is the full CLI’s', () => {
+    const t = tmpDir('wp-args-');
+    try {
+      assert.deepEqual(parseCheckpointArgs(['checkpoint', '-t', 'T', '--label=a b', '--key', 'K', '--json', '-w', t.dir]), { workspace: t.dir, taskId: 'T', label: 'a b', key: 'K', json: true });
+      assert.deepEqual(parseCheckpointArgs(['checkpoint', '--task', 'T'], t.dir), { workspace: t.dir, taskId: 'T', label: undefined, key: undefined, json: false });
+      for (const argv of [
+        ['checkpoint'],
+        ['checkpoint', '--task'],
+        ['checkpoint', '--task', '--json'],
+        ['checkpoint', '--task', 'T', '--dirty', 'a'],
+        ['checkpoint', '--task', 'T', '--task', 'U'],
+        ['checkpoint', '--task', 'T', '--store', 'postgresql://x'],
+        ['checkpoint', '--task', 'T', '--verbose'],
+        ['checkpoint', '--task', 'T', '-w', path.join(t.dir, 'missing')],
+        ['checkpoint', '--task', 'T', '-w', 'ws_0123456789abcdef'],
+        ['checkpoints', '--task', 'T'],
+      ]) {
+        assert.equal(parseCheckpointArgs(argv, t.dir), null, argv.join(' '));
+      }
+    } finally {
+      t.cleanup();
+    }
+  });
+});
+
 describe('tree watcher', () => {
+  it('vouches only for a list that holds what was written just before the call (the cookie), round after round', async () => {
+    const t = tmpDir('wp-watch-sync-');
+    try {
+      tree(t.dir, 3, 3);
+      const w = new TreeWatcher({ roots: [{ name: 'w', dir: t.dir }], storeDir: path.join(t.dir, '.waypoint'), log: new Logger(() => undefined) });
+      w.start();
+      const first = await w.begin(null);
+      first.done({ manifestRef: 'm0', files: 9, filesChanged: 9, bytes: 1 });
+      for (let round = 1; round <= 50; round++) {
+        // Written and asked about in the same turn of the event loop: no inotify event has been read yet.
+        const f = path.join(t.dir, `d${round % 3}`, `f${round % 3}.txt`);
+        fs.writeFileSync(f, `round ${round}`);
+        const made = path.join(t.dir, `new${round}`);
+        fs.mkdirSync(made);
+        const ticket = await w.begin({ manifestRef: `m${round - 1}` } as Parameters<TreeWatcher['begin']>[0]);
+        assert.ok(ticket.dirty, `round ${round}: a list is vouched for`);
+        assert.ok(ticket.dirty.includes(f), `round ${round}: the file written just before is listed: ${JSON.stringify(ticket.dirty)}`);
+        assert.ok(ticket.dirty.includes(made), `round ${round}: the folder made just before is listed`);
+        ticket.done({ manifestRef: `m${round}`, files: 9, filesChanged: 2, bytes: 1 });
+      }
+      // The cookies went with their events: the store holds none.
+      assert.deepEqual(fs.readdirSync(path.join(t.dir, '.waypoint', WATCH_COOKIE_DIR)), []);
+      w.close();
+    } finally {
+      t.cleanup();
+    }
+  });
+
   it('names what changed since the checkpoint it vouches for, and falls back to scanning past its cap, saying so once', async () => {
     const t = tmpDir('wp-watch-');
     try {
@@ -251,7 +396,7 @@ describe('tree watcher', () => {
       w.start();
       assert.deepEqual(w.state, { kind: 'watching', dirs: 4 });
       // No checkpoint made while watching yet: nothing is vouched for.
-      const first = w.begin(null);
+      const first = await w.begin(null);
       assert.equal(first.dirty, null);
       first.done({ manifestRef: 'm1', files: 9, filesChanged: 9, bytes: 1 });
       fs.writeFileSync(path.join(t.dir, 'd0', 'f0.txt'), 'changed');
@@ -260,18 +405,18 @@ describe('tree watcher', () => {
       fs.writeFileSync(path.join(t.dir, 'd9', 'n.txt'), 'new');
       await new Promise((r) => setTimeout(r, 200));
       const meta = { manifestRef: 'm1' } as Parameters<TreeWatcher['begin']>[0];
-      const second = w.begin(meta);
+      const second = await w.begin(meta);
       assert.deepEqual([...(second.dirty ?? [])].sort(), [path.join(t.dir, 'd0', 'f0.txt'), path.join(t.dir, 'd9'), path.join(t.dir, 'd9', 'n.txt')].sort());
       second.done(null);
       // A failed capture keeps its paths; a previous this watcher did not make gets none.
-      const third = w.begin({ manifestRef: 'other' } as typeof meta);
+      const third = await w.begin({ manifestRef: 'other' } as typeof meta);
       assert.equal(third.dirty, null);
       third.done({ manifestRef: 'm2', files: 1, filesChanged: 1, bytes: 1 });
       w.close();
       const capped = new TreeWatcher({ roots: [{ name: 'w', dir: t.dir }], storeDir: path.join(t.dir, '.waypoint'), log, maxDirs: 2 });
       capped.start();
       assert.equal(capped.state.kind, 'scanning');
-      assert.equal(capped.begin(null).dirty, null);
+      assert.equal((await capped.begin(null)).dirty, null);
       assert.equal(warnings.length, 1, warnings.join('\n'));
       assert.match(warnings[0], /more than 2 directories to watch.*scans the whole tree/);
       capped.close();

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import fc from 'fast-check';
-import { BlobStore, ManifestStore, diffManifests, pathKeyProblem, scan, type Manifest } from '../../src/core/snapshot/index.js';
+import { BlobStore, ManifestStore, SpareCopy, diffManifests, pathKeyProblem, scan, type Manifest } from '../../src/core/snapshot/index.js';
 import { ListingCache } from '../../src/core/snapshot/scanner.js';
 import { TempDirs, ageTree, newStore, writeTree } from './snapshot.helpers.js';
 
@@ -503,6 +503,7 @@ describe('snapshot scanner', () => {
         let prevCached = prevFull;
         // As the engine does: dirty-hint checkpoints and full rescans alternate on one chain, with one listing cache.
         const mixedListings = new ListingCache(0);
+        const spare = new SpareCopy(0);
         let prevMixed = (await scan({ roots, blobs, listings: mixedListings })).manifest;
         prevMixed = (await scan({ roots, blobs, previous: prevMixed, listings: mixedListings })).manifest;
         for (const ops of rounds) {
@@ -543,7 +544,20 @@ describe('snapshot scanner', () => {
           );
           prevCached = cached;
           const incremental = (await scan({ roots, blobs, previous: prevFull })).manifest;
-          const hinted = (await scan({ roots, blobs, previous: prevDirty, dirty })).manifest;
+          // The hinted chain starts each scan from a copy made ahead (as an owner's idle time does).
+          spare.prepare(prevDirty);
+          await new Promise((r) => setTimeout(r, 2));
+          assert.ok(spare.holds(prevDirty));
+          const hintedScan = await scan({ roots, blobs, previous: prevDirty, dirty, spare });
+          const hinted = hintedScan.manifest;
+          // (Nothing dirty: the previous manifest itself is the answer, unchanged.)
+          if (dirty.length) assert.notEqual(hinted, prevDirty, 'the scan changed the copy, not the previous manifest');
+          assert.ok(hintedScan.touched, 'a hinted scan reports the keys it touched');
+          for (const k of new Set([...prevDirty.keys(), ...hinted.keys()])) if (!hintedScan.touched.has(k)) assert.equal(hinted.get(k), prevDirty.get(k), k);
+          assert.deepEqual(
+            hintedScan.changed.changes.map((c) => [c.path, c.status]),
+            diffManifests(prevDirty, hinted).map((c) => [c.path, c.status]),
+          );
           assert.deepEqual(keys(incremental), keys(fresh));
           assert.deepEqual(diffManifests(fresh, incremental), []);
           assert.deepEqual(keys(hinted), keys(fresh));
@@ -569,5 +583,34 @@ describe('snapshot scanner', () => {
       { numRuns: 40 },
     );
     assert.ok(planned > 0, 'some rescans walked directories from their plans');
+  });
+});
+
+describe('spare copy of the last manifest', () => {
+  it('hands out the copy made ahead only for the very map it was made of, once; otherwise copies on the spot', async () => {
+    const a: Manifest = new Map([['x', { type: 'file', hash: 'a'.repeat(64), size: 1, mode: 0o644, mtimeMs: 1, ino: 1 }]]);
+    const b: Manifest = new Map(a);
+    const spare = new SpareCopy(0);
+    const cold = spare.take(a);
+    assert.notEqual(cold, a);
+    assert.deepEqual([...cold], [...a]);
+    spare.prepare(a);
+    assert.equal(spare.holds(a), false, 'made later, not on the caller’s time');
+    await new Promise((r) => setTimeout(r, 5));
+    assert.equal(spare.holds(a), true);
+    assert.equal(spare.holds(b), false);
+    const other = spare.take(b);
+    assert.notEqual(other, b);
+    assert.equal(spare.holds(a), false, 'a take for another map drops the copy');
+    spare.prepare(a);
+    await new Promise((r) => setTimeout(r, 5));
+    const ready = spare.take(a);
+    ready.delete('x');
+    assert.equal(a.size, 1, 'the copy is the caller’s to change');
+    assert.equal(spare.take(a).size, 1, 'taken once: the next take copies again');
+    spare.prepare(a);
+    spare.clear();
+    await new Promise((r) => setTimeout(r, 5));
+    assert.equal(spare.holds(a), false, 'cleared before it was made: never made');
   });
 });

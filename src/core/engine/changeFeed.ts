@@ -12,9 +12,10 @@ export interface ChangeFeed {
   /**
    * The paths changed since `previous` was captured, or null (scan everything). The
    * capture then calls `done` once: with its result when it succeeded, with null when
-   * it failed (the feed keeps those paths for the next one).
+   * it failed (the feed keeps those paths for the next one). Asynchronous: a feed first
+   * catches up with the file system (what was written before the call is in the list).
    */
-  begin(previous: CheckpointMeta | null): ChangeFeedTicket;
+  begin(previous: CheckpointMeta | null): Promise<ChangeFeedTicket>;
 }
 
 export interface ChangeFeedTicket {

@@ -7,30 +7,16 @@
  */
 import type { CheckpointKind, CheckpointMeta, Task } from '../model/schema';
 import { WaypointError } from '../model/errors';
-import { plural } from '../model/plural';
 import type { Logger } from '../log';
 import type { NewEvent } from '../store/eventLog';
 import { newId } from './ids';
 import type { Queries } from '../store/queries';
-import { MAX_NOT_CAPTURED_LISTED, type NotCaptured, type Snapshotter } from './snapshotter';
+import { MAX_NOT_CAPTURED_LISTED, type Snapshotter } from './snapshotter';
+import { notCapturedLine, type NotCapturedReport } from './notCaptured';
 import type { ChangeFeed } from './changeFeed';
 
 
-/** Added to a result whose checkpoint did not capture everything (see NotCaptured); absent otherwise. */
-export interface NotCapturedReport {
-  /** The first MAX_NOT_CAPTURED_LISTED of them, by path. */
-  notCaptured?: NotCaptured[];
-  notCapturedCount?: number;
-}
-
-/** One line for a log or a terminal: the checkpoint and what it did not capture, the first few by name. */
-export function notCapturedLine(checkpointId: string, r: NotCapturedReport): string {
-  const list = r.notCaptured ?? [];
-  const n = r.notCapturedCount ?? list.length;
-  const shown = list.slice(0, 10).map((x) => `${JSON.stringify(x.path)} (${x.reason === 'unreadable' ? x.code : x.reason})`);
-  const more = n > shown.length ? ` and ${n - shown.length} more` : '';
-  return `warning: checkpoint ${checkpointId} did not capture ${plural(n, 'path')}: ${shown.join(', ')}${more}. No rollback to it deletes or changes them; make them readable (or raise the size or open-file limit) and take a new checkpoint to capture them.`;
-}
+export { notCapturedLine, type NotCapturedReport } from './notCaptured';
 
 export class CheckpointCapture {
   constructor(
@@ -59,7 +45,7 @@ export class CheckpointCapture {
     const base = parent?.damaged ? { ...parent, manifestRef: null } : parent;
     let cap: Awaited<ReturnType<Snapshotter['capture']>>;
     // Asked without a dirty list: a watcher that has followed the tree since `previous` names what changed.
-    const ticket = dirty === undefined && this.feed ? this.feed.begin(previous) : null;
+    const ticket = dirty === undefined && this.feed ? await this.feed.begin(previous) : null;
     try {
       cap = await this.snapshotter.capture({ taskId: task?.id ?? null, kind, parent: base, previous, dirty: dirty ?? ticket?.dirty ?? undefined });
       ticket?.done(cap);

@@ -7,6 +7,7 @@ import {
   BlobStore,
   ManifestStore,
   ListingCache,
+  SpareCopy,
   UnsafePathError,
   applyRestore,
   checkRestorePaths,
@@ -74,6 +75,8 @@ export class WorkspaceSnapshots implements Snapshotter {
   readonly roots: SnapshotRoot[];
   /** Directory listings kept between this workspace's scans: a full rescan lists only directories that changed. */
   private readonly listings = new ListingCache();
+  /** The next scan's copy of the last captured manifest, made while the owner waits (see SpareCopy). */
+  private readonly spare = new SpareCopy();
   /** The background compaction running, if any, and whether another pass was asked for meanwhile. */
   private compacting: Promise<void> | null = null;
   private compactAgain = false;
@@ -162,6 +165,7 @@ export class WorkspaceSnapshots implements Snapshotter {
       dirty: prev && dirty ? [...dirty] : undefined,
       blobs: this.blobs,
       listings: this.listings,
+      spare: this.spare,
       ...extra,
     });
     return { r, prev };
@@ -200,6 +204,8 @@ export class WorkspaceSnapshots implements Snapshotter {
     const verifiedAtMs = prev && req.dirty ? Math.min(prev.verifiedAtMs, r.startedAtMs) : r.startedAtMs;
     this.remember(ref, verifiedAtMs);
     this.unwrittenCache = { ref, manifest: r.manifest, verifiedAtMs };
+    // The store adopted it (nobody changes it now): the next scan starts from it.
+    this.spare.prepare(r.manifest);
     if (bulk) this.compactSoon();
     let filesChanged: number;
     if (parentRef === (req.previous?.manifestRef ?? null)) {
@@ -460,6 +466,7 @@ export class WorkspaceSnapshots implements Snapshotter {
 
   /** Waits for background work on the store (compaction) to end, and leaves the scan cache for the next process. */
   async close(): Promise<void> {
+    this.spare.clear();
     await this.whenCompacted();
     const last = this.unwrittenCache;
     this.unwrittenCache = null;

@@ -51,6 +51,7 @@ export {
   type ChangeSummary,
   type ManifestStoreOptions,
 } from './manifest.js';
+export { SpareCopy } from './scan/spareCopy.js';
 export { scan, ListingCache, DEFAULT_MAX_FILE_BYTES, type ScanOptions, type ScanHooks, type ScanResult, type ScanProblem } from './scanner.js';
 export { WorkspaceDirs, writesThroughDescriptors, type WsDir } from './workspaceDirs.js';
 export { lineCounts, isBinary, diffCheckpoint, type LineCounts, type FileChangeWithLines } from './diff.js';

@@ -48,6 +48,10 @@ class Scan {
     this.baseRules = opts.listings ? opts.listings.rootRules(opts.excludes) : IgnoreRules.root(opts.excludes);
   }
 
+  private copyOf(previous: Manifest): Manifest {
+    return this.opts.spare ? this.opts.spare.take(previous) : new Map(previous);
+  }
+
   /** Walks every root. Returns the keys that may have changed after a rescan on the stat workers, else null (the manifest was built afresh). */
   async full(): Promise<Set<string> | null> {
     const { roots, listings, previous } = this.opts;
@@ -56,8 +60,8 @@ class Scan {
     // Test hooks run per entry on this thread, in walk order: no stat workers with them.
     if (listings && PROC_FD && previous && !this.opts.hooks && previous.size >= listings.statWorkersFrom) {
       rec.rescan = new StatRescan(listings.statPool());
-      // Copying the Map whole is several times faster than re-inserting 10k+ entries one by one.
-      rec.manifest = new Map(previous);
+      // Copying the Map whole is several times faster than re-inserting 10k+ entries one by one (and a spare one is already made).
+      rec.manifest = this.copyOf(previous);
     }
     for (const root of roots) await this.walk.dir(new DirContext(root, keyPrefixFor(roots, root), '', this.baseRules));
     await rec.work.drain();
@@ -87,9 +91,11 @@ class Scan {
       rec.manifest = previous;
       return new Set();
     }
-    // Copying the Map whole is several times faster than re-inserting 10k+ entries one by one.
-    rec.manifest = new Map(previous);
+    // Copying the Map whole is several times faster than re-inserting 10k+ entries one by one (and a spare one is already made).
+    rec.manifest = this.copyOf(previous);
     const touched = new Set<string>();
+    // Every key this scan records may have changed (a directory target's walk records what is under it now).
+    rec.recorded = touched;
     let dirPrefixes: Set<string> | null = null;
     const removeSubtree = (key: string) => {
       // A file or symlink key cannot also be a directory in the same manifest.
@@ -127,10 +133,8 @@ class Scan {
         }
         if (!st || ignored) return;
         if (isDir) {
-          const before = new Set(rec.manifest.keys());
           await this.walk.dir(new DirContext(root, prefix, rel, rel === '' ? this.baseRules : rules!));
           await rec.work.drain();
-          for (const k of rec.manifest.keys()) if (!before.has(k)) touched.add(k);
         } else {
           const problem = pathKeyProblem(key);
           if (problem) {

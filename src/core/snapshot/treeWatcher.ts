@@ -36,12 +36,16 @@ export interface TreeWatcherOptions {
   maxPending?: number;
   /**
    * Whether checkpoints get the list (else they scan everything, and the watcher only
-   * counts). Off by default for now: a dirty-hint scan in a long-lived process has stored
-   * a just-written file's content under another file's name (seen on 51,000 files), and
-   * until that is found a full scan is the safe answer.
+   * counts). Default true.
    */
   hints?: boolean;
+  /** How long a checkpoint waits for the watcher to catch up with the file system (its cookie) before scanning everything instead. */
+  syncTimeoutMs?: number;
 }
+
+/** Where the watcher drops its cookies: in the store, so the workspace never sees them. */
+export const WATCH_COOKIE_DIR = 'watch-cookies';
+const DEFAULT_SYNC_TIMEOUT_MS = 2_000;
 
 export const DEFAULT_WATCH_MAX_DIRS = 20_000;
 export const DEFAULT_WATCH_MAX_PENDING = 20_000;
@@ -62,11 +66,18 @@ export class TreeWatcher implements ChangeFeed {
   private readonly storeDir: string;
   /** Changes seen since the watcher started (for status). */
   changesSeen = 0;
+  /** Checkpoints that looked only at the list this watcher vouched for (for status). */
+  hintedCheckpoints = 0;
+  private cookieWatch: fs.FSWatcher | null = null;
+  private readonly cookieDir: string;
+  private cookieCount = 0;
+  private readonly cookieWaiters = new Map<string, () => void>();
 
   constructor(private readonly o: TreeWatcherOptions) {
     this.maxDirs = o.maxDirs ?? DEFAULT_WATCH_MAX_DIRS;
     this.maxPending = o.maxPending ?? DEFAULT_WATCH_MAX_PENDING;
     this.storeDir = path.resolve(o.storeDir);
+    this.cookieDir = path.join(this.storeDir, WATCH_COOKIE_DIR);
   }
 
   get state(): WatchState {
@@ -81,6 +92,7 @@ export class TreeWatcher implements ChangeFeed {
   start(): void {
     if (this.stateNow.kind !== 'starting') return;
     try {
+      this.watchCookies();
       for (const root of this.o.roots) {
         const base = IgnoreRules.root(this.o.excludes ? [...this.o.excludes] : undefined);
         this.watchTree(root, path.resolve(root.dir), '', base);
@@ -92,12 +104,27 @@ export class TreeWatcher implements ChangeFeed {
     if (this.stateNow.kind === 'starting') this.stateNow = { kind: 'watching', dirs: this.watchers.size };
   }
 
-  begin(previous: CheckpointMeta | null): ChangeFeedTicket {
+  /**
+   * What changed since `previous`. A list is vouched for only once the watcher has
+   * caught up with the file system: a file written just before this call may still be
+   * an unread inotify event. So it drops a cookie (a file in its cookie folder, watched
+   * on the same inotify descriptor as the tree, as watchman does) and waits for the
+   * cookie's own event: the kernel queues events in order and libuv delivers them in
+   * order, so every change made before the cookie has been noted by then.
+   */
+  async begin(previous: CheckpointMeta | null): Promise<ChangeFeedTicket> {
     const none: ChangeFeedTicket = { dirty: null, done: () => undefined };
     // A capture already under way (the engine serializes them, but be safe): no claim on this one.
     if (this.stateNow.kind !== 'watching' || this.inFlight) return none;
     this.inFlight = true;
-    const vouched = this.o.hints === true && this.lastRef !== undefined && !this.overflow && previous !== null && previous.manifestRef === this.lastRef;
+    const candidate = this.o.hints !== false && this.lastRef !== undefined && previous !== null && previous.manifestRef === this.lastRef;
+    const synced = candidate ? await this.sync() : false;
+    // Closed or fallen back while waiting: nothing here vouches for anything any more.
+    if (this.stateNow.kind !== 'watching') {
+      this.inFlight = false;
+      return none;
+    }
+    const vouched = candidate && synced && !this.overflow;
     const taken = this.pending;
     this.pending = new Set();
     this.overflow = false;
@@ -107,6 +134,7 @@ export class TreeWatcher implements ChangeFeed {
         this.inFlight = false;
         if (result) {
           this.lastRef = result.manifestRef;
+          if (vouched) this.hintedCheckpoints++;
           return;
         }
         // Failed: what it was to look at is still to be looked at.
@@ -116,7 +144,44 @@ export class TreeWatcher implements ChangeFeed {
     };
   }
 
+  /** Drops a cookie and waits for its event (true), or gives up after the timeout (false: the caller scans everything). */
+  private async sync(): Promise<boolean> {
+    if (!this.cookieWatch) return false;
+    const name = `${process.pid}-${++this.cookieCount}`;
+    const file = path.join(this.cookieDir, name);
+    let timer: NodeJS.Timeout | undefined;
+    const seen = new Promise<boolean>((resolve) => {
+      this.cookieWaiters.set(name, () => resolve(true));
+      timer = setTimeout(() => resolve(false), this.o.syncTimeoutMs ?? DEFAULT_SYNC_TIMEOUT_MS);
+    });
+    try {
+      fs.writeFileSync(file, '', { mode: 0o600 });
+      const ok = await seen;
+      if (!ok) this.o.log.warn(`the file watcher did not catch up within ${this.o.syncTimeoutMs ?? DEFAULT_SYNC_TIMEOUT_MS} ms; this checkpoint scans the whole tree`);
+      return ok;
+    } catch (e) {
+      this.o.log.warn(`could not drop a watch cookie (${(e as Error).message}); this checkpoint scans the whole tree`);
+      return false;
+    } finally {
+      clearTimeout(timer);
+      this.cookieWaiters.delete(name);
+      fs.rmSync(file, { force: true });
+    }
+  }
+
+  private watchCookies(): void {
+    fs.mkdirSync(this.cookieDir, { recursive: true, mode: 0o700 });
+    // Cookies a crashed watcher left behind.
+    for (const old of fs.readdirSync(this.cookieDir)) fs.rmSync(path.join(this.cookieDir, old), { force: true });
+    const w = fs.watch(this.cookieDir, { persistent: false }, (_type, name) => {
+      if (name !== null) this.cookieWaiters.get(String(name))?.();
+    });
+    w.on('error', (e) => this.fallBack(e));
+    this.cookieWatch = w;
+  }
+
   close(): void {
+    this.closeCookies();
     for (const w of this.watchers.values()) w.close();
     this.watchers.clear();
     this.ruleOf.clear();
@@ -238,6 +303,12 @@ export class TreeWatcher implements ChangeFeed {
     }
   }
 
+  private closeCookies(): void {
+    this.cookieWatch?.close();
+    this.cookieWatch = null;
+    for (const wake of this.cookieWaiters.values()) wake();
+  }
+
   private fallBack(e: unknown): void {
     if (this.stateNow.kind === 'scanning' || this.stateNow.kind === 'closed') return;
     const err = e as NodeJS.ErrnoException;
@@ -247,6 +318,7 @@ export class TreeWatcher implements ChangeFeed {
         : err.code === 'EMFILE'
           ? 'the process ran out of file descriptors for watches'
           : (err.message ?? String(e));
+    this.closeCookies();
     for (const w of this.watchers.values()) w.close();
     this.watchers.clear();
     this.ruleOf.clear();

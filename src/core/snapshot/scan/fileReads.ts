@@ -60,7 +60,7 @@ export class FileReads {
     if (st.isSymbolicLink()) {
       try {
         const target = fss.readlinkSync(io);
-        rec.manifest.set(key, { type: 'symlink', target, mtimeMs: st.mtimeMs, ino: st.ino });
+        rec.set(key, { type: 'symlink', target, mtimeMs: st.mtimeMs, ino: st.ino });
       } catch (err) {
         rec.notCaptured(key, errInfo(err, io, abs));
       }
@@ -77,7 +77,7 @@ export class FileReads {
     }
     if (rec.statVouches(prev, st)) {
       const mode: 0o755 | 0o644 = st.mode & 0o111 ? 0o755 : 0o644;
-      rec.manifest.set(key, prev.mode === mode ? prev : { ...prev, mode });
+      rec.set(key, prev.mode === mode ? prev : { ...prev, mode });
       return true;
     }
     return false;

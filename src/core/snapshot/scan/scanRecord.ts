@@ -28,6 +28,8 @@ export function ctimeBefore(ctimeMs: number, beforeMs: number | undefined): bool
 
 export class ScanRecord {
   manifest: Manifest = new Map();
+  /** When set, every key recorded into the manifest is added here (an incremental scan's touched keys). */
+  recorded: Set<string> | null = null;
   readonly skipped: ScanResult['skipped'] = [];
   readonly unreadable: ScanProblem[] = [];
   readonly counts: ScanCounts = { filesSeen: 0, filesHashed: 0, bytesHashed: 0, bytesStoredNew: 0, filesReadOnWorkers: 0, dirsListed: 0, dirsFromCache: 0, dirsPlanned: 0 };
@@ -45,6 +47,12 @@ export class ScanRecord {
   constructor(readonly opts: ScanOptions) {
     for (const r of opts.roots) this.realRoots.set(r.dir, fss.realpathSync.native(r.dir));
     this.maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
+  }
+
+  /** Records `key` in the manifest this scan builds. */
+  set(key: string, entry: ManifestEntry): void {
+    this.manifest.set(key, entry);
+    this.recorded?.add(key);
   }
 
   realRoot(root: SnapshotRoot): string {
@@ -81,7 +89,7 @@ export class ScanRecord {
     if (GONE.has(info.code)) return;
     const code = /^E[A-Z0-9_]{1,31}$/.test(info.code) ? info.code : 'EUNKNOWN';
     const entry: UncapturedEntry = dir ? { type: 'uncaptured', code, dir: true } : { type: 'uncaptured', code };
-    this.manifest.set(key, entry);
+    this.set(key, entry);
     const rescan = this.rescan;
     if (!rescan) return;
     rescan.touched.add(key);
@@ -96,7 +104,7 @@ export class ScanRecord {
 
   /** Records a file over the size limit: its size and mtime, no content. */
   recordSkipped(key: string, size: number, mtimeMs: number): void {
-    this.manifest.set(key, { type: 'skipped', size, mtimeMs, reason: 'too_large' });
+    this.set(key, { type: 'skipped', size, mtimeMs, reason: 'too_large' });
     this.skipped.push({ path: key, size, reason: 'too_large' });
   }
 
@@ -119,7 +127,7 @@ export class ScanRecord {
     }
     const entry: FileEntry = { type: 'file', hash: put.hash, size: length, mode: exec ? 0o755 : 0o644, mtimeMs, ino };
     if (this.isRacy(mtimeMs)) entry.racy = true;
-    this.manifest.set(key, entry);
+    this.set(key, entry);
     return entry;
   }
 }

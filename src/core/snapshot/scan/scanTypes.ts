@@ -3,11 +3,14 @@ import type { BlobStore } from '../blobStore.js';
 import type { ChangeSummary, Manifest } from '../manifest.js';
 import type { SnapshotRoot } from '../paths.js';
 import type { ListingCache } from './listingCache.js';
+import type { SpareCopy } from './spareCopy.js';
 
 export interface ScanOptions {
   roots: SnapshotRoot[];
   /** Listings to reuse and refresh (see ListingCache); Linux only, where directories are read through /proc. */
   listings?: ListingCache;
+  /** Where a copy of `previous` made ahead of time is taken from (see SpareCopy); without it the scan copies `previous` itself. */
+  spare?: SpareCopy;
   /** Gitignore-style patterns relative to each root; they cannot be negated by a .gitignore. */
   excludes?: string[];
   maxFileBytes?: number;
