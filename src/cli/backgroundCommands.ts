@@ -59,7 +59,7 @@ export const BACKGROUND_COMMANDS: Record<string, Command> = {
       const watch = st.watch.kind === 'watching' ? `watching ${st.watch.dirs} directories (${st.watch.pending} paths changed since the last checkpoint; ${st.watch.hinted ?? 0} checkpoints looked only at what it saw change)` : st.watch.kind === 'scanning' ? `not watching (${st.watch.reason}): every checkpoint scans the tree` : st.watch.kind;
       c.out(
         [
-          `Background owner of ${storeDir}: pid ${st.pid}, ${mb(st.rssBytes)} resident (leaves past ${mb(st.maxRssBytes)}), idle ${secs(st.idleMs)} of ${secs(st.idleLimitMs)}, ${st.calls} calls since ${new Date(st.startedAt).toISOString()}${events === null ? '' : `, ${events} events`}.`,
+          `Background owner of ${storeDir}: pid ${st.pid}, ${mb(st.rssBytes)} resident (leaves if it stays past ${mb(st.maxRssBytes)} between calls), idle ${secs(st.idleMs)} of ${secs(st.idleLimitMs)}, ${st.calls} calls since ${new Date(st.startedAt).toISOString()}${events === null ? '' : `, ${events} events`}.`,
           `It is ${watch}. Serving ${s.discovery.url}.`,
         ].join('\n'),
         { owner: { pid: s.lock.pid, ownerId: s.lock.ownerId, kind: s.kind, background: true }, store: storeDir, background, status: st },
@@ -75,11 +75,13 @@ export const BACKGROUND_COMMANDS: Record<string, Command> = {
       const idleMs = Number(process.env.WAYPOINT_BACKGROUND_IDLE_MS) || 5 * 60_000;
       const maxMb = Number(process.env.WAYPOINT_DAEMON_MAX_RSS_MB);
       const maxRssBytes = Number.isFinite(maxMb) && maxMb > 0 ? maxMb * 2 ** 20 : DEFAULT_BACKGROUND_MAX_RSS_BYTES;
+      const graceS = Number(process.env.WAYPOINT_DAEMON_MEMORY_GRACE_SECONDS);
+      const memoryGraceMs = Number.isFinite(graceS) && graceS >= 0 && process.env.WAYPOINT_DAEMON_MEMORY_GRACE_SECONDS !== '' ? graceS * 1000 : undefined;
       // Its stderr is .waypoint/background-owner.log: every line with its time.
       const log = new Logger((level, line) => {
         if (level !== 'debug' || c.values.verbose === true) process.stderr.write(`${new Date().toISOString()} ${level} ${displayText(line, { multiline: true })}\n`);
       });
-      const why = await runBackgroundOwner({ workspace: c.workspace, log, idleMs, maxRssBytes });
+      const why = await runBackgroundOwner({ workspace: c.workspace, log, idleMs, maxRssBytes, memoryGraceMs });
       c.out(`background owner stopped: ${why}`, { stopped: why });
     },
   },

@@ -47,7 +47,17 @@ export interface BackgroundOwnerOptions {
   maxRssBytes: number;
   /** How often idleness and memory are looked at. */
   checkMs?: number;
+  /**
+   * How long the resident size may stay past `maxRssBytes`, between calls, before the
+   * owner leaves. A first checkpoint of a large tree peaks well above where the owner
+   * settles (200,000 files: past 512 MB during the capture, ~270 MB a minute later, once
+   * its stat workers have ended and the collector has run); leaving at the peak would make
+   * every call start a fresh owner that peaks again.
+   */
+  memoryGraceMs?: number;
 }
+
+export const DEFAULT_BACKGROUND_MEMORY_GRACE_MS = 90_000;
 
 export const DEFAULT_BACKGROUND_MAX_RSS_BYTES = 512 * 1024 * 1024;
 
@@ -129,11 +139,15 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
     const w = watcher.state;
     log.info(`serving ${at.workspace} at ${endpoint.http.url} (pid ${process.pid}; ${w.kind === 'watching' ? `watching ${w.dirs} directories` : w.kind === 'scanning' ? `scanning: ${w.reason}` : w.kind}; leaves after ${Math.round(o.idleMs / 1000)} s idle)`);
     const lost = engine.eventLog.onDidLoseOwnership(() => stop('lost'));
+    let overSince: number | null = null;
+    const grace = o.memoryGraceMs ?? DEFAULT_BACKGROUND_MEMORY_GRACE_MS;
     const check = setInterval(
       () => {
         if (inFlight > 0) return;
-        if (Date.now() - lastCall >= o.idleMs) stop('idle');
-        else if (process.memoryUsage.rss() > o.maxRssBytes) stop('memory');
+        if (Date.now() - lastCall >= o.idleMs) return stop('idle');
+        if (process.memoryUsage.rss() <= o.maxRssBytes) overSince = null;
+        else if (overSince === null) overSince = Date.now();
+        else if (Date.now() - overSince >= grace) stop('memory');
       },
       o.checkMs ?? Math.max(100, Math.min(5_000, Math.floor(o.idleMs / 4))),
     );
@@ -149,7 +163,7 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
       why === 'idle'
         ? `no call for ${Math.round(o.idleMs / 1000)} s: leaving`
         : why === 'memory'
-          ? `resident memory past ${Math.round(o.maxRssBytes / 2 ** 20)} MB: leaving (the next call starts a fresh owner)`
+          ? `resident memory past ${Math.round(o.maxRssBytes / 2 ** 20)} MB for ${Math.round(grace / 1000)} s between calls: leaving (the next call starts a fresh owner)`
           : why === 'lost'
             ? 'replaced as the owner: leaving'
             : why === 'signal'

@@ -28,6 +28,8 @@ const BENCHES: Bench[] = [
   // The same tree with the background owner a first call starts: first call, later calls, git.
   { name: 'background', load: async () => require('./background.bench') },
   { name: 'vscode', load: async () => require('./vscode.bench') },
+  // 200,000 files (100,000 in one folder) with a background owner; minutes of set-up: `--only=large`.
+  { name: 'large', optIn: true, load: async () => require('./large.bench') },
   // Needs PostgreSQL installed (it starts a throwaway cluster): `npm run bench -- --only=postgres`.
   { name: 'postgres', optIn: true, load: async () => require('./postgres.bench') },
   // The checkpoint with and without the team store's object upload (PostgreSQL too): `--only=pg-upload`.

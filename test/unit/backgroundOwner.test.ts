@@ -162,6 +162,22 @@ describe('background owner (real processes)', function () {
     assert.match(fs.readFileSync(path.join(ws, '.waypoint', LOG_FILE), 'utf8'), /no call for 1 s: leaving/);
   });
 
+  it('past its memory bound it keeps serving through a grace period, then leaves between calls, saying why', async () => {
+    const ws = workspace();
+    // A 1 MB bound: always past it. A peak right after a call is no reason to leave at once.
+    const env = { WAYPOINT_DAEMON_MAX_RSS_MB: '1', WAYPOINT_DAEMON_MEMORY_GRACE_SECONDS: '4', WAYPOINT_DAEMON_IDLE_SECONDS: '60' };
+    const first = await json<{ relayed: boolean; pid: number }>(cli(['init', '--json', '-w', ws], env));
+    assert.equal(first.relayed, true);
+    pids.push(first.pid);
+    await new Promise((r) => setTimeout(r, 1500));
+    const again = await json<{ relayed: boolean; pid: number }>(cli(['init', '--json', '-w', ws], env));
+    assert.equal(again.pid, first.pid, 'the same owner still answers within the grace period');
+    const deadline = Date.now() + 30_000;
+    while (isAlive(first.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    assert.equal(isAlive(first.pid), false, 'it left once the grace period passed with no call');
+    assert.match(fs.readFileSync(path.join(ws, '.waypoint', LOG_FILE), 'utf8'), /resident memory past 1 MB for 4 s between calls: leaving/);
+  });
+
   it('WAYPOINT_NO_DAEMON=1 starts none', async () => {
     const ws = workspace();
     const r = await json<{ relayed: boolean; pid: number }>(cli(['init', '--json', '-w', ws], { WAYPOINT_NO_DAEMON: '1' }));
