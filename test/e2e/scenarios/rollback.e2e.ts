@@ -68,6 +68,9 @@ describe('rollback from the tree', () => {
     await rows.filter({ hasText: 'Tidy app.js' }).first().click();
     const cpRow = rows.filter({ hasText: 'Start of task' }).first();
     await cpRow.waitFor({ timeout: 15_000 });
+    // The task row's tooltip (shown under the pointer after the click) can lie over the checkpoint row: away with it first.
+    await page.mouse.move(0, 0);
+    await page.keyboard.press('Escape');
     await cpRow.hover();
     await cpRow.locator('.action-label[aria-label="Roll Back to Checkpoint"]').click();
     const ask = page.locator('.quick-input-widget', { hasText: 'you edited' });
