@@ -80,6 +80,8 @@ export class WorkspaceSnapshots implements Snapshotter {
   /** The background compaction running, if any, and whether another pass was asked for meanwhile. */
   private compacting: Promise<void> | null = null;
   private compactAgain = false;
+  /** The last bulk capture's map: compaction orders the objects by their paths' names (see CompactOptions.nameOf). */
+  private compactNames: Manifest | null = null;
   /** This workspace's mark on its scan cache (see scan/scanCache.ts): another workspace's cache is never used. */
   private readonly cacheIdentity: string;
   /** The last capture's manifest (durable in the store), for the scan cache written at close. */
@@ -206,7 +208,7 @@ export class WorkspaceSnapshots implements Snapshotter {
     this.unwrittenCache = { ref, manifest: r.manifest, verifiedAtMs };
     // The store adopted it (nobody changes it now): the next scan starts from it.
     this.spare.prepare(r.manifest);
-    if (bulk) this.compactSoon();
+    if (bulk) this.compactSoon(r.manifest);
     let filesChanged: number;
     if (parentRef === (req.previous?.manifestRef ?? null)) {
       filesChanged = r.changed.changes.length;
@@ -437,7 +439,8 @@ export class WorkspaceSnapshots implements Snapshotter {
    * BlobStore.compact): on worker threads, one pass at a time, again if asked while
    * one runs. Failures are logged; the raw packs stay valid and are retried next time.
    */
-  compactSoon(): void {
+  compactSoon(names?: Manifest): void {
+    if (names) this.compactNames = names;
     if (this.compacting) {
       this.compactAgain = true;
       return;
@@ -446,7 +449,9 @@ export class WorkspaceSnapshots implements Snapshotter {
       do {
         this.compactAgain = false;
         const t0 = performance.now();
-        const r = await this.blobs.compact();
+        const names = this.compactNames;
+        this.compactNames = null;
+        const r = await this.blobs.compact({ nameOf: nameLookup(names) });
         if (r.packs) {
           const mb = (n: number) => (n / 1048576).toFixed(1);
           this.opts.log?.info(`[snapshot] compressed ${plural(r.objects, 'object')} stored raw by a bulk checkpoint: ${mb(r.bytesBefore)} MB -> ${mb(r.bytesAfter)} MB in ${(performance.now() - t0).toFixed(0)} ms`);
@@ -561,3 +566,15 @@ export function scopeToRoots(roots: readonly SnapshotRoot[], current: Manifest, 
   return { current: c, target: t, kept };
 }
 
+/** A path for each file's content in `manifest` (built once, when compaction first asks). */
+function nameLookup(manifest: Manifest | null): ((hash: string) => string | undefined) | undefined {
+  if (!manifest) return undefined;
+  let byHash: Map<string, string> | null = null;
+  return (hash) => {
+    if (!byHash) {
+      byHash = new Map();
+      for (const [p, e] of manifest) if (e.type === 'file') byHash.set(e.hash, p);
+    }
+    return byHash.get(hash);
+  };
+}

@@ -3,7 +3,8 @@
  * hex of the raw content. Each object file starts with a 1-byte header saying how
  * the rest is encoded, so compression can be decided per blob:
  *   0x00 raw, 0x01 raw-deflate (written by earlier versions), 0x02 brotli,
- *   0x03 raw awaiting compaction (see compressPool.ts and `compact`).
+ *   0x03 raw awaiting compaction (see compressPool.ts and `compact`), 0x04 a delta
+ *   against another object of the same pack (written by `compact`).
  * Objects are written to a temp file in `<dir>`, renamed into place, and made
  * durable before `put` resolves. In deferred mode a batch of new objects goes into
  * one pack file instead (`<dir>/pack/`, see packFile.ts), made durable and named
@@ -14,7 +15,7 @@ import fss from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { CompressPool, DEFAULT_QUALITY, HEADER_BROTLI, HEADER_PENDING, MIN_COMPRESS_BYTES, decodeObject, encodeBody, type Encoded } from './compressPool.js';
+import { COMPACT_QUALITY, CompressPool, DEFAULT_QUALITY, HEADER_BROTLI, HEADER_DEFLATE, HEADER_DELTA, HEADER_PENDING, HEADER_RAW, MIN_COMPRESS_BYTES, applyDeltaObject, decodeObject, deltaBase, encodeBody, type Encoded } from './compressPool.js';
 import { MAX_PACK_BYTES, PACK_RE, PACK_TEMP_PREFIX, PackWriter, WorkerPack, findInRawIndex, isUncompactedPack, readPackIndex, readPackObject, readRawPackIndex, type PackEntry, type PendingPack } from './packFile.js';
 
 const HASH_RE = /^[0-9a-f]{64}$/;
@@ -23,6 +24,29 @@ const MAX_SIZED_DECODE = 64 * 1024 * 1024;
 const TEMP_PREFIX = 'tmp-';
 /** Compaction keeps at most this many bytes on the compression workers at once. */
 const COMPACT_INFLIGHT_BYTES = 8 * 1024 * 1024;
+/** Compaction sends a stream's objects to its worker this many bytes at a time. */
+const COMPACT_MESSAGE_BYTES = 512 * 1024;
+/** Bytes of decoded delta bases a batch reader keeps (oldest dropped first). */
+const BATCH_BASE_BYTES = 8 * 1024 * 1024;
+
+/** A batch reader's decoded delta bases, oldest first. */
+interface DecodedBases {
+  map: Map<string, Buffer>;
+  bytes: number;
+}
+/** A delta chain longer than this is damage (compaction writes at most MAX_DELTA_DEPTH, a rewrite may add a few): reading stops. */
+const MAX_READ_DEPTH = 64;
+
+export interface CompactOptions {
+  /**
+   * A path for a blob, where the caller knows one (the checkpoint that stored it):
+   * objects are tried as deltas against others in order of their names, as git's
+   * pack-objects does (same file names in different folders, copies of one
+   * library, .cjs beside .mjs). Without names they are ordered by size only, which
+   * finds far fewer similar pairs.
+   */
+  nameOf?: (hash: string) => string | undefined;
+}
 
 /** What one `compact()` did. */
 export interface CompactResult {
@@ -487,17 +511,21 @@ export class BlobStore {
    */
   batchReader(): BlobReader {
     const fds = new Map<string, number>();
+    const bases: DecodedBases = { map: new Map(), bytes: 0 };
     return {
-      get: (hash, size) => this.decode(hash, this.readRaw(hash, fds), size),
+      get: (hash, size) => this.decode(hash, this.readRaw(hash, fds), size, fds, 0, bases),
       close: () => {
         for (const fd of fds.values()) fss.closeSync(fd);
         fds.clear();
+        bases.map.clear();
+        bases.bytes = 0;
       },
     };
   }
 
-  private decode(hash: string, raw: Buffer, size?: number): Buffer {
+  private decode(hash: string, raw: Buffer, size?: number, fds?: Map<string, number>, depth = 0, bases?: DecodedBases): Buffer {
     if (raw.length === 0) throw new CorruptBlobError(hash, 'empty object file');
+    if (raw[0] === HEADER_DELTA) return this.decodeDelta(hash, raw, fds, depth, bases);
     try {
       // Known size: brotli decodes into one buffer of that size (+1, so it never has
       // to look for more room) instead of 16 KB chunks concatenated at the end. The
@@ -509,6 +537,45 @@ export class BlobStore {
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       throw new CorruptBlobError(hash, e.code === 'EBADHEADER' ? e.message : `cannot decompress (${e.message})`);
+    }
+  }
+
+  /**
+   * A delta object: its base read and decoded first (the base lives in the same pack;
+   * any copy of it is the same bytes). `bases`: a batch's decoded bases, since files
+   * restored together often share them (the same file in several folders).
+   */
+  private decodeDelta(hash: string, raw: Buffer, fds: Map<string, number> | undefined, depth: number, bases?: DecodedBases): Buffer {
+    let base: string;
+    try {
+      base = deltaBase(raw).base;
+    } catch (err) {
+      throw new CorruptBlobError(hash, (err as Error).message);
+    }
+    if (depth >= MAX_READ_DEPTH || base === hash) throw new CorruptBlobError(hash, `its delta chain is longer than ${MAX_READ_DEPTH} or loops`);
+    let baseBytes = bases?.map.get(base);
+    if (!baseBytes) {
+      try {
+        baseBytes = this.decode(base, this.readRaw(base, fds), undefined, fds, depth + 1, bases);
+      } catch (err) {
+        if (err instanceof BlobNotFoundError) throw new CorruptBlobError(hash, `the object it is a delta of (${base}) is missing`);
+        if (err instanceof CorruptBlobError && err.hash !== hash) throw new CorruptBlobError(hash, `the object it is a delta of is damaged (${err.message})`);
+        throw err;
+      }
+      if (bases && baseBytes.length <= BATCH_BASE_BYTES / 8) {
+        bases.map.set(base, baseBytes);
+        bases.bytes += baseBytes.length;
+        for (const [h, b] of bases.map) {
+          if (bases.bytes <= BATCH_BASE_BYTES) break;
+          bases.map.delete(h);
+          bases.bytes -= b.length;
+        }
+      }
+    }
+    try {
+      return applyDeltaObject(raw, baseBytes);
+    } catch (err) {
+      throw new CorruptBlobError(hash, `cannot apply its delta (${(err as Error).message})`);
     }
   }
 
@@ -599,11 +666,47 @@ export class BlobStore {
     for (const pack of packs) {
       const keep = [...this.packed.values()].filter((b) => b.pack === pack && !doomed.has(b.entry.hash));
       if (keep.length) {
-        for (const b of keep) {
-          const raw = readPackObject(pack, b.entry);
-          const writer = this.packWriter(raw.length);
-          if (raw[0] === HEADER_PENDING) writer.uncompacted = true;
-          this.pending.set(b.entry.hash, { writer, entry: writer.append(b.entry.hash, raw[0]!, raw.subarray(1)) });
+        const kept = new Set(keep.map((b) => b.entry.hash));
+        // Each object's header (and a delta's base) without reading the objects whole.
+        const fds = new Map<string, number>();
+        const heads = keep.map((b) => {
+          const head = readPackObject(pack, { ...b.entry, length: Math.min(b.entry.length, 37) }, fds);
+          return { entry: b.entry, base: head[0] === HEADER_DELTA && head.length === 37 ? head.toString('hex', 1, 33) : null };
+        });
+        try {
+          // Bases before their deltas, so that a delta is copied into the pack its base went to.
+          // `base`: the hash a delta needs in its own pack (null: none; undefined: it goes, so the object is stored whole).
+          const copy = (entry: PackEntry, base: string | null | undefined) => {
+            const raw = readPackObject(pack, entry, fds);
+            const writer = this.packWriter(raw.length);
+            let header = raw[0]!;
+            let body: Uint8Array = raw.subarray(1);
+            if (base === undefined || (base !== null && this.pending.get(base)?.writer !== writer)) {
+              // Stored whole, decoded while the old pack is still here.
+              const enc = encodeBody(this.decode(entry.hash, raw, undefined, fds), this.level);
+              header = enc.header;
+              body = enc.body;
+            }
+            if (header === HEADER_PENDING) writer.uncompacted = true;
+            this.pending.set(entry.hash, { writer, entry: writer.append(entry.hash, header, body) });
+          };
+          let waiting = heads.filter((h) => {
+            if (h.base !== null && kept.has(h.base)) return true;
+            copy(h.entry, h.base === null ? null : undefined);
+            return false;
+          });
+          while (waiting.length) {
+            const next = waiting.filter((h) => {
+              if (!this.pending.has(h.base!)) return true;
+              copy(h.entry, h.base);
+              return false;
+            });
+            // A loop among bases (damage): the rest are stored whole, or fail to decode as they would to read.
+            if (next.length === waiting.length) for (const h of next.splice(0)) copy(h.entry, undefined);
+            waiting = next;
+          }
+        } finally {
+          for (const fd of fds.values()) fss.closeSync(fd);
         }
         await this.flush();
       }
@@ -675,26 +778,35 @@ export class BlobStore {
 
   /**
    * Compresses what a bulk checkpoint stored raw (HEADER_PENDING): each `-u` pack is
-   * rewritten as a normal pack, its pending objects encoded (brotli where it pays, as
-   * `put` would) on a pool of worker threads started for the call; other objects
-   * are copied as stored. The new pack is durable and named
-   * before the old one is removed, so a crash in between leaves both, and the next
-   * compaction only removes the old one (its objects are already held compressed).
-   * Readers holding the old pack keep reading it; others find the new pack as they
-   * would after GC. Serialized with `deleteMany`.
+   * rewritten as a normal pack on a pool of worker threads started for the call.
+   * Its pending objects are sorted by name (`nameOf`) and size, as git's
+   * pack-objects sorts, split into one run per worker, and each object is stored
+   * brotli-compressed (COMPACT_QUALITY) or as a delta against one of the few objects
+   * before it in its run, whichever is smaller (see HEADER_DELTA): a delta's base is
+   * always in the same new pack. Other objects are copied as stored. The new pack is
+   * durable and named before the old one is removed, so a crash in between leaves
+   * both, and the next compaction only removes the old one (its objects are already
+   * held compressed). Readers holding the old pack keep reading it; others find the
+   * new pack as they would after GC. Serialized with `deleteMany`.
    */
-  compact(): Promise<CompactResult> {
-    return this.maintain(() => this.compactNow());
+  compact(opts: CompactOptions = {}): Promise<CompactResult> {
+    return this.maintain(() => this.compactNow(opts));
   }
 
-  private async compactNow(): Promise<CompactResult> {
+  private async compactNow(opts: CompactOptions): Promise<CompactResult> {
     const result: CompactResult = { packs: 0, objects: 0, bytesBefore: 0, bytesAfter: 0 };
     const names = this.uncompactedPacks();
     if (names.length === 0) return result;
     this.refreshPacks();
     const packDir = path.join(this.dir, PACK_DIR);
-    const pool = new CompressPool(this.level);
+    const pool = new CompressPool(Math.max(this.level, COMPACT_QUALITY));
     try {
+      // All raw packs together, so that similar objects from different packs (a bulk
+      // checkpoint writes one per worker) can be deltas of each other; a group stays
+      // below the pack size limit (what compaction writes is never larger than what it reads).
+      const groups: { files: string[]; entries: { file: string; entry: PackEntry }[] }[] = [];
+      let group: (typeof groups)[number] = { files: [], entries: [] };
+      let groupBytes = 0;
       for (const name of names) {
         const file = path.join(packDir, name);
         let entries: PackEntry[];
@@ -704,66 +816,115 @@ export class BlobStore {
           // Gone (another instance compacted it) or damaged (its blobs read as missing; verify reports it).
           continue;
         }
-        const writer = PackWriter.create(packDir, `${PACK_TEMP_PREFIX}${randomBytes(8).toString('hex')}.pack`);
-        const fds = new Map<string, number>();
-        let final: string | null = null;
-        const inflight = new Set<Promise<void>>();
-        let failed = false;
-        try {
-          for (const e of entries) {
-            // Already held compressed (a crash after that pack was named, before this one went).
-            const other = this.packed.get(e.hash);
-            if (other && other.pack !== file && !isUncompactedPack(path.basename(other.pack))) continue;
-            const raw = readPackObject(file, e, fds);
-            result.bytesBefore += raw.length;
-            if (raw[0] !== HEADER_PENDING) {
-              writer.append(e.hash, raw[0]!, raw.subarray(1));
-              continue;
-            }
-            const p: Promise<void> = pool.encode(raw.subarray(1)).then((enc) => {
-              inflight.delete(p);
-              if (!failed) writer.append(e.hash, enc.header, enc.body);
-            });
-            inflight.add(p);
-            while (pool.queuedBytes > COMPACT_INFLIGHT_BYTES && inflight.size > 0) await Promise.race(inflight);
-          }
-          await Promise.all(inflight);
-          if (writer.entries.length > 0) {
-            final = path.join(packDir, `pack-${randomBytes(8).toString('hex')}.pack`);
-            writer.finish(final, () => true);
-            fsyncDirSync(packDir);
-          } else {
-            writer.close();
-            fss.rmSync(writer.tmp, { force: true });
-          }
-        } catch (err) {
-          // No encode still in flight may append to the writer once it is closed.
-          failed = true;
-          await Promise.allSettled([...inflight]);
-          writer.close();
-          fss.rmSync(writer.tmp, { force: true });
-          throw err;
-        } finally {
-          for (const fd of fds.values()) fss.closeSync(fd);
+        const bytes = entries.reduce((n, e) => n + e.length, 0);
+        if (group.files.length && groupBytes + bytes > MAX_PACK_BYTES / 2) {
+          groups.push(group);
+          group = { files: [], entries: [] };
+          groupBytes = 0;
         }
-        if (final) {
-          this.packsLoaded.add(path.basename(final));
-          for (const entry of writer.entries) {
-            this.packed.set(entry.hash, { pack: final, entry });
-            result.bytesAfter += entry.length;
-          }
-          result.objects += writer.entries.length;
-        }
-        fss.rmSync(file, { force: true });
-        for (const [h, b] of this.packed) if (b.pack === file) this.packed.delete(h);
-        this.packsLoaded.delete(name);
-        fsyncDirSync(packDir);
-        result.packs++;
+        group.files.push(file);
+        for (const entry of entries) group.entries.push({ file, entry });
+        groupBytes += bytes;
       }
+      if (group.files.length) groups.push(group);
+      for (const g of groups) await this.compactGroup(g.files, g.entries, pool, opts, result);
     } finally {
       await pool.close();
     }
     return result;
+  }
+
+  /** Rewrites raw packs `files` as one normal pack (see `compact`), then removes them. */
+  private async compactGroup(files: string[], entries: { file: string; entry: PackEntry }[], pool: CompressPool, opts: CompactOptions, result: CompactResult): Promise<void> {
+    const packDir = path.join(this.dir, PACK_DIR);
+    const group = new Set(files);
+    const writer = PackWriter.create(packDir, `${PACK_TEMP_PREFIX}${randomBytes(8).toString('hex')}.pack`);
+    const fds = new Map<string, number>();
+    let final: string | null = null;
+    const inflight = new Set<Promise<void>>();
+    let failed = false;
+    try {
+      const toEncode: { file: string; entry: PackEntry; key: string }[] = [];
+      const seen = new Set<string>();
+      for (const { file, entry: e } of entries) {
+        // Already held compressed (a crash after that pack was named, before these went), or twice in the group.
+        const other = this.packed.get(e.hash);
+        if (other && !group.has(other.pack) && !isUncompactedPack(path.basename(other.pack))) continue;
+        if (seen.has(e.hash)) continue;
+        seen.add(e.hash);
+        result.bytesBefore += e.length;
+        const header = readPackObject(file, { ...e, length: 1 }, fds)[0];
+        if (header === HEADER_RAW || header === HEADER_DEFLATE) {
+          const raw = readPackObject(file, e, fds);
+          writer.append(e.hash, raw[0]!, raw.subarray(1));
+          continue;
+        }
+        // Raw content, and what a GC rewrite or a save put here compressed (a delta's base may not come along; a manifest deserves the better quality too).
+        const full = opts.nameOf?.(e.hash);
+        toEncode.push({ file, entry: e, key: full === undefined ? '' : [...full.slice(full.lastIndexOf('/') + 1)].reverse().join('') });
+      }
+      // Same name (read backwards: same extension next) together, larger first, as git orders a window.
+      toEncode.sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : y.entry.length - x.entry.length));
+      const lanes = Math.min(pool.size, Math.max(1, toEncode.length));
+      const per = Math.ceil(toEncode.length / lanes);
+      const cursors = Array.from({ length: lanes }, (_, i) => ({ at: i * per, end: Math.min(toEncode.length, (i + 1) * per) }));
+      const stream = randomBytes(6).toString('hex');
+      for (let active = true; active; ) {
+        active = false;
+        for (let lane = 0; lane < lanes; lane++) {
+          const c = cursors[lane]!;
+          if (c.at >= c.end) continue;
+          active = true;
+          const items: { hash: string; bytes: Uint8Array }[] = [];
+          for (let bytes = 0; c.at < c.end && bytes < COMPACT_MESSAGE_BYTES; c.at++) {
+            const { file, entry: e } = toEncode[c.at]!;
+            const raw = readPackObject(file, e, fds);
+            const content = raw[0] === HEADER_PENDING ? raw.subarray(1) : this.decode(e.hash, raw, undefined, fds);
+            items.push({ hash: e.hash, bytes: content });
+            bytes += content.length;
+          }
+          const p: Promise<void> = pool.encodeSimilar(lane, `${stream}:${lane}`, items).then((encoded) => {
+            inflight.delete(p);
+            if (!failed) encoded.forEach((enc, i) => writer.append(items[i]!.hash, enc.header, enc.body));
+          });
+          inflight.add(p);
+          while (pool.queuedBytes > COMPACT_INFLIGHT_BYTES && inflight.size > 0) await Promise.race(inflight);
+        }
+      }
+      await Promise.all(inflight);
+      if (writer.entries.length > 0) {
+        final = path.join(packDir, `pack-${randomBytes(8).toString('hex')}.pack`);
+        writer.finish(final, () => true);
+        fsyncDirSync(packDir);
+      } else {
+        writer.close();
+        fss.rmSync(writer.tmp, { force: true });
+      }
+    } catch (err) {
+      // No encode still in flight may append to the writer once it is closed.
+      failed = true;
+      await Promise.allSettled([...inflight]);
+      writer.close();
+      fss.rmSync(writer.tmp, { force: true });
+      throw err;
+    } finally {
+      for (const fd of fds.values()) fss.closeSync(fd);
+    }
+    if (final) {
+      this.packsLoaded.add(path.basename(final));
+      for (const entry of writer.entries) {
+        this.packed.set(entry.hash, { pack: final, entry });
+        result.bytesAfter += entry.length;
+      }
+      result.objects += writer.entries.length;
+    }
+    for (const file of files) {
+      fss.rmSync(file, { force: true });
+      this.packsLoaded.delete(path.basename(file));
+      result.packs++;
+    }
+    for (const [h, b] of this.packed) if (group.has(b.pack)) this.packed.delete(h);
+    fsyncDirSync(packDir);
   }
 
   /** Blobs written but not yet flushed (deferred mode). */
