@@ -7,7 +7,7 @@ import { Db } from '../../src/core/store/db';
 import { migrate, DB_VERSION, MIGRATIONS } from '../../src/core/store/migrations';
 import { insertEvent } from '../../src/core/store/projections';
 import { loadSqlJs } from '../../src/core/store/sqlite';
-import { encodeRecord, listSegments } from '../../src/core/store/journal';
+import { encodeRecord, endOfData, listSegments } from '../../src/core/store/journal';
 import { OwnerLock, readLock } from '../../src/core/store/ownerLock';
 import { parseEvent } from '../../src/core/model/schema';
 import { WaypointError } from '../../src/core/model/errors';
@@ -231,7 +231,8 @@ describe('store', () => {
     await s.simulateCrash();
     const seg = listSegments(dir).at(-1)!;
     const buf = fs.readFileSync(seg);
-    buf[Math.floor(buf.length / 2)] ^= 0xff;
+    // In the middle of the records, not of the zeros preallocated after them.
+    buf[Math.floor(endOfData(buf, 0) / 2)] ^= 0xff;
     fs.writeFileSync(seg, buf);
     await assert.rejects(EventStore.open({ dir }), (e: unknown) => e instanceof WaypointError && e.code === 'corrupt' && /valid records follow the damage/.test(e.message));
   });

@@ -1,4 +1,5 @@
 import type { Database, SqlValue, Statement } from 'sql.js';
+import { WaypointError } from '../model/errors';
 
 export type Params = Record<string, SqlValue> | SqlValue[];
 export type Row = Record<string, SqlValue>;
@@ -12,6 +13,14 @@ export class Db {
   private cache = new Map<string, Statement>();
   /** Each cached statement's column names (a statement's columns never change). */
   private names = new WeakMap<Statement, string[]>();
+  /** See deferCommits: how many transactions at most, and for how long, one SQLite transaction folds. */
+  private defer: { transactions: number; ms: number } | null = null;
+  /** The SQLite transaction now open for deferCommits, with the transactions it holds so far. */
+  private outer: { transactions: number; timer: NodeJS.Timeout } | null = null;
+  /** Set when SQLite gave up an open deferred transaction: what it held is gone, so nothing may go on. */
+  private broken: Error | null = null;
+  /** How many `transaction` calls are running (they nest as savepoints). */
+  private depth = 0;
 
   constructor(readonly raw: Database) {
     this.applyPragmas();
@@ -100,19 +109,97 @@ export class Db {
     this.raw.exec(sql);
   }
 
-  /** Runs fn inside a transaction; on a throw the database is left as it was. */
+  /**
+   * Runs fn inside a transaction; on a throw the database is left as it was.
+   *
+   * With deferCommits, the transaction is a savepoint inside one SQLite transaction
+   * that stays open across calls and is committed later (settle): its changes are
+   * visible to every later statement at once, as after a commit.
+   */
   transaction<T>(fn: () => T): T {
+    if (this.broken) throw this.broken;
+    if (this.defer && !this.outer) {
+      this.run('BEGIN');
+      const timer = setTimeout(() => this.settleQuietly(), this.defer.ms);
+      timer.unref?.();
+      this.outer = { transactions: 0, timer };
+    }
+    const folded = this.outer?.transactions ?? 0;
     // Prepared once: parsing SAVEPOINT/RELEASE text on every commit is measurable.
     this.run('SAVEPOINT wp');
+    let r: T;
+    this.depth++;
     try {
-      const r = fn();
+      r = fn();
       this.run('RELEASE wp');
-      return r;
     } catch (e) {
-      this.run('ROLLBACK TO wp');
-      this.run('RELEASE wp');
+      try {
+        this.run('ROLLBACK TO wp');
+        this.run('RELEASE wp');
+      } catch (undo) {
+        // SQLite rolled back the whole transaction on its own (out of memory, say): with
+        // deferred commits, the earlier transactions it held went with it.
+        if (folded > 0) this.lose(undo);
+        else this.dropOuter();
+        throw e;
+      }
       throw e;
+    } finally {
+      this.depth--;
     }
+    // Only an outermost transaction counts: a commit must never cut through an enclosing one.
+    if (this.depth === 0 && this.outer && this.defer && ++this.outer.transactions >= this.defer.transactions) this.settle();
+    return r;
+  }
+
+  /**
+   * Folds the transactions of the next `ms` milliseconds (at most `transactions` of
+   * them) into one SQLite transaction. sql.js keeps the database in an in-memory file
+   * and a commit writes every page it changed into it: for the embedded store, whose
+   * durability is its journal, not this file, that write was about half of folding one
+   * event. The open transaction is committed by `settle`, which export and compact call
+   * first (they read or rewrite the file); nothing outside this connection sees the
+   * difference.
+   */
+  deferCommits(o: { transactions: number; ms: number }): void {
+    this.defer = o;
+  }
+
+  /** Commits the deferred transaction, if one is open. */
+  settle(): void {
+    if (this.broken) throw this.broken;
+    const outer = this.outer;
+    if (!outer) return;
+    if (this.depth > 0) throw new Error('Db.settle inside a transaction');
+    this.outer = null;
+    clearTimeout(outer.timer);
+    try {
+      this.run('COMMIT');
+    } catch (e) {
+      this.lose(e);
+      throw this.broken;
+    }
+  }
+
+  private settleQuietly(): void {
+    try {
+      this.settle();
+    } catch {
+      // recorded in `broken`: the next transaction throws it
+    }
+  }
+
+  private dropOuter(): void {
+    if (this.outer) clearTimeout(this.outer.timer);
+    this.outer = null;
+  }
+
+  private lose(e: unknown): void {
+    this.dropOuter();
+    this.broken ??= new WaypointError(
+      'io',
+      `The in-memory database lost changes it had folded (${e instanceof Error ? e.message : String(e)}); the journal holds every acknowledged event: reopen the store.`,
+    );
   }
 
   /**
@@ -142,6 +229,7 @@ export class Db {
    * pages are kept: new rows reuse them without growing the file.
    */
   compact(maxFreeBytes: number): boolean {
+    this.settle();
     const pageSize = Number(this.get<{ page_size: number }>('PRAGMA page_size')?.page_size ?? 4096);
     const free = Number(this.get<{ freelist_count: number }>('PRAGMA freelist_count')?.freelist_count ?? 0);
     if (free * pageSize <= maxFreeBytes) return false;
@@ -151,6 +239,7 @@ export class Db {
   }
 
   export(): Uint8Array {
+    this.settle();
     this.dropStatements();
     const bytes = this.raw.export();
     this.applyPragmas();
@@ -158,6 +247,8 @@ export class Db {
   }
 
   close(): void {
+    // Whatever a deferred transaction holds dies with the in-memory database, as a commit would have.
+    this.dropOuter();
     this.dropStatements();
     this.raw.close();
   }

@@ -10,7 +10,7 @@ import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType } from '
 import { Logger, silentLogger } from '../log';
 import { Db } from './db';
 import { fsyncDir, sweepTempFiles, writeFileAtomic } from './fsutil';
-import { ARCHIVE_DIR, FENCED_DIR, RECORD_MAGIC, JournalWriter, decodeSegment, encodeRecord, listChain, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
+import { ARCHIVE_DIR, FENCED_DIR, RECORD_MAGIC, JournalWriter, decodeSegment, encodeRecord, endOfData, listChain, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
 import { DB_VERSION, dbVersion, migrate } from './migrations';
 import { OwnerLock, noteEpoch, type AcquireOptions } from './ownerLock';
 import { insertEvent, project } from './projections';
@@ -79,6 +79,9 @@ export interface OpenReport {
   migratedFrom: number | null;
   ms: number;
 }
+
+/** How many of the projection's transactions one SQLite transaction folds at most, and for how long (see Db.deferCommits). */
+const DEFERRED_COMMITS = { transactions: 256, ms: 50 };
 
 const DB_FILE = 'waypoint.db';
 const PREV_FILE = 'waypoint.db.prev';
@@ -208,6 +211,9 @@ export class EventStore implements EventLog {
         ms: 0,
       };
       const store = new EventStore(dir, new SqlProjection(db, seq), storeId, lock, report, opts);
+      // The journal makes each commit durable; the in-memory database need not write its pages
+      // into its in-memory file on every one (export and compact settle it first).
+      db.deferCommits(DEFERRED_COMMITS);
       store.journalEpochValue = Math.max(lock.epoch, chain.maxEpoch + 1);
       if (store.journalEpochValue > lock.epoch && !readOnly) noteEpoch(dir, store.journalEpochValue);
       store.seq = seq;
@@ -547,7 +553,8 @@ export class EventStore implements EventLog {
       }
     } finally {
       this.closed = true;
-      await this.writer.close().catch(() => undefined);
+      // The preallocated zeros are trimmed, unless another owner has the store now (its segment to rewrite).
+      await this.writer.close({ trim: this.lock.lost === null }).catch(() => undefined);
       this.projection.close();
       this.lock.release();
       this.listeners.clear();
@@ -561,7 +568,8 @@ export class EventStore implements EventLog {
    */
   async simulateCrash(): Promise<void> {
     this.closed = true;
-    await this.writer.close().catch(() => undefined);
+    // A killed writer leaves its segment's preallocated zeros behind: so does this.
+    await this.writer.close({ trim: false }).catch(() => undefined);
     this.projection.close();
     this.lock.release();
   }
@@ -660,7 +668,8 @@ async function appendToNewestArchive(archive: string, seg: string): Promise<bool
   if (b.length < 12 || b.readUInt32LE(0) !== RECORD_MAGIC) return false;
   const headerEnd = 12 + b.readUInt32LE(4);
   if (headerEnd > b.length) return false;
-  await writeFileAtomic(newest, Buffer.concat([a, b.subarray(headerEnd)]), 0o600);
+  // Neither file's preallocated zeros (if its writer was killed before trimming them) go into the middle of the merged one.
+  await writeFileAtomic(newest, Buffer.concat([a.subarray(0, endOfData(a, 0)), b.subarray(headerEnd, Math.max(headerEnd, endOfData(b, headerEnd)))]), 0o600);
   await fs.promises.rm(seg);
   return true;
 }
@@ -860,6 +869,24 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
       const seg = decodeSegment(file, fs.readFileSync(file), isLast, lastSeq);
       tornBytes += seg.tornBytes;
       segments.push({ file, baseSeq: seg.baseSeq, validBytes: seg.validBytes });
+      if (!isLast) {
+        // A closed segment holds every event up to the next one's base: one that stops short
+        // (cut at a record's end, or its last records zeroed) lost acknowledged events, even
+        // when no later event shows the gap (the next segment may hold none yet).
+        let end = seg.baseSeq - 1;
+        for (const b of seg.batches) {
+          end = Math.max(end, b.last ?? 0);
+          for (const raw of b.events) end = Math.max(end, Number((raw as { seq?: unknown })?.seq) || 0);
+        }
+        if (end < nextBase - 1 && nextBase - 1 > lastSeq) {
+          throw new WaypointError(
+            'corrupt',
+            `Journal segment ${path.basename(file)} ends at event ${end} but the next segment begins at ${nextBase}: events ${Math.max(end, lastSeq) + 1}..${nextBase - 1} are gone. ` +
+              `Move the file aside to open the store from the database alone.`,
+            { file, from: Math.max(end, lastSeq) + 1, to: nextBase - 1 },
+          );
+        }
+      }
       for (const b of seg.batches) {
         for (const raw of b.events) {
           if ((raw as { seq?: unknown })?.seq !== undefined && Number((raw as { seq: unknown }).seq) <= lastSeq) continue;

@@ -20,6 +20,15 @@ import { APPEND_NOFOLLOW, STORE_FILE_MODE } from './storeDir';
  * never acknowledged (a torn write) and is dropped on open. Damage followed by
  * valid records is not a torn tail: that is corruption of acknowledged data, and
  * open refuses it loudly rather than silently discarding what follows.
+ *
+ * The live segment is preallocated: the writer fills the file with zeros ahead of
+ * its records (see JournalWriter), so an append overwrites bytes the file already
+ * has and its fdatasync flushes only data, not the file's size too. A segment may
+ * therefore end in zeros after its last record (when its writer was killed); those
+ * are free space, not a torn write. A closed segment is trimmed to its records. Zeros
+ * can never hide a record that was acknowledged: a record is never all zeros (it
+ * starts with the magic), and a reader checks that each segment holds every event up
+ * to the next segment's base.
  */
 export const RECORD_MAGIC = 0x31_4a_50_57; // 'WPJ1' read as little endian
 const HEADER_BYTES = 12;
@@ -58,12 +67,14 @@ export interface JournalBatch {
 }
 
 export function encodeRecord(payload: unknown): Buffer {
-  const body = Buffer.from(JSON.stringify(payload), 'utf8');
-  const buf = Buffer.allocUnsafe(HEADER_BYTES + body.length);
+  // The JSON is encoded straight into the record (one buffer, no copy of the body).
+  const json = JSON.stringify(payload);
+  const len = Buffer.byteLength(json, 'utf8');
+  const buf = Buffer.allocUnsafe(HEADER_BYTES + len);
+  buf.write(json, HEADER_BYTES, 'utf8');
   buf.writeUInt32LE(RECORD_MAGIC, 0);
-  buf.writeUInt32LE(body.length, 4);
-  buf.writeUInt32LE(crc32(body), 8);
-  body.copy(buf, HEADER_BYTES);
+  buf.writeUInt32LE(len, 4);
+  buf.writeUInt32LE(crc32(buf.subarray(HEADER_BYTES)), 8);
   return buf;
 }
 
@@ -72,9 +83,23 @@ export interface DecodedSegment {
   baseSeq: number;
   header: SegmentHeader | null;
   batches: JournalBatch[];
-  /** Bytes of valid records; anything after was a torn tail. */
+  /** Bytes of valid records; anything after was a torn tail or preallocated zeros. */
   validBytes: number;
+  /** Bytes after the valid records up to the last non-zero byte: a write cut short. */
   tornBytes: number;
+  /** Zeros at the end, after any torn bytes: space the writer preallocated and never used. */
+  spareBytes: number;
+}
+
+const ZERO_BLOCK = Buffer.alloc(4096);
+
+/** The index just past the last non-zero byte at or after `from` (`from` when all of it is zero). */
+export function endOfData(buf: Buffer, from: number): number {
+  let end = buf.length;
+  // Whole zero blocks from the end, compared natively; then byte by byte in the last block holding data.
+  while (end - from >= ZERO_BLOCK.length && buf.subarray(end - ZERO_BLOCK.length, end).equals(ZERO_BLOCK)) end -= ZERO_BLOCK.length;
+  while (end > from && buf[end - 1] === 0) end--;
+  return end;
 }
 
 /** A batch record whose events all have seq ≤ this is checked but not parsed (the database already has it). */
@@ -156,10 +181,15 @@ export function decodeSegment(file: string, buf: Buffer, isLast: boolean, skipUp
     else break; // a valid checksum over a shape we do not know is damage too
     offset = rec.next;
   }
-  const tornBytes = buf.length - offset;
+  // Zeros after the last record are the writer's preallocated space, not a torn write. A
+  // closed segment is trimmed when it is closed, but one its writer left untrimmed (killed
+  // between the two) holds the same records: whether it holds all it should is the next
+  // segment's base to say, which its readers check (a gap is refused).
+  const dataEnd = endOfData(buf, offset);
+  const tornBytes = dataEnd - offset;
   if (tornBytes > 0) {
     // Only the live segment's tail may be torn (a write cut by a crash, never acknowledged).
-    const validFollow = hasValidRecordAfter(buf, offset);
+    const validFollow = hasValidRecordAfter(buf.subarray(0, dataEnd), offset);
     if (validFollow || !isLast) {
       throw new WaypointError(
         'corrupt',
@@ -172,7 +202,7 @@ export function decodeSegment(file: string, buf: Buffer, isLast: boolean, skipUp
       );
     }
   }
-  return { file, baseSeq, header, batches, validBytes: offset, tornBytes };
+  return { file, baseSeq, header, batches, validBytes: offset, tornBytes, spareBytes: buf.length - dataEnd };
 }
 
 const SEGMENT_RE = /^journal-(\d{12})\.wal$/;
@@ -255,6 +285,28 @@ export function listAllSegments(storeDir: string): string[] {
 /** Flush strategy (measured by `npm run bench`): synchronous write+fdatasync vs libuv's async pair. */
 const JOURNAL_SYNC_IO = process.env.WAYPOINT_JOURNAL_IO !== 'async';
 
+/**
+ * Preallocation: how far ahead of its records the writer fills a segment with zeros.
+ * It grows with the segment (a segment of a short CLI call stays small) up to the
+ * largest step. Real zeros, written and synced once: an fallocate'd range is
+ * "unwritten" to the file system, and the first write into it is a metadata change
+ * that fdatasync must flush again, which is the cost preallocation is there to save.
+ */
+const PREALLOC_MIN_BYTES = 64 * 1024;
+const PREALLOC_MAX_BYTES = 1024 * 1024;
+const PREALLOC_ALIGN = 4096;
+let zeros: Buffer | null = null;
+function zeroBytes(n: number): Buffer {
+  if (!zeros || zeros.length < n) zeros = Buffer.alloc(Math.max(n, PREALLOC_MAX_BYTES + PREALLOC_ALIGN));
+  return zeros.subarray(0, n);
+}
+
+/** No room for the zeros ahead: the append goes on without them, as it would without preallocation. */
+const isNoSpace = (e: unknown): boolean => ['ENOSPC', 'EDQUOT', 'EFBIG'].includes((e as NodeJS.ErrnoException).code ?? '');
+
+/** Opening an existing segment: write-only, positioned writes (no O_APPEND), never through a link. */
+const WRITE_NOFOLLOW = APPEND_NOFOLLOW & ~fs.constants.O_APPEND;
+
 interface Waiter {
   resolve: () => void;
   reject: (e: Error) => void;
@@ -266,6 +318,15 @@ interface Waiter {
  * one, so N concurrent callers share one flush. A caller's promise resolves only
  * once its bytes are durable.
  *
+ * Records are written at their offset into zeros the writer put in the file ahead of
+ * them (preallocation, see PREALLOC_*): the file does not grow with each append, so
+ * the fdatasync that makes a record durable does not also have to commit a new file
+ * size to the file system's journal (a second device flush on ext4). The zeros ahead
+ * are written, and made durable, in the same flush as the record that first needs
+ * them. A crash leaves the zeros after the last record; open reads them as free space
+ * and the writer reopening the segment cuts them off. Closing trims them, so a closed
+ * segment holds records only.
+ *
  * If a write or sync fails the writer is poisoned: what was applied in memory can
  * no longer be proven durable, so every later append is refused until reopen.
  */
@@ -276,7 +337,12 @@ export class JournalWriter {
   private flushing: Promise<void> | null = null;
   private idleWaiters: (() => void)[] = [];
   private failure: Error | null = null;
+  /** Bytes of records handed to the writer (written or queued). */
   private bytes = 0;
+  /** Where the next write goes: the end of the records written so far. */
+  private pos = 0;
+  /** The file's size: records, then zeros up to here. */
+  private allocated = 0;
 
   private constructor(
     private file: string,
@@ -306,19 +372,27 @@ export class JournalWriter {
   private async openFile(header: SegmentHeader, existingBytes: number | null): Promise<void> {
     const isNew = existingBytes === null;
     if (existingBytes !== null) {
-      // Never through a link planted where a segment goes (O_NOFOLLOW); then drop a torn tail before appending after it.
-      this.fh = await fs.promises.open(this.file, APPEND_NOFOLLOW, STORE_FILE_MODE);
-      await this.fh.truncate(existingBytes);
+      // Never through a link planted where a segment goes (O_NOFOLLOW); then drop a torn tail
+      // (or the zeros a killed writer preallocated) before writing after the last record, and
+      // make that durable: a later flush must not find them back after a crash.
+      this.fh = await fs.promises.open(this.file, WRITE_NOFOLLOW, STORE_FILE_MODE);
+      if ((await this.fh.stat()).size !== existingBytes) {
+        await this.fh.truncate(existingBytes);
+        await this.fh.datasync();
+      }
     } else {
       // O_EXCL never follows a link either; private (0600) like every store file.
-      this.fh = await fs.promises.open(this.file, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT | fs.constants.O_EXCL, STORE_FILE_MODE);
+      this.fh = await fs.promises.open(this.file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, STORE_FILE_MODE);
     }
     this.bytes = existingBytes ?? 0;
+    this.pos = this.bytes;
+    this.allocated = this.bytes;
     if (isNew || existingBytes === 0) {
       const h = encodeRecord(header);
-      await this.fh.write(h);
+      await this.fh.write(h, 0, h.length, 0);
       await this.fh.datasync();
       this.bytes += h.length;
+      this.pos = this.allocated = this.bytes;
       await fsyncDir(path.dirname(this.file));
     }
   }
@@ -326,6 +400,7 @@ export class JournalWriter {
   get path(): string {
     return this.file;
   }
+  /** Bytes of records in the segment (the zeros preallocated after them not counted). */
   get sizeBytes(): number {
     return this.bytes;
   }
@@ -356,6 +431,27 @@ export class JournalWriter {
     return new Promise((r) => this.idleWaiters.push(r));
   }
 
+  /**
+   * How many zeros to write after `end` (the end of the records about to be written):
+   * none while the file already reaches past it, else enough for the next stretch of
+   * appends, ending on a block boundary.
+   */
+  private zerosAfter(end: number): number {
+    if (end <= this.allocated) return 0;
+    const step = Math.min(PREALLOC_MAX_BYTES, Math.max(PREALLOC_MIN_BYTES, end));
+    return Math.ceil((end + step) / PREALLOC_ALIGN) * PREALLOC_ALIGN - end;
+  }
+
+  private writeSync(fd: number, buf: Buffer, at: number): void {
+    let written = 0;
+    while (written < buf.length) written += fs.writeSync(fd, buf, written, buf.length - written, at + written);
+  }
+
+  private async writeAsync(fh: fs.promises.FileHandle, buf: Buffer, at: number): Promise<void> {
+    let written = 0;
+    while (written < buf.length) written += (await fh.write(buf, written, buf.length - written, at + written)).bytesWritten;
+  }
+
   private async flushLoop(): Promise<void> {
     try {
       // With synchronous I/O, let the current turn's appends join this flush first.
@@ -369,21 +465,38 @@ export class JournalWriter {
         try {
           if (!this.fh) throw new Error('journal is closed');
           const buf = batch.length === 1 ? batch[0] : Buffer.concat(batch);
+          const end = this.pos + buf.length;
+          const ahead = this.zerosAfter(end);
           if (JOURNAL_SYNC_IO) {
-            // One write + fdatasync without thread-pool hops: lower latency for a lone caller.
-            let written = 0;
-            while (written < buf.length) written += fs.writeSync(this.fh.fd, buf, written, buf.length - written);
-            fs.fdatasyncSync(this.fh.fd);
-            this.fence?.();
-          } else {
-            let written = 0;
-            while (written < buf.length) {
-              const { bytesWritten } = await this.fh.write(buf, written, buf.length - written);
-              written += bytesWritten;
+            // Write + fdatasync without thread-pool hops: lower latency for a lone caller.
+            const fd = this.fh.fd;
+            if (ahead) {
+              try {
+                this.writeSync(fd, zeroBytes(ahead), end);
+                this.allocated = end + ahead;
+              } catch (e) {
+                if (!isNoSpace(e)) throw e;
+                this.allocated = Math.max(end, fs.fstatSync(fd).size);
+              }
             }
+            this.writeSync(fd, buf, this.pos);
+            fs.fdatasyncSync(fd);
+          } else {
+            if (ahead) {
+              try {
+                await this.writeAsync(this.fh, zeroBytes(ahead), end);
+                this.allocated = end + ahead;
+              } catch (e) {
+                if (!isNoSpace(e)) throw e;
+                this.allocated = Math.max(end, (await this.fh.stat()).size);
+              }
+            }
+            await this.writeAsync(this.fh, buf, this.pos);
             await this.fh.datasync();
-            this.fence?.();
           }
+          this.pos = end;
+          this.allocated = Math.max(this.allocated, end);
+          this.fence?.();
         } catch (e) {
           this.failure =
             e instanceof WaypointError && e.code === 'lost_ownership' ? e : new WaypointError('io', `Journal write failed; the store must be reopened: ${(e as Error).message}`);
@@ -403,9 +516,25 @@ export class JournalWriter {
     }
   }
 
-  async close(): Promise<void> {
+  /**
+   * Waits for the records in flight, then trims the preallocated zeros (durably, so a
+   * closed segment, which a later one follows, holds records only) and closes. With
+   * `trim: false` the zeros stay, as a killed process leaves them. A poisoned writer
+   * trims nothing: the segment may already be another owner's to rewrite.
+   */
+  async close(o: { trim?: boolean } = {}): Promise<void> {
     await this.idle();
-    await this.fh?.close();
+    const fh = this.fh;
     this.fh = null;
+    if (!fh) return;
+    try {
+      if (o.trim !== false && !this.failure && this.allocated > this.pos) {
+        await fh.truncate(this.pos);
+        await fh.datasync();
+        this.allocated = this.pos;
+      }
+    } finally {
+      await fh.close();
+    }
   }
 }
