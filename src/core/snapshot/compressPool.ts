@@ -16,7 +16,7 @@ import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import zlib from 'node:zlib';
 import { EARLY_SYNC_BYTES, MAX_PACK_BYTES, PACK_MAGIC, PACK_TEMP_PREFIX } from './packFile.js';
-import { READ_ATTEMPTS } from './scan/fsAccess.js';
+import { CONFIRM_AFTER_MS, CONFIRM_MIN_PAUSE_MS, READ_ATTEMPTS } from './scan/fsAccess.js';
 
 export const HEADER_RAW = 0x00;
 export const HEADER_DEFLATE = 0x01;
@@ -299,8 +299,8 @@ function readOne(job, quality, maxBytes, packDir) {
         // Recently changed: a write under way since before the first fstat shows only to a second read (see recentlyChanged in scan/fsAccess.ts).
         if (Date.now() - after.ctimeMs >= (after.ctimeMs % 1000 === 0 ? 3000 : 1000)) break;
         if (verify.length < got) verify = Buffer.allocUnsafeSlow(got);
-        // A moment later (blocking only this worker), so a writer descheduled mid-copy gets to go on.
-        Atomics.wait(pause, 0, 0, 2);
+        // A moment later (blocking only this worker), so a writer descheduled mid-copy gets to go on (confirmPauseMs in scan/fsAccess.ts).
+        Atomics.wait(pause, 0, 0, Math.min(${CONFIRM_AFTER_MS}, Math.max(${CONFIRM_MIN_PAUSE_MS}, after.ctimeMs + ${CONFIRM_AFTER_MS} - Date.now())));
         let again = 0;
         while (again < got) {
           const n = fs.readSync(fd, verify, again, got - again, again);

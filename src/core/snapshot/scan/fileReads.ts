@@ -10,7 +10,7 @@ import type { ManifestEntry } from '../manifest.js';
 import { ByteBudget, Limiter } from './backpressure.js';
 import type { DirContext } from './dirContext.js';
 import { assertInside } from './dirContext.js';
-import { O_FILE, PROC_FD, READ_ATTEMPTS, READ_ERRORS, changingWhileRead, errCode, errInfo, notRegular, readAllAsync, readSyncInto, recentlyChanged, sameVersion, type StatLike } from './fsAccess.js';
+import { O_FILE, PROC_FD, READ_ATTEMPTS, READ_ERRORS, changingWhileRead, confirmPauseMs, errCode, errInfo, notRegular, readAllAsync, readSyncInto, recentlyChanged, sameVersion, type StatLike } from './fsAccess.js';
 import type { ScanRecord } from './scanRecord.js';
 import type { ScanWorkers } from './scanWorkers.js';
 import { TRANSIENT, retryTransient } from './transientRetry.js';
@@ -20,9 +20,8 @@ const SYNC_READ_BELOW = 64 * 1024;
 /** Read-but-not-yet-stored bytes the walk may run ahead by (memory bound). */
 const MAX_INFLIGHT_BYTES = 8 * 1024 * 1024;
 
-/** The pause before a recently changed file's second read (see readSmall). */
-const SETTLE_MS = 2;
-const settle = () => new Promise<void>((r) => setTimeout(r, SETTLE_MS));
+/** The pause before a recently changed file's second read (see readSmall and confirmPauseMs). */
+const settle = (st: StatLike) => new Promise<void>((r) => setTimeout(r, confirmPauseMs(st)));
 
 /** A small file's content and the fstat it is the content of (bytes null: grew past the size limit). */
 type SmallRead = { bytes: Buffer | null; at: Stats };
@@ -191,7 +190,7 @@ export class FileReads {
             const after = fss.fstatSync(fd);
             if (bytes.length === at.size && sameVersion(at, after)) {
               if (!recentlyChanged(after)) break;
-              await settle();
+              await settle(after);
               const again = await readAllAsync(fd, at.size);
               if (sameVersion(at, fss.fstatSync(fd)) && again.equals(bytes)) break;
             }
@@ -245,7 +244,7 @@ export class FileReads {
    * descheduled mid-copy gets to go on), must agree; else it is read again (readSmall).
    */
   private async confirm(fd: number, at: Stats, bytes: Buffer, rel: string, attempt: number): Promise<SmallRead> {
-    await settle();
+    await settle(at);
     // Compared before anything else runs: `verify` is shared too.
     const again = readSyncInto(fd, at.size, at.size <= this.verify.length ? this.verify : Buffer.allocUnsafe(at.size));
     const last = fss.fstatSync(fd);

@@ -63,6 +63,23 @@ export function recentlyChanged(st: StatLike, nowMs = Date.now()): boolean {
   return nowMs - st.ctimeMs < (st.ctimeMs % 1000 === 0 ? 3000 : 1000);
 }
 
+/** A recently changed file's confirming read comes at least this long after the change began (see confirmPauseMs). */
+export const CONFIRM_AFTER_MS = 20;
+/** …and at least this long after the first read. */
+export const CONFIRM_MIN_PAUSE_MS = 2;
+
+/**
+ * How long to wait before a recently changed file's confirming read. A write's
+ * ctime is set when it starts, so a writer descheduled in the middle of its copy
+ * leaves a file whose fstat does not move while two reads see the same torn bytes.
+ * Reading again only once the change is CONFIRM_AFTER_MS old gives such a writer
+ * that long to finish (on a loaded machine, a couple of ms was not always enough);
+ * a file changed longer ago waits only the minimum.
+ */
+export function confirmPauseMs(st: StatLike, nowMs = Date.now()): number {
+  return Math.min(CONFIRM_AFTER_MS, Math.max(CONFIRM_MIN_PAUSE_MS, st.ctimeMs + CONFIRM_AFTER_MS - nowMs));
+}
+
 /** A file rewritten during each of READ_ATTEMPTS reads: recorded as not captured, never stored torn. */
 export function changingWhileRead(rel: string): Error {
   return Object.assign(new Error(`${rel} was changing while it was read (${READ_ATTEMPTS} attempts): not captured`), { code: 'ECHANGING' });
