@@ -91,11 +91,18 @@ test('slugify cuts long slugs at a word boundary', () => {
   }
   log(`side effect "node --test test/" recorded (${tests.status === 0 ? `${passed} passed` : 'failed'})`);
 
-  // The agent goes away mid-step: wait past its lease, then any call sees the lapse.
+  // The agent goes away mid-step: wait past its lease. Whoever owns the store then (a
+  // background owner the first call started, or this process's next call) notices the
+  // lapse: an owner sweeps every few seconds, so look until it has.
   log(`agent stops mid-step; waiting ${ttl + 1} s for its lease to lapse`);
   await new Promise((r) => setTimeout(r, (ttl + 1) * 1000));
-  const tasks = cli<{ id: string; state: string }[]>('tasks');
-  const state = tasks.find((t) => t.id === taskId)?.state ?? 'missing';
+  let state = 'missing';
+  for (const until = Date.now() + 15_000; ; ) {
+    const tasks = cli<{ id: string; state: string }[]>('tasks');
+    state = tasks.find((t) => t.id === taskId)?.state ?? 'missing';
+    if (state !== 'running' || Date.now() > until) break;
+    await new Promise((r) => setTimeout(r, 500));
+  }
   log(`task ${taskId} is now ${state}`);
   return { taskId, state };
 }

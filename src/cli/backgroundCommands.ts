@@ -33,7 +33,7 @@ export const BACKGROUND_COMMANDS: Record<string, Command> = {
       const background = wanted.on ? { enabled: true, idleMs: wanted.idleMs } : { enabled: false, why: wanted.why };
       const s = findOwner(storeDir);
       if (s.kind === 'none') {
-        const bg = wanted.on ? `the next call starts a background owner (leaves after ${secs(wanted.idleMs)} idle)` : `no background owner is started: ${wanted.why}`;
+        const bg = wanted.on ? `the next call that opens it starts a background owner as it ends (leaves after ${secs(wanted.idleMs)} idle)` : `no background owner is started: ${wanted.why}`;
         c.out(`Nobody owns the store in ${storeDir}; ${bg}.`, { owner: null, store: storeDir, background });
         return;
       }
@@ -56,7 +56,8 @@ export const BACKGROUND_COMMANDS: Record<string, Command> = {
         .info()
         .then((i) => i.events)
         .catch(() => null);
-      const watch = st.watch.kind === 'watching' ? `watching ${st.watch.dirs} directories (${st.watch.pending} paths changed since the last checkpoint; ${st.watch.hinted ?? 0} checkpoints looked only at what it saw change)` : st.watch.kind === 'scanning' ? `not watching (${st.watch.reason}): every checkpoint scans the tree` : st.watch.kind;
+      const warm = st.warmUp === 'running' ? '; its first scan of the tree is under way, and calls wait for it' : st.warmUp === 'skipped' ? '; the next checkpoint scans the whole tree' : '';
+      const watch = st.watch.kind === 'watching' ? `watching ${st.watch.dirs} directories (${st.watch.pending} paths changed since the last checkpoint; ${st.watch.hinted ?? 0} checkpoints looked only at what it saw change${warm})` : st.watch.kind === 'scanning' ? `not watching (${st.watch.reason}): every checkpoint scans the tree` : st.watch.kind;
       c.out(
         [
           `Background owner of ${storeDir}: pid ${st.pid}, ${mb(st.rssBytes)} resident (leaves if it stays past ${mb(st.maxRssBytes)} between calls), idle ${secs(st.idleMs)} of ${secs(st.idleLimitMs)}, ${st.calls} calls since ${new Date(st.startedAt).toISOString()}${events === null ? '' : `, ${events} events`}.`,

@@ -45,7 +45,7 @@ const DEFAULTS: Settings = {
   alerts: { interruptedMinutes: 10, failed: true, inDoubtMinutes: 30, reviewHours: 24, retriesExhausted: true },
   history: { enabled: true, quietPeriodMs: 5000, maxMB: 500, maxAgeDays: 14 },
   agentTerminals: { Copilot: 'copilot', 'Claude Code': 'claude-code', Codex: 'codex', Cline: 'cline' },
-  backgroundOwner: { enabled: false, idleMinutes: 5 },
+  backgroundOwner: { enabled: true, idleMinutes: 5 },
 };
 
 /** A number setting as the engine can take it: a hand-edited value out of range or of the wrong type falls back or is clamped. */
@@ -98,7 +98,7 @@ export function settings(scope?: vscode.ConfigurationScope): Settings {
     },
     agentTerminals: agentTerminals(c.get('terminal.agentTerminals')),
     backgroundOwner: {
-      enabled: c.get<boolean>('backgroundOwner.enabled', DEFAULTS.backgroundOwner.enabled) === true,
+      enabled: c.get<boolean>('backgroundOwner.enabled', DEFAULTS.backgroundOwner.enabled) !== false,
       idleMinutes: num(c.get('backgroundOwner.idleMinutes'), DEFAULTS.backgroundOwner.idleMinutes, 0.05, 1440),
     },
   };

@@ -6,7 +6,7 @@ import { Engine } from '../core/engine/engine';
 import type { Logger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
 import { TreeWatcher, type WatchState } from '../core/snapshot/treeWatcher';
-import { BACKGROUND_OWNER_KIND, HANDOVER_PATH, START_FILE, STATUS_PATH, YIELDED_FILE } from '../ownership/backgroundStart';
+import { BACKGROUND_OWNER_KIND, HANDOVER_PATH, LOCK_WAIT_ENV, START_FILE, STATUS_PATH, YIELDED_FILE } from '../ownership/backgroundStart';
 import { storeLocationOf } from '../ownership/resolve';
 import { removeDiscovery } from '../ownership/discovery';
 import { headlessRollback } from './headlessRollback';
@@ -34,6 +34,9 @@ export const BackgroundStatus = z.object({
   idleLimitMs: z.number(),
   calls: z.number().int(),
   watch: z.object({ kind: z.string(), dirs: z.number().optional(), reason: z.string().optional(), pending: z.number().int(), hinted: z.number().int().optional() }),
+  /** The watcher's first scan (see Engine.warmUpChangeFeed): under way, done in `warmUpMs`, or not possible (the next checkpoint scans everything). */
+  warmUp: z.enum(['running', 'done', 'skipped']).optional(),
+  warmUpMs: z.number().optional(),
 });
 export type BackgroundStatus = z.infer<typeof BackgroundStatus>;
 
@@ -61,6 +64,11 @@ export const DEFAULT_BACKGROUND_MEMORY_GRACE_MS = 90_000;
 
 export const DEFAULT_BACKGROUND_MAX_RSS_BYTES = 512 * 1024 * 1024;
 
+function lockWaitMs(): number {
+  const ms = Number(process.env[LOCK_WAIT_ENV]);
+  return Number.isFinite(ms) && ms > 0 ? Math.min(ms, 60_000) : 0;
+}
+
 export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<StopReason | 'not-started'> {
   const log = o.log;
   const at = storeLocationOf(o.workspace);
@@ -77,7 +85,8 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
       log,
       sweepIntervalMs: 5_000,
       changeFeed: watcher,
-      store: { lock: { waitMs: 0, ownerId: `${BACKGROUND_OWNER_KIND}:${randomUUID()}` } },
+      // Started by a call that owned the store: it waits for that call to release it.
+      store: { lock: { waitMs: lockWaitMs(), ownerId: `${BACKGROUND_OWNER_KIND}:${randomUUID()}` } },
     });
   } catch (e) {
     // Another process owns it (a racing start, a window, a CLI command): nothing to do.
@@ -93,6 +102,8 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
   const stopped = new Promise<StopReason>((resolve) => (stopWith = resolve));
   const stop = (r: StopReason) => stopWith?.(r);
   let endpoint: Awaited<ReturnType<typeof startOwnerEndpoint>> | undefined;
+  let warmUp: BackgroundStatus['warmUp'] = 'running';
+  let warmUpMs: number | undefined;
   const timers: NodeJS.Timeout[] = [];
   try {
     // Before the endpoint: the first checkpoint it serves is a full scan, and every later one is vouched for.
@@ -110,6 +121,8 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
         idleLimitMs: o.idleMs,
         calls,
         watch: { kind: w.kind, ...(w.kind === 'watching' ? { dirs: w.dirs } : {}), ...(w.kind === 'scanning' ? { reason: w.reason } : {}), pending: watcher.pendingCount, hinted: watcher.hintedCheckpoints },
+        warmUp,
+        ...(warmUpMs !== undefined ? { warmUpMs } : {}),
       };
     };
     endpoint = await startOwnerEndpoint({
@@ -136,6 +149,20 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
       },
     });
     fs.rmSync(startFile, { force: true });
+    // The watcher's one full scan, in the engine's runner (a call that comes meanwhile waits
+    // for it): from then on a checkpoint after the newest one looks only at what changed.
+    const warm = Date.now();
+    void engine.warmUpChangeFeed().then(
+      (ok) => {
+        warmUp = ok ? 'done' : 'skipped';
+        warmUpMs = Date.now() - warm;
+        log.info(ok ? `watching since the newest checkpoint (first scan ${warmUpMs} ms)` : 'the first checkpoint asked of this owner scans the whole tree');
+      },
+      (e) => {
+        warmUp = 'skipped';
+        log.warn(`the watcher's first scan failed: ${errorMessage(e)}`);
+      },
+    );
     const w = watcher.state;
     log.info(`serving ${at.workspace} at ${endpoint.http.url} (pid ${process.pid}; ${w.kind === 'watching' ? `watching ${w.dirs} directories` : w.kind === 'scanning' ? `scanning: ${w.reason}` : w.kind}; leaves after ${Math.round(o.idleMs / 1000)} s idle)`);
     const lost = engine.eventLog.onDidLoseOwnership(() => stop('lost'));

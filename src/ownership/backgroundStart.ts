@@ -74,14 +74,12 @@ export function writeBackgroundSettings(storeDir: string, s: BackgroundSettings)
 export function backgroundOwnerWanted(storeDir: string, env: NodeJS.ProcessEnv = process.env): { on: true; idleMs: number } | { on: false; why: string } {
   const off = env.WAYPOINT_NO_DAEMON;
   if (off && off !== '0' && off.toLowerCase() !== 'false') return { on: false, why: 'WAYPOINT_NO_DAEMON is set' };
-  const s = readBackgroundSettings(storeDir);
-  // Opt-in for now: a detached process started by a hook is a surprise until it pays for
-  // itself (docs/benchmarks.md, "Background owner": later calls are not yet ≤ 0.25× git).
-  // The shell's WAYPOINT_DAEMON=1 asks for it; else the setting a window recorded decides.
   const on = env.WAYPOINT_DAEMON;
-  const shellAsks = on !== undefined && on !== '' && on !== '0' && on.toLowerCase() !== 'false';
-  if (!shellAsks && s.enabled === false) return { on: false, why: 'the waypoint.backgroundOwner.enabled setting is off' };
-  if (!shellAsks && s.enabled !== true) return { on: false, why: 'off unless turned on (WAYPOINT_DAEMON=1, or the waypoint.backgroundOwner.enabled setting)' };
+  const shellSays = on === undefined || on === '' ? null : on === '0' || on.toLowerCase() === 'false' ? false : true;
+  if (shellSays === false) return { on: false, why: 'WAYPOINT_DAEMON is 0' };
+  const s = readBackgroundSettings(storeDir);
+  // On by default; the shell's WAYPOINT_DAEMON=1 wins over a setting a window recorded as off.
+  if (shellSays === null && s.enabled === false) return { on: false, why: 'the waypoint.backgroundOwner.enabled setting is off' };
   const envIdle = Number(env.WAYPOINT_DAEMON_IDLE_SECONDS);
   const idleMs = Number.isFinite(envIdle) && envIdle > 0 ? envIdle * 1000 : s.idleMinutes !== undefined ? s.idleMinutes * 60_000 : DEFAULT_BACKGROUND_IDLE_MS;
   return { on: true, idleMs };
@@ -114,36 +112,61 @@ export interface StartOptions {
   log: Logger;
 }
 
+/** How long a background owner started by a call waits for that call to release the store. */
+export const AFTER_CALL_LOCK_WAIT_MS = 15_000;
+/** Set in the spawned owner's environment: how long it waits for the store's lock (the call that started it still holds it). */
+export const LOCK_WAIT_ENV = 'WAYPOINT_BACKGROUND_LOCK_WAIT_MS';
+
 /**
- * Starts a background owner unless one is starting already, and waits until it serves
- * (or its start is over). Returns whether it is worth looking for an owner again; on
- * false the caller opens the store itself, as without a background owner.
+ * A background owner that another call started and that is not serving yet: waits
+ * until it serves (or its start is over) and returns true, so the caller looks for an
+ * owner again; false when no start is under way (the caller owns the store itself).
  */
-export async function startBackgroundOwner(o: StartOptions): Promise<boolean> {
+export async function awaitStartingOwner(o: Pick<StartOptions, 'storeDir'>): Promise<boolean> {
+  const startFile = path.join(o.storeDir, START_FILE);
+  const s = readStart(startFile);
+  if (!s) return false;
+  if (Date.now() - s.at >= START_STALE_MS || (s.pid !== 0 && !isAlive(s.pid))) {
+    fs.rmSync(startFile, { force: true });
+    return false;
+  }
+  return waitForOwner(o, startFile);
+}
+
+/**
+ * Starts a background owner for the store this call has just used and released, unless
+ * one is wanted not or is starting already; does not wait for it. The call that found
+ * nobody did its own work first (a fresh process's scan costs less than an owner's start
+ * plus its first full scan), and the owner, once it has the store, scans the tree once
+ * while watching it, so the next call's checkpoint looks only at what changed.
+ */
+export function startBackgroundOwnerAfter(o: StartOptions): boolean {
   const wanted = backgroundOwnerWanted(o.storeDir);
   if (!wanted.on || !fs.existsSync(o.cliPath)) return false;
   try {
     const y = fs.statSync(path.join(o.storeDir, YIELDED_FILE), { throwIfNoEntry: false });
     // A window was just given the store: it takes it in a moment; do not race it with a new background owner.
     if (y && Date.now() - y.mtimeMs < YIELDED_MS) return false;
-    fs.mkdirSync(o.storeDir, { recursive: true, mode: 0o700 });
+    if (!fs.existsSync(o.storeDir)) return false;
   } catch {
     return false;
   }
   const startFile = path.join(o.storeDir, START_FILE);
-  let fd: number | undefined;
-  for (let tries = 0; tries < 2 && fd === undefined; tries++) {
+  let fd: number;
+  try {
+    // One starter per workspace: of two calls ending together, one starts the owner.
+    fd = fs.openSync(startFile, 'wx', 0o600);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return false;
+    const s = readStart(startFile);
+    if (s && Date.now() - s.at < START_STALE_MS && (s.pid === 0 || isAlive(s.pid))) return false;
+    fs.rmSync(startFile, { force: true });
     try {
-      // One starter per workspace: two racing first calls start one owner, the other waits for it.
       fd = fs.openSync(startFile, 'wx', 0o600);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return false;
-      const s = readStart(startFile);
-      if (s && Date.now() - s.at < START_STALE_MS && (s.pid === 0 || isAlive(s.pid))) return waitForOwner(o, startFile);
-      fs.rmSync(startFile, { force: true });
+    } catch {
+      return false;
     }
   }
-  if (fd === undefined) return false;
   try {
     const logFile = path.join(o.storeDir, LOG_FILE);
     // The owner's own log, kept short: the newest start's lines are what explains it.
@@ -153,13 +176,14 @@ export async function startBackgroundOwner(o: StartOptions): Promise<boolean> {
       detached: true,
       stdio: ['ignore', out, out],
       cwd: o.workspace,
-      env: { ...process.env, [BACKGROUND_OWNER_ENV]: '1', WAYPOINT_BACKGROUND_IDLE_MS: String(wanted.idleMs) },
+      env: { ...process.env, [BACKGROUND_OWNER_ENV]: '1', WAYPOINT_BACKGROUND_IDLE_MS: String(wanted.idleMs), [LOCK_WAIT_ENV]: String(AFTER_CALL_LOCK_WAIT_MS) },
       windowsHide: true,
     });
     fs.closeSync(out);
     child.unref();
     fs.writeSync(fd, String(child.pid ?? 0));
     o.log.debug(`started a background owner (pid ${child.pid}) for ${o.workspace}`);
+    return true;
   } catch (e) {
     o.log.warn(`could not start a background owner: ${errorMessage(e)}`);
     fs.rmSync(startFile, { force: true });
@@ -167,11 +191,10 @@ export async function startBackgroundOwner(o: StartOptions): Promise<boolean> {
   } finally {
     fs.closeSync(fd);
   }
-  return waitForOwner(o, startFile);
 }
 
 /** Until the owner serves, or the start is over (the owner removes the marker when it serves or fails). */
-async function waitForOwner(o: StartOptions, startFile: string): Promise<boolean> {
+async function waitForOwner(o: Pick<StartOptions, 'storeDir'>, startFile: string): Promise<boolean> {
   const deadline = Date.now() + START_WAIT_MS;
   while (Date.now() < deadline) {
     const s = findOwner(o.storeDir);

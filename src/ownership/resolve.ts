@@ -33,10 +33,11 @@ export interface ResolveOptions<T> {
   /** The team store URL (postgresql://…) the engine records into when this process owns the workspace. */
   teamStore?: string;
   /**
-   * Asked once, when nobody owns the store: start a background owner (backgroundStart.ts)
-   * and say whether to look again; false opens the store here, as before.
+   * Asked once, when nobody owns the store: a background owner another call started and
+   * that is not serving yet is waited for (true: look again); false opens the store here.
+   * (A call that owned the store starts one when it is done: backgroundStart.ts.)
    */
-  startOwner?: () => Promise<boolean>;
+  awaitStartingOwner?: () => Promise<boolean>;
 }
 
 export { storeDirOf };
@@ -69,7 +70,7 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
   const envStore = process.env.WAYPOINT_STORE;
   const teamStore = o.teamStore ?? (isPostgresUrl(envStore) ? envStore.trim() : undefined);
   let lastProblem = '';
-  let startOwner = o.startOwner;
+  let awaitStarting = o.awaitStartingOwner;
   for (;;) {
     const s = ownOrRelay(dir, o.log);
     if (s.kind === 'relay') {
@@ -82,12 +83,14 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
         if (problem !== lastProblem) log.warn(problem);
         lastProblem = problem;
       }
-    } else if (s.kind === 'own' && startOwner) {
-      const start = startOwner;
-      startOwner = undefined;
-      await start();
-      // The wait for a busy store starts now: the new owner had to open it first.
-      deadline = Date.now() + o.waitMs;
+    } else if (s.kind === 'own' && awaitStarting) {
+      const starting = awaitStarting;
+      awaitStarting = undefined;
+      if (await starting()) {
+        // The wait for a busy store starts now: the new owner had to open it first.
+        deadline = Date.now() + o.waitMs;
+        continue;
+      }
       continue;
     } else if (s.kind === 'own') {
       let engine: Engine | undefined;

@@ -4,10 +4,11 @@
  * side by side with `git add -A && git commit` on a copy of the same tree, with the same
  * 10 files changed each time (the tree of fresh.bench.ts: ~51,000 files):
  *
- * - first call, no owner: the CLI finds nobody, starts the background owner, which opens
- *   the store, starts watching and scans the tree; the call is relayed to it. Each round
- *   stops the owner first, so every sample is a real first call.
- * - later calls: the same owner answers; its checkpoint looks only at what changed.
+ * - first call, no owner: the CLI finds nobody, opens the store and checkpoints itself,
+ *   then starts the background owner, which takes the store, watches the tree and scans it
+ *   once. Each round stops the owner first, so every sample is a real first call.
+ * - later calls, once that owner is warm (how long after the first call is reported): the
+ *   owner answers; its checkpoint looks only at what changed.
  * - a hook call to that owner against `node -e 0`.
  *
  * Peak RSS is the calling CLI process's (/usr/bin/time); the owner's own resident size is
@@ -38,12 +39,23 @@ function alive(pid: number): boolean {
   }
 }
 
-type Status = { owner: { pid: number; background: boolean } | null; status?: { rssBytes: number; watch: { kind: string; dirs?: number } } };
+type Status = { owner: { pid: number; background: boolean } | null; status?: { rssBytes: number; watch: { kind: string; dirs?: number }; warmUp?: string; warmUpMs?: number } };
 
 function status(ws: string): Status {
   const r = spawnSync(process.execPath, [CLI, 'status', '--json', '--workspace', ws], { encoding: 'utf8', env: { ...process.env, WAYPOINT_NO_DAEMON: '1' } });
   if (r.status !== 0) throw new Error(`status exited ${r.status}: ${r.stderr}`);
   return JSON.parse(r.stdout) as Status;
+}
+
+/** The background owner the first call started, once it serves and its watcher's first scan is over. */
+async function warmOwner(ws: string): Promise<Status & { status: NonNullable<Status['status']> }> {
+  const until = Date.now() + 120_000;
+  for (;;) {
+    const s = status(ws);
+    if (s.owner?.background && s.status && s.status.warmUp !== 'running') return s as Status & { status: NonNullable<Status['status']> };
+    if (Date.now() > until) throw new Error(`no warm background owner: ${JSON.stringify(s)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 async function stopOwner(ws: string): Promise<void> {
@@ -108,16 +120,22 @@ export async function main(o: { quick?: boolean } = {}): Promise<Row[]> {
     const gitFirst: number[] = [];
     const gitNext: number[] = [];
     const ownerRss: number[] = [];
+    const ready: number[] = [];
+    const warmScan: number[] = [];
     let watch = '';
     for (let r = 1; r <= rounds; r++) {
       await stopOwner(ws);
       gitFirst.push(change().ms);
       const f = checkpoint(`round ${r} first`);
       first.push(f);
-      const s = status(ws);
-      if (!s.owner?.background || !s.status) throw new Error(`round ${r}: no background owner after the first call: ${JSON.stringify(s)}`);
+      // The first call started the owner as it ended; the later calls come once it is warm.
+      const ready0 = performance.now();
+      const s = await warmOwner(ws);
+      ready.push(performance.now() - ready0);
+      if (s.status.warmUp !== 'done') throw new Error(`round ${r}: the owner's first scan did not vouch: ${JSON.stringify(s)}`);
+      warmScan.push(s.status.warmUpMs ?? NaN);
       watch = s.status.watch.kind === 'watching' ? `watching ${s.status.watch.dirs} directories` : s.status.watch.kind;
-      const line = [`round ${r}: first ${fmtMs(f.ms)} (${f.rssMb.toFixed(0)} MB) vs git ${fmtMs(gitFirst[gitFirst.length - 1])}`];
+      const line = [`round ${r}: first ${fmtMs(f.ms)} (${f.rssMb.toFixed(0)} MB) vs git ${fmtMs(gitFirst[gitFirst.length - 1])}; owner warm ${fmtMs(ready[ready.length - 1])} after (its scan ${fmtMs(s.status.warmUpMs ?? NaN)})`];
       for (let k = 0; k < later; k++) {
         gitNext.push(change().ms);
         const n = checkpoint(`round ${r} later ${k}`);
@@ -154,8 +172,9 @@ export async function main(o: { quick?: boolean } = {}): Promise<Row[]> {
     const bm = median(bare);
     const n = files.toLocaleString('en');
     const rows: Row[] = [
-      { measure: `first call, no owner (starts the background owner), ${n} files, ${CHANGED} changed (median of ${rounds})`, waypoint: fmtMs(fm), baseline: `${fmtMs(gf)} git add -A && git commit`, ratio: `${(fm / gf).toFixed(2)}×`, target: '≤ 1.5×', ok: fm / gf <= 1.5 },
+      { measure: `first call, no owner (does its own work, then starts the background owner), ${n} files, ${CHANGED} changed (median of ${rounds})`, waypoint: fmtMs(fm), baseline: `${fmtMs(gf)} git add -A && git commit`, ratio: `${(fm / gf).toFixed(2)}×`, target: '≤ 1.5×', ok: fm / gf <= 1.5 },
       { measure: `later calls, background owner (${watch}), same tree (median of ${next.length})`, waypoint: fmtMs(nm), baseline: `${fmtMs(gn)} git add -A && git commit`, ratio: `${(nm / gn).toFixed(2)}×`, target: '≤ 0.25×', ok: nm / gn <= 0.25 },
+      { measure: `background owner warm after the first call returned (its watcher's first scan ${fmtMs(median(warmScan))}), median`, waypoint: fmtMs(median(ready)), baseline: '-', ratio: '-', target: 'info', ok: null },
       { measure: 'peak RSS of the calling CLI process (max of all calls)', waypoint: `${rss.toFixed(0)} MB`, baseline: '-', ratio: '-', target: '≤ 150 MB', ok: rss <= 150 },
       { measure: 'resident size of the background owner (max of the rounds)', waypoint: `${Math.max(...ownerRss).toFixed(0)} MB`, baseline: '-', ratio: '-', target: 'bounded (leaves past 512 MB)', ok: null },
       { measure: `hook call, background owner (median of ${hookRuns})`, waypoint: fmtMs(hm), baseline: `${fmtMs(bm)} node -e 0`, ratio: `+${fmtMs(hm - bm)}`, target: '≤ +100 ms', ok: hm - bm <= 100 },

@@ -16,6 +16,14 @@ export interface ChangeFeed {
    * catches up with the file system (what was written before the call is in the list).
    */
   begin(previous: CheckpointMeta | null): Promise<ChangeFeedTicket>;
+  /**
+   * Makes a feed that has just started vouch from `previous` on, without a checkpoint:
+   * `changedSince` scans the whole tree once (the feed already watching) and names what
+   * differs from `previous`; the feed keeps those paths with what it sees meanwhile, so
+   * the next checkpoint after `previous` scans only them. False when the feed cannot
+   * (not watching, a capture under way, the scan failed): checkpoints then scan as before.
+   */
+  warmUp?(previous: CheckpointMeta, changedSince: () => Promise<readonly string[]>): Promise<boolean>;
 }
 
 export interface ChangeFeedTicket {

@@ -36,6 +36,19 @@ export class CheckpointCapture {
     return id ? this.queries.checkpoint(id) : null;
   }
 
+  /**
+   * A change feed that has just started (a background owner's watcher) vouches from the
+   * newest checkpoint on after one full scan that records nothing, so the first
+   * checkpoint asked of it scans only what changed, like every later one. Run in the
+   * runner, so a call that comes meanwhile waits for it rather than scanning alongside.
+   */
+  async warmUp(): Promise<boolean> {
+    const previous = this.latest();
+    const scan = this.snapshotter.changedSince?.bind(this.snapshotter);
+    if (!previous?.manifestRef || previous.damaged || !scan || !this.feed?.warmUp) return false;
+    return this.feed.warmUp(previous, () => scan(previous));
+  }
+
   /** Captures a checkpoint and returns its (not yet committed) event. */
   async capture(task: Task | null, kind: CheckpointKind, stepId: string | null, label: string | null, dirty?: readonly string[]): Promise<{ event: NewEvent; checkpoint: CheckpointMeta; report: NotCapturedReport }> {
     const previous = this.latest();

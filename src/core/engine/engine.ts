@@ -192,9 +192,7 @@ export class Engine {
     return engine;
   }
 
-  get now(): number {
-    return this.core.now();
-  }
+  get now(): number { return this.core.now(); }
 
   onDidChange(listener: (e: ChangeEvent) => void): { dispose(): void } {
     this.listeners.add(listener);
@@ -244,8 +242,9 @@ export class Engine {
   /** A person lets a step try more times (see Steps.grantAttempts). */
   grantAttempts(input: GrantAttemptsInput) { return this.steps.grantAttempts(input); }
   checkpoint(input: CheckpointInput) { return this.steps.checkpoint(input); }
-  /** The workspace's newest checkpoint with a manifest: the next scan's stat cache and a new task's delta base. */
   latestCheckpoint() { return this.core.latestCheckpoint(); }
+  /** A change feed that just started vouches from the newest checkpoint on (see CheckpointCapture.warmUp). */
+  warmUpChangeFeed(): Promise<boolean> { return this.core.exclusive(() => this.core.checkpoints.warmUp()); }
 
   /** `proceed` once the intent is durable; `already_done` or `in_doubt` from the ledger (see SideEffects.begin). */
   beginSideEffect(input: BeginSideEffectInput) { return this.sideEffects.begin(input); }
@@ -260,7 +259,7 @@ export class Engine {
   rollback(input: RollbackInput) { return this.rollbacks.rollback(input); }
   /** What that rollback would change, recording nothing. */
   rollbackPreview(input: RollbackPreviewInput) { return this.rollbacks.preview(input); }
-  /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it. */
+  /** Undoes the task's last rollback by rolling back to the checkpoint taken just before it (or previews that). */
   undoRollback(input: UndoRollbackInput) { return this.rollbacks.undoRollback(input); }
   undoRollbackPreview(taskId: string) { return this.rollbacks.undoPreview(taskId); }
   /** The paths changed since checkpoint `fromId`, split by who changed them (see Rollbacks.changesByOwner). */

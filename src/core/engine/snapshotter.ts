@@ -46,6 +46,12 @@ export interface Capture {
 
 export interface Snapshotter {
   capture(req: CaptureRequest): Promise<Capture>;
+  /**
+   * The path keys whose content differs from `previous`'s, found by a full scan that
+   * records nothing (a watcher's warm-up: see CheckpointCapture.warmUp). Absent where no
+   * workspace is attached.
+   */
+  changedSince?(previous: CheckpointMeta): Promise<string[]>;
 }
 
 /** Records checkpoints as metadata only; used where no workspace is attached. */

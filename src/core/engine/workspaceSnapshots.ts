@@ -183,6 +183,11 @@ export class WorkspaceSnapshots implements Snapshotter {
     return r.manifest;
   }
 
+  async changedSince(previous: CheckpointMeta): Promise<string[]> {
+    const { r } = await this.scanFrom(previous, undefined);
+    return r.changed.changes.map((c) => c.path);
+  }
+
   async capture(req: CaptureRequest): Promise<Capture> {
     const { r, prev } = await this.scanFrom(req.previous, req.dirty, {
       flush: false, // ManifestStore.save flushes the new blobs and the manifest together

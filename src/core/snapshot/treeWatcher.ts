@@ -144,6 +144,31 @@ export class TreeWatcher implements ChangeFeed {
     };
   }
 
+  /**
+   * Vouches from `previous` on without a checkpoint (see ChangeFeed.warmUp). Sound
+   * because the watches are in place before the scan starts: a change made before the
+   * scan reached its path is in the scan's list, one made after it is an event here, and
+   * anything in between is in both. The cookie first makes sure no event from before
+   * the scan is still unread (it would only be a duplicate, but the order is kept plain).
+   */
+  async warmUp(previous: CheckpointMeta, changedSince: () => Promise<readonly string[]>): Promise<boolean> {
+    if (this.stateNow.kind !== 'watching' || this.inFlight || this.o.hints === false || !previous.manifestRef) return false;
+    this.inFlight = true;
+    try {
+      if (!(await this.sync())) return false;
+      const changed = await changedSince();
+      if (this.stateNow.kind !== 'watching') return false;
+      for (const key of changed) this.note(key);
+      this.lastRef = previous.manifestRef;
+      return !this.overflow;
+    } catch (e) {
+      this.o.log.warn(`the watcher's first scan failed (${(e as Error).message}); the next checkpoint scans the whole tree`);
+      return false;
+    } finally {
+      this.inFlight = false;
+    }
+  }
+
   /** Drops a cookie and waits for its event (true), or gives up after the timeout (false: the caller scans everything). */
   private async sync(): Promise<boolean> {
     if (!this.cookieWatch) return false;
