@@ -1,6 +1,7 @@
 import type { EngineApi } from '../core/engine/api';
-import type { Task, WaypointEvent } from '../core/model/schema';
+import type { CheckpointMeta, Task, WaypointEvent } from '../core/model/schema';
 import { plural } from '../core/model/plural';
+import { checkpointChanges, isShownCheckpoint } from '../core/model/checkpointWords';
 import { required } from './args';
 import type { Command } from './command';
 
@@ -13,7 +14,7 @@ import type { Command } from './command';
 export type TimelineEntry =
   | { at: number; kind: 'task'; event: string; detail: string | null }
   | { at: number; kind: 'attempt'; stepId: string; title: string; attempt: number; status: 'running' | 'completed' | 'failed' | 'skipped' | 'abandoned' | 'interrupted'; end: number | null; durationMs: number | null; error: string | null }
-  | { at: number; kind: 'checkpoint'; checkpointId: string; checkpointKind: string; stepId: string | null; label: string | null; filesChanged: number }
+  | { at: number; kind: 'checkpoint'; checkpointId: string; checkpointKind: string; stepId: string | null; label: string | null; files: number; filesChanged: number }
   | { at: number; kind: 'side_effect'; key: string; stepId: string | null; effectKind: string; description: string; status: 'intent' | 'done' | 'failed'; end: number | null; detail: string | null }
   | { at: number; kind: 'rollback'; rollbackId: string; targetCheckpointId: string; outcome: string | null; filesWritten: number | null; filesRemoved: number | null };
 
@@ -88,9 +89,13 @@ export function timelineEntries(events: readonly WaypointEvent[]): TimelineEntry
       case 'step.abandoned':
         close(String(d.stepId), ev.ts, 'abandoned', String(d.reason));
         break;
-      case 'checkpoint.created':
-        entries.push({ at: ev.ts, kind: 'checkpoint', checkpointId: String(d.checkpointId), checkpointKind: String(d.kind), stepId: (d.stepId as string | null) ?? null, label: (d.label as string | null) ?? null, filesChanged: Number(d.filesChanged) });
+      case 'checkpoint.created': {
+        const c = { kind: String(d.kind) as CheckpointMeta['kind'], files: Number(d.files ?? 0), filesChanged: Number(d.filesChanged) };
+        // As the tree and the timeline page: an auto checkpoint that captured nothing is left out.
+        if (!isShownCheckpoint(c)) break;
+        entries.push({ at: ev.ts, kind: 'checkpoint', checkpointId: String(d.checkpointId), checkpointKind: c.kind, stepId: (d.stepId as string | null) ?? null, label: (d.label as string | null) ?? null, files: c.files, filesChanged: c.filesChanged });
         break;
+      }
       case 'side_effect.intent': {
         const e: Extract<TimelineEntry, { kind: 'side_effect' }> = { at: ev.ts, kind: 'side_effect', key: String(d.key), stepId: (d.stepId as string | null) ?? null, effectKind: String(d.kind), description: String(d.description), status: 'intent', end: null, detail: null };
         entries.push(e);
@@ -141,7 +146,7 @@ function line(e: TimelineEntry): string {
     case 'attempt':
       return `step ${e.stepId} attempt ${e.attempt}  ${e.status}${e.durationMs !== null ? ` after ${duration(e.durationMs)}` : ''}  ${e.title}${e.error ? `  — ${e.error}` : ''}`;
     case 'checkpoint':
-      return `checkpoint ${e.checkpointId} ${e.checkpointKind}${e.stepId ? ` (step ${e.stepId})` : ''}, ${plural(e.filesChanged, 'file')} changed${e.label ? `  "${e.label}"` : ''}`;
+      return `checkpoint ${e.checkpointId} ${e.checkpointKind}${e.stepId ? ` (step ${e.stepId})` : ''}, ${e.checkpointKind === 'task_base' ? `holds ${checkpointChanges({ kind: 'task_base', files: e.files, filesChanged: e.filesChanged })}` : checkpointChanges({ kind: e.checkpointKind as CheckpointMeta['kind'], files: e.files, filesChanged: e.filesChanged })}${e.label ? `  "${e.label}"` : ''}`;
     case 'side_effect':
       return `side effect ${e.key} (${e.effectKind}) ${e.status === 'intent' ? 'begun, no outcome recorded' : e.status}${e.end !== null ? ` after ${duration(Math.max(0, e.end - e.at))}` : ''}: ${e.description}${e.detail ? `  — ${e.detail}` : ''}`;
     case 'rollback':

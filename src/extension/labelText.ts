@@ -93,22 +93,8 @@ export function withoutIds(text: string, names: ReadonlyMap<string, string> = ne
     .replace(TITLED_ID, '”');
 }
 
-/**
- * An auto checkpoint that captured no change is noise (the watcher saw Waypoint's own
- * rollback or undo writes, or an edit put back): the tree and the timeline leave it out.
- */
-export function isShownCheckpoint(c: Pick<CheckpointMeta, 'kind' | 'filesChanged' | 'damaged'>): boolean {
-  return !(c.kind === 'auto' && c.filesChanged === 0 && !c.damaged);
-}
-
-/**
- * What a checkpoint holds, one definition everywhere: a base checkpoint changed
- * nothing, it holds N files; the others changed N files since the one before.
- */
-export function checkpointChanges(c: Pick<CheckpointMeta, 'kind' | 'files' | 'filesChanged'>): string {
-  if (c.kind === 'task_base') return plural(c.files, 'file');
-  return c.filesChanged === 0 ? 'no changes' : `${plural(c.filesChanged, 'file')} changed`;
-}
+import { checkpointChanges } from '../core/model/checkpointWords';
+export { checkpointChanges, isShownCheckpoint } from '../core/model/checkpointWords';
 
 /**
  * A checkpoint's name for a person: its own label unless that label is an internal

@@ -234,7 +234,9 @@ describe('cli: footguns', function () {
     const text = ok(['timeline', '--task', t]).stdout;
     assert.match(text, /step read attempt 1\s+failed after [\d.]+ (ms|s)\s+Read the code\s+— flaky \(recoverable\)/);
     assert.match(text, /step read attempt 2\s+completed after/);
-    assert.match(text, /checkpoint c_\S+ task_base/);
+    // One definition of files changed: the base holds the workspace's files, it changed none of them.
+    assert.match(text, /checkpoint c_\S+ task_base, holds \d+ files?\n/);
+    assert.doesNotMatch(text, /task_base, \d+ files? changed/);
     assert.match(text, /side effect pub \(shell\) done after .*npm publish/);
     const j = json<{ entries: { at: number; kind: string; status?: string; attempt?: number }[] }>(['timeline', '--task', t]);
     const ats = j.entries.map((e) => e.at);
