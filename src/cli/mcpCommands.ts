@@ -12,6 +12,8 @@ import { applyConnect, connectPreview, launchFor, planConnect, type AgentKind } 
 import { startOwnerEndpoint } from '../mcp/owner';
 import { resolveStore, storeLocationOf } from '../ownership/resolve';
 import { ownOrRelay } from '../ownership/ownOrRelay';
+import { isBackgroundOwner } from '../ownership/backgroundStart';
+import { askBackgroundOwnerForStore } from '../ownership/handover';
 import { describeOwner } from '../core/store/ownerLock';
 import { runStdio } from '../mcp/stdio';
 import { AgentRollbackPolicy } from '../mcp/tools';
@@ -132,12 +134,21 @@ export const MCP_COMMANDS: Record<string, Command> = {
       const agentRollback = rollbackPolicy(c);
       // A folder of a multi-root window serves that window's store, with its folders (see storeRoots.ts).
       const at = storeLocationOf(c.workspace);
-      // The one switch (ownOrRelay.ts): `serve` only ever owns, so a store another process serves is refused with who and where.
+      // The one switch (ownOrRelay.ts): `serve` only ever owns. A background owner (which a
+      // first call starts by default) is asked for the store, as a window asks; a store
+      // another process serves is refused with who and where.
       const decision = ownOrRelay(at.storeDir, log);
+      let lockWaitMs = intOption(c.values, 'lock-wait') ?? 2000;
       if (decision.kind === 'relay') {
-        throw new WaypointError('locked', `The store in ${at.storeDir} is already served by ${describeOwner(decision.owner)} at ${decision.discovery.url}; agents and the CLI reach it there. Stop that process to serve it from here.`);
+        const refused = isBackgroundOwner(decision.owner) ? await askBackgroundOwnerForStore(at.storeDir, decision.discovery) : 'it is not a background owner';
+        if (refused !== null) {
+          throw new WaypointError('locked', `The store in ${at.storeDir} is already served by ${describeOwner(decision.owner)} at ${decision.discovery.url}; agents and the CLI reach it there. Stop that process to serve it from here.`);
+        }
+        log.info(`the background owner (pid ${decision.owner.pid}) is handing the store over`);
+        // It finishes the calls in flight first, then releases the lock.
+        lockWaitMs = Math.max(lockWaitMs, 30_000);
       }
-      const engine = await Engine.open({ workspace: at.workspace, storeDir: at.storeDir, ...(at.roots ? { snapshots: { roots: at.roots } } : {}), log, sweepIntervalMs: 5_000, ...(c.teamStore ? { teamStore: c.teamStore } : {}), store: { lock: { waitMs: intOption(c.values, 'lock-wait') ?? 2000, ownerId: `waypoint-serve:${randomUUID()}` } } });
+      const engine = await Engine.open({ workspace: at.workspace, storeDir: at.storeDir, ...(at.roots ? { snapshots: { roots: at.roots } } : {}), log, sweepIntervalMs: 5_000, ...(c.teamStore ? { teamStore: c.teamStore } : {}), store: { lock: { waitMs: lockWaitMs, ownerId: `waypoint-serve:${randomUUID()}` } } });
       try {
         const endpoint = await startOwnerEndpoint({ engine, log, agentRollback, rollback: headlessRollback(engine), port: intOption(c.values, 'port') });
         // Replaced as the owner after a stall past the lease: every call is already refused

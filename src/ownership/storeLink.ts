@@ -6,9 +6,8 @@ import type { WaypointEvent } from '../core/model/schema';
 import { describeOwner, type LockInfo } from '../core/store/ownerLock';
 import type { Discovery } from './discovery';
 import { ownOrRelay, type StoreDecision } from './ownOrRelay';
-import { storeClaimHeaders } from './resolve';
-import { HANDOVER_PATH, isBackgroundOwner } from './backgroundStart';
-import { postLoopback } from '../core/engine/loopback';
+import { isBackgroundOwner } from './backgroundStart';
+import { askBackgroundOwnerForStore } from './handover';
 
 /**
  * A long-lived process's link to a workspace's store (the extension host of one
@@ -196,11 +195,9 @@ export class StoreLink {
    * journal, so nothing the background owner acknowledged is lost.
    */
   private async askForStore(d: Discovery): Promise<boolean> {
-    try {
-      const res = await postLoopback(new URL(HANDOVER_PATH, d.url), { authorization: `Bearer ${d.token}`, 'content-type': 'application/json', ...storeClaimHeaders(this.opts.storeDir) }, '{}', { timeoutMs: 5_000, connectTimeoutMs: 2_000 });
-      if (res.status !== 200) throw new Error(`it answered ${res.status}`);
-    } catch (e) {
-      this.log.debug(`the background owner at ${d.url} did not hand the store over: ${errorMessage(e)}`);
+    const refused = await askBackgroundOwnerForStore(this.opts.storeDir, d);
+    if (refused !== null) {
+      this.log.debug(`the background owner at ${d.url} did not hand the store over: ${refused}`);
       return false;
     }
     const first = this.handoverUntil < Date.now();

@@ -241,6 +241,29 @@ describe('background owner (real processes)', function () {
     assert.equal(servingLines(ws), 1, 'exactly one background owner served');
   });
 
+  it('waypoint serve takes the store over from a background owner, with every event it recorded', async () => {
+    const ws = workspace();
+    const task = await json<{ taskId: string }>(cli(['task', 'start', '--goal', 'before serve', '--json', '-w', ws]));
+    const bg = (await ownerPid(ws)).owner!.pid;
+    await json(cli(['checkpoint', '--task', task.taskId, '--label', 'through the owner', '--json', '-w', ws]));
+    const serve = spawn(process.execPath, [CLI, 'serve', '-w', ws], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, WAYPOINT_NO_DAEMON: '1' } });
+    pids.push(serve.pid!);
+    let out = '';
+    let err = '';
+    serve.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    serve.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    for (const until = Date.now() + 45_000; !/Serving Waypoint MCP/.test(out) && serve.exitCode === null && Date.now() < until; ) await new Promise((r) => setTimeout(r, 50));
+    assert.match(out, /Serving Waypoint MCP/, `serve: ${out} ${err}`);
+    await waitExit(bg, 20_000);
+    assert.equal(isAlive(bg), false, 'the background owner left');
+    const s = await json<Status>(cli(['status', '--json', '-w', ws], { WAYPOINT_NO_DAEMON: '1' }));
+    assert.equal(s.owner?.pid, serve.pid, 'serve owns the store');
+    assert.equal(s.owner?.background, false);
+    const shown = await json<{ checkpoints: { label: string | null }[] }>(cli(['show', '--task', task.taskId, '--json', '-w', ws]));
+    assert.ok(shown.checkpoints.some((c) => c.label === 'through the owner'), 'what the background owner recorded is there');
+    assert.match(fs.readFileSync(path.join(ws, '.waypoint', LOG_FILE), 'utf8'), /handing it over/);
+  });
+
   it('a window that opens takes the store over with every event the background owner recorded', async () => {
     const ws = workspace();
     const task = await json<{ taskId: string }>(cli(['task', 'start', '--goal', 'before the window', '--json', '-w', ws]));
