@@ -5,7 +5,6 @@ import { isNoSpace, type Engine, type RollbackResult } from '../core/engine/engi
 import { notCapturedWarning } from '../core/engine/notCaptured';
 import { DEFAULT_RPC_TIMEOUT_MS, RpcTransportError, localApi, remoteApi, type EngineApi } from '../core/engine/api';
 import { resolveStore } from '../ownership/resolve';
-import { isPostgresUrl } from '../core/store/postgres/connection';
 import { findWorkspace, storeDirOf } from '../ownership/storeDirOf';
 import { describeOwner } from '../core/store/ownerLock';
 import { startWhenAllowed } from '../core/engine/retryPolicy';
@@ -19,7 +18,7 @@ import type { Command, Ctx } from './command';
 import { MCP_COMMANDS, usePrereadHookInput } from './mcpCommands';
 import { UNLOCK_COMMANDS } from './unlock';
 import { BACKGROUND_COMMANDS } from './backgroundCommands';
-import { awaitStartingOwner, startBackgroundOwnerAfter } from '../ownership/backgroundStart';
+import { awaitStartingOwnerOf, startOwnerAfterCall } from './backgroundAfterCall';
 import { listAllTasks } from './tasksAll';
 import { teamStoreOf } from './teamStore';
 import { checkpointsTable, isWorkspaceIdArg, notOnThisMachine, teamCheckpoints, teamDiff } from './teamReview';
@@ -786,7 +785,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
             teamStore,
             // Nobody owns the store: relay to the background owner another call is starting,
             // if one is; else this call owns the store, and starts one when it is done (below).
-            ...(teamStore === undefined ? { awaitStartingOwner: () => awaitStartingOwner({ storeDir: storeDirOf(workspace) }) } : {}),
+            ...awaitStartingOwnerOf(workspace, teamStore),
             serving: async (d, lock, claim) => {
               if (maxFileBytes !== undefined) io.stderr.write(`waypoint: note: --max-file-size-mb applies when this command owns the store; the store's owner (${d.url}) applies its own limit.\n`);
               // Ask a cheap question first, with a short timeout: a stopped, dying or dead owner
@@ -831,11 +830,8 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
   } finally {
     if (engine) {
       await engine.close().catch((e) => io.stderr.write(`waypoint: closing the store failed: ${errorMessage(e)}\n`));
-      // This call owned the store: a background owner takes it from here, so later calls
-      // are relayed and their checkpoints look only at what changed (the shipped CLI
-      // only: dist/cli.js is what it runs as). Not for a team store (its URL may hold a
-      // password, which a detached process must not inherit from one call).
-      if (!teamAt?.teamStore && !isPostgresUrl(process.env.WAYPOINT_STORE)) startBackgroundOwnerAfter({ workspace: engine.workspace, storeDir: engine.storeDir, cliPath: path.join(__dirname, 'cli.js'), log: cliLogger(false, () => undefined) });
+      // This call owned the store: a background owner takes it from here.
+      startOwnerAfterCall(engine, teamAt?.teamStore);
     }
   }
 }

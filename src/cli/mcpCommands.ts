@@ -19,6 +19,7 @@ import { runStdio } from '../mcp/stdio';
 import { AgentRollbackPolicy } from '../mcp/tools';
 import { headlessRollback } from '../mcp/headlessRollback';
 import { hookLog, readHookInput } from './hookLog';
+import { awaitStartingOwnerOf, startOwnerAfterCall } from './backgroundAfterCall';
 import { UsageError, intOption, optional } from './args';
 import type { Command, Ctx } from './command';
 
@@ -226,6 +227,7 @@ function hookCommand(agent: HookAgent): Command {
           workspace: c.workspace,
           log,
           waitMs: (intOption(c.values, 'wait') ?? 20) * 1000,
+          ...awaitStartingOwnerOf(c.workspace, c.teamStore),
           serving: async (d, _lock, claim) => {
             const url = new URL(HOOK_AGENTS[agent].route, d.url);
             const res = await postLoopback(url, { ...claim, authorization: `Bearer ${d.token}`, 'content-type': 'application/json' }, text, { timeoutMs: 20_000, connectTimeoutMs: DEFAULT_RPC_CONNECT_TIMEOUT_MS });
@@ -242,6 +244,8 @@ function hookCommand(agent: HookAgent): Command {
               await handleHook(engine, agent, payload, { log: log.child('hooks') });
             } finally {
               await engine.close();
+              // The first hook of a session with no owner: a background owner answers the next ones.
+              startOwnerAfterCall(engine, c.teamStore);
             }
           },
         });

@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { buildCli, CLI, isAlive, waitExit } from '../support/mcp';
 import { tmpDir } from '../support/tmp';
 import { Engine } from '../../src/core/engine/engine';
@@ -239,6 +239,30 @@ describe('background owner (real processes)', function () {
     assert.equal(after.pid, s.owner.pid);
     assert.equal((await json<unknown[]>(cli(['tasks', '--json', '-w', ws]))).length, 3, 'all three tasks recorded');
     assert.equal(servingLines(ws), 1, 'exactly one background owner served');
+  });
+
+  it('an agent\'s first hook with no owner is recorded by the call itself and starts one; the next hooks are relayed to it', async () => {
+    const ws = workspace();
+    const session = '0b1e7c2a-5d4f-4e1a-9c3b-000000000038';
+    const hook = (event: Record<string, unknown>) => {
+      const e: NodeJS.ProcessEnv = { ...process.env, WAYPOINT_DAEMON_IDLE_SECONDS: '60' };
+      delete e.WAYPOINT_NO_DAEMON;
+      const r = spawnSync(process.execPath, [CLI, 'hook', 'claude-code'], { cwd: ws, input: JSON.stringify({ session_id: session, transcript_path: path.join(ws, '.t.jsonl'), cwd: ws, ...event }), encoding: 'utf8', env: e });
+      assert.equal(r.status, 0, r.stderr);
+    };
+    hook({ hook_event_name: 'SessionStart', source: 'startup' });
+    const s = await ownerPid(ws);
+    assert.ok(s.owner?.background, 'the first hook started a background owner');
+    hook({ hook_event_name: 'UserPromptSubmit', prompt: 'Change the greeting' });
+    fs.writeFileSync(path.join(ws, 'd0', 'f0.txt'), 'changed by the agent\n');
+    hook({ hook_event_name: 'Stop', stop_hook_active: false, last_assistant_message: 'done' });
+    const after = await servingOwner(ws);
+    assert.equal(after.owner!.pid, s.owner.pid, 'the same owner');
+    assert.ok((after as Status & { status: { calls?: number } }).status.calls! >= 2, `the later hooks were answered by it: ${JSON.stringify(after.status)}`);
+    const tasks = await json<{ title: string }[]>(cli(['tasks', '--json', '-w', ws]));
+    assert.equal(tasks.length, 1);
+    assert.match(tasks[0].title, /Change the greeting/);
+    assert.equal(fs.existsSync(path.join(ws, '.waypoint', 'hooks.log')), false, 'nothing went unrecorded');
   });
 
   it('waypoint serve takes the store over from a background owner, with every event it recorded', async () => {

@@ -1,0 +1,23 @@
+import * as path from 'node:path';
+import type { Engine } from '../core/engine/engine';
+import { silentLogger } from '../core/log';
+import { isPostgresUrl } from '../core/store/postgres/connection';
+import { awaitStartingOwner, startBackgroundOwnerAfter } from '../ownership/backgroundStart';
+import { storeDirOf } from '../ownership/storeDirOf';
+
+/**
+ * The background owner around a call (a command or a hook) that found nobody owning
+ * the store: before it owns, it waits for an owner another call is starting; after it
+ * has owned and closed the store, it starts one, so the next calls are relayed and their
+ * checkpoints look only at what changed (backgroundStart.ts). The shipped CLI only
+ * (dist/cli.js is what the owner runs as), and never for a team store: its URL may hold
+ * a password, which a detached process must not inherit from one call.
+ */
+export function awaitStartingOwnerOf(workspace: string, teamStore: string | undefined): { awaitStartingOwner?: () => Promise<boolean> } {
+  return teamStore === undefined ? { awaitStartingOwner: () => awaitStartingOwner({ storeDir: storeDirOf(workspace) }) } : {};
+}
+
+export function startOwnerAfterCall(engine: Engine, teamStore: string | undefined): void {
+  if (teamStore !== undefined || isPostgresUrl(process.env.WAYPOINT_STORE)) return;
+  startBackgroundOwnerAfter({ workspace: engine.workspace, storeDir: engine.storeDir, cliPath: path.join(__dirname, 'cli.js'), log: silentLogger });
+}
