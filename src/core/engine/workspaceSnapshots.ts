@@ -184,7 +184,9 @@ export class WorkspaceSnapshots implements Snapshotter {
   }
 
   async changedSince(previous: CheckpointMeta): Promise<string[]> {
-    const { r } = await this.scanFrom(previous, undefined);
+    const { r, prev } = await this.scanFrom(previous, undefined);
+    // The next capture starts from `previous` again: its copy is made ahead, as after a capture.
+    if (prev) this.spare.prepare(prev.manifest);
     return r.changed.changes.map((c) => c.path);
   }
 
