@@ -9,8 +9,8 @@ import { findOwner } from './discovery';
 
 /**
  * The background owner: where agents run without an editor (a terminal, SSH, CI), the
- * first hook or CLI call in a workspace nobody owns starts a small detached owner for
- * it, as git's `core.fsmonitor` starts `git fsmonitor--daemon`. It owns the store like
+ * first hook or CLI call in a workspace nobody owns does its work and then starts a small
+ * detached owner for it, as git's `core.fsmonitor` starts `git fsmonitor--daemon`. It owns the store like
  * `waypoint serve` (the same lock, fencing and discovery, so two racing first calls end
  * with one owner), watches the tree so later checkpoints scan only what changed, and
  * leaves after an idle period or when a VS Code window asks for the store.
