@@ -9,11 +9,12 @@ import { findOwner } from './discovery';
 
 /**
  * The background owner: where agents run without an editor (a terminal, SSH, CI), the
- * first hook or CLI call in a workspace nobody owns does its work and then starts a small
- * detached owner for it, as git's `core.fsmonitor` starts `git fsmonitor--daemon`. It owns the store like
- * `waypoint serve` (the same lock, fencing and discovery, so two racing first calls end
- * with one owner), watches the tree so later checkpoints scan only what changed, and
- * leaves after an idle period or when a VS Code window asks for the store.
+ * first hook or CLI call in a workspace nobody owns does its work and then starts a
+ * small detached owner for it, as git's `core.fsmonitor` starts `git fsmonitor--daemon`.
+ * It owns the store like `waypoint serve` (the same lock, fencing and discovery, so two
+ * racing first calls end with one owner), watches the tree so later checkpoints scan only
+ * what changed, and leaves after an idle period or when a window or `serve` asks for the
+ * store.
  *
  * This module decides whether one is wanted and starts it; the owner itself is
  * src/mcp/backgroundOwner.ts.
@@ -135,7 +136,7 @@ export async function awaitStartingOwner(o: Pick<StartOptions, 'storeDir'>): Pro
 
 /**
  * Starts a background owner for the store this call has just used and released, unless
- * one is wanted not or is starting already; does not wait for it. The call that found
+ * none is wanted or one is starting already; does not wait for it. The call that found
  * nobody did its own work first (a fresh process's scan costs less than an owner's start
  * plus its first full scan), and the owner, once it has the store, scans the tree once
  * while watching it, so the next call's checkpoint looks only at what changed.
