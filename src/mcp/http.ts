@@ -279,7 +279,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
       connections.delete(socket);
       // A client that died (SIGKILL) closes its sockets: look for its sessions at once.
       // Only for a client's connection: a flood closing must not queue thousands of passes.
-      if (conn.authenticated && sessions.size > 0) void reapSessions();
+      if (conn.authenticated && sessions.size > 0) reapSoon();
     });
     if (connections.size <= limits.maxConnections) return;
     // Over the cap: drop the oldest connection that has not proved itself (the flood's),
@@ -293,6 +293,19 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     socket.destroy();
   });
   const reaper = setInterval(() => void reapSessions(), limits.reapIntervalMs);
+  // The kernel closes a killed process's sockets while it is still exiting, before it is
+  // a zombie: a pass at that instant still sees its pid alive. One more pass a moment
+  // later finds it gone; at most one such pass waits at a time.
+  let recheck: NodeJS.Timeout | undefined;
+  function reapSoon(): void {
+    void reapSessions();
+    if (recheck) return;
+    recheck = setTimeout(() => {
+      recheck = undefined;
+      if (sessions.size > 0) void reapSessions();
+    }, 500);
+    recheck.unref();
+  }
   reaper.unref();
 
   await new Promise<void>((resolve, reject) => {
@@ -317,6 +330,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
     close: () =>
       (closing ??= (async () => {
         clearInterval(reaper);
+        if (recheck) clearTimeout(recheck);
         for (const { transport, server: s } of [...sessions.values()]) {
           await transport.close().catch(() => undefined);
           await s.close().catch(() => undefined);
