@@ -1,10 +1,10 @@
 import * as http from 'node:http';
 import type * as net from 'node:net';
 import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { Logger, silentLogger } from '../core/log';
+import { mcpSdk } from './lazySdk';
 import { errorMessage } from '../core/model/errors';
 import { isPidAlive } from '../core/store/fsutil';
 import { STORE_CLAIM_HEADER } from '../core/store/folderIdentity';
@@ -164,7 +164,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
       return existing.transport.handleRequest(req, res, body);
     }
     if (typeof sid === 'string') throw new HttpRefusal(404, `Unknown MCP session '${sid}'; initialize a new one.`);
-    if (req.method !== 'POST' || !isInitializeRequest(body)) throw new HttpRefusal(400, 'No MCP session: send an initialize request first.');
+    if (req.method !== 'POST' || !mcpSdk().isInitializeRequest(body)) throw new HttpRefusal(400, 'No MCP session: send an initialize request first.');
     if (sessions.size >= limits.maxSessions) await reapSessions({ makeRoom: true });
     if (sessions.size >= limits.maxSessions) throw new HttpRefusal(503, `Too many MCP sessions (${limits.maxSessions}), all of them in use.`);
     const sessionId = randomUUID();
@@ -176,7 +176,7 @@ export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServ
       return sess.clientPid !== undefined ? isPidAlive(sess.clientPid) : sess.streams > 0;
     };
     const server = opts.createSession({ sessionId, clientPid, connected });
-    const transport = new StreamableHTTPServerTransport({
+    const transport = new (mcpSdk().StreamableHTTPServerTransport)({
       sessionIdGenerator: () => sessionId,
       // Request/response JSON: every Waypoint tool answers at once, no streaming needed.
       enableJsonResponse: true,

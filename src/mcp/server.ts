@@ -1,5 +1,6 @@
 import type { z } from 'zod';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { mcpSdk } from './lazySdk';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { SERVER_INSTRUCTIONS, TOOLS, runTool, toolError, type ToolContext } from './tools';
 
@@ -16,7 +17,7 @@ export const SERVER_NAME = 'waypoint';
 export const SERVER_VERSION = '0.1.0';
 
 export function createMcpServer(dispatch: Dispatch): McpServer {
-  const server = new McpServer({ name: SERVER_NAME, version: SERVER_VERSION }, { instructions: SERVER_INSTRUCTIONS, capabilities: { tools: {} } });
+  const server = new (mcpSdk().McpServer)({ name: SERVER_NAME, version: SERVER_VERSION }, { instructions: SERVER_INSTRUCTIONS, capabilities: { tools: {} } });
   for (const spec of TOOLS) {
     server.registerTool(
       spec.name,

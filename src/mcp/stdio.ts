@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { mcpSdk } from './lazySdk';
 import type { Engine } from '../core/engine/engine';
 import type { Logger } from '../core/log';
 import { errorMessage } from '../core/model/errors';
@@ -124,7 +124,7 @@ export async function runStdio(o: StdioOptions): Promise<void> {
   };
 
   const server = createMcpServer(dispatch);
-  const transport = new StdioServerTransport();
+  const transport = new (mcpSdk().StdioServerTransport)();
   const done = new Promise<string>((r) => {
     transport.onclose = () => r('transport closed');
     process.stdin.once('end', () => r('stdin ended'));

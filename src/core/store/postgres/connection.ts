@@ -1,4 +1,8 @@
-import { Client, Pool, types as pgTypes, type ClientConfig, type PoolConfig } from 'pg';
+import type { Client, ClientConfig, Pool, PoolConfig } from 'pg';
+import type * as Pg from 'pg';
+
+/** `pg`, loaded on first use: only a team store needs it, and every CLI call would pay for its load. */
+const pg = (): typeof Pg => require('pg') as typeof Pg;
 import { WaypointError, errorMessage } from '../../model/errors';
 
 /**
@@ -40,7 +44,7 @@ export function redactIn(message: string, url: string): string {
 
 /** bigint columns (seq, epoch, ms timestamps) as JS numbers: every value Waypoint stores fits in 2^53. */
 const TYPES = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === 20 ? (v: string) => Number(v) : pgTypes.getTypeParser(oid, format as 'text'))) as typeof pgTypes.getTypeParser,
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === 20 ? (v: string) => Number(v) : pg().types.getTypeParser(oid, format as 'text'))) as typeof Pg.types.getTypeParser,
 };
 
 /**
@@ -87,7 +91,7 @@ function config(url: string, o: ConnectOptions): ClientConfig {
 }
 
 export async function connectClient(url: string, o: ConnectOptions = {}): Promise<Client> {
-  const client = new Client(config(url, o));
+  const client = new (pg().Client)(config(url, o));
   // Until its owner attaches its own handler: a server that goes away mid-open (stopped,
   // restarted) makes the client emit 'error', which with no listener would crash the
   // process; the query in flight rejects anyway, and that rejection is what callers handle.
@@ -102,7 +106,7 @@ export async function connectClient(url: string, o: ConnectOptions = {}): Promis
 }
 
 export function createPool(url: string, o: ConnectOptions & { max?: number } = {}): Pool {
-  const pool = new Pool({ ...(config(url, o) as PoolConfig), max: o.max ?? 4, idleTimeoutMillis: 30_000 });
+  const pool = new (pg().Pool)({ ...(config(url, o) as PoolConfig), max: o.max ?? 4, idleTimeoutMillis: 30_000 });
   // An idle client whose server went away: the next checkout reconnects; nothing to do here.
   pool.on('error', () => undefined);
   return pool;
