@@ -60,7 +60,7 @@ export class Engine {
   private readonly snapshotter: Snapshotter;
   /** Set when checkpoints hold real workspace manifests (the default). */
   readonly workspaceSnapshots: WorkspaceSnapshots | null = null;
-  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweeps: { dispose(): void } | undefined;
   /** With a team store: the copy of checkpoints' objects into it, for review from other machines. */
   objectUpload: ObjectUploader | null = null;
   readonly defaultOwner: LeaseOwner;
@@ -183,12 +183,7 @@ export class Engine {
       backend.projection.close();
       throw e;
     }
-    if (opts.sweepIntervalMs) {
-      engine.sweepTimer = setInterval(() => {
-        engine.sweep().catch((e) => engine.log.error(`lease sweep failed: ${(e as Error).message}`));
-      }, opts.sweepIntervalMs);
-      engine.sweepTimer.unref();
-    }
+    if (opts.sweepIntervalMs) engine.sweeps = engine.leases.schedule(opts.sweepIntervalMs);
     return engine;
   }
 
@@ -200,7 +195,7 @@ export class Engine {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.sweepTimer);
+    this.sweeps?.dispose();
     await this.core.idle();
     await this.objectUpload?.close();
     await this.workspaceSnapshots?.close();

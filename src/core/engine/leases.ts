@@ -6,6 +6,7 @@ import { interruptedEvent, leaseExpiredReason } from '../store/interruption';
 import { isPidAlive } from '../store/fsutil';
 import type { EngineCore } from './engineCore';
 import { TaskRef } from './inputs';
+import { SweepSchedule } from './sweepSchedule';
 
 /**
  * Leases: who drives a task, renewed by its heartbeats, and the sweep that marks a
@@ -33,6 +34,24 @@ export class Leases {
       { keyed: false },
     );
     return { taskId: input.taskId, expiresAt: this.core.queries.findTask(input.taskId)?.lease?.expiresAt ?? null };
+  }
+
+  /** The sweep of a long-lived owner: every `intervalMs`, and as the earliest lease runs out (see SweepSchedule). */
+  schedule(intervalMs: number): { dispose(): void } {
+    const schedule = new SweepSchedule({
+      intervalMs,
+      sweep: () => this.sweep(),
+      nextExpiry: () => this.core.queries.earliestLeaseEnd(ACTIVE_TASK_STATES),
+      now: () => this.core.now(),
+      log: this.core.log,
+    });
+    const commits = this.core.eventLog.subscribe(() => schedule.rearm());
+    return {
+      dispose: () => {
+        commits.dispose();
+        schedule.dispose();
+      },
+    };
   }
 
   /**

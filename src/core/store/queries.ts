@@ -184,6 +184,15 @@ export class Queries {
     return rows.map((r) => toTask(r, leases.get(String(r.id))));
   }
 
+  /** The earliest lease end among active tasks (0 when one has no lease: the sweep takes it now), or null when none is active. */
+  earliestLeaseEnd(activeStates: readonly TaskState[]): number | null {
+    const r = this.db().get<{ n: number; at: number | null }>(
+      `SELECT COUNT(*) AS n, MIN(COALESCE(l.expires_at, 0)) AS at FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE t.kind = 'task' AND t.state IN (${activeStates.map(() => '?').join(',')})`,
+      [...activeStates],
+    );
+    return r && Number(r.n) > 0 ? Number(r.at) : null;
+  }
+
   /** A task's terminal commands, in the order they started. */
   commands(taskId: string): TerminalCommand[] {
     return this.db().all('SELECT * FROM terminal_commands WHERE task_id = ? ORDER BY started_at, rowid', [taskId]).map(toCommand);
