@@ -58,6 +58,21 @@ const pgNodeStreams = {
   },
 };
 
+/**
+ * The extension loads the MCP SDK eagerly: src/mcp/lazySdk.ts (a `require` on first use,
+ * which spares a CLI call the SDK's load) resolves to src/mcp/eagerSdk.ts here. Required
+ * lazily, the SDK's modules and the zod modules it shares with the webview protocols
+ * become lazily initialised, and esbuild initialised `zod/mini` after the protocols'
+ * top-level schemas had used it ("Class2 is not a constructor" as the extension loaded).
+ * A window serves MCP to its agents anyway, so laziness would gain it nothing.
+ */
+const eagerMcpSdk = {
+  name: 'eager-mcp-sdk',
+  setup(build) {
+    build.onResolve({ filter: /^\.\/lazySdk$/ }, (args) => ({ path: path.join(args.resolveDir, 'eagerSdk.ts') }));
+  },
+};
+
 function copyWasm() {
   const src = require.resolve('sql.js/dist/sql-wasm.wasm');
   fs.mkdirSync('dist', { recursive: true });
@@ -85,6 +100,7 @@ async function main() {
       entryPoints: { extension: 'src/extension/main.ts' },
       outdir: 'dist',
       external: ['vscode', 'pg-native'],
+      plugins: [...common.plugins, eagerMcpSdk],
     }),
     // The review panel's and the timeline's pages: browser bundles (each shares its protocol.ts with the host).
     // highlight.js (its core and common languages only) is the review's own bundle, loaded after first content.
