@@ -95,7 +95,9 @@ export async function resolveStore<T>(o: ResolveOptions<T>): Promise<T> {
     } else if (s.kind === 'own') {
       let engine: Engine | undefined;
       const at = storeLocationOf(o.workspace);
-      const snapshots = { ...(o.maxFileBytes !== undefined ? { maxFileBytes: o.maxFileBytes } : {}), ...(at.roots ? { roots: at.roots } : {}) };
+      // Only a long-lived owner (serve, mcp, the background owner) sweeps on an interval; a
+      // call that owns the store for itself closes it when done, so its scans need not keep workers.
+      const snapshots = { ...(o.maxFileBytes !== undefined ? { maxFileBytes: o.maxFileBytes } : {}), ...(at.roots ? { roots: at.roots } : {}), releaseWorkersAfterScan: !o.sweepIntervalMs };
       try {
         engine = await Engine.open({ workspace: at.workspace, storeDir: at.storeDir, log: o.log, ...(teamStore ? { teamStore } : {}), sweepIntervalMs: o.sweepIntervalMs, snapshots, store: { lock: { waitMs: 250, ...(o.ownerKind ? { ownerId: `${o.ownerKind}:${randomUUID()}` } : {}) } } });
       } catch (e) {

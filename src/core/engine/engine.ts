@@ -110,6 +110,7 @@ export class Engine {
         excludes: opts.snapshots?.excludes,
         maxFileBytes: opts.snapshots?.maxFileBytes,
         fullEvery: opts.snapshots?.fullEvery,
+        releaseWorkersAfterScan: opts.snapshots?.releaseWorkersAfterScan,
         log: this.log,
       });
       this.snapshotter = this.workspaceSnapshots;

@@ -20,7 +20,7 @@ export interface EngineOptions {
   /** What a checkpoint holds, when not the workspace snapshots (a test's or a metadata-only store's own). */
   snapshotter?: Snapshotter;
   /** Workspace snapshot settings; `false` records checkpoints as metadata only. */
-  snapshots?: false | { roots?: SnapshotRoot[]; excludes?: string[]; maxFileBytes?: number; fullEvery?: number };
+  snapshots?: false | { roots?: SnapshotRoot[]; excludes?: string[]; maxFileBytes?: number; fullEvery?: number; releaseWorkersAfterScan?: boolean };
   /** Adds drift to the resume context (the snapshot layer provides it). */
   drift?: (task: Task) => Promise<DriftInfo | null>;
   /** Options of the embedded store (ignored with `backend`). */
