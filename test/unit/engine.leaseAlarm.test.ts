@@ -54,4 +54,31 @@ describe('lease alarm: a long-lived owner interrupts a task as its lease runs ou
     assert.ok(Date.now() - end < 1_500, `interrupted ${Date.now() - end} ms after its lease ended`);
     assert.equal(state(done), 'abandoned');
   });
+
+  it('a commit looks up only the tasks it names, not every active task of the store', async () => {
+    const others = [];
+    for (let i = 0; i < 5; i++) others.push((await engine.startTask({ goal: `other ${i}`, leaseTtlMs: 30_000 })).taskId);
+    const { taskId } = await engine.startTask({ goal: 'the one that beats', leaseTtlMs: 30_000 });
+    const q = engine.queries;
+    const calls = { all: 0, named: [] as string[][] };
+    const all = q.earliestLeaseEnd.bind(q);
+    const named = q.earliestLeaseEndOf.bind(q);
+    q.earliestLeaseEnd = (states) => (calls.all++, all(states));
+    q.earliestLeaseEndOf = (ids, states) => (calls.named.push([...ids]), named(ids, states));
+    try {
+      for (let i = 0; i < 10; i++) await engine.heartbeat({ taskId });
+      const short = (await engine.startTask({ goal: 'a short lease', leaseTtlMs: 1000 })).taskId;
+      assert.equal(calls.all, 0, 'no commit looked through all active tasks');
+      assert.ok(calls.named.length >= 11, `${calls.named.length} lookups`);
+      for (const ids of calls.named.slice(0, 10)) assert.deepEqual([...new Set(ids)], [taskId]);
+      // The short lease, started last, still moves the alarm up: it is interrupted at its end, the others are not.
+      const end = engine.queries.task(short).lease!.expiresAt;
+      await waitFor('the short task to be interrupted', () => state(short) === 'interrupted', 5_000);
+      assert.ok(Date.now() - end < 1_500, `interrupted ${Date.now() - end} ms after its lease ended`);
+      for (const id of [...others, taskId]) assert.equal(state(id), 'running');
+    } finally {
+      q.earliestLeaseEnd = all;
+      q.earliestLeaseEndOf = named;
+    }
+  });
 });

@@ -42,10 +42,11 @@ export class Leases {
       intervalMs,
       sweep: () => this.sweep(),
       nextExpiry: () => this.core.queries.earliestLeaseEnd(ACTIVE_TASK_STATES),
+      expiryOf: (taskIds) => this.core.queries.earliestLeaseEndOf(taskIds, ACTIVE_TASK_STATES),
       now: () => this.core.now(),
       log: this.core.log,
     });
-    const commits = this.core.eventLog.subscribe(() => schedule.rearm());
+    const commits = this.core.eventLog.subscribe((events) => schedule.touched(events.flatMap((e) => (e.taskId ? [e.taskId] : []))));
     return {
       dispose: () => {
         commits.dispose();

@@ -193,6 +193,18 @@ export class Queries {
     return r && Number(r.n) > 0 ? Number(r.at) : null;
   }
 
+  /** The same among these tasks only, each looked up by its key (what a commit changed). */
+  earliestLeaseEndOf(taskIds: readonly string[], activeStates: readonly TaskState[]): number | null {
+    let earliest: number | null = null;
+    for (const id of new Set(taskIds)) {
+      const r = this.db().get<{ state: TaskState; kind: string; at: number | null }>('SELECT t.state, t.kind, l.expires_at AS at FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE t.id = ?', [id]);
+      if (!r || r.kind !== 'task' || !activeStates.includes(r.state)) continue;
+      const at = r.at === null ? 0 : Number(r.at);
+      earliest = earliest === null ? at : Math.min(earliest, at);
+    }
+    return earliest;
+  }
+
   /** A task's terminal commands, in the order they started. */
   commands(taskId: string): TerminalCommand[] {
     return this.db().all('SELECT * FROM terminal_commands WHERE task_id = ? ORDER BY started_at, rowid', [taskId]).map(toCommand);
