@@ -102,6 +102,43 @@ describe('fencing: an owner replaced while stalled never acknowledges a write', 
     }
   });
 
+  it('a replaced owner that woke inside an export never removes its successor’s segment (it was checked before the stop)', async () => {
+    const a = await EventStore.open({ dir, lock: { leaseMs: 300 } });
+    for (let i = 1; i <= 5; i++) await a.commit([started(i)]).durable;
+    // An export with no event after it leaves a segment holding only its header; the next
+    // export with no event since starts that segment again (the case where a name is reused).
+    await a.exportNow();
+    const seg = path.join(dir, segmentName(6));
+    assert.ok(listSegments(dir).includes(seg));
+    await stallRenewal(a);
+    await new Promise((r) => setTimeout(r, 450));
+
+    // The successor puts its own copy of the segment under that name (the same size: only its epoch differs).
+    const b = await EventStore.open({ dir, lock: { waitMs: 2_000 } });
+    assert.ok(b.lock.tookOver);
+    // The stale owner exports again: its ownership checks passed before it was stopped (so
+    // they pass here), and it runs on from there while its successor owns the store.
+    const real = a.lock.assertHeld.bind(a.lock);
+    let passedBeforeTheStop = 2;
+    a.lock.assertHeld = () => {
+      if (passedBeforeTheStop-- > 0) return;
+      real();
+    };
+    await assert.rejects(a.exportNow(), isLost);
+    for (let i = 6; i <= 9; i++) await b.commit([started(i)]).durable;
+    await b.close();
+    await a.close();
+
+    const c = await EventStore.open({ dir });
+    try {
+      assert.equal(c.lastSeq, 9, c.report.warnings.join('\n'));
+      assert.deepEqual(c.events().map((e) => e.taskId), ['t1', 't2', 't3', 't4', 't5', 't6', 't7', 't8', 't9']);
+      assert.equal((await c.verify()).ok, true);
+    } finally {
+      await c.close();
+    }
+  });
+
   it('a lease is renewed only while the main loop turns: work that yields keeps it, a block past the lease loses it and is fenced', async () => {
     const a = await EventStore.open({ dir, lock: { leaseMs: 900 } });
     // 3 s of synchronous slices of 200 ms, yielding between them: the owner stays.

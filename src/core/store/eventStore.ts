@@ -417,14 +417,27 @@ export class EventStore implements EventLog {
     const bytes = this.db.export();
     const old = this.writer;
     this.rotating = (async () => {
+      const ownFile = old.identity;
       await old.close();
       if (old.poisoned) throw old.poisoned;
       const next = path.join(this.dir, segmentName(seq + 1));
-      // Exporting again with no event since the last rotation: the segment holds only
-      // a header naming the previous export's checksum; start it anew for these bytes.
+      const header: SegmentHeader = { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION, dbCrc: crc32(bytes), epoch: this.journalEpochValue };
       this.lock.assertHeld();
-      if (next === old.path && old.sizeBytes === fs.statSync(next).size && onlyHeader(next)) await fs.promises.rm(next);
-      this.writer = await this.openNewSegment(next, { kind: 'header', storeId: this.storeId, baseSeq: seq + 1, v: SCHEMA_VERSION, dbCrc: crc32(bytes), epoch: this.journalEpochValue });
+      if (next === old.path && ownFile) {
+        // Exporting again with no event since the last rotation: the segment holds only a
+        // header naming the previous export's checksum. It is started again under one for
+        // these bytes in place, through a descriptor checked to be this owner's file: this
+        // process may be stopped anywhere after the check above, and its successor then
+        // puts its own copy of the segment, with its events, under this name.
+        try {
+          this.writer = await JournalWriter.restart(next, { ...ownFile, size: old.sizeBytes }, header, this.onFlush, () => this.lock.assertHeld());
+        } catch (e) {
+          this.lock.assertHeld();
+          throw e;
+        }
+      } else {
+        this.writer = await this.openNewSegment(next, header);
+      }
     })();
     try {
       await this.rotating;
@@ -994,11 +1007,6 @@ async function loadGenerations(SQL: SqlJsStatic, dir: string, warnings: string[]
 }
 
 /** True when a segment holds its header record and nothing else. */
-function onlyHeader(file: string): boolean {
-  const h = readSegmentHeader(file);
-  return h !== null && fs.statSync(file).size === Buffer.byteLength(JSON.stringify(h)) + 12;
-}
-
 /**
  * A cheap structural check before sql.js sees the bytes: the SQLite magic, and the
  * page count in the header must match the file's length, which catches a truncated

@@ -307,6 +307,12 @@ const isNoSpace = (e: unknown): boolean => ['ENOSPC', 'EDQUOT', 'EFBIG'].include
 /** Opening an existing segment: write-only, positioned writes (no O_APPEND), never through a link. */
 const WRITE_NOFOLLOW = APPEND_NOFOLLOW & ~fs.constants.O_APPEND;
 
+/** A file as the file system knows it, whatever name it has. */
+export interface FileIdentity {
+  dev: number;
+  ino: number;
+}
+
 interface Waiter {
   resolve: () => void;
   reject: (e: Error) => void;
@@ -343,6 +349,8 @@ export class JournalWriter {
   private pos = 0;
   /** The file's size: records, then zeros up to here. */
   private allocated = 0;
+  /** The file this writer opened (device and inode), whatever name it has since. */
+  private ident: FileIdentity | null = null;
 
   private constructor(
     private file: string,
@@ -369,6 +377,50 @@ export class JournalWriter {
     return w;
   }
 
+  /**
+   * Starts the header-only segment this owner wrote (`expected`: its device, inode and
+   * size) again under a new header, in place. Checked and written through one
+   * descriptor, never by name: a replaced owner that wakes between its ownership check
+   * and this call finds the name holding its successor's copy (another inode) and
+   * changes nothing; one that woke after opening it writes only its own file, which the
+   * successor's copy has already replaced. (Removing the segment by name and creating it
+   * again, as before, could remove the successor's segment with the events in it.)
+   */
+  static async restart(
+    file: string,
+    expected: FileIdentity & { size: number },
+    header: SegmentHeader,
+    onFlush?: (records: number, ms: number) => void,
+    fence?: () => void,
+  ): Promise<JournalWriter> {
+    const w = new JournalWriter(file, onFlush, fence);
+    const fh = await fs.promises.open(file, WRITE_NOFOLLOW, STORE_FILE_MODE);
+    try {
+      const st = await fh.stat();
+      if (st.dev !== expected.dev || st.ino !== expected.ino || st.size !== expected.size) {
+        throw new WaypointError('io', `Journal segment ${path.basename(file)} is no longer the one this owner wrote; refusing to rewrite it.`, { file });
+      }
+      // The new header over the old one, then the file cut to it: a crash between leaves
+      // the new header and a torn tail, which open drops (never an empty segment).
+      const h = encodeRecord(header);
+      await w.writeAsync(fh, h, 0);
+      if (h.length < st.size) await fh.truncate(h.length);
+      await fh.datasync();
+      w.fh = fh;
+      w.ident = { dev: st.dev, ino: st.ino };
+      w.bytes = w.pos = w.allocated = h.length;
+      return w;
+    } catch (e) {
+      await fh.close();
+      throw e;
+    }
+  }
+
+  /** The device and inode of the file this writer opened. */
+  get identity(): FileIdentity | null {
+    return this.ident;
+  }
+
   private async openFile(header: SegmentHeader, existingBytes: number | null): Promise<void> {
     const isNew = existingBytes === null;
     if (existingBytes !== null) {
@@ -384,6 +436,8 @@ export class JournalWriter {
       // O_EXCL never follows a link either; private (0600) like every store file.
       this.fh = await fs.promises.open(this.file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, STORE_FILE_MODE);
     }
+    const st = await this.fh.stat();
+    this.ident = { dev: st.dev, ino: st.ino };
     this.bytes = existingBytes ?? 0;
     this.pos = this.bytes;
     this.allocated = this.bytes;
