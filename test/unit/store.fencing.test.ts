@@ -139,6 +139,47 @@ describe('fencing: an owner replaced while stalled never acknowledges a write', 
     }
   });
 
+  it('an export never puts an archive segment back over one that changed after it read it (a successor merged into it)', async () => {
+    const a = await EventStore.open({ dir, lock: { leaseMs: 30_000 } });
+    const archive = path.join(dir, 'archive');
+    // Two exports archive the first segment; the third merges the second into it (the case here).
+    for (let i = 1; i <= 2; i++) {
+      await a.commit([started(i)]).durable;
+      await a.exportNow();
+    }
+    await a.commit([started(3)]).durable;
+    const first = path.join(archive, segmentName(1));
+    assert.ok(fs.existsSync(first), 'the first segment is archived');
+    // As the merged file is about to be written (after the export read the archive segment),
+    // a successor's merge replaces that segment: here with the same bytes, as a new file.
+    const realOpen = fs.promises.open;
+    let successorsIno: number | null = null;
+    (fs.promises as { open: typeof fs.promises.open }).open = (async (file: fs.PathLike, ...rest: unknown[]) => {
+      if (successorsIno === null && String(file).startsWith(first + '.wp-tmp-')) {
+        const copy = `${first}.successor`;
+        fs.writeFileSync(copy, fs.readFileSync(first), { mode: 0o600 });
+        fs.renameSync(copy, first);
+        successorsIno = fs.statSync(first).ino;
+      }
+      return (realOpen as (...args: unknown[]) => Promise<fs.promises.FileHandle>)(file, ...rest);
+    }) as typeof fs.promises.open;
+    try {
+      await a.exportNow();
+    } finally {
+      (fs.promises as { open: typeof fs.promises.open }).open = realOpen;
+    }
+    assert.ok(successorsIno !== null, 'the export merged into the archive segment');
+    assert.equal(fs.statSync(first).ino, successorsIno, 'the archive segment the successor wrote is still there');
+    await a.close();
+    const c = await EventStore.open({ dir });
+    try {
+      assert.deepEqual(c.events().map((e) => e.taskId), ['t1', 't2', 't3']);
+      assert.equal((await c.verify()).ok, true);
+    } finally {
+      await c.close();
+    }
+  });
+
   it('a lease is renewed only while the main loop turns: work that yields keeps it, a block past the lease loses it and is fenced', async () => {
     const a = await EventStore.open({ dir, lock: { leaseMs: 900 } });
     // 3 s of synchronous slices of 200 ms, yielding between them: the owner stays.

@@ -9,7 +9,7 @@ import { WaypointError, errorMessage } from '../model/errors';
 import { SCHEMA_VERSION, parseEvent, type WaypointEvent, type EventType } from '../model/schema';
 import { Logger, silentLogger } from '../log';
 import { Db } from './db';
-import { fsyncDir, sweepTempFiles, writeFileAtomic } from './fsutil';
+import { fsyncDir, sweepTempFiles, tempPathFor, writeFileAtomic } from './fsutil';
 import { ARCHIVE_DIR, FENCED_DIR, RECORD_MAGIC, JournalWriter, decodeSegment, encodeRecord, endOfData, listChain, listSegments, readSegmentHeader, segmentBase, segmentName, type DecodedSegment, type SegmentHeader } from './journal';
 import { DB_VERSION, dbVersion, migrate } from './migrations';
 import { OwnerLock, noteEpoch, type AcquireOptions } from './ownerLock';
@@ -477,7 +477,7 @@ export class EventStore implements EventLog {
       if (nextBase - 1 <= prevSeq) {
         this.lock.assertHeld();
         await fs.promises.mkdir(archive, { recursive: true, mode: 0o700 });
-        if (!(await appendToNewestArchive(archive, segs[i]))) await fs.promises.rename(segs[i], path.join(archive, path.basename(segs[i])));
+        if (!(await appendToNewestArchive(archive, segs[i], () => this.lock.assertHeld()))) await fs.promises.rename(segs[i], path.join(archive, path.basename(segs[i])));
         archived++;
       }
     }
@@ -671,22 +671,55 @@ const ARCHIVE_SEGMENT_BYTES = 1024 * 1024;
  * archive segment atomically (temp, fsync, rename) before the live segment is
  * removed; a crash between leaves both, and readers take a record held twice once.
  * Returns false when the segment should be moved as it is.
+ *
+ * A replaced owner must not put back an older version of the archive segment over one
+ * its successor has merged more segments into: the ownership check (`fence`) and the
+ * check that the archive segment is still the file read (held open, so its inode cannot
+ * be reused) come after every slow step, in one synchronous run with the rename. (A stop
+ * that lands between those few system calls is not excluded; see docs/reliability.md.)
  */
-async function appendToNewestArchive(archive: string, seg: string): Promise<boolean> {
+async function appendToNewestArchive(archive: string, seg: string, fence: () => void): Promise<boolean> {
   const newest = listSegments(archive).pop();
   if (!newest) return false;
-  const [a, b] = await Promise.all([fs.promises.readFile(newest), fs.promises.readFile(seg)]);
-  if (a.length + b.length > ARCHIVE_SEGMENT_BYTES) return false;
-  // Drop the segment's own header record (the merged file keeps the archive segment's).
-  if (b.length < 12 || b.readUInt32LE(0) !== RECORD_MAGIC) return false;
-  const headerEnd = 12 + b.readUInt32LE(4);
-  if (headerEnd > b.length) return false;
-  // Neither file's preallocated zeros (if its writer was killed before trimming them) go into the middle of the merged one.
-  await writeFileAtomic(newest, Buffer.concat([a.subarray(0, endOfData(a, 0)), b.subarray(headerEnd, Math.max(headerEnd, endOfData(b, headerEnd)))]), 0o600);
+  const held = await fs.promises.open(newest, fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0));
+  try {
+    const seen = await held.stat({ bigint: true });
+    const [a, b] = await Promise.all([held.readFile(), fs.promises.readFile(seg)]);
+    if (a.length + b.length > ARCHIVE_SEGMENT_BYTES) return false;
+    // Drop the segment's own header record (the merged file keeps the archive segment's).
+    if (b.length < 12 || b.readUInt32LE(0) !== RECORD_MAGIC) return false;
+    const headerEnd = 12 + b.readUInt32LE(4);
+    if (headerEnd > b.length) return false;
+    // Neither file's preallocated zeros (if its writer was killed before trimming them) go into the middle of the merged one.
+    const merged = Buffer.concat([a.subarray(0, endOfData(a, 0)), b.subarray(headerEnd, Math.max(headerEnd, endOfData(b, headerEnd)))]);
+    const tmp = tempPathFor(newest);
+    const fh = await fs.promises.open(tmp, 'wx', 0o600);
+    try {
+      await fh.writeFile(merged);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    try {
+      fence();
+      const now = fs.statSync(newest, { bigint: true, throwIfNoEntry: false });
+      const same = now !== undefined && now.dev === seen.dev && now.ino === seen.ino && now.size === seen.size && now.mtimeNs === seen.mtimeNs && now.ctimeNs === seen.ctimeNs;
+      if (!same) {
+        fs.rmSync(tmp, { force: true });
+        return false;
+      }
+      fs.renameSync(tmp, newest);
+    } catch (e) {
+      fs.rmSync(tmp, { force: true });
+      throw e;
+    }
+  } finally {
+    await held.close();
+  }
+  await fsyncDir(archive);
   await fs.promises.rm(seg);
   return true;
 }
-
 
 /** The last event a database holds or has exported (its table keeps only the events since its export). */
 function dbLastSeq(db: Db): number {
