@@ -180,6 +180,28 @@ describe('fencing: an owner replaced while stalled never acknowledges a write', 
     }
   });
 
+  it('a replaced owner’s gc deletes nothing: a blob its view no longer needs may be one its successor stored again', async () => {
+    const ws = t.dir;
+    fs.writeFileSync(path.join(ws, 'f.txt'), 'content both owners store\n');
+    const a = await openEngine(ws, { store: { lock: { leaseMs: 300 } } });
+    const gone = await a.startTask({ goal: 'a task that is then deleted' });
+    await a.abandonTask({ taskId: gone.taskId, reason: 'not needed' });
+    await a.deleteTask({ taskId: gone.taskId });
+    await stallRenewal(a.eventLog as EventStore);
+    await new Promise((r) => setTimeout(r, 450));
+    // The successor checkpoints the same file: its blob is already in the store, so it is not written again.
+    const b = await openEngine(ws, { store: { lock: { waitMs: 2_000 } } });
+    try {
+      await b.startTask({ goal: 'the successor’s task' });
+      await assert.rejects(a.gc(), isLost);
+      const report = await b.verify();
+      assert.equal(report.ok, true, JSON.stringify(report.objects));
+    } finally {
+      await b.close();
+      await a.close().catch(() => undefined);
+    }
+  });
+
   it('a lease is renewed only while the main loop turns: work that yields keeps it, a block past the lease loses it and is fenced', async () => {
     const a = await EventStore.open({ dir, lock: { leaseMs: 900 } });
     // 3 s of synchronous slices of 200 ms, yielding between them: the owner stays.

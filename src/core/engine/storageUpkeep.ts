@@ -199,7 +199,7 @@ export class StorageUpkeep {
         deleted++;
       }
       // One call, so a pack holding several doomed blobs is rewritten once.
-      await ws.blobs.deleteMany(doomed);
+      await ws.blobs.deleteMany(doomed, () => this.core.eventLog.assertOwned());
       if (deleted) this.core.log.info(`[gc] deleted ${plural(deleted, 'unreferenced blob')}, ${plural(bytes, 'byte')}`);
       return { deleted, bytes };
     });

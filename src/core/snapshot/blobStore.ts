@@ -634,10 +634,14 @@ export class BlobStore {
    * its other objects (copied as stored, not recompressed): the new pack is durable
    * before the old one is removed, so a crash in between leaves a duplicate, never
    * a loss. Absent blobs are fine: deleting is idempotent.
+   *
+   * `fence` (the store's ownership check) runs before anything is deleted and again before
+   * each old pack goes: blobs are shared by content, so a replaced owner deleting what its
+   * own view no longer needs could delete what its successor's new checkpoints stored again.
    */
-  deleteMany(hashes: Iterable<string>): Promise<void> {
+  deleteMany(hashes: Iterable<string>, fence: () => void = () => undefined): Promise<void> {
     const list = [...hashes];
-    return this.maintain(() => this.deleteManyNow(list));
+    return this.maintain(() => this.deleteManyNow(list, fence));
   }
 
   /** Runs a pack rewrite after the ones before it. */
@@ -647,13 +651,14 @@ export class BlobStore {
     return run;
   }
 
-  private async deleteManyNow(hashes: string[]): Promise<void> {
+  private async deleteManyNow(hashes: string[], fence: () => void): Promise<void> {
     const doomed = new Set<string>();
     for (const h of hashes) {
       assertHash(h);
       doomed.add(h);
     }
     if (doomed.size === 0) return;
+    fence();
     this.refreshPacks();
     const packs = new Set<string>();
     for (const h of doomed) {
@@ -710,6 +715,7 @@ export class BlobStore {
         }
         await this.flush();
       }
+      fence();
       fss.rmSync(pack, { force: true });
       for (const [h, b] of this.packed) if (b.pack === pack) this.packed.delete(h);
       this.packsLoaded.delete(path.basename(pack));
