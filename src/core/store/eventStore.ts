@@ -697,9 +697,12 @@ async function appendToNewestArchive(archive: string, seg: string, fence: () => 
     try {
       await fh.writeFile(merged);
       await fh.sync();
-    } finally {
-      await fh.close();
+    } catch (e) {
+      await fh.close().catch(() => undefined);
+      await fs.promises.rm(tmp, { force: true });
+      throw e;
     }
+    await fh.close();
     try {
       fence();
       const now = fs.statSync(newest, { bigint: true, throwIfNoEntry: false });
