@@ -43,6 +43,7 @@ export interface WaypointApi {
  */
 export function activate(context: vscode.ExtensionContext): WaypointApi {
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   const log = vscode.window.createOutputChannel('Waypoint', { log: true });
   context.subscriptions.push(log);
   const teamStore = new TeamStoreConnection(context.secrets, log);
@@ -88,6 +89,8 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
   const warm = setTimeout(() => void host.start().catch(() => undefined), 0);
   context.subscriptions.push({ dispose: () => clearTimeout(warm) });
   const activationMs = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const activationCpuMs = (cpu.user + cpu.system) / 1000;
   log.info(`[extension] activated in ${activationMs.toFixed(1)} ms`);
   const api: WaypointApi = {
     api: () => host.api(),
@@ -102,7 +105,7 @@ export function activate(context: vscode.ExtensionContext): WaypointApi {
     },
   };
   if (!probesEnabled(context)) return api;
-  return { ...api, ...testProbes({ activationMs, host, tree, view, statusBar, auto, review, timeline, doors, alerts, operations, commandIds: commands.ids, resume: commands.resume, teamStore, teamTree, teamView, logDir: context.logUri.fsPath, teamHealth }) };
+  return { ...api, ...testProbes({ activationMs, activationCpuMs, host, tree, view, statusBar, auto, review, timeline, doors, alerts, operations, commandIds: commands.ids, resume: commands.resume, teamStore, teamTree, teamView, logDir: context.logUri.fsPath, teamHealth }) };
 }
 
 let activeHost: EngineHost | undefined;

@@ -29,6 +29,8 @@ import type { TeamStoreHealth } from './teamStore/teamStoreHealth';
 export interface WaypointTestProbes {
   /** Milliseconds `activate()` took (it does no slow work: the store opens lazily). */
   readonly activationMs: number;
+  /** The process's CPU time over the same stretch (user + system, every thread), in milliseconds. */
+  readonly activationCpuMs: number;
   /** The in-process engine for this window's workspace, opened on first call (rejects while this window relays). */
   engine(): Promise<Engine>;
   /** The relay status bar item's text ('' while this window owns the store). */
@@ -98,6 +100,7 @@ export function probesEnabled(context: Pick<vscode.ExtensionContext, 'extensionM
 
 export interface ProbeSources {
   activationMs: number;
+  activationCpuMs: number;
   host: EngineHost;
   tree: TasksTreeProvider;
   view: vscode.TreeView<TreeNode>;
@@ -121,6 +124,7 @@ export function testProbes(s: ProbeSources): WaypointTestProbes {
   const { host, tree, view, statusBar, auto, review, timeline, doors, alerts } = s;
   return {
     activationMs: s.activationMs,
+    activationCpuMs: s.activationCpuMs,
     engine: () => host.get(),
     storeStatusText: () => statusBar.storeText,
     treeDescription: () => view.description ?? '',

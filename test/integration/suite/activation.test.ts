@@ -25,9 +25,14 @@ describe('activation', () => {
     assert.ok(Number.isFinite(api.activationMs) && api.activationMs >= 0, `activationMs=${api.activationMs}`);
   });
 
+  // activate() is synchronous, so its wall time is its work plus any moment the OS gave
+  // the CPU to another process (code-server, Chromium and the harness share two cores
+  // here: once a 72 ms wall time with 10-13 ms in every other run). Its process CPU time
+  // leaves those out but counts other threads (GC helpers). Slow work up front (a store
+  // opened before the first paint) raises both, so the budget holds for the smaller.
   it(`activates within ${ACTIVATION_BUDGET_MS} ms`, async () => {
-    const { activationMs } = await activated();
-    report(`      activation took ${activationMs.toFixed(2)} ms`);
-    assert.ok(activationMs <= ACTIVATION_BUDGET_MS, `activation took ${activationMs.toFixed(1)} ms`);
+    const { activationMs, activationCpuMs } = await activated();
+    report(`      activation took ${activationMs.toFixed(2)} ms (${activationCpuMs.toFixed(2)} ms of CPU)`);
+    assert.ok(Math.min(activationMs, activationCpuMs) <= ACTIVATION_BUDGET_MS, `activation took ${activationMs.toFixed(1)} ms, ${activationCpuMs.toFixed(1)} ms of CPU`);
   });
 });

@@ -7,6 +7,7 @@ export const extensionId = `${pkg.publisher}.${pkg.name}`;
 /** The API `activate()` returns (kept structural so tests do not import the extension's code). */
 export interface WaypointApi {
   readonly activationMs: number;
+  readonly activationCpuMs: number;
   engine(): Promise<import('../../../src/core/engine/engine').Engine>;
   statusText(): string;
   flushAutoCheckpoint(): Promise<void>;
