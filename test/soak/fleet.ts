@@ -30,8 +30,9 @@
 //  - order: each workspace's seqs are 1..head without a gap, and each agent's acknowledged
 //    calls are in the log in the order they were answered;
 //  - projections equal a rebuild: in one snapshot, the task summaries PostgreSQL holds
-//    (what `tasks --all` lists) equal a fold of the workspace's events, and that fold passes
-//    the projection's own verify (the rebuild `waypoint verify` runs);
+//    (what `tasks --all` lists) and every projection row (steps, side effects, leases, …)
+//    equal a fold of the workspace's events, and that fold passes the projection's own
+//    verify (the rebuild `waypoint verify` runs);
 //  - every killed process's tasks were shown interrupted within BOUND_MS of the kill;
 //  - the fleet recovered: calls were answered after the last chaos event, and none was
 //    refused (every call the workload makes is one its task's state allows).
@@ -46,6 +47,7 @@ import { Pool } from 'pg';
 import { ACTIVE_TASK_STATES } from '../../src/core/model/stateMachine';
 import { SqlProjection } from '../../src/core/store/projection';
 import { EVENT_COLUMNS, rowToEvent } from '../../src/core/store/postgres/rows';
+import { compareRows } from '../../src/core/store/postgres/projectionRows';
 import { queryTaskListingsJson } from '../../src/core/store/postgres/taskListing';
 import type { FleetAgentConfig } from '../support/fleetAgentChild';
 import { PgCluster } from '../support/pgCluster';
@@ -374,12 +376,23 @@ export async function runFleet(args: FleetArgs): Promise<{ ok: boolean; failures
       let rows: Record<string, unknown>[];
       let summary: Record<string, unknown>[];
       let head: number;
+      let rowDiffs: Awaited<ReturnType<typeof compareRows>>;
       try {
         // One snapshot: the events, the head and the summaries as of the same instant.
         await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
         head = Number((await c.query('SELECT head_seq FROM waypoint.workspaces WHERE id = $1', [ws.id])).rows[0]?.head_seq ?? -1);
         rows = (await c.query(`SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 ORDER BY seq`, [ws.id])).rows;
         summary = (await c.query('SELECT id, title, state, attempt, created_at::float8 AS created_at, updated_at::float8 AS updated_at FROM waypoint.tasks WHERE workspace_id = $1 ORDER BY id', [ws.id])).rows;
+        // Every projection row PostgreSQL holds (projectionRows.ts) against a fold of the same events, in the same snapshot.
+        const whole = await SqlProjection.empty();
+        try {
+          whole.apply(rows.map(rowToEvent));
+          rowDiffs = await compareRows(c, ws.id!, whole.db);
+        } catch (e) {
+          rowDiffs = [{ table: '(fold)', live: 0, rebuilt: 0, firstDiff: (e as Error).message }];
+        } finally {
+          whole.close();
+        }
         await c.query('COMMIT');
       } finally {
         c.release();
@@ -449,6 +462,10 @@ export async function runFleet(args: FleetArgs): Promise<{ ok: boolean; failures
       if (norm(summary) !== norm(folded)) {
         projectionMismatches++;
         fail(`${ws.name}: the task summaries in PostgreSQL differ from a fold of its events`);
+      }
+      if (rowDiffs.length) {
+        projectionMismatches++;
+        fail(`${ws.name}: the projection rows in PostgreSQL differ from a fold of its events: ${JSON.stringify(rowDiffs).slice(0, 500)}`);
       }
       const check = await fold.verify(events);
       if (!check.ok) {

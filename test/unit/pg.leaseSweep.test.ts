@@ -3,7 +3,11 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 import { Client, Pool } from 'pg';
 import { Engine } from '../../src/core/engine';
-import { PgEventLog, watchTeamAlerts } from '../../src/core/store/postgres';
+import * as fs from 'node:fs';
+import { PgEventLog, PgProjectionReader, watchTeamAlerts } from '../../src/core/store/postgres';
+import { SqlProjection } from '../../src/core/store/projection';
+import { compareRows } from '../../src/core/store/postgres/projectionRows';
+import { EVENT_COLUMNS, rowToEvent } from '../../src/core/store/postgres/rows';
 import { POOL_MAX, sharedPool } from '../../src/core/store/postgres/connection';
 import { sweepExpiredLeases } from '../../src/core/store/postgres/leaseSweeper';
 import { EXPIRED, FROM_EXPIRED } from '../../src/core/store/postgres/leaseDue';
@@ -98,6 +102,25 @@ describe('store-wide lease sweep (real cluster)', function () {
       assert.match(ev.rows[0].data.reason, /^lease of agent-session-7 expired at \S+ \(no call for 5 s\)$/);
       assert.equal(ev.rows[0].data.stepId, 'migrate');
       assert.equal(ev.rows[0].data.class, 'recoverable');
+      // The sweep folded its interruption into the task's projection rows in PostgreSQL: they equal a fold of the events, and the reader answers from them.
+      const wsId = JSON.parse(fs.readFileSync(path.join(a, '.waypoint', 'workspace-id.json'), 'utf8')).id as string;
+      const events = (await pg.query(`SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 ORDER BY seq`, [wsId])).rows.map(rowToEvent);
+      const fold = await SqlProjection.empty();
+      try {
+        fold.apply(events);
+        assert.deepEqual(await compareRows(pg, wsId, fold.db), []);
+      } finally {
+        fold.close();
+      }
+      const reader = await PgProjectionReader.open(url);
+      try {
+        const t = await reader.getTask(taskId);
+        assert.equal(t?.state, 'interrupted');
+        assert.equal(t?.lease, null);
+        assert.match(t?.interruption?.reason ?? '', /^lease of agent-session-7 expired/);
+      } finally {
+        await reader.close();
+      }
     } finally {
       await pg.end();
     }

@@ -7,9 +7,17 @@ import { queryTaskListings, queryTaskListingsJson } from '../../src/core/store/p
 import { listingJson } from '../../src/cli/tasksAllFormat';
 import { Client } from 'pg';
 import { PgEventLog, PG_SCHEMA_VERSION } from '../../src/core/store/postgres';
+import { ensureSchema } from '../../src/core/store/postgres/schema';
 import { PgCluster } from '../support/pgCluster';
 import { Logger, memorySink, type LogLevel } from '../../src/core/log';
 import { started } from '../support/tmp';
+
+
+/** What schema v6 added (the projection rows), removed: the first step of taking a store back to an older version. */
+const UNDO_V6 = `DROP TABLE waypoint.steps, waypoint.checkpoints, waypoint.side_effects, waypoint.rollbacks, waypoint.review_applies, waypoint.turns, waypoint.terminal_commands;
+  ALTER TABLE waypoint.workspaces DROP COLUMN rows_seq;
+  ALTER TABLE waypoint.tasks DROP COLUMN correlation_id, DROP COLUMN base_checkpoint_id, DROP COLUMN last_checkpoint_id, DROP COLUMN summary, DROP COLUMN commit_hash,
+    DROP COLUMN interruption, DROP COLUMN retry, DROP COLUMN hold, DROP COLUMN forked_from, DROP COLUMN reopened, DROP COLUMN kind, DROP COLUMN lease_pid, DROP COLUMN lease_host;`;
 
 /** The `tasks --all` fast path answers exactly what the full CLI answers, and hands everything else to it. */
 describe('tasks --all fast path (real cluster)', function () {
@@ -152,7 +160,7 @@ describe('tasks --all fast path (real cluster)', function () {
       try {
         // The store as version 2 left it.
         await c.query(
-          `ALTER TABLE waypoint.tasks DROP COLUMN lease_owner, DROP COLUMN lease_ttl_ms, DROP COLUMN lease_hb, DROP COLUMN lease_at; DROP TABLE waypoint.sweeps; DROP INDEX waypoint.tasks_active; ALTER TABLE waypoint.tasks DROP COLUMN listing_head, DROP COLUMN listing_tail; CREATE INDEX tasks_updated ON waypoint.tasks (updated_at DESC); ALTER TABLE waypoint.tasks RESET (fillfactor); UPDATE waypoint.meta SET v = '2' WHERE k = 'schema_version'`,
+          `${UNDO_V6} ALTER TABLE waypoint.tasks DROP COLUMN lease_owner, DROP COLUMN lease_ttl_ms, DROP COLUMN lease_hb, DROP COLUMN lease_at; DROP TABLE waypoint.sweeps; DROP INDEX waypoint.tasks_active; ALTER TABLE waypoint.tasks DROP COLUMN listing_head, DROP COLUMN listing_tail; CREATE INDEX tasks_updated ON waypoint.tasks (updated_at DESC); ALTER TABLE waypoint.tasks RESET (fillfactor); UPDATE waypoint.meta SET v = '2' WHERE k = 'schema_version'`,
         );
         // The fast path reads only its own version: the full CLI answers (and migrates).
         assert.equal((await fastTasksAll(['tasks', '--all', '--json', '--store', url])).handled, false);
@@ -164,7 +172,8 @@ describe('tasks --all fast path (real cluster)', function () {
         assert.deepEqual((await c.query(`SELECT indexname FROM pg_indexes WHERE schemaname = 'waypoint' AND tablename = 'tasks' ORDER BY indexname`)).rows, [{ indexname: 'tasks_active' }, { indexname: 'tasks_id' }, { indexname: 'tasks_pkey' }]);
         assert.deepEqual((await c.query(`SELECT reloptions FROM pg_class WHERE oid = 'waypoint.tasks'::regclass`)).rows[0].reloptions, ['fillfactor=70']);
         const n = (await c.query('SELECT count(listing_head || listing_tail)::int AS stored, count(*)::int AS all FROM waypoint.tasks')).rows[0];
-        assert.deepEqual(n, { stored: 1, all: 3 });
+        // The writer's first open after schema v6 writes every task row whole from its fold (projectionRows.ts), entries included.
+        assert.deepEqual(n, { stored: 3, all: 3 });
         const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
         const text = await queryTaskListingsJson(rows, {});
         assert.equal(text, JSON.stringify(listingJson(await queryTaskListings(rows, {})), null, 2));
@@ -191,16 +200,20 @@ describe('tasks --all fast path (real cluster)', function () {
         const rows = async (sql: string, params: unknown[]) => (await c.query(sql, params)).rows as Record<string, unknown>[];
         const listed = await queryTaskListingsJson(rows, {});
         // The store as version 3 left it: the whole entry in `listing`; one entry that does not read as one.
-        await c.query(`ALTER TABLE waypoint.tasks DROP COLUMN lease_owner, DROP COLUMN lease_ttl_ms, DROP COLUMN lease_hb, DROP COLUMN lease_at; DROP TABLE waypoint.sweeps; DROP INDEX waypoint.tasks_active; ALTER TABLE waypoint.tasks ADD COLUMN listing text; UPDATE waypoint.tasks SET listing = listing_head || updated_at::text || listing_tail;
+        await c.query(`${UNDO_V6} ALTER TABLE waypoint.tasks DROP COLUMN lease_owner, DROP COLUMN lease_ttl_ms, DROP COLUMN lease_hb, DROP COLUMN lease_at; DROP TABLE waypoint.sweeps; DROP INDEX waypoint.tasks_active; ALTER TABLE waypoint.tasks ADD COLUMN listing text; UPDATE waypoint.tasks SET listing = listing_head || updated_at::text || listing_tail;
           UPDATE waypoint.tasks SET listing = 'not an entry' WHERE id = 't503';
           ALTER TABLE waypoint.tasks DROP COLUMN listing_head, DROP COLUMN listing_tail; CREATE INDEX tasks_updated ON waypoint.tasks (updated_at DESC);
           UPDATE waypoint.meta SET v = '3' WHERE k = 'schema_version'`);
-        log = await PgEventLog.open({ url, workspace: { id, machine: 'v3', path: '/v3/1' } });
-        await log.close();
+        // The migrations alone (a writer's first open would then write every task row whole: see below).
+        await ensureSchema(c);
         const parts = await rows('SELECT id, listing_head AS head, listing_tail AS tail FROM waypoint.tasks ORDER BY id', []);
         assert.ok(String(parts[0].head).endsWith('\n    "updatedAt": ') && String(parts[0].tail).startsWith(',\n    "workspace": '), JSON.stringify(parts[0]));
         assert.equal(parts[2].head, null, 'an entry that does not read as one is dropped (built from the columns)');
         assert.equal(parts[2].tail, null);
+        assert.equal(await queryTaskListingsJson(rows, {}), listed);
+        log = await PgEventLog.open({ url, workspace: { id, machine: 'v3', path: '/v3/1' } });
+        await log.close();
+        assert.equal((await rows('SELECT count(listing_head || listing_tail)::int AS n FROM waypoint.tasks', []))[0].n, 3, "the writer's first open wrote every row whole");
         assert.equal(await queryTaskListingsJson(rows, {}), listed);
       } finally {
         await c.end();

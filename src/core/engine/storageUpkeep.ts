@@ -244,7 +244,10 @@ export class StorageUpkeep {
       }, { keyed: false, space: false });
     }
     // After any marking: the new event must fold to the same projections as a rebuild.
-    const proj = await this.core.projection.verify(await this.core.eventLog.read());
+    const own = await this.core.projection.verify(await this.core.eventLog.read());
+    // A store that keeps the projection's tables itself (the team store) must hold the same rows.
+    const stored = (await this.core.eventLog.verifyStoreProjection?.()) ?? [];
+    const proj = { ...own, ok: own.ok && stored.length === 0, differences: [...own.differences, ...stored.map((d) => ({ ...d, table: `store: ${d.table}` }))] };
     const unmarked = objects?.damaged.filter((d) => !d.marked).length ?? 0;
     return { ...proj, ok: proj.ok && unmarked === 0, objects, repaired: input.repair === true };
   }

@@ -110,6 +110,12 @@ export interface EventLog {
    * file; a remote log's last fencing answer), and `append` remains the real fence.
    */
   assertOwned(): void;
+  /**
+   * For a log that keeps its own copy of the projection (the team store's tables): the
+   * tables where that copy differs from the writer's projection, once every event
+   * folded so far is durable. `verify` reports them with the projection's own check.
+   */
+  verifyStoreProjection?(): Promise<ProjectionCheck['differences']>;
   /** Exports, flushes and releases what this writer holds (the engine closes the projection after it). */
   close(): Promise<void>;
 }

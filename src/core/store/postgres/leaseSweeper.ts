@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { leaseExpiredReason, interruptedEvent } from '../interruption';
 import { Queries } from '../queries';
 import { errorMessage } from '../../model/errors';
-import type { EventDataOf, EventType, Task, WaypointEvent } from '../../model/schema';
+import type { EventDataOf, EventType, Task } from '../../model/schema';
 import { ACTIVE_TASK_STATES } from '../../model/stateMachine';
 import { Logger, silentLogger } from '../../log';
 import { Db } from '../db';
@@ -11,10 +11,11 @@ import { migrate } from '../migrations';
 import { insertEvent, project } from '../projections';
 import { sequenceBatch } from '../sequence';
 import { loadSqlJs } from '../sqlite';
-import { listingEntryParts } from '../taskListingJson';
 import { isConnectionError, sharedPool } from './connection';
 import { fromPgText, toPgText } from './pgText';
-import { EVENT_COLUMNS, NOTIFY_CHANNEL, rowToEvent } from './rows';
+import { EVENT_COLUMNS, NOTIFY_CHANNEL } from './rows';
+import { RowCapture, loadTaskRows, putRowChanges, putTaskRows, taskRowImage } from './projectionRows';
+import { fillRowsIfMissing } from './rowsFill';
 import { ALERT_CHANNEL, interruptedAlert } from './teamAlerts';
 import { EXPIRED, FROM_EXPIRED, SWEEP_EVERY_MS, WRITER_STALE_MS, hasExpiredLeases } from './leaseDue';
 
@@ -43,8 +44,9 @@ export { WRITER_BEAT_MS, WRITER_STALE_MS, SWEEP_EVERY_MS, hasExpiredLeases } fro
  * epoch (a writer that was only stalled is refused its next commit with
  * `lost_ownership`, as when another machine takes over), appends each task's
  * `task.interrupted` — the same event the engine's own sweep writes, under the same
- * idempotency key, built by the same code from a fold of the task's events — and its
- * summary, and NOTIFYs the change and an alert. Committed whole or not at all.
+ * idempotency key, built by the same code from the task's projection rows, folded into
+ * them by the one fold code and written back (projectionRows.ts) — and NOTIFYs the
+ * change and an alert. Committed whole or not at all.
  */
 
 /** Workspaces swept per turn (the rest wait for the next). */
@@ -113,13 +115,15 @@ export async function sweepExpiredLeases(pool: Pool, o: SweepOptions): Promise<S
 }
 
 async function sweepWorkspace(client: PoolClient, workspaceId: string, o: SweepOptions, stale: number): Promise<SweptTask[]> {
+  // The task's rows are read and written below: a workspace written before schema v6 gets them first.
+  await fillRowsIfMissing(client, workspaceId);
   await client.query('BEGIN');
-  const w = await client.query<{ epoch: number; head_seq: number; machine: string; path: string; now_ms: number }>(
-    `SELECT epoch, head_seq, machine, path, (extract(epoch FROM now()) * 1000)::bigint AS now_ms FROM waypoint.workspaces WHERE id = $1 FOR UPDATE SKIP LOCKED`,
+  const w = await client.query<{ epoch: number; head_seq: number; rows_seq: number | null; machine: string; path: string; now_ms: number }>(
+    `SELECT epoch, head_seq, rows_seq, machine, path, (extract(epoch FROM now()) * 1000)::bigint AS now_ms FROM waypoint.workspaces WHERE id = $1 FOR UPDATE SKIP LOCKED`,
     [workspaceId],
   );
   const ws = w.rows[0];
-  if (!ws) {
+  if (!ws || ws.rows_seq !== ws.head_seq) {
     await client.query('ROLLBACK');
     return [];
   }
@@ -135,8 +139,9 @@ async function sweepWorkspace(client: PoolClient, workspaceId: string, o: SweepO
   try {
     for (const row of due.rows) {
       const taskId = fromPgText(row.id);
-      const db = await foldOf(await taskEvents(client, workspaceId, taskId));
+      const db = await emptyFold();
       folds.set(taskId, db);
+      await loadTaskRows(client, workspaceId, taskId, db);
       const queries = new Queries(() => db);
       const task = queries.findTask(taskId);
       // The summary said active but the task's own events say otherwise: nothing to interrupt (the summary is rewritten by its next event).
@@ -176,31 +181,23 @@ async function sweepWorkspace(client: PoolClient, workspaceId: string, o: SweepO
         epoch,
       ],
     );
-    await client.query('UPDATE waypoint.workspaces SET epoch = $2, head_seq = $3 WHERE id = $1', [workspaceId, epoch, newHead]);
+    await client.query('UPDATE waypoint.workspaces SET epoch = $2, head_seq = $3, rows_seq = $3 WHERE id = $1', [workspaceId, epoch, newHead]);
     // The leases row names the sweeper as the last writer; its heartbeat is left as it was, so the workspace still reads as writer-less.
     await client.query('UPDATE waypoint.leases SET epoch = $2, owner = $3, machine = $4, pid = $5 WHERE workspace_id = $1', [workspaceId, epoch, toPgText(o.by), toPgText(o.machine), process.pid]);
     const identity = { id: workspaceId, machine: fromPgText(ws.machine), path: fromPgText(ws.path) };
     const swept: SweptTask[] = [];
     for (const e of events) {
       const db = folds.get(e.taskId!)!;
+      // The interruption folded into the task's own rows by the one fold code; what it changed goes back (projectionRows.ts).
+      const capture = RowCapture.install(db);
       db.transaction(() => {
         insertEvent(db, e);
         project(db, e);
       });
-      const t = db.get<{ id: string; title: string; goal: string; agent: string | null; state: string; attempt: number; created_at: number; updated_at: number }>(
-        'SELECT id, title, goal, agent, state, attempt, created_at, updated_at FROM tasks WHERE id = ?',
-        [e.taskId],
-      )!;
-      const parts = listingEntryParts({
-        workspace: identity,
-        task: { id: t.id, title: t.title, goal: t.goal, agent: t.agent, state: t.state as Task['state'], attempt: t.attempt, createdAt: t.created_at, updatedAt: t.updated_at },
-      });
-      await client.query(
-        `UPDATE waypoint.tasks SET state = $3, attempt = $4, updated_at = $5, seq = $6, listing_head = $7, listing_tail = $8,
-           lease_owner = NULL, lease_ttl_ms = NULL, lease_hb = NULL, lease_at = NULL
-         WHERE workspace_id = $1 AND id = $2`,
-        [workspaceId, toPgText(t.id), toPgText(t.state), t.attempt, t.updated_at, e.seq, parts.head, parts.tail],
-      );
+      await putRowChanges(client, workspaceId, capture.take());
+      const row = taskRowImage(db, e.taskId!, identity, e.seq)!;
+      await putTaskRows(client, workspaceId, [row]);
+      const t = { id: e.taskId!, title: String(row.title) };
       const r = reasons.get(t.id)!;
       swept.push({ workspaceId, machine: identity.machine, path: identity.path, taskId: t.id, title: t.title, reason: r.reason, seq: e.seq });
       await client.query(`SELECT pg_notify('${ALERT_CHANNEL}', $1)`, [
@@ -216,21 +213,11 @@ async function sweepWorkspace(client: PoolClient, workspaceId: string, o: SweepO
   }
 }
 
-async function taskEvents(client: PoolClient, workspaceId: string, taskId: string): Promise<WaypointEvent[]> {
-  return (await client.query(`SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 AND task_id = $2 ORDER BY seq`, [workspaceId, toPgText(taskId)])).rows.map(rowToEvent);
-}
-
-/** A task's projection: a fold of its own events alone (every row it touches is keyed by its id; see PgProjectionReader.getTask). */
-async function foldOf(events: readonly WaypointEvent[]): Promise<Db> {
+/** An empty fold database of the current schema, for one task's rows. */
+async function emptyFold(): Promise<Db> {
   const SQL = await loadSqlJs();
   const db = new Db(new SQL.Database());
   migrate(db);
-  db.transaction(() => {
-    for (const e of events) {
-      insertEvent(db, e);
-      project(db, e);
-    }
-  });
   return db;
 }
 

@@ -4,7 +4,7 @@ import { WaypointError, errorMessage } from '../../model/errors';
 import type { TaskState, WaypointEvent } from '../../model/schema';
 import { Logger, silentLogger } from '../../log';
 import type { Db } from '../db';
-import type { AppendResult, Disposable, EventLog, NewEventLike, ReadFilter, WorkspaceIdentity } from '../eventLog';
+import type { AppendResult, Disposable, EventLog, NewEventLike, ProjectionCheck, ReadFilter, WorkspaceIdentity } from '../eventLog';
 import { SqlProjection } from '../projection';
 import { listingEntryParts } from '../taskListingJson';
 import { connectClient, isConnectionError, redactUrl, unavailable } from './connection';
@@ -12,6 +12,7 @@ import { StoreSweeper, WRITER_BEAT_MS } from './leaseSweeper';
 import { ensureSchema } from './schema';
 import { toPgText, fromPgText } from './pgText';
 import { NOTIFY_CHANNEL, parseNotification, rowToEvent, EVENT_COLUMNS } from './rows';
+import { RowCapture, RowChanges, TASK_DETAIL_COLUMNS, compareRows, rowStatementsSql, tablesMask, writeAllRows, type RowParams } from './projectionRows';
 
 /**
  * The team store's EventLog: one workspace's events in PostgreSQL.
@@ -73,6 +74,8 @@ interface Pending {
   events: WaypointEvent[];
   /** Task summaries as these events leave them (taken when they were folded: later batches may have changed the fold since). */
   summaries: Map<string, TaskSummary | null>;
+  /** The projection rows these events changed, as the fold left them (see projectionRows.ts). */
+  rows: RowChanges;
   resolve: () => void;
   reject: (e: unknown) => void;
 }
@@ -91,7 +94,11 @@ interface TaskSummary {
   lease_owner: string | null;
   lease_ttl_ms: number | null;
   lease_hb: number | null;
+  /** The task's other columns and its lease holder's pid and host (TASK_DETAIL_COLUMNS, lease_pid, lease_host), in that order. */
+  detail: unknown[];
 }
+
+const DETAIL_SQL = [...TASK_DETAIL_COLUMNS.map((c) => `t.${c}`), 'l.pid', 'l.host'].join(', ');
 
 /** Commits carry at most this many events (one statement's parameters stay small). */
 const MAX_GROUP_EVENTS = 2000;
@@ -103,7 +110,13 @@ const NOTIFY_EVERY_MS = 25;
  * The commit statement (see commitStatement): $1 workspace, $2 epoch, $3 expected head, $4 new head, $5..$15 event columns, $16 machine,
  * $17..$25 task summary columns, $26 deleted task ids, $27 and $28 the tasks' listing entries around their updatedAt (listing_head, listing_tail),
  * $29..$31 the tasks whose summary moved only in time (id, updated_at, seq), $32..$34 and $35..$37 the leases of
- * the first and of the second kind of task (holder, ttl, the holder's heartbeat time).
+ * the first and of the second kind of task (holder, ttl, the holder's heartbeat time), $38 the first kind's other
+ * columns (a JSON array each: TASK_DETAIL_COLUMNS, lease pid, lease host), $39 and $40 the other projection rows
+ * written and deleted (projectionRows.ts).
+ *
+ * The workspace's rows are complete up to its head (`rows_seq`) when they were before
+ * this commit; a workspace written before schema v6 stays marked incomplete until its
+ * rows are written whole (writeAllRows).
  *
  * Most events change nothing in their task's summary but its time (a heartbeat, a step's
  * progress): those tasks get only their updated_at and seq set (`tm`), not the whole
@@ -118,8 +131,16 @@ const NOTIFY_EVERY_MS = 25;
  * CONFLICT DO UPDATE` locks the existing row before updating it, and that lock is a
  * WAL record of its own per task per commit.
  */
-const COMMIT_SQL = `WITH head AS (
-    UPDATE waypoint.workspaces SET head_seq = $4, updated_at = now() WHERE id = $1 AND epoch = $2 AND head_seq = $3 RETURNING id
+/** The task columns a commit writes from each task's `detail` (x.d, a JSON array: see TaskSummary.detail), and their values. */
+const DETAIL_COLS = [...TASK_DETAIL_COLUMNS, 'lease_pid', 'lease_host'];
+const DETAIL_VALS = DETAIL_COLS.map((c, i) => (c === 'lease_pid' ? `(x.d ->> ${i})::bigint` : `x.d ->> ${i}`));
+const DETAIL_COLUMNS = DETAIL_COLS.join(', ');
+const DETAIL_VALUES = DETAIL_VALS.join(', ');
+const DETAIL_SET = DETAIL_COLS.map((c, i) => `${c} = ${DETAIL_VALS[i]}`).join(', ');
+
+const commitSql = (rows: string): string => `WITH head AS (
+    UPDATE waypoint.workspaces SET head_seq = $4, rows_seq = CASE WHEN rows_seq = $3 THEN $4 ELSE rows_seq END, updated_at = now()
+    WHERE id = $1 AND epoch = $2 AND head_seq = $3 RETURNING id
   ), ev AS (
     INSERT INTO waypoint.events (workspace_id, ${EVENT_COLUMNS}, epoch)
     SELECT head.id, x.seq, x.ts, x.type, x.v, x.task_id, x.corr, x.key, x.by, x.data, x.op, x.result, $2
@@ -128,24 +149,25 @@ const COMMIT_SQL = `WITH head AS (
     RETURNING 1
   ), x AS (
     SELECT * FROM unnest($17::text[], $18::text[], $19::text[], $20::text[], $21::text[], $22::int[], $23::bigint[], $24::bigint[], $25::bigint[], $27::text[], $28::text[],
-      $32::text[], $33::bigint[], $34::bigint[])
-      AS x(id, title, goal, agent, state, attempt, created_at, updated_at, seq, head, tail, lo, lt, lh)
+      $32::text[], $33::bigint[], $34::bigint[], $38::json[])
+      AS x(id, title, goal, agent, state, attempt, created_at, updated_at, seq, head, tail, lo, lt, lh, d)
   ), up AS (
     UPDATE waypoint.tasks AS t SET machine = $16, title = x.title, goal = x.goal, agent = x.agent, state = x.state, attempt = x.attempt,
       updated_at = x.updated_at, seq = x.seq, listing_head = x.head, listing_tail = x.tail,
-      lease_owner = x.lo, lease_ttl_ms = x.lt, lease_hb = x.lh,
+      lease_owner = x.lo, lease_ttl_ms = x.lt, lease_hb = x.lh, ${DETAIL_SET},
       lease_at = CASE WHEN x.lh IS NULL THEN NULL WHEN t.lease_hb IS NOT DISTINCT FROM x.lh AND t.lease_owner IS NOT DISTINCT FROM x.lo THEN t.lease_at ELSE now() END
     FROM head, x WHERE t.workspace_id = head.id AND t.id = x.id
     RETURNING t.id
   ), tk AS (
     INSERT INTO waypoint.tasks AS t (workspace_id, id, machine, title, goal, agent, state, attempt, created_at, updated_at, seq, listing_head, listing_tail,
-      lease_owner, lease_ttl_ms, lease_hb, lease_at)
+      lease_owner, lease_ttl_ms, lease_hb, lease_at, ${DETAIL_COLUMNS})
     SELECT head.id, x.id, $16, x.title, x.goal, x.agent, x.state, x.attempt, x.created_at, x.updated_at, x.seq, x.head, x.tail,
-      x.lo, x.lt, x.lh, CASE WHEN x.lh IS NULL THEN NULL ELSE now() END
+      x.lo, x.lt, x.lh, CASE WHEN x.lh IS NULL THEN NULL ELSE now() END, ${DETAIL_VALUES}
     FROM head, x WHERE x.id NOT IN (SELECT id FROM up)
     ON CONFLICT (workspace_id, id) DO UPDATE SET machine = excluded.machine, title = excluded.title, goal = excluded.goal, agent = excluded.agent,
       state = excluded.state, attempt = excluded.attempt, updated_at = excluded.updated_at, seq = excluded.seq, listing_head = excluded.listing_head, listing_tail = excluded.listing_tail,
-      lease_owner = excluded.lease_owner, lease_ttl_ms = excluded.lease_ttl_ms, lease_hb = excluded.lease_hb, lease_at = excluded.lease_at
+      lease_owner = excluded.lease_owner, lease_ttl_ms = excluded.lease_ttl_ms, lease_hb = excluded.lease_hb, lease_at = excluded.lease_at,
+      ${DETAIL_COLS.map((c) => `${c} = excluded.${c}`).join(', ')}
     RETURNING 1
   ), tm AS (
     UPDATE waypoint.tasks AS t SET updated_at = y.updated_at, seq = y.seq, lease_owner = y.lo, lease_ttl_ms = y.lt, lease_hb = y.lh,
@@ -155,9 +177,23 @@ const COMMIT_SQL = `WITH head AS (
     RETURNING 1
   ), del AS (
     DELETE FROM waypoint.tasks WHERE workspace_id = $1 AND id = ANY($26::text[]) AND EXISTS (SELECT 1 FROM head) RETURNING 1
-  )
+  )${rows}
   SELECT (SELECT count(*) FROM head)::int AS advanced, (SELECT count(*) FROM ev) AS ev, (SELECT count(*) FROM up) AS up, (SELECT count(*) FROM tk) AS tk,
     (SELECT count(*) FROM tm)::int AS tm, (SELECT count(*) FROM del) AS del`;
+
+/** The commit statement for a batch whose projection rows changed in these tables (its name says which: each is prepared once per connection). */
+const commitStatements = new Map<string, { name: string; text: string }>();
+function commitStatementFor(p: RowParams): { name: string; text: string } {
+  const name = `waypoint_commit_v6_${tablesMask(p.putTables)}_${tablesMask(p.delTables)}`;
+  let st = commitStatements.get(name);
+  if (!st) {
+    const puts = '$39::json';
+    const dels = p.putTables.length ? '$40::json' : '$39::json';
+    st = { name, text: commitSql(rowStatementsSql(p.putTables, p.delTables, puts, dels)) };
+    commitStatements.set(name, st);
+  }
+  return st;
+}
 
 export class PgEventLog implements EventLog {
   readonly backend = 'postgresql' as const;
@@ -185,6 +221,12 @@ export class PgEventLog implements EventLog {
   private readonly retryMs: number;
   /** Each task's last listing entry parts, and the summary they were made from (see entryParts). */
   private readonly entries = new Map<string, { summary: TaskSummary; head: string; tail: string }>();
+  /** Each task's detail as last sent (see TaskSummary.detail): one unchanged needs no rewrite of the task's row. */
+  private readonly details = new Map<string, unknown[]>();
+  /** Each task's detail as the fold last had it: read again only when the fold wrote it (RowCapture.takeTasks). */
+  private readonly folded = new Map<string, unknown[]>();
+  /** Notices the rows each fold changes, for the commit that carries its events (projectionRows.ts). */
+  private capture!: RowCapture;
   /** Counters for tests and the benchmark: commits and the events they carried. */
   readonly stats = { commits: 0, events: 0, retries: 0 };
 
@@ -251,13 +293,13 @@ export class PgEventLog implements EventLog {
         if (renewed) opts = { ...opts, workspace: renewed };
       }
       const ws = opts.workspace;
-      const r = await client.query<{ epoch: number; head_seq: number }>(
+      const r = await client.query<{ epoch: number; head_seq: number; rows_seq: number | null }>(
         `WITH before AS (
            SELECT path FROM waypoint.workspaces WHERE id = $1
          ), w AS (
-           INSERT INTO waypoint.workspaces AS w (id, machine, path, epoch) VALUES ($1, $2, $3, 1)
+           INSERT INTO waypoint.workspaces AS w (id, machine, path, epoch, rows_seq) VALUES ($1, $2, $3, 1, 0)
            ON CONFLICT (id) DO UPDATE SET epoch = w.epoch + 1, machine = excluded.machine, path = excluded.path, updated_at = now()
-           RETURNING id, epoch, head_seq
+           RETURNING id, epoch, head_seq, rows_seq
          ), l AS (
            INSERT INTO waypoint.leases AS l (workspace_id, epoch, owner, machine, pid)
            SELECT id, epoch, $4, $2, $5 FROM w
@@ -269,10 +311,10 @@ export class PgEventLog implements EventLog {
            -- The tasks' listing entries name the workspace's path: a workspace opened at a new path lists them from the columns until each is written again.
            UPDATE waypoint.tasks SET listing_head = NULL, listing_tail = NULL WHERE workspace_id = $1 AND (listing_head IS NOT NULL OR listing_tail IS NOT NULL) AND EXISTS (SELECT 1 FROM before WHERE before.path <> $3) RETURNING 1
          )
-         SELECT epoch, head_seq FROM w, (SELECT count(*) FROM l) AS lc, (SELECT count(*) FROM n) AS nc, (SELECT count(*) FROM moved) AS mc`,
+         SELECT epoch, head_seq, rows_seq FROM w, (SELECT count(*) FROM l) AS lc, (SELECT count(*) FROM n) AS nc, (SELECT count(*) FROM moved) AS mc`,
         [ws.id, toPgText(ws.machine), toPgText(ws.path), toPgText(opts.owner ?? `pid-${process.pid}`), process.pid],
       );
-      const { epoch, head_seq: head } = r.rows[0];
+      const { epoch, head_seq: head, rows_seq: rowsSeq } = r.rows[0];
       const projection = opts.projection ?? (await SqlProjection.empty());
       const log = new PgEventLog(opts, client, epoch, 0, projection);
       // Everything so far, into the projection, in pages (a long history is not one result set).
@@ -283,6 +325,8 @@ export class PgEventLog implements EventLog {
         projection.apply(page);
         after = page[page.length - 1].seq;
       }
+      log.capture = RowCapture.install(projection.db);
+      if (rowsSeq !== head) await log.writeAllRows(client, head);
       log.seq = head;
       log.durableSeq = head;
       log.notifiedHead = head;
@@ -293,6 +337,26 @@ export class PgEventLog implements EventLog {
       await client.end().catch(() => undefined);
       throw isConnectionError(e) ? unavailable(e, opts.url) : e;
     }
+  }
+
+  /**
+   * A workspace last written before schema v6 (or whose rows a failed resync left
+   * incomplete) gets its projection rows written whole from this writer's fold, once,
+   * under its epoch: a writer that was replaced meanwhile writes nothing.
+   */
+  private async writeAllRows(client: Client, head: number): Promise<void> {
+    const t0 = performance.now();
+    await client.query('BEGIN');
+    try {
+      const w = await client.query<{ epoch: number; head_seq: number }>('SELECT epoch, head_seq FROM waypoint.workspaces WHERE id = $1 FOR UPDATE', [this.opts.workspace.id]);
+      if (w.rows[0]?.epoch !== this.epoch || w.rows[0]?.head_seq !== head) throw this.loseOwnership(w.rows[0]?.epoch ?? this.epoch + 1);
+      await writeAllRows(client, this.opts.workspace, this.fold, head);
+      await client.query('COMMIT');
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw e;
+    }
+    this.log.info(`wrote the projection rows of workspace ${this.opts.workspace.id} whole (events up to ${head}) in ${(performance.now() - t0).toFixed(1)} ms`);
   }
 
   /**
@@ -386,6 +450,7 @@ export class PgEventLog implements EventLog {
     }
     this.seq += events.length;
     const summaries = this.summaries(events);
+    const rows = this.capture.take();
     let resolve!: () => void;
     let reject!: (e: unknown) => void;
     const durable = new Promise<void>((res, rej) => {
@@ -393,13 +458,33 @@ export class PgEventLog implements EventLog {
       reject = rej;
     });
     durable.catch(() => undefined);
-    this.queue.push({ events, summaries, resolve, reject });
+    this.queue.push({ events, summaries, rows, resolve, reject });
     if (!this.flushing) this.flushing = this.drain();
     return { events, durable };
   }
 
   private hasKey(key: string): boolean {
     return !!this.fold.get('SELECT 1 AS x FROM events WHERE key = ?', [key]);
+  }
+
+  /**
+   * The team store's projection rows against this writer's fold (projectionRows.ts), once
+   * every event folded so far is committed; compared again if events came meanwhile.
+   */
+  async verifyStoreProjection(): Promise<ProjectionCheck['differences']> {
+    for (let round = 0; ; round++) {
+      const at = this.seq;
+      await this.waitDurable(at);
+      this.assertWritable();
+      // A connection of its own: the writer's carries commits, one query at a time.
+      const client = await connectClient(this.opts.url, { connectTimeoutMs: this.opts.connectTimeoutMs, application: 'waypoint verify' });
+      try {
+        const differences = await compareRows(client, this.opts.workspace.id, this.fold);
+        if (this.seq === at || round >= 4) return differences;
+      } finally {
+        await client.end().catch(() => undefined);
+      }
+    }
   }
 
   /** Resolves once every event up to `seq` is durable (answering a repeated call). */
@@ -445,8 +530,10 @@ export class PgEventLog implements EventLog {
       // A later batch's summary of a task supersedes an earlier one's.
       const summaries = new Map<string, TaskSummary | null>();
       for (const p of group) for (const [id, s] of p.summaries) summaries.set(id, s);
+      const rows = group.length === 1 ? group[0].rows : new RowChanges();
+      if (group.length > 1) for (const p of group) rows.merge(p.rows);
       try {
-        await this.commitGroup(events, summaries);
+        await this.commitGroup(events, summaries, rows);
       } catch (e) {
         const err = e instanceof WaypointError ? e : new WaypointError('io', `Team store commit failed; the store must be reopened: ${errorMessage(e)}`);
         this.poisoned = err;
@@ -474,7 +561,7 @@ export class PgEventLog implements EventLog {
   }
 
   /** Commits one group, retrying across dropped connections until `retryMs` passes. */
-  private async commitGroup(events: WaypointEvent[], summaries: Map<string, TaskSummary | null>): Promise<void> {
+  private async commitGroup(events: WaypointEvent[], summaries: Map<string, TaskSummary | null>, rows: RowChanges): Promise<void> {
     const first = events[0].seq;
     const last = events[events.length - 1].seq;
     const deadline = Date.now() + this.retryMs;
@@ -482,7 +569,7 @@ export class PgEventLog implements EventLog {
     for (;;) {
       try {
         const client = await this.writer();
-        const advanced = await this.commitStatement(client, events, summaries, first, last);
+        const advanced = await this.commitStatement(client, events, summaries, rows, first, last);
         if (advanced) {
           this.opts.afterCommitForTests?.({ first, last });
           return;
@@ -497,7 +584,10 @@ export class PgEventLog implements EventLog {
         // entries as written (entryParts): forgotten, so the retry writes their rows whole. Else
         // a retry took a state change (running → waiting_review) for a change of time only and
         // left the old state in the summary `tasks --all` lists (found by the fleet soak).
-        for (const id of summaries.keys()) this.entries.delete(id);
+        for (const id of summaries.keys()) {
+          this.entries.delete(id);
+          this.details.delete(id);
+        }
         // A reconnect that failed (store_unavailable) is retried like a dropped connection.
         const retryable = (e instanceof WaypointError && e.code === 'store_unavailable') || (!(e instanceof WaypointError) && isConnectionError(e));
         if (!retryable) throw e instanceof WaypointError ? e : this.describeRefusal(e);
@@ -532,7 +622,7 @@ export class PgEventLog implements EventLog {
    * every workspace's commits wait for each other's fsync. Listeners are told after
    * the commit instead (`notifyListeners`).
    */
-  private async commitStatement(client: Client, events: WaypointEvent[], summaries: Map<string, TaskSummary | null>, first: number, last: number): Promise<boolean> {
+  private async commitStatement(client: Client, events: WaypointEvent[], summaries: Map<string, TaskSummary | null>, rows: RowChanges, first: number, last: number): Promise<boolean> {
     const ws = this.opts.workspace;
     const upserts: TaskSummary[] = [];
     const parts: { head: string; tail: string }[] = [];
@@ -541,13 +631,16 @@ export class PgEventLog implements EventLog {
     for (const [id, t] of summaries) {
       if (t === null) {
         this.entries.delete(id);
+        this.details.delete(id);
         deleted.push(toPgText(id));
         continue;
       }
       const known = this.entries.get(id);
       const p = this.entryParts(t);
-      if (known === p) times.push(t);
+      const sent = this.details.get(id);
+      if (known === p && sent && (sent === t.detail || sameValues(sent, t.detail))) times.push(t);
       else {
+        this.details.set(id, t.detail);
         upserts.push(t);
         parts.push(p);
       }
@@ -558,10 +651,11 @@ export class PgEventLog implements EventLog {
       for (let i = 0; i < n; i++) out[i] = f(events[i]);
       return out;
     };
+    const changed = rows.params();
+    const statement = commitStatementFor(changed);
     this.opts.beforeCommitForTests?.({ first, last });
     const r = await client.query<{ advanced: number; tm: number }>({
-      name: 'waypoint_commit_v5',
-      text: COMMIT_SQL,
+      ...statement,
       values: [
         ws.id,
         this.epoch,
@@ -600,12 +694,19 @@ export class PgEventLog implements EventLog {
         times.map((t) => toPgText(t.lease_owner)),
         times.map((t) => t.lease_ttl_ms),
         times.map((t) => t.lease_hb),
+        upserts.map((t) => JSON.stringify(t.detail.map((v) => (typeof v === 'string' ? toPgText(v) : v)))),
+        // Only the parameters the statement's row CTEs use (PostgreSQL refuses one that nothing uses).
+        ...(changed.putTables.length ? [changed.puts] : []),
+        ...(changed.delTables.length ? [changed.dels] : []),
       ],
     });
     const row = r.rows[0];
     if (row.advanced === 1 && row.tm < times.length) {
       // A row this writer wrote is gone (removed outside Waypoint): its task's next event writes it whole again.
-      for (const t of times) this.entries.delete(t.id);
+      for (const t of times) {
+        this.entries.delete(t.id);
+        this.details.delete(t.id);
+      }
       this.log.warn(`${times.length - row.tm} task summaries were missing from the team store; they are written again with their tasks' next events`);
     }
     return row.advanced === 1;
@@ -658,7 +759,7 @@ export class PgEventLog implements EventLog {
    * the time (which is not in either part), so the last parts per task are kept and
    * reused while the fields they show are unchanged: no JSON built for a heartbeat, and
    * the same entry returned means the task's row (written by this writer, which alone
-   * writes its workspace's rows) needs only its time (see COMMIT_SQL's `tm`).
+   * writes its workspace's rows) needs only its time (see commitSql's `tm`).
    */
   private entryParts(t: TaskSummary): { head: string; tail: string } {
     const last = this.entries.get(t.id);
@@ -674,17 +775,35 @@ export class PgEventLog implements EventLog {
     return entry;
   }
 
-  /** The task summary rows these events leave, read from the fold that has just taken them (null: the task was deleted). */
+  /**
+   * The task summary rows these events leave, read from the fold that has just taken them
+   * (null: the task was deleted), for the tasks they name and any whose other columns the
+   * fold wrote. A task's detail is read only when the fold wrote it (most events do not).
+   */
   private summaries(events: readonly WaypointEvent[]): Map<string, TaskSummary | null> {
     const last = new Map<string, number>();
     for (const e of events) if (e.taskId) last.set(e.taskId, e.seq);
+    const changed = this.capture.takeTasks();
+    for (const id of changed) if (!last.has(id)) last.set(id, this.seq);
+    for (const id of changed) this.folded.delete(id);
     const out = new Map<string, TaskSummary | null>();
     for (const [id, seq] of last) {
-      const t = this.fold.get<Omit<TaskSummary, 'seq'>>(
+      const t = this.fold.get<Omit<TaskSummary, 'seq' | 'detail'>>(
         'SELECT t.id, t.title, t.goal, t.agent, t.state, t.attempt, t.created_at, t.updated_at, l.owner AS lease_owner, l.ttl_ms AS lease_ttl_ms, l.heartbeat_at AS lease_hb FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE t.id = ?',
         [id],
       );
-      out.set(id, t ? { ...t, seq } : null);
+      if (!t) {
+        this.folded.delete(id);
+        out.set(id, null);
+        continue;
+      }
+      let detail = this.folded.get(id);
+      if (!detail) {
+        const d = this.fold.get<{ d: string }>(`SELECT json_array(${DETAIL_SQL}) AS d FROM tasks t LEFT JOIN leases l ON l.task_id = t.id WHERE t.id = ?`, [id])!;
+        detail = JSON.parse(d.d) as unknown[];
+        this.folded.set(id, detail);
+      }
+      out.set(id, { ...t, seq, detail });
     }
     return out;
   }
@@ -814,4 +933,10 @@ export class PgEventLog implements EventLog {
     this.client = null;
     await this.opts.onClose?.();
   }
+}
+
+function sameValues(a: readonly unknown[], b: readonly unknown[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

@@ -1,26 +1,24 @@
 import type { Client, Pool } from 'pg';
 import { TASK_STATES, type Task, type WaypointEvent } from '../../model/schema';
 import { WaypointError } from '../../model/errors';
-import { Queries } from '../queries';
-import { Db } from '../db';
+import { toTask } from '../queries';
 import type { Disposable, ProjectionReader, TaskListFilter, TaskListing } from '../eventLog';
-import { migrate } from '../migrations';
-import { insertEvent, project } from '../projections';
-import { loadSqlJs } from '../sqlite';
 import { connectClient, isConnectionError, sharedPool, unavailable } from './connection';
 import { ensurePoolSchema } from './schema';
 import { StoreSweeper, sweepExpiredLeases, type SweepOptions, type SweepResult } from './leaseSweeper';
 import { ALERT_CHANNEL, parseTeamAlert, type TeamAlert } from './teamAlerts';
 import { toPgText } from './pgText';
 import { queryTaskListings } from './taskListing';
+import { foldShapes } from './projectionRows';
+import { fillPoolRowsIfMissing } from './rowsFill';
 import { EVENT_COLUMNS, NOTIFY_CHANNEL, parseNotification, rowToEvent, type StoreNotification } from './rows';
 
 /**
  * The team store's read side, for anyone who is not the workspace's writer: the CLI's
  * `tasks --all`, another machine's editor, a dashboard. Listings come from the task
  * summary table (kept in the same transaction as the events, so never ahead of or
- * behind them); one task's detail is its events replayed through the one projection
- * code into a scratch database.
+ * behind them); one task's detail from the projection's rows, kept the same way
+ * (projectionRows.ts): plain queries, no fold and no sql.js in the reader.
  *
  * Scoped to one workspace (`workspaceId`), or to the whole store when it is null.
  */
@@ -74,23 +72,35 @@ export class PgProjectionReader implements ProjectionReader {
     return rows.map(rowToEvent);
   }
 
+  /** The task as the store's projection rows hold it (projectionRows.ts): no events replayed. */
   async getTask(taskId: string): Promise<Task | null> {
-    const events = await this.taskEvents(taskId);
-    if (!events.length) return null;
-    // A task's projection is a fold of its own events alone (every row it touches is keyed by its id).
-    const SQL = await loadSqlJs();
-    const db = new Db(new SQL.Database());
+    for (let round = 0; round < 2; round++) {
+      const params: unknown[] = [toPgText(taskId)];
+      const scope = this.workspaceId === null ? '' : ` AND t.workspace_id = $${params.push(this.workspaceId)}`;
+      const r = await this.rows<Record<string, unknown>>(
+        `SELECT t.*, w.rows_seq IS NOT DISTINCT FROM w.head_seq AS rows_complete,
+           (SELECT count(*) FROM waypoint.side_effects x WHERE x.workspace_id = t.workspace_id AND x.task_id = t.id AND x.status = 'in_doubt')::int AS in_doubt
+         FROM waypoint.tasks t JOIN waypoint.workspaces w ON w.id = t.workspace_id WHERE t.id = $1${scope} LIMIT 1`,
+        params,
+      );
+      const row = r[0];
+      if (!row) return null;
+      if (!row.rows_complete) {
+        // Written before schema v6 and not opened since: its rows are written from its events once, then read.
+        await this.fillRows(String(row.workspace_id));
+        continue;
+      }
+      const { task, lease } = foldShapes(row);
+      return toTask({ ...task, in_doubt: row.in_doubt }, lease);
+    }
+    throw new WaypointError('corrupt', `The team store's rows for task ${taskId} could not be completed from its events.`);
+  }
+
+  private async fillRows(workspaceId: string): Promise<void> {
     try {
-      migrate(db);
-      db.transaction(() => {
-        for (const e of events) {
-          insertEvent(db, e);
-          project(db, e);
-        }
-      });
-      return new Queries(() => db).findTask(taskId);
-    } finally {
-      db.close();
+      await fillPoolRowsIfMissing(this.pool, workspaceId);
+    } catch (e) {
+      throw isConnectionError(e) ? unavailable(e, this.url, 'read from') : e;
     }
   }
 

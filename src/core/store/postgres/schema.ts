@@ -23,6 +23,11 @@ import { WaypointError } from '../../model/errors';
  * v5: each task's lease by the server's clock (`lease_at`: when a commit last renewed it),
  *     and `sweeps`, the turn every connected client takes to interrupt expired leases
  *     store-wide (see leaseSweeper.ts).
+ * v6: the projection in PostgreSQL, row for row (see projectionRows.ts): each task's
+ *     remaining columns and its lease holder's pid and host in `tasks`; steps,
+ *     checkpoints, side_effects, rollbacks, review_applies, turns, terminal_commands
+ *     as the embedded store has them, per workspace; `workspaces.rows_seq`, the event
+ *     the workspace's rows are complete up to (NULL: written before v6).
  */
 
 export const PG_SCHEMA = 'waypoint';
@@ -168,6 +173,70 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
         swept bigint NOT NULL DEFAULT 0
       );
       INSERT INTO waypoint.sweeps (id, at, by) VALUES (1, '-infinity', 'none');
+    `,
+  },
+  {
+    version: 6,
+    // The embedded projection's tables, column for column (text as toPgText writes it,
+    // integers as bigint), with the workspace in each key; `rid` is the row's rowid in the
+    // writer's fold, which the embedded queries order ties by. The idempotency ledger is
+    // the events table itself (its key, op and result), so it is not copied. A
+    // workspace written before this version has NULL `rows_seq`: its rows are filled from
+    // its events by its writer's next open or by the first reader that needs them. Tables
+    // whose rows change after they are written leave room on each page, so an update
+    // is heap-only (no new index entry), as task rows' are.
+    description: 'the projection row for row: steps, checkpoints, side effects, rollbacks, review applies, turns, terminal commands, and every task column',
+    up: `
+      ALTER TABLE waypoint.workspaces ADD COLUMN rows_seq bigint;
+      ALTER TABLE waypoint.tasks ADD COLUMN correlation_id text, ADD COLUMN base_checkpoint_id text, ADD COLUMN last_checkpoint_id text,
+        ADD COLUMN summary text, ADD COLUMN commit_hash text, ADD COLUMN interruption text, ADD COLUMN retry text, ADD COLUMN hold text,
+        ADD COLUMN forked_from text, ADD COLUMN reopened text, ADD COLUMN kind text, ADD COLUMN lease_pid bigint, ADD COLUMN lease_host text;
+      CREATE TABLE waypoint.steps (
+        workspace_id text NOT NULL, rid bigint NOT NULL,
+        task_id text NOT NULL, id text NOT NULL, ord bigint NOT NULL, title text NOT NULL, depends_on text NOT NULL, status text NOT NULL,
+        attempts bigint NOT NULL, inputs text, outputs text, summary text, error text, started_at bigint, ended_at bigint, adhoc bigint NOT NULL,
+        task_attempt bigint, max_attempts bigint NOT NULL, abandoned_from text,
+        PRIMARY KEY (workspace_id, task_id, id)
+      ) WITH (fillfactor = 80);
+      CREATE TABLE waypoint.checkpoints (
+        workspace_id text NOT NULL, rid bigint NOT NULL,
+        id text NOT NULL, task_id text, step_id text, kind text NOT NULL, label text, parent_id text, created_at bigint NOT NULL,
+        manifest_ref text, files bigint NOT NULL, files_changed bigint NOT NULL, bytes bigint NOT NULL, damaged text,
+        PRIMARY KEY (workspace_id, id)
+      );
+      CREATE INDEX checkpoints_task ON waypoint.checkpoints (workspace_id, task_id);
+      CREATE TABLE waypoint.side_effects (
+        workspace_id text NOT NULL, rid bigint NOT NULL,
+        task_id text NOT NULL, key text NOT NULL, step_id text, kind text NOT NULL, description text NOT NULL, args text, status text NOT NULL,
+        result text, error text, attempts bigint NOT NULL, intent_at bigint NOT NULL, ended_at bigint, resolved_by text,
+        PRIMARY KEY (workspace_id, task_id, key)
+      ) WITH (fillfactor = 80);
+      CREATE TABLE waypoint.rollbacks (
+        workspace_id text NOT NULL, rid bigint NOT NULL,
+        id text NOT NULL, task_id text NOT NULL, target_checkpoint_id text NOT NULL, pre_rollback_checkpoint_id text NOT NULL, paths text,
+        mode text NOT NULL, plan_ref text, state text NOT NULL, started_at bigint NOT NULL, ended_at bigint, outcome text,
+        PRIMARY KEY (workspace_id, id)
+      ) WITH (fillfactor = 80);
+      CREATE INDEX rollbacks_task ON waypoint.rollbacks (workspace_id, task_id);
+      CREATE TABLE waypoint.review_applies (
+        workspace_id text NOT NULL, rid bigint NOT NULL,
+        apply_id text NOT NULL, task_id text NOT NULL, start_key text NOT NULL, data text NOT NULL, done bigint NOT NULL, recovered bigint,
+        PRIMARY KEY (workspace_id, apply_id)
+      ) WITH (fillfactor = 80);
+      CREATE INDEX review_applies_task ON waypoint.review_applies (workspace_id, task_id);
+      CREATE TABLE waypoint.turns (
+        workspace_id text NOT NULL, rid bigint NOT NULL,
+        task_id text NOT NULL, session_id text NOT NULL, turn bigint NOT NULL, step_id text, prompt text NOT NULL, last_message text,
+        tools text NOT NULL, compactions bigint NOT NULL, started_at bigint NOT NULL, ended_at bigint NOT NULL,
+        PRIMARY KEY (workspace_id, task_id, session_id, turn)
+      );
+      CREATE TABLE waypoint.terminal_commands (
+        workspace_id text NOT NULL, rid bigint NOT NULL,
+        task_id text NOT NULL, id text NOT NULL, command_line text NOT NULL, cwd text, terminal text NOT NULL, owner text NOT NULL, agent text,
+        step_id text, started_at bigint NOT NULL, ended_at bigint, exit_code bigint, before_checkpoint_id text, after_checkpoint_id text,
+        changed text, created text, deleted text, files_total bigint NOT NULL,
+        PRIMARY KEY (workspace_id, task_id, id)
+      ) WITH (fillfactor = 80);
     `,
   },
 ];
