@@ -21,7 +21,7 @@ import { BACKGROUND_COMMANDS } from './backgroundCommands';
 import { awaitStartingOwnerOf, startOwnerAfterCall } from './backgroundAfterCall';
 import { listAllTasks } from './tasksAll';
 import { teamStoreOf } from './teamStore';
-import { checkpointsTable, isWorkspaceIdArg, notOnThisMachine, teamCheckpoints, teamDiff } from './teamReview';
+import { checkpointsTable, isWorkspaceIdArg, notOnThisMachine, teamCheckpoints, teamDiff, teamTaskDetail } from './teamReview';
 import { plural } from '../core/model/plural';
 import { displayText } from '../core/model/displayText';
 import { stateOption, stepIdCheck, unknownCommand, workspacePath } from './suggest';
@@ -257,12 +257,14 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   show: {
-    summary: 'one task in detail',
-    usage: 'waypoint show --task ID',
+    summary: 'one task in detail (--workspace ID: a task on another machine, from the team store)',
+    usage: 'waypoint show --task ID [--workspace DIR | --workspace WORKSPACE_ID --store URL]',
     readOnly: true,
     options: { task: s('t') },
+    readsTeamStore: true,
     async run(c) {
-      const d = await (await c.engine()).taskDetail(required(c.values, 'task'));
+      const taskId = required(c.values, 'task');
+      const d = c.workspaceId ? await teamTaskDetail(c, taskId) : await (await c.engine()).taskDetail(taskId);
       c.out(taskDetail(d), d);
     },
   },

@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { WaypointError } from '../core/model/errors';
 import type { CheckpointMeta } from '../core/model/schema';
 import { TeamReview, type TeamChanges, type TeamCheckpoint } from '../core/store/postgres/teamReview';
+import { PgProjectionReader } from '../core/store/postgres/pgProjectionReader';
 import { machineName } from '../core/store/workspaceIdentity';
 import type { Ctx } from './command';
 import { age } from './format';
@@ -33,7 +34,7 @@ export async function notOnThisMachine(url: string | undefined, workspaceId: str
   const where = ws.machine === machineName() ? `its folder ${ws.path} on this machine (${ws.machine}): run it with --workspace ${ws.path}` : `machine ${ws.machine} (${ws.path}), which holds its files: run it there`;
   return new WaypointError(
     'invalid_input',
-    `'waypoint ${command}' needs workspace ${workspaceId}'s files, and they are not here: use ${where}. From here you can review it: waypoint checkpoints --task ID --workspace ${workspaceId}, waypoint diff --task ID --workspace ${workspaceId} [--patch].`,
+    `'waypoint ${command}' needs workspace ${workspaceId}'s files, and they are not here: use ${where}. From here you can review it: waypoint show --task ID --workspace ${workspaceId}, waypoint checkpoints --task ID --workspace ${workspaceId}, waypoint diff --task ID --workspace ${workspaceId} [--patch].`,
     { workspaceId, machine: ws.machine, path: ws.path },
   );
 }
@@ -68,6 +69,19 @@ export async function teamCheckpoints(c: Ctx, taskId: string): Promise<void> {
   const { list, ws } = await withReview(c, async (r) => ({ list: await r.checkpoints(taskId), ws: r.workspace }));
   const head = `Task ${taskId} in workspace ${ws.id} (${ws.machine}:${ws.path}): ${plural(list.length, 'checkpoint')}`;
   c.out(`${head}\n${checkpointsTable(list, true)}`, { workspace: ws, taskId, checkpoints: list });
+}
+
+/** `waypoint show --workspace ID`: the task in detail from the team store's projection rows, as `show` prints a local one. */
+export async function teamTaskDetail(c: Ctx, taskId: string): Promise<NonNullable<Awaited<ReturnType<PgProjectionReader['taskDetail']>>>> {
+  if (!c.teamStore || !c.workspaceId) throw new WaypointError('invalid_input', 'Reading another workspace needs the team store (--store or WAYPOINT_STORE) and its id (--workspace ID).');
+  const reader = await PgProjectionReader.open(c.teamStore, { workspaceId: c.workspaceId });
+  try {
+    const d = await reader.taskDetail(taskId);
+    if (!d) throw new WaypointError('not_found', `No task '${taskId}' in workspace ${c.workspaceId} of the team store. \`waypoint tasks --all --json\` lists every workspace's tasks with their workspaceId.`, { taskId, workspaceId: c.workspaceId });
+    return d;
+  } finally {
+    await reader.close();
+  }
 }
 
 export async function teamDiff(c: Ctx, req: { taskId: string; from?: string; to?: string; path?: string; patch: boolean }): Promise<void> {

@@ -26,6 +26,7 @@ const ROOT = path.resolve(__dirname, '..', '..');
 const AGENTS = 20;
 const WORKSPACES = 4;
 
+/** A task of the run: its lease outlasts the run, so `tasks --all` is measured listing, not sweeping tasks whose writers the run closed. */
 const startedEvent = (task: string): NewEventLike => ({
   type: 'task.started',
   taskId: task,
@@ -34,11 +35,25 @@ const startedEvent = (task: string): NewEventLike => ({
   by: 'bench',
   op: 'task.start',
   result: { taskId: task },
-  data: { goal: `goal of ${task}`, title: task, agent: 'bench', plan: [{ id: 'a', title: 'A' }], owner: { id: 'bench' }, leaseTtlMs: 60_000 },
+  data: { goal: `goal of ${task}`, title: task, agent: 'bench', plan: [{ id: 'a', title: 'A' }], owner: { id: 'bench' }, leaseTtlMs: 3_600_000 },
 });
 const beat = (task: string, key: string): NewEventLike => ({ type: 'lease.heartbeat', taskId: task, corr: task, key, by: 'bench', data: {} });
 
-async function waypointAppends(url: string, ms: number): Promise<{ perSec: number; p99: number; p50: number; commits: number; events: number }> {
+/**
+ * The workloads: heartbeats (most of an agent's calls: they move only a task's time and
+ * lease), and steps — each call starts a new step or completes it, so each commit also
+ * writes a row of the projection's steps table (projectionRows.ts).
+ */
+type Workload = 'beats' | 'steps';
+function callOf(workload: Workload, task: string, i: number): NewEventLike {
+  if (workload === 'beats') return beat(task, `${task}-${i}`);
+  const stepId = `s${i >> 1}`;
+  return i % 2 === 0
+    ? { type: 'step.started', taskId: task, corr: task, key: `${task}-${i}`, by: 'bench', data: { stepId, title: `Step ${stepId}`, attempt: 1, taskAttempt: 1, inputs: { n: i }, adhoc: true, dependsOn: [] } }
+    : { type: 'step.completed', taskId: task, corr: task, key: `${task}-${i}`, by: 'bench', data: { stepId, outputs: { ok: true }, summary: 'done' } };
+}
+
+async function waypointAppends(url: string, ms: number, workload: Workload = 'beats'): Promise<{ perSec: number; p99: number; p50: number; commits: number; events: number }> {
   const logs = await Promise.all(Array.from({ length: WORKSPACES }, (_, i) => PgEventLog.open({ url, workspace: { id: randomUUID(), machine: `bench-${i}`, path: `/bench/${i}` } })));
   const latencies: number[] = [];
   try {
@@ -53,7 +68,7 @@ async function waypointAppends(url: string, ms: number): Promise<{ perSec: numbe
         const log = logs[a % WORKSPACES];
         for (let i = 0; performance.now() < end; i++) {
           const s = performance.now();
-          await (await log.append([beat(t, `${t}-${i}`)])).durable;
+          await (await log.append([callOf(workload, t, i)])).durable;
           latencies.push(performance.now() - s);
           n++;
         }
@@ -79,7 +94,7 @@ async function waypointAppends(url: string, ms: number): Promise<{ perSec: numbe
  * team store's commits do), from the same 20 concurrent agents over 4 workspaces, each
  * agent on a connection of its own (the most a plain client can have in flight).
  */
-async function plainInserts(url: string, ms: number): Promise<{ perSec: number; p99: number }> {
+async function plainInserts(url: string, ms: number, workload: Workload = 'beats'): Promise<{ perSec: number; p99: number }> {
   const setup = new Client({ connectionString: url });
   await setup.connect();
   // LIKE copies columns, NOT NULLs, the primary key and the unique key (not the foreign key: there is no workspace row to check).
@@ -105,7 +120,7 @@ async function plainInserts(url: string, ms: number): Promise<{ perSec: number; 
         const ws = `${runId}-w${w}`;
         const task = `a${a}-${runId}`;
         for (let i = 0; performance.now() < end; i++) {
-          const e = beat(task, `${task}-${i}`);
+          const e = callOf(workload, task, i);
           const s = performance.now();
           await c.query('INSERT INTO bench_plain (workspace_id, seq, ts, type, v, task_id, corr, key, by, data, op, result, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)', [
             ws,
@@ -187,9 +202,6 @@ export async function main(o: { quick?: boolean } = {}): Promise<void> {
     const url = cluster.url();
     const ms = o.quick ? 1000 : 1500;
     const pairs = o.quick ? 2 : 8;
-    const wp: Awaited<ReturnType<typeof waypointAppends>>[] = [];
-    const base: Awaited<ReturnType<typeof plainInserts>>[] = [];
-    const ratios: number[] = [];
     // Not timed: both tables and both kinds of connection warm.
     await waypointAppends(url, 500);
     await plainInserts(url, 500);
@@ -197,18 +209,23 @@ export async function main(o: { quick?: boolean } = {}): Promise<void> {
     // server's own background writes), so the two are measured as many short pairs, each
     // pair side by side, the order alternating (ABBA) so that neither always runs on the
     // warmer or the cooler side of a drift; the ratio is the median of the pairs' ratios.
-    for (let r = 0; r < pairs; r++) {
-      const first = r % 2 === 0 ? await waypointAppends(url, ms) : null;
-      const b = await plainInserts(url, ms);
-      const a = first ?? (await waypointAppends(url, ms));
-      wp.push(a);
-      base.push(b);
-      ratios.push(a.perSec / b.perSec);
-    }
-    const wpRate = median(wp.map((x) => x.perSec));
-    const baseRate = median(base.map((x) => x.perSec));
-    const ratio = median(ratios);
-    const p99 = median(wp.map((x) => x.p99));
+    const measure = async (workload: Workload) => {
+      const wp: Awaited<ReturnType<typeof waypointAppends>>[] = [];
+      const base: Awaited<ReturnType<typeof plainInserts>>[] = [];
+      const ratios: number[] = [];
+      for (let r = 0; r < pairs; r++) {
+        const first = r % 2 === 0 ? await waypointAppends(url, ms, workload) : null;
+        const b = await plainInserts(url, ms, workload);
+        const a = first ?? (await waypointAppends(url, ms, workload));
+        wp.push(a);
+        base.push(b);
+        ratios.push(a.perSec / b.perSec);
+      }
+      return { wp, base, ratios, wpRate: median(wp.map((x) => x.perSec)), baseRate: median(base.map((x) => x.perSec)), ratio: median(ratios), p99: median(wp.map((x) => x.p99)) };
+    };
+    const beats = await measure('beats');
+    const steps = await measure('steps');
+    const { wp, base, ratios, wpRate, baseRate, ratio, p99 } = beats;
     const all = await tasksAll(url, 10_000, 5);
     const rows: Row[] = [
       {
@@ -221,12 +238,21 @@ export async function main(o: { quick?: boolean } = {}): Promise<void> {
       },
       { measure: 'append latency p99', waypoint: fmtMs(p99), baseline: fmtMs(median(base.map((x) => x.p99))), ratio: '', target: '≤ 20 ms', ok: p99 <= 20 },
       { measure: 'append latency p50', waypoint: fmtMs(median(wp.map((x) => x.p50))), baseline: '', ratio: '', target: '', ok: null },
+      {
+        measure: '  appends/s that write a step row each (start, complete)',
+        waypoint: steps.wpRate.toFixed(0),
+        baseline: `${steps.baseRate.toFixed(0)} (plain INSERTs)`,
+        ratio: `${steps.ratio.toFixed(2)}×`,
+        target: '',
+        ok: null,
+      },
       { measure: `waypoint tasks --all --json over ${all.rows} tasks`, waypoint: fmtMs(all.command), baseline: `${fmtMs(all.node)} (node -e 0)`, ratio: '', target: '≤ 200 ms', ok: all.command <= 200 },
       { measure: '  of which the query (listTasks, in process)', waypoint: fmtMs(all.query), baseline: '', ratio: '', target: '', ok: null },
     ];
     printTable('PostgreSQL team store (throwaway cluster, synchronous_commit=on)', rows);
     const last = wp[wp.length - 1];
-    process.stdout.write(`\n(group commit: ${last.events} events in ${last.commits} commits in the last round; the ${pairs} pairs' ratios: ${[...ratios].sort((x, y) => x - y).map((x) => x.toFixed(2)).join(' ')})\n`);
+    const sorted = (xs: number[]) => [...xs].sort((x, y) => x - y).map((x) => x.toFixed(2)).join(' ');
+    process.stdout.write(`\n(group commit: ${last.events} events in ${last.commits} commits in the last round; the ${pairs} pairs' ratios: ${sorted(ratios)}; with step rows: ${sorted(steps.ratios)})\n`);
   } finally {
     cluster.remove();
   }

@@ -1,4 +1,5 @@
 import * as assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Client } from 'pg';
@@ -10,6 +11,7 @@ import { loadSqlJs } from '../../src/core/store/sqlite';
 import { PgProjectionReader } from '../../src/core/store/postgres';
 import { ROW_TABLES, ROW_TABLE_NAMES, TASK_DETAIL_COLUMNS, compareRows } from '../../src/core/store/postgres/projectionRows';
 import { rowToEvent, EVENT_COLUMNS } from '../../src/core/store/postgres/rows';
+import { CLI, buildCli } from '../support/mcp';
 import { PgCluster } from '../support/pgCluster';
 import { tmpDir } from '../support/tmp';
 
@@ -64,6 +66,12 @@ async function workload(engine: Engine, dir: string): Promise<string[]> {
   return [taskId, forkId];
 }
 
+function runCli(args: string[], cwd: string, env: Record<string, string>): Promise<{ code: number; out: string; err: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { cwd, env: { ...process.env, WAYPOINT_STORE: '', WAYPOINT_NO_DAEMON: '1', ...env } }, (e, out, err) => resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, out, err }));
+  });
+}
+
 async function foldOfWorkspace(pg: Client, workspaceId: string): Promise<SqlProjection> {
   const events = (await pg.query(`SELECT ${EVENT_COLUMNS} FROM waypoint.events WHERE workspace_id = $1 ORDER BY seq`, [workspaceId])).rows.map(rowToEvent);
   const fold = await SqlProjection.empty();
@@ -82,6 +90,7 @@ describe('team store projection rows (real cluster)', function () {
     return t.dir;
   };
   before(async () => {
+    buildCli();
     cluster = await PgCluster.create();
     pg = new Client({ connectionString: cluster.url() });
     await pg.connect();
@@ -144,6 +153,34 @@ describe('team store projection rows (real cluster)', function () {
     } finally {
       fold.close();
     }
+  });
+
+  it('`waypoint show --workspace ID` on another machine prints the task from the rows exactly as `show` does where it runs', async () => {
+    const dir = workspace();
+    const elsewhere = workspace();
+    const engine = await Engine.open({ workspace: dir, teamStore: cluster.url() });
+    let ids: string[];
+    try {
+      ids = await workload(engine, dir);
+    } finally {
+      await engine.close();
+    }
+    const wsId = JSON.parse(fs.readFileSync(path.join(dir, '.waypoint', 'workspace-id.json'), 'utf8')).id as string;
+    for (const id of ids) {
+      const here = await runCli(['show', '--task', id, '--json'], dir, { WAYPOINT_STORE: cluster.url() });
+      assert.equal(here.code, 0, here.err);
+      const there = await runCli(['show', '--task', id, '--workspace', wsId, '--store', cluster.url(), '--json'], elsewhere, { WAYPOINT_MACHINE: 'reviewer-desk' });
+      assert.equal(there.code, 0, there.err);
+      assert.deepEqual(JSON.parse(there.out), JSON.parse(here.out));
+      const hereText = await runCli(['show', '--task', id], dir, { WAYPOINT_STORE: cluster.url() });
+      const thereText = await runCli(['show', '--task', id, '--workspace', wsId, '--store', cluster.url()], elsewhere, { WAYPOINT_MACHINE: 'reviewer-desk' });
+      // Ages ("9s ago") move on between the two runs.
+      const ages = (t: string) => t.replace(/\b\d+(s|m|h|d) ago\b/g, 'N ago');
+      assert.equal(ages(thereText.out), ages(hereText.out));
+    }
+    const none = await runCli(['show', '--task', 't_nope', '--workspace', wsId, '--store', cluster.url()], elsewhere, {});
+    assert.notEqual(none.code, 0);
+    assert.match(none.err, /No task 't_nope' in workspace/);
   });
 
   it('a row changed behind the writer is reported by verify', async () => {

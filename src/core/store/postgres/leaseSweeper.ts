@@ -135,16 +135,17 @@ async function sweepWorkspace(client: PoolClient, workspaceId: string, o: SweepO
   );
   const batch: NewEvent[] = [];
   const reasons = new Map<string, { reason: string; owner: string }>();
-  const folds = new Map<string, Db>();
+  // One fold database for the workspace's due tasks: every row of a task is keyed by its id, so their rows sit side by side.
+  let db: Db | undefined;
   try {
     for (const row of due.rows) {
       const taskId = fromPgText(row.id);
-      const db = await emptyFold();
-      folds.set(taskId, db);
+      db ??= await emptyFold();
       await loadTaskRows(client, workspaceId, taskId, db);
-      const queries = new Queries(() => db);
+      const fold = db;
+      const queries = new Queries(() => fold);
       const task = queries.findTask(taskId);
-      // The summary said active but the task's own events say otherwise: nothing to interrupt (the summary is rewritten by its next event).
+      // Its row is gone or no longer active (checked again under the lock): nothing to interrupt.
       if (!task || !ACTIVE_TASK_STATES.includes(task.state)) continue;
       const owner = fromPgText(row.lease_owner);
       const reason = leaseExpiredReason(owner, Number(row.expired_ms), Number(row.lease_ttl_ms));
@@ -186,16 +187,16 @@ async function sweepWorkspace(client: PoolClient, workspaceId: string, o: SweepO
     await client.query('UPDATE waypoint.leases SET epoch = $2, owner = $3, machine = $4, pid = $5 WHERE workspace_id = $1', [workspaceId, epoch, toPgText(o.by), toPgText(o.machine), process.pid]);
     const identity = { id: workspaceId, machine: fromPgText(ws.machine), path: fromPgText(ws.path) };
     const swept: SweptTask[] = [];
+    // Each interruption folded into its task's own rows by the one fold code; what it changed goes back (projectionRows.ts).
+    const capture = RowCapture.install(db!);
     for (const e of events) {
-      const db = folds.get(e.taskId!)!;
-      // The interruption folded into the task's own rows by the one fold code; what it changed goes back (projectionRows.ts).
-      const capture = RowCapture.install(db);
-      db.transaction(() => {
-        insertEvent(db, e);
-        project(db, e);
+      const fold = db!;
+      fold.transaction(() => {
+        insertEvent(fold, e);
+        project(fold, e);
       });
       await putRowChanges(client, workspaceId, capture.take());
-      const row = taskRowImage(db, e.taskId!, identity, e.seq)!;
+      const row = taskRowImage(fold, e.taskId!, identity, e.seq)!;
       await putTaskRows(client, workspaceId, [row]);
       const t = { id: e.taskId!, title: String(row.title) };
       const r = reasons.get(t.id)!;
@@ -209,7 +210,7 @@ async function sweepWorkspace(client: PoolClient, workspaceId: string, o: SweepO
     await client.query('COMMIT');
     return swept;
   } finally {
-    for (const db of folds.values()) db.close();
+    db?.close();
   }
 }
 

@@ -1,7 +1,7 @@
 import type { Client, Pool } from 'pg';
-import { TASK_STATES, type Task, type WaypointEvent } from '../../model/schema';
+import { TASK_STATES, type CheckpointMeta, type SideEffect, type Step, type Task, type WaypointEvent } from '../../model/schema';
 import { WaypointError } from '../../model/errors';
-import { toTask } from '../queries';
+import { toCheckpoint, toSideEffect, toStep, toTask } from '../queries';
 import type { Disposable, ProjectionReader, TaskListFilter, TaskListing } from '../eventLog';
 import { connectClient, isConnectionError, sharedPool, unavailable } from './connection';
 import { ensurePoolSchema } from './schema';
@@ -9,7 +9,7 @@ import { StoreSweeper, sweepExpiredLeases, type SweepOptions, type SweepResult }
 import { ALERT_CHANNEL, parseTeamAlert, type TeamAlert } from './teamAlerts';
 import { toPgText } from './pgText';
 import { queryTaskListings } from './taskListing';
-import { foldShapes } from './projectionRows';
+import { decodeRow, foldShapes } from './projectionRows';
 import { fillPoolRowsIfMissing } from './rowsFill';
 import { EVENT_COLUMNS, NOTIFY_CHANNEL, parseNotification, rowToEvent, type StoreNotification } from './rows';
 
@@ -94,6 +94,25 @@ export class PgProjectionReader implements ProjectionReader {
       return toTask({ ...task, in_doubt: row.in_doubt }, lease);
     }
     throw new WaypointError('corrupt', `The team store's rows for task ${taskId} could not be completed from its events.`);
+  }
+
+  /**
+   * A task in detail — the task, its steps, checkpoints and side effects — from the
+   * projection rows, ordered as the embedded queries order them (`waypoint show` on
+   * another machine). Null when no such task is in this reader's scope.
+   */
+  async taskDetail(taskId: string): Promise<{ task: Task; steps: Step[]; checkpoints: CheckpointMeta[]; sideEffects: SideEffect[] } | null> {
+    const task = await this.getTask(taskId);
+    if (!task) return null;
+    const ws = (await this.workspaceOf(taskId))!;
+    const of = async <T>(table: string, order: string, map: (r: Record<string, unknown>) => T): Promise<T[]> =>
+      (await this.rows<Record<string, unknown>>(`SELECT * FROM waypoint.${table} WHERE workspace_id = $1 AND task_id = $2 ORDER BY ${order}`, [ws, toPgText(taskId)])).map((r) => map(decodeRow(r)));
+    return {
+      task,
+      steps: await of('steps', 'ord', toStep),
+      checkpoints: await of('checkpoints', 'created_at, rid', toCheckpoint),
+      sideEffects: await of('side_effects', 'intent_at, key COLLATE "C"', toSideEffect),
+    };
   }
 
   private async fillRows(workspaceId: string): Promise<void> {
