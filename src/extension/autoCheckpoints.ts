@@ -44,6 +44,15 @@ export const COMMAND_SETTLE_MS = 500;
 /** …and then until the watcher has been quiet this long, for at most COMMAND_SETTLE_MAX_MS. */
 const COMMAND_QUIET_MS = 250;
 const COMMAND_SETTLE_MAX_MS = 3000;
+/**
+ * A command's start reaches this host on another channel than the watcher's events, and
+ * on a loaded machine after the events of what the command then wrote (found by CI: a
+ * quick command's new and edited files went into the checkpoint of the state before it,
+ * and its record said it changed nothing but a deletion). So the paths reported in the
+ * last moment before the start event are left for the command's end, not taken into the
+ * state before it: a file saved less than this long before a command is counted with it.
+ */
+const COMMAND_START_GRACE_MS = 1500;
 /** The longest a command's end waits for the watcher to catch up while it keeps reporting (see watcherCaughtUp). */
 const FENCE_MAX_MS = 60_000;
 /**
@@ -57,6 +66,8 @@ type ShellExecution = { commandLine: { value: string }; cwd?: vscode.Uri };
 
 export class AutoCheckpoints extends Disposable {
   private dirty = new Set<string>();
+  /** When the watcher reported each dirty path (see COMMAND_START_GRACE_MS). */
+  private notedAt = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> = Promise.resolve();
   private readonly terminalTasks = new Map<vscode.Terminal, string>();
@@ -100,7 +111,7 @@ export class AutoCheckpoints extends Disposable {
       // The start is recorded under its key before anything is awaited, so an end that comes quickly finds it.
       // The paths changed before the command are taken now, in the event itself: a fast command's
       // own writes must not reach the checkpoint of the state before it.
-      this.register(shell.onDidStartTerminalShellExecution((e) => keys.set(e.execution, this.track(this.onCommandStart(e.terminal, e.execution, this.takeDirty())))));
+      this.register(shell.onDidStartTerminalShellExecution((e) => keys.set(e.execution, this.track(this.onCommandStart(e.terminal, e.execution, this.takeDirty(Date.now() - COMMAND_START_GRACE_MS))))));
     }
     if (shell.onDidEndTerminalShellExecution) {
       this.register(shell.onDidEndTerminalShellExecution((e) => void this.track(this.onCommandEnd(e.execution, e.exitCode, keys))));
@@ -153,6 +164,7 @@ export class AutoCheckpoints extends Disposable {
     if (first === '.git' || first === store || first === '.waypoint') return;
     if (!this.watchesFiles()) return;
     this.dirty.add(uri.fsPath);
+    this.notedAt.set(uri.fsPath, this.lastReportAt);
     this.lastNoteAt = this.lastReportAt;
     // Per file event, so a synchronous look while owning: it only chooses which timer runs. Whatever
     // the flush then records goes through the engine API (relaying, the flush asks the owner).
@@ -168,11 +180,26 @@ export class AutoCheckpoints extends Disposable {
     this.timer = setTimeout(() => this.flush(), settings(folder.uri).autoCheckpointQuietMs);
   }
 
-  /** Takes the watcher's dirty set (the paths changed since the last checkpoint) for a checkpoint that now covers them. */
-  private takeDirty(): string[] {
-    const dirty = [...this.dirty];
-    this.dirty = new Set();
-    return dirty;
+  /**
+   * Takes the watcher's dirty set (the paths changed since the last checkpoint) for a
+   * checkpoint that now covers them; with `reportedBy`, only the paths reported by then
+   * (the rest stay dirty).
+   */
+  private takeDirty(reportedBy?: number): string[] {
+    if (reportedBy === undefined) {
+      const dirty = [...this.dirty];
+      this.dirty = new Set();
+      this.notedAt = new Map();
+      return dirty;
+    }
+    const taken: string[] = [];
+    for (const p of this.dirty) {
+      if ((this.notedAt.get(p) ?? 0) > reportedBy) continue;
+      taken.push(p);
+      this.dirty.delete(p);
+      this.notedAt.delete(p);
+    }
+    return taken;
   }
 
   /** Takes the auto checkpoint (or, with no task active, the history checkpoint) now; tests call this instead of waiting for the quiet period. */
@@ -211,7 +238,7 @@ export class AutoCheckpoints extends Disposable {
     const folder = this.host.workspaceFolder;
     if (!folder || !settings(folder.uri).history.enabled) {
       // Nothing records it; the next task's checkpoints rescan what they need from their own base.
-      this.dirty = new Set();
+      this.takeDirty();
       return;
     }
     const dirty = this.takeDirty();
