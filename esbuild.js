@@ -77,6 +77,10 @@ function copyWasm() {
   const src = require.resolve('sql.js/dist/sql-wasm.wasm');
   fs.mkdirSync('dist', { recursive: true });
   fs.copyFileSync(src, path.join('dist', 'sql-wasm.wasm'));
+  // The `waypoint` command on Linux and macOS: a bash launcher that relays a checkpoint to a
+  // serving owner without starting Node, and runs dist/cli.js for everything else.
+  fs.copyFileSync(path.join('src', 'cli', 'waypoint.bash'), path.join('dist', 'waypoint'));
+  fs.chmodSync(path.join('dist', 'waypoint'), 0o755);
 }
 
 async function main() {

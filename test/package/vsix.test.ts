@@ -38,10 +38,10 @@ describe('VSIX contents', () => {
     assert.deepEqual(bad, []);
   });
 
-  it('ships the bundled extension, the CLI and sql-wasm.wasm', () => {
+  it('ships the bundled extension, the CLI (its launcher and dist/cli.js) and sql-wasm.wasm', () => {
     const byName = new Map(entries.map((e) => [e.name, e]));
     const main = `extension/${pkg.main.replace(/^\.\//, '')}`;
-    for (const name of [main, `extension/${pkg.bin.waypoint}`, 'extension/dist/sql-wasm.wasm']) {
+    for (const name of [main, `extension/${pkg.bin.waypoint}`, 'extension/dist/cli.js', 'extension/dist/sql-wasm.wasm']) {
       const e = byName.get(name);
       assert.ok(e, `${name} is in the VSIX`);
       assert.ok(e.size > 0, `${name} is not empty`);
