@@ -62,7 +62,8 @@ wp_find_workspace() {
 wp_read_file() {
   local f=$1
   [[ -f $f && ! -L $f && -r $f ]] || return 1
-  IFS= read -r -d '' wp_text <"$f"
+  # At most one byte past the bound is read: a huge file is refused, not loaded.
+  IFS= read -r -N 65537 wp_text <"$f"
   [[ -n $wp_text && ${#wp_text} -le 65536 ]]
 }
 
@@ -165,8 +166,9 @@ wp_fast_checkpoint() {
   [[ -d $store && ! -L $store ]] || return 1
   # A folder of a multi-root window: Node follows the link.
   [[ -e $store/link.json || -L $store/link.json ]] && return 1
-  local wp_text
+  local wp_text disc
   wp_read_file "$store/mcp.json" || return 1
+  disc=$wp_text
   [[ $wp_text =~ \"url\":\ ?\"http://127\.0\.0\.1:([1-9][0-9]{0,4})/mcp\" ]] || return 1
   local wp_port=${BASH_REMATCH[1]}
   ((wp_port <= 65535)) || return 1
@@ -184,6 +186,13 @@ wp_fast_checkpoint() {
     id=${BASH_REMATCH[1]}
     ((${#id} >= 8 && ${#id} <= 64)) || return 1
   fi
+  # The discovery file names the store its owner serves, and the owner's pid: a copy of the
+  # folder (another inode) or an owner that is gone is Node's to sort out, before any call.
+  [[ $disc =~ \"pid\":\ ?([1-9][0-9]*) ]] || return 1
+  local pid=${BASH_REMATCH[1]}
+  ((${#pid} <= 9)) && kill -0 "$pid" 2>/dev/null || return 1
+  [[ $disc =~ \"dev\":\ ?\"([0-9]+)\",[[:space:]]*\"ino\":\ ?\"([0-9]+)\" ]] || return 1
+  [[ ${BASH_REMATCH[1]}:${BASH_REMATCH[2]} == "$fp" ]] || return 1
   local wp_claim=$id:$fp
   local timeout=120
   if [[ -n ${WAYPOINT_RPC_TIMEOUT-} ]]; then

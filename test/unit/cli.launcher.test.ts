@@ -157,7 +157,7 @@ describe('the bash launcher (dist/waypoint)', function () {
     }
   });
 
-  it('a copied folder: the original’s owner refuses the copy’s call, and the original records nothing', async () => {
+  it('a copied folder: the copy’s call never reaches the original’s owner, and the original records nothing', async () => {
     const { ws, taskId } = await served();
     const before = (await labels(ws, taskId)).length;
     const copy = `${ws}-copy`;
@@ -166,7 +166,7 @@ describe('the bash launcher (dist/waypoint)', function () {
     fs.writeFileSync(path.join(copy, 'd0', 'f0.txt'), 'in the copy\n');
     const r = await launch(['checkpoint', '--task', taskId, '-w', copy], { stopAtNode: true });
     assert.equal(r.status, 99, 'declined to Node');
-    assert.deepEqual(r.node?.slice(1), ['checkpoint', '--task', taskId, '-w', copy], 'refused at the probe: nothing ran, no key');
+    assert.deepEqual(r.node?.slice(1), ['checkpoint', '--task', taskId, '-w', copy], 'the copy’s discovery file names another folder: nothing was sent, no key');
     assert.equal((await labels(ws, taskId)).length, before, 'the original has no new checkpoint');
   });
 
@@ -212,7 +212,8 @@ describe('the bash launcher (dist/waypoint)', function () {
       });
       await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
       const port = (server.address() as net.AddressInfo).port;
-      fs.writeFileSync(path.join(store, 'mcp.json'), JSON.stringify({ url: `http://127.0.0.1:${port}/mcp`, token, pid: process.pid, startedAt: Date.now() }, null, 2));
+      const discovery = { url: `http://127.0.0.1:${port}/mcp`, token, pid: process.pid, startedAt: Date.now(), epoch: 1, store: { id: 'abcdefgh-1234', dir: store, dev: String(st.dev), ino: String(st.ino) } };
+      fs.writeFileSync(path.join(store, 'mcp.json'), JSON.stringify(discovery, null, 2));
       try {
         const r = await launch(['checkpoint', '--task', 't_1', '--label', 'x', '-w', t.dir], { stopAtNode: true });
         assert.equal(r.status, 99, `${mode}: declined to Node`);
@@ -224,6 +225,19 @@ describe('the bash launcher (dist/waypoint)', function () {
         assert.equal(sent.method, 'checkpoint');
         assert.deepEqual({ ...sent.arg, idempotencyKey: '' }, { taskId: 't_1', label: 'x', idempotencyKey: '' });
         assert.deepEqual(r.node?.slice(1), ['checkpoint', '--task', 't_1', '--label', 'x', '-w', t.dir, '--key', sent.arg.idempotencyKey], `${mode}: Node repeats the call under its key`);
+        if (mode !== 'cut') continue;
+        // A discovery file of another folder (a copy) or of an owner that is gone: no call at all.
+        // And one too large to be a discovery file.
+        for (const bad of [{ ...discovery, store: { ...discovery.store, ino: '1' } }, { ...discovery, pid: 2 ** 22 + 1 }]
+          .map((d) => JSON.stringify(d, null, 2))
+          .concat(JSON.stringify(discovery, null, 2) + ' '.repeat(70_000))) {
+          fs.writeFileSync(path.join(store, 'mcp.json'), bad);
+          seen.length = 0;
+          const b = await launch(['checkpoint', '--task', 't_1', '-w', t.dir], { stopAtNode: true });
+          assert.equal(b.status, 99);
+          assert.deepEqual(b.node?.slice(1), ['checkpoint', '--task', 't_1', '-w', t.dir]);
+          assert.equal(seen.length, 0, 'nothing was sent');
+        }
       } finally {
         await new Promise((res) => server.close(res));
       }
