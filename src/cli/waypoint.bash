@@ -17,13 +17,13 @@
 shopt -s extglob nullglob
 
 wp_here=${BASH_SOURCE[0]}
+[[ $wp_here == */* ]] || wp_here=./$wp_here
 # npm links the command into a bin folder: find the real file, and dist/cli.js beside it.
 while [[ -L $wp_here ]]; do
   wp_link=$(readlink -- "$wp_here") || break
   [[ $wp_link == /* ]] || wp_link=${wp_here%/*}/$wp_link
   wp_here=$wp_link
 done
-[[ $wp_here == */* ]] || wp_here=./$wp_here
 wp_cli=${wp_here%/*}/cli.js
 
 # Set by wp_fast_checkpoint when it declines after the call may have reached the owner.
