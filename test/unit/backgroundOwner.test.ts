@@ -385,6 +385,7 @@ describe('tree watcher', () => {
       const owner = await Engine.open({ workspace: t.dir, storeDir, log: silentLogger, changeFeed: watcher });
       try {
         assert.equal(await owner.warmUpChangeFeed(), true, 'the watcher vouches from the newest checkpoint on');
+        assert.equal(owner.workspaceSnapshots!.blobs.indexesLoaded, true, 'warm: new content is looked up in memory');
         fs.writeFileSync(path.join(t.dir, 'd2', 'new.txt'), 'after the owner started\n');
         const cp = await owner.checkpoint({ taskId });
         assert.equal(cp.filesChanged, 3, JSON.stringify(cp));

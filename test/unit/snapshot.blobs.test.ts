@@ -198,6 +198,38 @@ describe('snapshot blob store', () => {
     assert.equal(loaded(c), 3, "the two packs and the one b wrote");
   });
 
+  it('loadIndexes (a long-lived owner, once warm): every pack index in memory at once; dedup answers from it, the same as before', async () => {
+    const dir = path.join(await tmp.make(), 'objects');
+    const a = new BlobStore(dir, { durability: 'deferred' });
+    const contents = Array.from({ length: 50 }, (_, i) => Buffer.from(`const v${i} = ${i};\n`));
+    for (const c of contents.slice(0, 30)) await a.put(c);
+    await a.flush();
+    for (const c of contents.slice(30)) await a.put(c);
+    await a.flush();
+    const b = new BlobStore(dir, { durability: 'deferred' });
+    assert.equal(b.indexesLoaded, false, 'a fresh instance loads nothing until asked');
+    b.loadIndexes();
+    assert.equal(b.indexesLoaded, true);
+    assert.equal((b as unknown as { packsLoaded: Set<string> }).packsLoaded.size, 2, 'both packs');
+    // Answered from memory: the raw indexes are not read again (the packs' directory is away meanwhile).
+    const packs = path.join(dir, 'pack');
+    await fs.rename(packs, `${packs}.away`);
+    try {
+      for (const i of [0, 29, 30, 49]) assert.equal((await b.put(contents[i]!)).isNew, false, `content ${i} is known`);
+    } finally {
+      await fs.rename(`${packs}.away`, packs);
+    }
+    const fresh = Buffer.from('new after loading');
+    assert.equal((await b.put(fresh)).isNew, true);
+    await b.flush();
+    assert.equal((await b.put(fresh)).isNew, false, 'its own new pack is known too');
+    assert.deepEqual(await new BlobStore(dir).get(sha256Hex(fresh)), fresh);
+    // A store with no pack yet: nothing to load, and nothing breaks.
+    const empty = new BlobStore(path.join(await tmp.make(), 'objects'), { durability: 'deferred' });
+    empty.loadIndexes();
+    assert.equal((await empty.put(fresh)).isNew, true);
+  });
+
   it('a fresh instance does not dedup against a damaged pack: the content is stored afresh', async () => {
     const dir = path.join(await tmp.make(), 'objects');
     const a = new BlobStore(dir, { durability: 'deferred' });

@@ -195,6 +195,8 @@ export class WorkspaceSnapshots implements Snapshotter {
     const { r, prev } = await this.scanFrom(previous, undefined);
     // The next capture starts from `previous` again: its copy is made ahead, as after a capture.
     if (prev) this.spare.prepare(prev.manifest);
+    // Only a long-lived owner warms up: its later checkpoints look new content up in memory.
+    this.blobs.loadIndexes();
     return r.changed.changes.map((c) => c.path);
   }
 

@@ -247,6 +247,23 @@ export class BlobStore {
     return found;
   }
 
+  /**
+   * Loads every named pack's index into memory now, for a long-lived owner: its dedup
+   * lookups then answer from a map (not a search of raw indexes, ~0.3 ms a miss on 50,000
+   * objects), and the load that PROBES_BEFORE_LOAD would otherwise trigger in the middle of
+   * some later checkpoint (~100 ms on 50,000 objects) happens while nobody waits for it.
+   */
+  loadIndexes(): void {
+    if (this.packDirMtime !== -1) return;
+    this.rawIndexes = null;
+    this.refreshPacks();
+  }
+
+  /** Whether the packs' indexes are in memory (loadIndexes, or past PROBES_BEFORE_LOAD lookups). */
+  get indexesLoaded(): boolean {
+    return this.packDirMtime !== -1;
+  }
+
   private rawIndexes: { file: string; index: Buffer; indexOffset: number }[] | null = null;
   private probes = 0;
 
