@@ -41,8 +41,10 @@ describe('the bash launcher (dist/waypoint)', function () {
     );
     return new Promise((resolve) => {
       const t0 = Date.now();
-      const env: NodeJS.ProcessEnv = { ...process.env, WAYPOINT_DAEMON: '1', WAYPOINT_DAEMON_IDLE_SECONDS: '60', PATH: `${bin}:${process.env.PATH}`, ...o.env };
+      // The unit suite turns background owners off (test/support/noBackgroundOwner.cjs); here they are on unless a test says.
+      const env: NodeJS.ProcessEnv = { ...process.env, WAYPOINT_DAEMON: '1', WAYPOINT_DAEMON_IDLE_SECONDS: '60', PATH: `${bin}:${process.env.PATH}` };
       delete env.WAYPOINT_NO_DAEMON;
+      Object.assign(env, o.env);
       const child = spawn(o.launcher ?? LAUNCHER, args, { cwd: o.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
