@@ -7,9 +7,10 @@ import { storeDirOf } from '../ownership/storeDirOf';
 
 /**
  * The background owner around a call (a command or a hook) that found nobody owning
- * the store: before it owns, it waits for an owner another call is starting; after it
- * has owned and closed the store, it starts one, so the next calls are relayed and their
- * checkpoints look only at what changed (backgroundStart.ts). The shipped CLI only
+ * the store: before it owns, it waits for an owner another call is starting; once it has
+ * done its work in the store, it starts one, so the next calls are relayed and their
+ * checkpoints look only at what changed (backgroundStart.ts); it is started as the call
+ * begins to close the store, and waits for the lock. The shipped CLI only
  * (dist/cli.js is what the owner runs as), and never for a team store: its URL may hold
  * a password, which a detached process must not inherit from one call.
  */

@@ -831,9 +831,10 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     return usage ? 2 : 1;
   } finally {
     if (engine) {
-      await engine.close().catch((e) => io.stderr.write(`waypoint: closing the store failed: ${errorMessage(e)}\n`));
-      // This call owned the store: a background owner takes it from here.
+      // This call owned the store: a background owner takes it from here. Started before the
+      // close, so its own start (Node, its modules) overlaps the close; it waits for the lock.
       startOwnerAfterCall(engine, teamAt?.teamStore);
+      await engine.close().catch((e) => io.stderr.write(`waypoint: closing the store failed: ${errorMessage(e)}\n`));
     }
   }
 }

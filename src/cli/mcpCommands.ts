@@ -243,9 +243,10 @@ function hookCommand(agent: HookAgent): Command {
             try {
               await handleHook(engine, agent, payload, { log: log.child('hooks') });
             } finally {
-              await engine.close();
-              // The first hook of a session with no owner: a background owner answers the next ones.
+              // The first hook of a session with no owner: a background owner answers the next ones
+              // (started before the close, which its own start overlaps; it waits for the lock).
               startOwnerAfterCall(engine, c.teamStore);
+              await engine.close();
             }
           },
         });

@@ -135,8 +135,9 @@ export async function awaitStartingOwner(o: Pick<StartOptions, 'storeDir'>): Pro
 }
 
 /**
- * Starts a background owner for the store this call has just used and released, unless
- * none is wanted or one is starting already; does not wait for it. The call that found
+ * Starts a background owner for the store this call has just used and is about to
+ * release (the owner waits for the lock, so its own start overlaps the call's close),
+ * unless none is wanted or one is starting already; does not wait for it. The call that found
  * nobody did its own work first (a fresh process's scan costs less than an owner's start
  * plus its first full scan), and the owner, once it has the store, scans the tree once
  * while watching it, so the next call's checkpoint looks only at what changed.
