@@ -19,8 +19,10 @@ interface LaunchRun {
   stdout: string;
   stderr: string;
   ms: number;
-  /** The arguments Node was started with, or null when the launcher answered alone. */
+  /** The arguments Node was started with after its own options (dist/cli.js first), or null when the launcher answered alone. */
   node: string[] | null;
+  /** Node's own options (before dist/cli.js), or null when Node was not started. */
+  nodeFlags: string[] | null;
 }
 
 describe('the bash launcher (dist/waypoint)', function () {
@@ -51,8 +53,9 @@ describe('the bash launcher (dist/waypoint)', function () {
       child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
       child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
       child.once('close', (status) => {
-        const node = fs.existsSync(noted) ? (JSON.parse(fs.readFileSync(noted, 'utf8')) as string[]) : null;
-        resolve({ status, stdout, stderr, ms: Date.now() - t0, node });
+        const all = fs.existsSync(noted) ? (JSON.parse(fs.readFileSync(noted, 'utf8')) as string[]) : null;
+        const script = all ? all.findIndex((a) => !a.startsWith('--')) : -1;
+        resolve({ status, stdout, stderr, ms: Date.now() - t0, node: all && all.slice(script), nodeFlags: all && all.slice(0, script) });
       });
     });
   }
@@ -112,10 +115,28 @@ describe('the bash launcher (dist/waypoint)', function () {
     const linked = await launch(['tasks', '--json', '-w', ws], { launcher: path.join(bin.dir, 'waypoint') });
     assert.equal(linked.status, 0, linked.stderr);
     assert.deepEqual(linked.node?.slice(0, 2), [path.resolve(LAUNCHER, '..', 'cli.js'), 'tasks'], 'every other command runs dist/cli.js');
+    assert.deepEqual(linked.nodeFlags, ['--max-semi-space-size=1'], 'a command that ends runs with a small young generation');
     fs.writeFileSync(path.join(ws, 'd0', 'f0.txt'), 'linked\n');
     const linkedCp = await launch(['checkpoint', '--task', taskId], { cwd: ws, launcher: path.join(bin.dir, 'waypoint') });
     assert.equal(linkedCp.node, null);
     assert.match(linkedCp.stdout, /\(1 file changed\)/);
+  });
+
+  it('starts Node with a small young generation for commands that end, and with its defaults for those that stay up', async () => {
+    const t = tmpDir('wp-launch-flags-');
+    cleanups.push(t.cleanup);
+    for (const args of [['checkpoint', '--task', 't_1'], ['hook', 'claude-code'], ['task', 'start', '--goal', 'g'], ['status']]) {
+      const r = await launch([...args, '-w', t.dir], { stopAtNode: true });
+      assert.equal(r.status, 99, `${args[0]}: Node was started`);
+      assert.deepEqual(r.nodeFlags, ['--max-semi-space-size=1'], args.join(' '));
+      assert.deepEqual(r.node, [path.resolve(LAUNCHER, '..', 'cli.js'), ...args, '-w', t.dir], `${args.join(' ')}: handed on exactly as given`);
+    }
+    for (const args of [['serve'], ['mcp'], ['background-owner']]) {
+      const r = await launch([...args, '-w', t.dir], { stopAtNode: true });
+      assert.equal(r.status, 99);
+      assert.deepEqual(r.nodeFlags, [], `${args[0]} stays up: V8's defaults`);
+      assert.deepEqual(r.node, [path.resolve(LAUNCHER, '..', 'cli.js'), ...args, '-w', t.dir]);
+    }
   });
 
   it('hands anything unusual to Node, which answers as it always has: no owner, a refusal, text it does not send, a team store', async () => {
