@@ -18,7 +18,18 @@ export function awaitStartingOwnerOf(workspace: string, teamStore: string | unde
   return teamStore === undefined ? { awaitStartingOwner: () => awaitStartingOwner({ storeDir: storeDirOf(workspace) }) } : {};
 }
 
-export function startOwnerAfterCall(engine: Engine, teamStore: string | undefined): void {
-  if (teamStore !== undefined || isPostgresUrl(process.env.WAYPOINT_STORE)) return;
-  startBackgroundOwnerAfter({ workspace: engine.workspace, storeDir: engine.storeDir, cliPath: path.join(__dirname, 'cli.js'), log: silentLogger });
+/**
+ * Starts the background owner, then closes the store. When an owner was started, content
+ * the call's bulk checkpoint stored raw is left for it to compress as it opens the store:
+ * the call (a fresh clone's `task start`, a hook the agent waits on) ends without that
+ * second or so of work.
+ */
+export async function closeStartingOwner(engine: Engine, teamStore: string | undefined): Promise<void> {
+  let started = false;
+  try {
+    started = teamStore === undefined && !isPostgresUrl(process.env.WAYPOINT_STORE) && startBackgroundOwnerAfter({ workspace: engine.workspace, storeDir: engine.storeDir, cliPath: path.join(__dirname, 'cli.js'), log: silentLogger });
+  } finally {
+    // Closed whatever the start did: a store left open would hold its lock until the lease ran out.
+    await engine.close({ leaveRawContent: started });
+  }
 }

@@ -18,7 +18,7 @@ import type { Command, Ctx } from './command';
 import { MCP_COMMANDS, usePrereadHookInput } from './mcpCommands';
 import { UNLOCK_COMMANDS } from './unlock';
 import { BACKGROUND_COMMANDS } from './backgroundCommands';
-import { awaitStartingOwnerOf, startOwnerAfterCall } from './backgroundAfterCall';
+import { awaitStartingOwnerOf, closeStartingOwner } from './backgroundAfterCall';
 import { listAllTasks } from './tasksAll';
 import { teamStoreOf } from './teamStore';
 import { checkpointsTable, isWorkspaceIdArg, notOnThisMachine, teamCheckpoints, teamDiff, teamTaskDetail } from './teamReview';
@@ -833,8 +833,7 @@ export async function main(argv: string[], io = { stdout: process.stdout, stderr
     if (engine) {
       // This call owned the store: a background owner takes it from here. Started before the
       // close, so its own start (Node, its modules) overlaps the close; it waits for the lock.
-      startOwnerAfterCall(engine, teamAt?.teamStore);
-      await engine.close().catch((e) => io.stderr.write(`waypoint: closing the store failed: ${errorMessage(e)}\n`));
+      await closeStartingOwner(engine, teamAt?.teamStore).catch((e) => io.stderr.write(`waypoint: closing the store failed: ${errorMessage(e)}\n`));
     }
   }
 }

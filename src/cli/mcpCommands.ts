@@ -19,7 +19,7 @@ import { runStdio } from '../mcp/stdio';
 import { AgentRollbackPolicy } from '../mcp/tools';
 import { headlessRollback } from '../mcp/headlessRollback';
 import { hookLog, readHookInput } from './hookLog';
-import { awaitStartingOwnerOf, startOwnerAfterCall } from './backgroundAfterCall';
+import { awaitStartingOwnerOf, closeStartingOwner } from './backgroundAfterCall';
 import { UsageError, intOption, optional } from './args';
 import type { Command, Ctx } from './command';
 
@@ -245,8 +245,7 @@ function hookCommand(agent: HookAgent): Command {
             } finally {
               // The first hook of a session with no owner: a background owner answers the next ones
               // (started before the close, which its own start overlaps; it waits for the lock).
-              startOwnerAfterCall(engine, c.teamStore);
-              await engine.close();
+              await closeStartingOwner(engine, c.teamStore);
             }
           },
         });

@@ -45,7 +45,7 @@ function alive(pid: number): boolean {
 
 type Status = { owner: { pid: number; background: boolean } | null; status?: { rssBytes: number; watch: { kind: string; dirs?: number }; warmUp?: string; warmUpMs?: number } };
 
-function status(ws: string): Status {
+export function status(ws: string): Status {
   const r = spawnSync(process.execPath, [CLI, 'status', '--json', '--workspace', ws], { encoding: 'utf8', env: { ...process.env, WAYPOINT_NO_DAEMON: '1' } });
   if (r.status !== 0) throw new Error(`status exited ${r.status}: ${r.stderr}`);
   return JSON.parse(r.stdout) as Status;
@@ -62,7 +62,7 @@ async function warmOwner(ws: string): Promise<Status & { status: NonNullable<Sta
   }
 }
 
-async function stopOwner(ws: string): Promise<void> {
+export async function stopOwner(ws: string): Promise<void> {
   const s = status(ws);
   if (!s.owner) return;
   if (!s.owner.background) throw new Error(`the store is owned by pid ${s.owner.pid}, not a background owner`);

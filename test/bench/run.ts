@@ -25,6 +25,8 @@ const BENCHES: Bench[] = [
   { name: 'mcp', load: async () => require('./mcp.bench') },
   { name: 'hooks', load: async () => require('./hooks.bench') },
   { name: 'fresh', load: async () => require('./fresh.bench') },
+  // `task start` in a fresh clone (2,807 files): the whole process against a shadow git's init + add + commit.
+  { name: 'clone', load: async () => require('./clone.bench') },
   // The same tree with the background owner a first call starts: first call, later calls, git.
   { name: 'background', load: async () => require('./background.bench') },
   { name: 'vscode', load: async () => require('./vscode.bench') },

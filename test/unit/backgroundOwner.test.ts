@@ -127,6 +127,43 @@ describe('background owner (real processes)', function () {
     assert.equal(fs.existsSync(path.join(ws, '.waypoint', LOG_FILE)), false, 'no background owner was ever started');
   });
 
+  it('a first call’s bulk checkpoint is left stored raw for the owner it starts, which compresses it as the call would have; with none, the call compresses it', async () => {
+    // The same 600 new files in two folders (past the first 256 a bulk scan stores new content raw).
+    const make = (): string => {
+      const ws = workspace();
+      for (let i = 0; i < 600; i++) {
+        const f = path.join(ws, `p${i % 30}`, i % 2 ? `m${i}.ts` : 'package.json');
+        fs.mkdirSync(path.dirname(f), { recursive: true });
+        if (!fs.existsSync(f)) fs.writeFileSync(f, `{ "name": "p${i % 30}", "version": "1.${i}.0", "files": [${Array.from({ length: 40 + (i % 13) }, (_, k) => `"src/f${k}.ts"`).join(', ')}] }\n`);
+        else fs.writeFileSync(path.join(ws, `p${i % 30}`, `m${i}.ts`), `export const v${i} = ${i};\n`.repeat(20 + (i % 50)));
+      }
+      return ws;
+    };
+    const rawPacks = (ws: string) => fs.readdirSync(path.join(ws, '.waypoint', 'objects', 'pack')).filter((n) => n.endsWith('-u.pack'));
+    const packBytes = (ws: string) => fs.readdirSync(path.join(ws, '.waypoint', 'objects', 'pack')).filter((n) => n.endsWith('.pack')).reduce((t, n) => t + fs.statSync(path.join(ws, '.waypoint', 'objects', 'pack', n)).size, 0);
+
+    const alone = make();
+    const a = await cli(['task', 'start', '--goal', 'g', '--json', '-w', alone], { WAYPOINT_NO_DAEMON: '1', WAYPOINT_LOG: 'info' });
+    assert.equal(a.status, 0, a.stderr);
+    assert.match(a.stderr, /compressed \d+ objects stored raw by a bulk checkpoint/, 'with no owner to come, the call compresses what it stored raw');
+    assert.deepEqual(rawPacks(alone), []);
+
+    const handed = make();
+    const h = await cli(['task', 'start', '--goal', 'g', '--json', '-w', handed], { WAYPOINT_LOG: 'info' });
+    assert.equal(h.status, 0, h.stderr);
+    assert.doesNotMatch(h.stderr, /compressed/, 'the call left the compression to the owner it started');
+    await ownerPid(handed);
+    const ownerLog = () => fs.readFileSync(path.join(handed, '.waypoint', LOG_FILE), 'utf8');
+    const deadline = Date.now() + 60_000;
+    while ((rawPacks(handed).length || !/compressed \d+ objects/.test(ownerLog())) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(rawPacks(handed), [], 'the owner compressed what the call stored raw');
+    assert.match(ownerLog(), /compressed \d+ objects stored raw by a bulk checkpoint/);
+    // As small as the call's own compression (ordered by the files' names too: see namesOfLatest).
+    assert.ok(packBytes(handed) < 1.05 * packBytes(alone), `${packBytes(handed)} bytes vs ${packBytes(alone)} compressed by the call itself`);
+    const v = await json<{ ok: boolean }>(cli(['verify', '--json', '-w', handed]));
+    assert.equal(v.ok, true, 'every checkpoint’s objects read back and hash right');
+  });
+
   it('is on by default (no WAYPOINT_DAEMON); WAYPOINT_DAEMON=0 turns it off', async () => {
     const ws = workspace();
     const r = await json<{ relayed: boolean }>(cli(['init', '--json', '-w', ws], { WAYPOINT_DAEMON: undefined }));

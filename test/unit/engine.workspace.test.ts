@@ -406,6 +406,55 @@ function runChildUntilKilled(script: string, args: string[], onOutput: (out: str
   });
 }
 
+describe('engine: a one-call process and what its bulk checkpoint stored raw', function () {
+  this.timeout(120_000);
+  const bulkTree = (dir: string) => {
+    for (let i = 0; i < 600; i++) write(dir, `p${i % 20}/m${i}.ts`, `// file ${i}\n${randomBytes(300 + (i % 700)).toString('hex')}\n`);
+  };
+  const oneCall = { snapshots: { releaseWorkersAfterScan: true } };
+
+  it('compresses it as it closes; or leaves it raw for the next owner, which compresses it on open, ordered by the newest checkpoint’s names', async () => {
+    const t = tmpDir('wp-onecall-');
+    try {
+      bulkTree(t.dir);
+      let engine = await Engine.open({ workspace: t.dir, ...oneCall });
+      const { baseCheckpointId } = await engine.startTask({ goal: 'one call' });
+      const snaps = engine.workspaceSnapshots!;
+      assert.ok(snaps.blobs.uncompactedPacks().length > 0, 'a bulk capture stores new content raw');
+      await snaps.whenCompacted();
+      assert.ok(snaps.blobs.uncompactedPacks().length > 0, 'a one-call process does not compress it before it closes');
+      await engine.close({ leaveRawContent: true });
+      const left = fs.readdirSync(path.join(t.dir, '.waypoint', 'objects', 'pack')).filter((n) => n.endsWith('-u.pack'));
+      assert.ok(left.length > 0, 'left raw for the owner that takes the store next');
+
+      // The next owner: raw packs found on open are compressed; the names come from the scan cache the call left.
+      engine = await Engine.open({ workspace: t.dir });
+      const next = engine.workspaceSnapshots!;
+      const names = next.namesOfLatest(engine.queries.checkpoint(baseCheckpointId));
+      assert.equal(names?.size, 600, 'the newest checkpoint’s map, read from the scan cache');
+      const key = [...names!.keys()].find((k) => k.endsWith('p3/m3.ts'));
+      assert.equal(key && names!.get(key)?.type, 'file');
+      await next.whenCompacted();
+      assert.deepEqual(next.blobs.uncompactedPacks(), [], 'compressed by the owner that opened the store');
+      const m = await next.load(engine.queries.checkpoint(baseCheckpointId)!);
+      for (const e of m.values()) if (e.type === 'file') assert.ok(await next.blobs.verify(e.hash), `blob ${e.hash}`);
+      assert.equal((await engine.verify()).ok, true);
+      await engine.close();
+
+      // Without leaveRawContent, a one-call process compresses what it stored raw as it closes.
+      fs.rmSync(path.join(t.dir, 'p0'), { recursive: true });
+      for (let i = 0; i < 600; i++) write(t.dir, `q${i % 20}/n${i}.ts`, `// more ${i}\n${randomBytes(300 + (i % 700)).toString('hex')}\n`);
+      engine = await Engine.open({ workspace: t.dir, ...oneCall });
+      await engine.checkpoint({ taskId: engine.tasks()[0]!.id });
+      assert.ok(engine.workspaceSnapshots!.blobs.uncompactedPacks().length > 0);
+      await engine.close();
+      assert.deepEqual(fs.readdirSync(path.join(t.dir, '.waypoint', 'objects', 'pack')).filter((n) => n.endsWith('-u.pack')), [], 'compressed before the process closed the store');
+    } finally {
+      t.cleanup();
+    }
+  });
+});
+
 describe('crash safety of bulk checkpoints and their compaction (SIGKILL)', function () {
   this.timeout(0);
   const KILLS = Number(process.env.WAYPOINT_BULK_KILLS ?? 30);

@@ -111,6 +111,7 @@ export class Engine {
         maxFileBytes: opts.snapshots?.maxFileBytes,
         fullEvery: opts.snapshots?.fullEvery,
         releaseWorkersAfterScan: opts.snapshots?.releaseWorkersAfterScan,
+        compactAtClose: opts.snapshots?.releaseWorkersAfterScan, // both mean: a process that opens the store for one call
         log: this.log,
       });
       this.snapshotter = this.workspaceSnapshots;
@@ -172,8 +173,9 @@ export class Engine {
       // A store created just now gets its record.
       if (!opts.backend) noteFolderIdentity(dir, opts.log);
       await engine.workspaceSnapshots?.blobs.sweepTemp();
-      // Raw content a bulk checkpoint left before it could be compressed (a crash, a killed process).
-      if (engine.workspaceSnapshots?.blobs.uncompactedPacks().length) engine.workspaceSnapshots.compactSoon();
+      // Raw content a bulk checkpoint left before it could be compressed (a crash, a call that handed the store to this owner).
+      const ws = engine.workspaceSnapshots;
+      if (ws?.blobs.uncompactedPacks().length) ws.compactSoon(() => ws.namesOfLatest(engine.core.checkpoints.latest()));
       engine.recoveryNotes = [...(await engine.recoverRollbacks()), ...(await engine.recoverReviewApplies())];
       await engine.sweep();
       // After recovery: the upload reads objects the recovery may have finished writing.
@@ -195,11 +197,12 @@ export class Engine {
     return { dispose: () => this.listeners.delete(listener) };
   }
 
-  async close(): Promise<void> {
+  /** `leaveRawContent`: a background owner takes the store next and compresses what this process stored raw (WorkspaceSnapshots.close). */
+  async close(o: { leaveRawContent?: boolean } = {}): Promise<void> {
     this.sweeps?.dispose();
     await this.core.idle();
     await this.objectUpload?.close();
-    await this.workspaceSnapshots?.close();
+    await this.workspaceSnapshots?.close(o);
     await this.eventLog.close();
     this.projection.close();
     this.listeners.clear();
