@@ -98,6 +98,8 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
   let lastCall = Date.now();
   let inFlight = 0;
   let calls = 0;
+  // A window asked for the store (see HANDOVER_PATH).
+  let handingOver = false;
   let stopWith: ((r: StopReason) => void) | undefined;
   const stopped = new Promise<StopReason>((resolve) => (stopWith = resolve));
   const stop = (r: StopReason) => stopWith?.(r);
@@ -135,6 +137,7 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
           // A window that opened takes the store: no new background owner races it for a while.
           fs.writeFileSync(path.join(at.storeDir, YIELDED_FILE), String(process.pid), { mode: 0o600 });
           log.info('a VS Code window asked for the store: handing it over');
+          handingOver = true;
           setImmediate(() => stop('handover'));
           return { ok: true, pid: process.pid };
         },
@@ -207,7 +210,8 @@ export async function runBackgroundOwner(o: BackgroundOwnerOptions): Promise<Sto
     if (endpoint) removeDiscovery(at.storeDir, endpoint.http.token);
     for (const until = Date.now() + 30_000; inFlight > 0 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20));
     await endpoint?.close().catch((e) => log.warn(`closing the endpoint: ${errorMessage(e)}`));
-    await engine.close().catch((e) => log.warn(`closing the store: ${errorMessage(e)}`));
+    // Handed over: a compression under way stops, and the new owner does it (it does not wait for ours).
+    await engine.close({ leaveRawContent: handingOver }).catch((e) => log.warn(`closing the store: ${errorMessage(e)}`));
     fs.rmSync(startFile, { force: true });
   }
 }

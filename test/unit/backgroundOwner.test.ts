@@ -2,6 +2,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
+import * as crypto from 'node:crypto';
 import { CLI, isAlive, waitExit } from '../support/mcp';
 import { tmpDir } from '../support/tmp';
 import { cli, json, ownedAfterEach, servingLines, servingOwner, tree, type Run, type Status } from '../support/backgroundOwner';
@@ -252,6 +253,35 @@ describe('background owner (real processes)', function () {
     const shown = await json<{ checkpoints: { label: string | null }[] }>(cli(['show', '--task', task.taskId, '--json', '-w', ws]));
     assert.ok(shown.checkpoints.some((c) => c.label === 'through the owner'), 'what the background owner recorded is there');
     assert.match(fs.readFileSync(path.join(ws, '.waypoint', LOG_FILE), 'utf8'), /handing it over/);
+  });
+
+  it('hands the store over without finishing a compression under way: the new owner compresses what is still raw', async () => {
+    const ws = workspace();
+    // ~22 MB of new content: the first call stores it raw and leaves it to the owner, whose compression takes seconds.
+    for (let i = 0; i < 1_500; i++) {
+      const f = path.join(ws, 'big', `d${i % 40}`, `f${i}.txt`);
+      if (i < 40) fs.mkdirSync(path.dirname(f), { recursive: true });
+      fs.writeFileSync(f, `${i}\n${crypto.randomBytes(7_500).toString('hex')}\n`);
+    }
+    const rawPacks = () => fs.readdirSync(path.join(ws, '.waypoint', 'objects', 'pack')).filter((n) => n.endsWith('-u.pack'));
+    await json(cli(['task', 'start', '--goal', 'big first checkpoint', '--json', '-w', ws]));
+    const bg = (await ownerPid(ws)).owner!.pid;
+    assert.ok(rawPacks().length > 0, 'the owner is still compressing what the call stored raw');
+    const serve = spawn(process.execPath, [CLI, 'serve', '-w', ws], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, WAYPOINT_NO_DAEMON: '1' } });
+    pids.push(serve.pid!);
+    let out = '';
+    serve.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    for (const until = Date.now() + 45_000; !/Serving Waypoint MCP/.test(out) && serve.exitCode === null && Date.now() < until; ) await new Promise((r) => setTimeout(r, 50));
+    assert.match(out, /Serving Waypoint MCP/);
+    await waitExit(bg, 20_000);
+    const bgLog = fs.readFileSync(path.join(ws, '.waypoint', LOG_FILE), 'utf8');
+    assert.match(bgLog, /compression stopped as the store was handed over/, bgLog);
+    assert.doesNotMatch(bgLog, /compressed \d+ objects/, 'it did not finish before handing over');
+    // serve found the raw packs on open and compresses them.
+    for (const until = Date.now() + 90_000; rawPacks().length && Date.now() < until; ) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(rawPacks(), []);
+    const v = await json<{ ok: boolean }>(cli(['verify', '--json', '-w', ws], { WAYPOINT_NO_DAEMON: '1' }));
+    assert.equal(v.ok, true);
   });
 
   it('a window that opens takes the store over with every event the background owner recorded', async () => {

@@ -4,7 +4,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import fss from 'node:fs';
-import { BlobNotFoundError, BlobStore, sha256Hex } from '../../src/core/snapshot/index.js';
+import { BlobNotFoundError, BlobStore, CompactionStopped, sha256Hex } from '../../src/core/snapshot/index.js';
 import { CompressPool, decodeObject } from '../../src/core/snapshot/compressPool.js';
 import { KIND_DIR, KIND_FILE, KIND_SYMLINK, PREV_CACHEABLE, STAT_FIELDS, StatPool } from '../../src/core/snapshot/statPool.js';
 import { TempDirs } from './snapshot.helpers.js';
@@ -276,6 +276,32 @@ describe('snapshot blob store', () => {
     await blobs.delete(hashes[35]!);
     await blobs.delete(hashes[35]!);
     assert.equal((await collect(new BlobStore(dir).list())).length, 9);
+  });
+
+  it('a compaction asked to stop ends at its next batch: no partial pack, the raw packs and their content as they were, done whole by the next one', async () => {
+    const dir = path.join(await tmp.make(), 'objects');
+    const blobs = new BlobStore(dir, { durability: 'deferred' });
+    // Several message-sized batches (COMPACT_MESSAGE_BYTES): a stop can come between them.
+    const contents = Array.from({ length: 160 }, (_, i) => Buffer.from(`// ${i}\n${randomBytes(6_000).toString('hex')}\n`));
+    const hashes: string[] = [];
+    for (const c of contents) hashes.push((await blobs.put(c, { defer: true })).hash);
+    await blobs.flush();
+    const raw = blobs.uncompactedPacks();
+    assert.equal(raw.length, 1);
+    let asked = 0;
+    await assert.rejects(
+      blobs.compact({ shouldStop: () => ++asked > 1 }),
+      (e: unknown) => e instanceof CompactionStopped,
+    );
+    assert.ok(asked > 1, 'asked between batches');
+    const packDir = path.join(dir, 'pack');
+    assert.deepEqual(blobs.uncompactedPacks(), raw, 'the raw pack stays');
+    assert.deepEqual((await fs.readdir(packDir)).filter((n) => !n.endsWith('-u.pack') && !n.endsWith('.idx')), [], 'no partial or temporary pack left');
+    for (const reader of [blobs, new BlobStore(dir)]) for (let i = 0; i < contents.length; i += 37) assert.deepEqual(await reader.get(hashes[i]!), contents[i]);
+    const r = await blobs.compact();
+    assert.deepEqual([r.packs, r.objects], [1, 160]);
+    assert.deepEqual(blobs.uncompactedPacks(), []);
+    for (const reader of [blobs, new BlobStore(dir)]) for (let i = 0; i < contents.length; i += 37) assert.deepEqual(await reader.get(hashes[i]!), contents[i]);
   });
 
   it('content stored raw for later compression: readable at once, compressed by compact, crash-safe, kept raw through GC', async () => {

@@ -5,6 +5,7 @@ import type { CheckpointMeta } from '../model/schema';
 import type { Logger } from '../log';
 import {
   BlobStore,
+  CompactionStopped,
   ManifestStore,
   ListingCache,
   SpareCopy,
@@ -101,6 +102,8 @@ export class WorkspaceSnapshots implements Snapshotter {
   private compactNames: Manifest | (() => Manifest | null) | null = null;
   /** A one-call process's bulk capture, compressed when it closes, or left for the owner that takes the store next (see close). */
   private rawLeft: Manifest | null = null;
+  /** Set by a close that leaves raw content to the next owner: a compaction under way stops at its next batch. */
+  private stopCompaction = false;
   /** This workspace's mark on its scan cache (see scan/scanCache.ts): another workspace's cache is never used. */
   private readonly cacheIdentity: string;
   /** The last capture's manifest (durable in the store), for the scan cache written at close. */
@@ -481,14 +484,18 @@ export class WorkspaceSnapshots implements Snapshotter {
         const t0 = performance.now();
         const names = this.compactNames;
         this.compactNames = null;
-        const r = await this.blobs.compact({ nameOf: nameLookup(names) });
+        const r = await this.blobs.compact({ nameOf: nameLookup(names), shouldStop: () => this.stopCompaction });
         if (r.packs) {
           const mb = (n: number) => (n / 1048576).toFixed(1);
           this.opts.log?.info(`[snapshot] compressed ${plural(r.objects, 'object')} stored raw by a bulk checkpoint: ${mb(r.bytesBefore)} MB -> ${mb(r.bytesAfter)} MB in ${(performance.now() - t0).toFixed(0)} ms`);
         }
       } while (this.compactAgain);
     })()
-      .catch((e: Error) => this.opts.log?.warn(`[snapshot] compression after a bulk checkpoint failed (the content stays stored raw and is retried later): ${e.message}`))
+      .catch((e: Error) =>
+        e instanceof CompactionStopped
+          ? this.opts.log?.info('[snapshot] compression stopped as the store was handed over: the next owner compresses what is still stored raw')
+          : this.opts.log?.warn(`[snapshot] compression after a bulk checkpoint failed (the content stays stored raw and is retried later): ${e.message}`),
+      )
       .finally(() => {
         this.compacting = null;
       });
@@ -514,16 +521,19 @@ export class WorkspaceSnapshots implements Snapshotter {
 
   /**
    * Waits for background work on the store (compaction) to end, and leaves the scan cache
-   * for the next process. With `leaveRawContent` (a one-call process whose store a
-   * background owner takes next), what its bulk capture stored raw stays raw: durable and
-   * read like any content, and compressed by the owner when it opens the store (Engine.open
-   * compacts raw packs it finds), while the call that waits for this process is over ~1 s
-   * sooner on a 2,807-file first checkpoint.
+   * for the next process. With `leaveRawContent` (another owner takes the store next: the
+   * background owner a one-call process started, or the window a background owner hands
+   * it to), what a bulk capture stored raw stays raw: durable and read like any content,
+   * and compressed by that owner when it opens the store (Engine.open compacts raw packs
+   * it finds). A compaction under way stops at its next batch. The call that waits for a
+   * one-call process is over ~1 s sooner on a 2,807-file first checkpoint, and a window
+   * taking the store over does not wait for a compaction.
    */
   async close(o: { leaveRawContent?: boolean } = {}): Promise<void> {
     this.spare.clear();
     if (this.rawLeft && !o.leaveRawContent) this.compactSoon(this.rawLeft);
     this.rawLeft = null;
+    if (o.leaveRawContent) this.stopCompaction = true;
     await this.whenCompacted();
     const last = this.unwrittenCache;
     this.unwrittenCache = null;

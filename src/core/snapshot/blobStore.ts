@@ -46,6 +46,20 @@ export interface CompactOptions {
    * finds far fewer similar pairs.
    */
   nameOf?: (hash: string) => string | undefined;
+  /**
+   * Asked before each batch of objects: true ends the compaction there (CompactionStopped),
+   * its partial pack removed and the raw packs left as they were, as a crash would leave
+   * them (the next compaction does it all). An owner handing its store over does not make
+   * the one who takes it wait for this.
+   */
+  shouldStop?: () => boolean;
+}
+
+/** A compaction ended early because its caller asked (CompactOptions.shouldStop). */
+export class CompactionStopped extends Error {
+  constructor() {
+    super('the compaction was stopped; the content stays stored raw');
+  }
 }
 
 /** What one `compact()` did. */
@@ -850,7 +864,10 @@ export class BlobStore {
         groupBytes += bytes;
       }
       if (group.files.length) groups.push(group);
-      for (const g of groups) await this.compactGroup(g.files, g.entries, pool, opts, result);
+      for (const g of groups) {
+        if (opts.shouldStop?.()) throw new CompactionStopped();
+        await this.compactGroup(g.files, g.entries, pool, opts, result);
+      }
     } finally {
       await pool.close();
     }
@@ -894,6 +911,7 @@ export class BlobStore {
       const stream = randomBytes(6).toString('hex');
       for (let active = true; active; ) {
         active = false;
+        if (opts.shouldStop?.()) throw new CompactionStopped();
         for (let lane = 0; lane < lanes; lane++) {
           const c = cursors[lane]!;
           if (c.at >= c.end) continue;

@@ -28,7 +28,7 @@ export {
   toKey,
   type SnapshotRoot,
 } from './paths.js';
-export { BlobStore, BlobNotFoundError, CorruptBlobError, sha256Hex, assertHash, forEachLimit, type PutResult, type BlobStoreOptions } from './blobStore.js';
+export { BlobStore, BlobNotFoundError, CompactionStopped, CorruptBlobError, sha256Hex, assertHash, forEachLimit, type PutResult, type BlobStoreOptions } from './blobStore.js';
 export {
   ManifestStore,
   CorruptManifestError,
