@@ -126,7 +126,8 @@ export async function main(opts: { quick?: boolean } = {}): Promise<Row[]> {
   const thr = (xs: { opsPerSec: number }[]) => median(xs.map((x) => x.opsPerSec));
   const lat = (xs: { lat: number[] }[], p: number) => median(xs.map((x) => percentile(x.lat, p)));
   const liteThr = thr(lite);
-  rows.push({ measure: 'durable appends/s, 1 in flight', waypoint: thr(seq).toFixed(0), baseline: liteThr.toFixed(0), ratio: `${(thr(seq) / liteThr).toFixed(2)}×`, target: '(info)', ok: null });
+  // Agents call one at a time: this is the figure a hook or an MCP call meets (#38).
+  rows.push({ measure: 'durable appends/s, 1 in flight', waypoint: thr(seq).toFixed(0), baseline: liteThr.toFixed(0), ratio: `${(thr(seq) / liteThr).toFixed(2)}×`, target: '≥ 1.0×', ok: thr(seq) >= liteThr });
   rows.push({
     measure: 'durable appends/s, 16 in flight (group commit)',
     waypoint: thr(grp).toFixed(0),

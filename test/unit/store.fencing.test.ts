@@ -1,6 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
+import { createRequire } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { EventStore } from '../../src/core/store/eventStore';
@@ -51,6 +52,49 @@ describe('fencing: an owner replaced while stalled never acknowledges a write', 
     assert.ok(c.lock.epoch > b.lock.epoch);
     await c.close();
     await b.close();
+  });
+
+  it('the check before each acknowledgement answers from one lstat while the lock is unchanged, and still sees any replacement', async () => {
+    const a = await EventStore.open({ dir });
+    const file = path.join(dir, 'owner.lock');
+    const ours = fs.readFileSync(file, 'utf8');
+    const reads = { n: 0 };
+    // The module object the store's code calls through (this file's import is a read-only namespace).
+    const fsModule = createRequire(__filename)('node:fs') as { openSync: typeof fs.openSync };
+    const openSync = fsModule.openSync;
+    // Counts opens of the lock file (the check's read); the renewal thread has its own fs.
+    fsModule.openSync = ((p: fs.PathLike, ...rest: unknown[]) => {
+      if (String(p) === file) reads.n++;
+      return (openSync as (...a: unknown[]) => number)(p, ...rest);
+    }) as typeof fs.openSync;
+    try {
+      for (let i = 1; i <= 20; i++) await a.commit([started(i)]).durable;
+      // ext4/tmpfs here: the first check reads, the others only stat (elsewhere each one reads).
+      if (fs.statfsSync(dir).type === 0xef53 || fs.statfsSync(dir).type === 0x01021994) assert.ok(reads.n <= 2, `${reads.n} reads of the lock for 20 writes`);
+      // A renewal (its change time moves) is read once more and is still ours.
+      const later = new Date(Date.now() + 5_000);
+      fs.utimesSync(file, later, later);
+      await a.commit([started(21)]).durable;
+      // Replaced by a lock of the very same length (a new inode, as a takeover makes it):
+      // refused, though nothing but the bytes tells the two apart.
+      const theirs = ours.replace(/"ownerId":"(.)/, (_m, c: string) => `"ownerId":"${c === 'x' ? 'y' : 'x'}`);
+      assert.equal(theirs.length, ours.length);
+      assert.notEqual(theirs, ours);
+      fs.writeFileSync(`${file}.new`, theirs);
+      fs.renameSync(`${file}.new`, file);
+      await assert.rejects(a.commit([started(22)]).durable, isLost);
+    } finally {
+      fsModule.openSync = openSync;
+    }
+    const b = await EventStore.open({ dir: path.join(t.dir, '.waypoint-b') });
+    const fileB = path.join(t.dir, '.waypoint-b', 'owner.lock');
+    await b.commit([started(1)]).durable;
+    // Rewritten in place with other bytes of the same length (same inode): refused too.
+    const oursB = fs.readFileSync(fileB, 'utf8');
+    fs.writeFileSync(fileB, oursB.replace(/"pid":(\d)/, (_m, d: string) => `"pid":${d === '9' ? '8' : '9'}`));
+    await assert.rejects(b.commit([started(2)]).durable, isLost);
+    await a.close().catch(() => undefined);
+    await b.close().catch(() => undefined);
   });
 
   it('in-process: the replaced owner’s append and export are refused; its late segment and database are never read', async () => {
